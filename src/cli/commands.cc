@@ -1,0 +1,266 @@
+#include "cli/commands.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/block_pool.h"
+#include "cli/common.h"
+#include "core/cpu_features.h"
+#include "core/random.h"
+#include "kernels/gemm.h"
+#include "kernels/peak.h"
+#include "models/kv_store.h"
+#include "runner/generator.h"
+
+namespace radixlm::cli {
+namespace {
+
+using nlohmann::json;
+
+double PeakRssMiB() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// A KV store + block pool sized for `tokens` positions of one sequence.
+struct KvSetup {
+  KvSetup(const models::ModelConfig& c, int64_t tokens, int block_tokens = 16)
+      : blocks(static_cast<int32_t>((tokens + block_tokens - 1) / block_tokens)),
+        store(c, {blocks, block_tokens}), pool({blocks, block_tokens}) {}
+  int32_t blocks;
+  models::KvStore store;
+  cache::BlockPool pool;
+};
+
+json InfoJson(const models::Transformer& m) {
+  const auto& c = m.config();
+  json layers = json::array();
+  for (auto k : c.layers) layers.push_back(models::LayerKindName(k));
+  return {{"name", c.name}, {"architecture", c.arch}, {"parameters", c.ParameterCount()},
+          {"dtype", std::string(core::DTypeName(m.weight_dtype()))}, {"weights_bytes", m.weights().nbytes()},
+          {"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_blocks", c.n_blocks},
+          {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+          {"ffn_dim", c.ffn_dim}, {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},
+          {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
+          {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
+          {"max_context", c.max_context}, {"layer_kinds", layers}};
+}
+
+}  // namespace
+
+void RegisterInfo(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "describe a model: architecture, sizes, dtype, layer kinds");
+  auto* o = new ModelOptions;
+  auto* as_json = new bool(false);
+  AddModelOptions(cmd, o, /*positional_model=*/true);
+  cmd->add_flag("--json", *as_json, "print one JSON object");
+  cmd->callback([o, as_json] {
+    auto m = LoadFromOptions(*o);
+    ExitIfError(m.status());
+    const json j = InfoJson(**m);
+    if (*as_json) {
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
+    std::printf("%s: %s, %.1fM parameters, weights %s (%.1f MiB packed)\n", j["name"].get<std::string>().c_str(),
+                j["architecture"].get<std::string>().c_str(), j["parameters"].get<int64_t>() / 1e6,
+                j["dtype"].get<std::string>().c_str(), j["weights_bytes"].get<size_t>() / 1048576.0);
+    const auto& c = (*m)->config();
+    std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, MLP %d, RoPE theta %g (%s)%s%s%s\n",
+                static_cast<long long>(c.vocab_size), c.d_model, c.n_blocks, c.n_heads, c.n_kv_heads, c.head_dim,
+                c.ffn_dim, c.rope_theta, j["rope_layout"].get<std::string>().c_str(), c.qk_norm ? ", q/k norm" : "",
+                c.qkv_bias ? ", qkv bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+  });
+}
+
+void RegisterGenerate(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    std::string ids = "1,2,3,4,5,6,7,8";
+    runner::GenerateOptions gen;
+    std::string stop;
+    bool json_out = false;
+  };
+  auto* o = new Opts;
+  o->gen.max_tokens = 32;
+  auto* cmd = app.add_subcommand("generate", "generate tokens after a prompt of token ids");
+  AddModelOptions(cmd, &o->model);
+  cmd->add_option("--ids", o->ids, "prompt token ids, comma-separated")->capture_default_str();
+  cmd->add_option("--max-tokens,-n", o->gen.max_tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", o->gen.sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", o->gen.sampling.top_k, "0 = off");
+  cmd->add_option("--top-p", o->gen.sampling.top_p, "1 = off");
+  cmd->add_option("--seed", o->gen.sampling.seed, "sampling seed");
+  cmd->add_option("--stop", o->stop, "stop token ids, comma-separated (default: the model's EOS)");
+  cmd->add_flag("--json", o->json_out, "print one JSON object");
+  cmd->callback([o] {
+    auto prompt = ParseIds(o->ids);
+    ExitIfError(prompt.status());
+    auto m = LoadFromOptions(o->model);
+    ExitIfError(m.status());
+    auto& model = **m;
+    if (!o->stop.empty()) {
+      auto stop = ParseIds(o->stop);
+      ExitIfError(stop.status());
+      o->gen.stop_ids = *stop;
+    } else if (model.config().eos_id >= 0) {
+      o->gen.stop_ids = {model.config().eos_id};
+    }
+    core::ThreadPool pool(o->model.threads);
+    KvSetup kv(model.config(), static_cast<int64_t>(prompt->size()) + o->gen.max_tokens);
+    runner::Generator gen(model, pool, kv.store, kv.pool);
+    if (!o->json_out) std::printf("prompt: %zu tokens; generated:", prompt->size());
+    auto r = gen.Generate(*prompt, o->gen, [&](int32_t id) {
+      if (!o->json_out) { std::printf(" %d", id); std::fflush(stdout); }
+      return true;
+    });
+    ExitIfError(r.status());
+    const double decode_tps = r->decode_steps ? r->decode_steps / r->decode_seconds : 0;
+    if (o->json_out) {
+      std::printf("%s\n", json({{"tokens", r->tokens}, {"prefill_seconds", r->prefill_seconds},
+                                {"decode_tokens_per_s", decode_tps}, {"stopped", r->stopped}}).dump().c_str());
+    } else {
+      std::printf("\n%zu tokens; prefill %.1f ms (%.1f tok/s), decode %.1f tok/s%s\n", r->tokens.size(),
+                  r->prefill_seconds * 1e3, prompt->size() / r->prefill_seconds, decode_tps,
+                  r->stopped ? ", ended on a stop token" : "");
+    }
+  });
+}
+
+void RegisterLogits(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    std::string ids, out;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("logits", "write the logits of every position as little-endian f32 [n_tokens, vocab]");
+  AddModelOptions(cmd, &o->model);
+  cmd->add_option("--ids", o->ids, "token ids, comma-separated")->required();
+  cmd->add_option("--out,-o", o->out, "output file")->required();
+  cmd->callback([o] {
+    auto ids = ParseIds(o->ids);
+    ExitIfError(ids.status());
+    auto m = LoadFromOptions(o->model);
+    ExitIfError(m.status());
+    core::ThreadPool pool(o->model.threads);
+    KvSetup kv((*m)->config(), ids->size());
+    runner::Generator gen(**m, pool, kv.store, kv.pool);
+    auto logits = gen.AllLogits(*ids);
+    ExitIfError(logits.status());
+    std::ofstream f(o->out, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(logits->data()), logits->size() * sizeof(float));
+    if (!f) ExitIfError(core::IoError(o->out + ": write failed"));
+  });
+}
+
+void RegisterBench(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    int prompt_tokens = 512, gen_tokens = 64, repeats = 3;
+    bool json_out = false;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run");
+  AddModelOptions(cmd, &o->model);
+  cmd->add_option("--prompt-tokens", o->prompt_tokens)->capture_default_str();
+  cmd->add_option("--gen-tokens", o->gen_tokens)->capture_default_str();
+  cmd->add_option("--repeats", o->repeats, "runs; medians are reported")->capture_default_str();
+  cmd->add_flag("--json", o->json_out, "print one JSON object");
+  cmd->callback([o] {
+    const auto t_load = std::chrono::steady_clock::now();
+    auto m = LoadFromOptions(o->model);
+    ExitIfError(m.status());
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+    auto& model = **m;
+    const auto& c = model.config();
+    core::ThreadPool pool(o->model.threads);
+
+    // Ceilings: register-only FMA rate, and our GEMM on the model's own prefill shapes
+    // (the MLP projections of block 0 at M = prompt tokens).
+    const double fma_peak = kernels::MeasureFmaPeakGflops(pool);
+    const auto& mlp = model.weights().mlp.at(0);
+    const int64_t M = o->prompt_tokens;
+    std::vector<float> x(M * std::max<int64_t>(c.d_model, c.ffn_dim)), y(M * 2 * c.ffn_dim);
+    core::Rng rng(1);
+    for (float& v : x) v = rng.Normal(0, 1);
+    std::vector<double> gemm_runs;
+    for (int r = 0; r < 5; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      kernels::Gemm(pool, x.data(), M, c.d_model, mlp.gate_up, y.data(), 2 * c.ffn_dim);
+      kernels::Gemm(pool, x.data(), M, c.ffn_dim, mlp.down, y.data(), c.d_model);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      gemm_runs.push_back(2.0 * M * c.d_model * c.ffn_dim * 3 / s / 1e9);
+    }
+    const double gemm_peak = Median(gemm_runs);
+
+    std::vector<int32_t> prompt(o->prompt_tokens);
+    for (auto& id : prompt) id = static_cast<int32_t>(rng.Below(c.vocab_size));
+    KvSetup kv(c, o->prompt_tokens + o->gen_tokens + 1);
+    runner::Generator gen(model, pool, kv.store, kv.pool);
+    runner::GenerateOptions go;
+    go.max_tokens = o->gen_tokens;
+    go.prefill_chunk = o->prompt_tokens;
+    std::vector<double> prefill, decode;
+    for (int r = 0; r < o->repeats; ++r) {
+      auto res = gen.Generate(prompt, go);
+      ExitIfError(res.status());
+      prefill.push_back(o->prompt_tokens / res->prefill_seconds);
+      decode.push_back(res->decode_steps / res->decode_seconds);
+    }
+    const double prefill_tps = Median(prefill), decode_tps = Median(decode);
+    // Prefill FLOPs: linear layers for every token, lm_head for the last one, and attention
+    // scores + weighted values (4 * head_dim per (query, key) pair per head).
+    const double n = o->prompt_tokens;
+    const double attn = 4.0 * c.head_dim * c.n_heads * c.n_attention_layers() * n * (n + 1) / 2;
+    const double flops = c.LinearFlopsPerToken(false) * n + 2.0 * c.d_model * c.vocab_size + attn;
+    const double prefill_gflops = flops / (n / prefill_tps) / 1e9;
+    const double weight_gb = model.weights().nbytes() / 1e9;
+    json j = {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
+              {"threads", pool.size()}, {"isa", core::IsaName(core::ActiveIsa())},
+              {"prompt_tokens", o->prompt_tokens}, {"gen_tokens", o->gen_tokens},
+              {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps},
+              {"prefill_gflops", prefill_gflops}, {"gemm_peak_gflops", gemm_peak},
+              {"fma_peak_gflops", fma_peak}, {"prefill_fraction_of_gemm_peak", prefill_gflops / gemm_peak},
+              {"prefill_fraction_of_fma_peak", fma_peak > 0 ? prefill_gflops / fma_peak : 0},
+              {"decode_weight_gb_per_s", weight_gb * decode_tps}, {"weights_gb", weight_gb},
+              {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats}};
+    if (o->json_out) {
+      std::printf("%s\n", j.dump().c_str());
+      return;
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+  });
+}
+
+void RegisterExport(CLI::App& app) {
+  struct Opts {
+    std::string model = "random:tiny", format = "gguf", out, dtype = "f32";
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("export", "write a random preset's weights as GGUF or a Hugging Face folder");
+  cmd->add_option("--model,-m", o->model, "random:NAME")->capture_default_str();
+  cmd->add_option("--format", o->format)->check(CLI::IsMember({"gguf", "hf"}))->capture_default_str();
+  cmd->add_option("--dtype", o->dtype)->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
+  cmd->add_option("--out,-o", o->out, "file (gguf) or folder (hf)")->required();
+  cmd->callback([o] {
+    core::DType d;
+    core::ParseDType(o->dtype, &d);
+    ExitIfError(models::ExportModel(o->model, o->format == "gguf" ? models::ExportFormat::kGguf : models::ExportFormat::kHfFolder,
+                                    o->out, d));
+  });
+}
+
+}  // namespace radixlm::cli

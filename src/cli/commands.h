@@ -1,0 +1,15 @@
+// Subcommands of the radixlm program. Each Register* adds one CLI11 subcommand whose
+// callback builds what it needs (model, pools) and runs; main() only wires them up.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace radixlm::cli {
+
+void RegisterInfo(CLI::App& app);
+void RegisterGenerate(CLI::App& app);
+void RegisterLogits(CLI::App& app);
+void RegisterBench(CLI::App& app);
+void RegisterExport(CLI::App& app);
+
+}  // namespace radixlm::cli

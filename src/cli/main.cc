@@ -1,0 +1,16 @@
+// radixlm: the command-line program. Composition root only: subcommands live in commands.cc.
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"radixlm: an LLM inference engine where a shared prefix is computed once"};
+  app.require_subcommand(1);
+  radixlm::cli::RegisterInfo(app);
+  radixlm::cli::RegisterGenerate(app);
+  radixlm::cli::RegisterLogits(app);
+  radixlm::cli::RegisterBench(app);
+  radixlm::cli::RegisterExport(app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

@@ -1,0 +1,53 @@
+#include "core/cpu_features.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace radixlm::core {
+namespace {
+
+Isa DetectedLevel() {
+  const CpuFeatures& f = DetectedCpu();
+  if (f.avx512f) return Isa::kAvx512;
+  if (f.avx2_fma) return Isa::kAvx2;
+  return Isa::kScalar;
+}
+
+Isa InitialCap() {
+  const char* env = std::getenv("RADIXLM_ISA");  // read once at start-up, not per call
+  if (!env) return Isa::kAvx512;
+  if (!std::strcmp(env, "scalar")) return Isa::kScalar;
+  if (!std::strcmp(env, "avx2")) return Isa::kAvx2;
+  return Isa::kAvx512;
+}
+
+Isa g_cap = InitialCap();
+
+}  // namespace
+
+const CpuFeatures& DetectedCpu() {
+  static const CpuFeatures features = [] {
+    CpuFeatures f;
+    __builtin_cpu_init();
+    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx512_bf16 = false;  // gcc 12's __builtin_cpu_supports has no avx512bf16 query
+    return f;
+  }();
+  return features;
+}
+
+Isa ActiveIsa() { return static_cast<Isa>(std::min(static_cast<int>(DetectedLevel()), static_cast<int>(g_cap))); }
+void SetIsaCap(Isa cap) { g_cap = cap; }
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace radixlm::core

@@ -1,0 +1,21 @@
+// CPU feature detection, done once; the single place where kernels ask which fast path to
+// take. RADIXLM_ISA=scalar|avx2|avx512 caps the level (for tests and comparisons).
+#pragma once
+
+namespace radixlm::core {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+struct CpuFeatures {
+  bool avx2_fma = false;
+  bool avx512f = false;
+  bool avx512_bf16 = false;
+};
+
+const CpuFeatures& DetectedCpu();
+// The level kernels use: the detected one, capped by SetIsaCap or RADIXLM_ISA.
+Isa ActiveIsa();
+void SetIsaCap(Isa cap);
+const char* IsaName(Isa isa);
+
+}  // namespace radixlm::core

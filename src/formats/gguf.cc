@@ -1,0 +1,323 @@
+#include "formats/gguf.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace radixlm::formats {
+namespace {
+
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+constexpr uint64_t kMaxArrayItems = 1ull << 28;
+constexpr uint64_t kMaxStringBytes = 1ull << 30;
+
+// ggml_type ids of the tensor types radixlm reads, and names for the ones it rejects.
+constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlBF16 = 30;
+const char* GgmlTypeName(uint32_t t) {
+  static const char* names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1",
+                                "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
+                                "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",
+                                "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
+  return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
+}
+
+// Bounds-checked little-endian cursor over the mapped file.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size, const std::string& path) : d_(data), n_(size), path_(path) {}
+  size_t pos() const { return pos_; }
+  core::Status Error(const std::string& what) const {
+    return core::DataLoss(path_ + ": " + what + " at byte " + std::to_string(pos_) +
+                          " (file is " + std::to_string(n_) + " bytes; truncated or not GGUF?)");
+  }
+  template <typename T>
+  core::Status Read(T* out) {
+    if (n_ - pos_ < sizeof(T) || pos_ > n_) return Error("unexpected end of file");
+    std::memcpy(out, d_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return core::Status::Ok();
+  }
+  core::Status ReadString(std::string* out) {
+    uint64_t len = 0;
+    RADIXLM_RETURN_IF_ERROR(Read(&len));
+    if (len > kMaxStringBytes || len > n_ - pos_) return Error("string length " + std::to_string(len) + " runs past the end");
+    out->assign(reinterpret_cast<const char*>(d_ + pos_), len);
+    pos_ += len;
+    return core::Status::Ok();
+  }
+
+ private:
+  const uint8_t* d_;
+  size_t n_, pos_ = 0;
+  const std::string& path_;
+};
+
+core::Status ReadValue(Reader& r, GgufType type, GgufValue* out, int depth) {
+  out->type = type;
+  switch (type) {
+    case GgufType::kU8: { uint8_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = uint64_t{v}; break; }
+    case GgufType::kI8: { int8_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = int64_t{v}; break; }
+    case GgufType::kU16: { uint16_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = uint64_t{v}; break; }
+    case GgufType::kI16: { int16_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = int64_t{v}; break; }
+    case GgufType::kU32: { uint32_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = uint64_t{v}; break; }
+    case GgufType::kI32: { int32_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = int64_t{v}; break; }
+    case GgufType::kU64: { uint64_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = v; break; }
+    case GgufType::kI64: { int64_t v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = v; break; }
+    case GgufType::kF32: { float v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = double{v}; break; }
+    case GgufType::kF64: { double v = 0; RADIXLM_RETURN_IF_ERROR(r.Read(&v)); out->scalar = v; break; }
+    case GgufType::kBool: {
+      uint8_t v = 0;
+      RADIXLM_RETURN_IF_ERROR(r.Read(&v));
+      if (v > 1) return r.Error("bool value " + std::to_string(v));
+      out->scalar = v == 1;
+      break;
+    }
+    case GgufType::kString: {
+      std::string s;
+      RADIXLM_RETURN_IF_ERROR(r.ReadString(&s));
+      out->scalar = std::move(s);
+      break;
+    }
+    case GgufType::kArray: {
+      if (depth > 2) return r.Error("arrays nested too deeply");
+      uint32_t elem = 0;
+      uint64_t n = 0;
+      RADIXLM_RETURN_IF_ERROR(r.Read(&elem));
+      RADIXLM_RETURN_IF_ERROR(r.Read(&n));
+      if (elem > static_cast<uint32_t>(GgufType::kF64)) return r.Error("unknown array element type " + std::to_string(elem));
+      if (n > kMaxArrayItems) return r.Error("array of " + std::to_string(n) + " items");
+      out->array_type = static_cast<GgufType>(elem);
+      out->array.resize(n);
+      for (uint64_t i = 0; i < n; ++i) RADIXLM_RETURN_IF_ERROR(ReadValue(r, out->array_type, &out->array[i], depth + 1));
+      break;
+    }
+    default:
+      return r.Error("unknown metadata value type " + std::to_string(static_cast<uint32_t>(type)));
+  }
+  return core::Status::Ok();
+}
+
+template <typename T>
+void Put(std::string& out, T v) { out.append(reinterpret_cast<const char*>(&v), sizeof(T)); }
+void PutString(std::string& out, const std::string& s) {
+  Put<uint64_t>(out, s.size());
+  out += s;
+}
+
+void WriteValue(std::string& out, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::kU8: Put<uint8_t>(out, static_cast<uint8_t>(v.AsInt())); break;
+    case GgufType::kI8: Put<int8_t>(out, static_cast<int8_t>(v.AsInt())); break;
+    case GgufType::kU16: Put<uint16_t>(out, static_cast<uint16_t>(v.AsInt())); break;
+    case GgufType::kI16: Put<int16_t>(out, static_cast<int16_t>(v.AsInt())); break;
+    case GgufType::kU32: Put<uint32_t>(out, static_cast<uint32_t>(v.AsInt())); break;
+    case GgufType::kI32: Put<int32_t>(out, static_cast<int32_t>(v.AsInt())); break;
+    case GgufType::kU64: Put<uint64_t>(out, static_cast<uint64_t>(v.AsInt())); break;
+    case GgufType::kI64: Put<int64_t>(out, v.AsInt()); break;
+    case GgufType::kF32: Put<float>(out, static_cast<float>(v.AsDouble())); break;
+    case GgufType::kF64: Put<double>(out, v.AsDouble()); break;
+    case GgufType::kBool: Put<uint8_t>(out, std::get<bool>(v.scalar) ? 1 : 0); break;
+    case GgufType::kString: PutString(out, v.AsString()); break;
+    case GgufType::kArray:
+      Put<uint32_t>(out, static_cast<uint32_t>(v.array_type));
+      Put<uint64_t>(out, v.array.size());
+      for (const GgufValue& item : v.array) WriteValue(out, item);
+      break;
+  }
+}
+
+}  // namespace
+
+GgufValue GgufValue::Array(GgufType elem, std::vector<GgufValue> items) {
+  GgufValue v;
+  v.type = GgufType::kArray;
+  v.array_type = elem;
+  v.array = std::move(items);
+  return v;
+}
+
+bool GgufValue::is_integer() const {
+  return std::holds_alternative<uint64_t>(scalar) || std::holds_alternative<int64_t>(scalar) ||
+         std::holds_alternative<bool>(scalar);
+}
+
+int64_t GgufValue::AsInt() const {
+  if (auto* u = std::get_if<uint64_t>(&scalar)) return static_cast<int64_t>(*u);
+  if (auto* i = std::get_if<int64_t>(&scalar)) return *i;
+  if (auto* b = std::get_if<bool>(&scalar)) return *b;
+  if (auto* d = std::get_if<double>(&scalar)) return static_cast<int64_t>(*d);
+  return 0;
+}
+
+double GgufValue::AsDouble() const {
+  if (auto* d = std::get_if<double>(&scalar)) return *d;
+  return static_cast<double>(AsInt());
+}
+
+core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
+  auto mapped = core::MappedFile::Open(path);
+  if (!mapped.ok()) return mapped.status();
+  auto file = std::make_unique<core::MappedFile>(std::move(mapped).value());
+  GgufFile g;
+  g.path_ = path;
+  g.tensors_ = std::make_unique<TensorStore>();
+  Reader r(file->data(), file->size(), g.path_);
+  uint32_t magic = 0;
+  RADIXLM_RETURN_IF_ERROR(r.Read(&magic));
+  if (magic != kMagic) return core::DataLoss(path + ": not a GGUF file (bad magic)");
+  RADIXLM_RETURN_IF_ERROR(r.Read(&g.version_));
+  if (g.version_ < 2 || g.version_ > 3)
+    return core::Unimplemented(path + ": GGUF version " + std::to_string(g.version_) + " (radixlm reads 2 and 3)");
+  uint64_t n_tensors = 0, n_kv = 0;
+  RADIXLM_RETURN_IF_ERROR(r.Read(&n_tensors));
+  RADIXLM_RETURN_IF_ERROR(r.Read(&n_kv));
+  if (n_tensors > (1u << 20) || n_kv > (1u << 20))
+    return core::DataLoss(path + ": implausible header (" + std::to_string(n_tensors) + " tensors, " +
+                          std::to_string(n_kv) + " metadata keys)");
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key;
+    uint32_t type;
+    RADIXLM_RETURN_IF_ERROR(r.ReadString(&key));
+    RADIXLM_RETURN_IF_ERROR(r.Read(&type));
+    GgufValue value;
+    RADIXLM_RETURN_IF_ERROR(ReadValue(r, static_cast<GgufType>(type), &value, 0));
+    g.metadata_[key] = std::move(value);
+  }
+  struct Info {
+    std::string name;
+    std::vector<int64_t> shape;
+    uint32_t type;
+    uint64_t offset;
+  };
+  std::vector<Info> infos(n_tensors);
+  for (Info& info : infos) {
+    RADIXLM_RETURN_IF_ERROR(r.ReadString(&info.name));
+    uint32_t n_dims = 0;
+    RADIXLM_RETURN_IF_ERROR(r.Read(&n_dims));
+    if (n_dims == 0 || n_dims > 4) return r.Error("tensor '" + info.name + "' has " + std::to_string(n_dims) + " dims");
+    info.shape.resize(n_dims);
+    for (uint32_t d = 0; d < n_dims; ++d) {  // GGUF lists dims innermost first
+      uint64_t ne = 0;
+      RADIXLM_RETURN_IF_ERROR(r.Read(&ne));
+      if (ne == 0 || ne > (1ull << 40)) return r.Error("tensor '" + info.name + "' has dimension " + std::to_string(ne));
+      info.shape[n_dims - 1 - d] = static_cast<int64_t>(ne);
+    }
+    RADIXLM_RETURN_IF_ERROR(r.Read(&info.type));
+    RADIXLM_RETURN_IF_ERROR(r.Read(&info.offset));
+  }
+  const int64_t alignment = g.GetIntOr("general.alignment", 32);
+  if (alignment <= 0 || (alignment & (alignment - 1)))
+    return core::DataLoss(path + ": general.alignment " + std::to_string(alignment) + " is not a power of two");
+  const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
+  for (const Info& info : infos) {
+    TensorEntry e;
+    e.name = info.name;
+    e.shape = info.shape;
+    e.file = path;
+    if (info.type == kGgmlF32) e.dtype = core::DType::kF32;
+    else if (info.type == kGgmlF16) e.dtype = core::DType::kF16;
+    else if (info.type == kGgmlBF16) e.dtype = core::DType::kBF16;
+    else {
+      return core::Unimplemented(path + ": tensor '" + info.name + "' has type " + GgmlTypeName(info.type) +
+                                 "; radixlm reads F32, F16 and BF16 GGUF tensors");
+    }
+    e.nbytes = static_cast<size_t>(e.numel()) * core::DTypeSize(e.dtype);
+    if (info.offset % alignment != 0)
+      return core::DataLoss(path + ": tensor '" + info.name + "' offset is not aligned");
+    if (data_start + info.offset > file->size() || e.nbytes > file->size() - data_start - info.offset)
+      return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() +
+                            " runs past the end of the file (truncated?)");
+    e.data = file->data() + data_start + info.offset;
+    RADIXLM_RETURN_IF_ERROR(g.tensors_->Add(std::move(e)));
+  }
+  g.tensors_->AddFile(std::move(file));
+  return g;
+}
+
+const GgufValue* GgufFile::Find(const std::string& key) const {
+  auto it = metadata_.find(key);
+  return it == metadata_.end() ? nullptr : &it->second;
+}
+
+core::StatusOr<int64_t> GgufFile::GetInt(const std::string& key) const {
+  const GgufValue* v = Find(key);
+  if (!v) return core::NotFound(path_ + ": missing metadata key '" + key + "'");
+  if (!v->is_integer()) return core::DataLoss(path_ + ": metadata '" + key + "' is not an integer");
+  return v->AsInt();
+}
+
+core::StatusOr<double> GgufFile::GetFloat(const std::string& key) const {
+  const GgufValue* v = Find(key);
+  if (!v) return core::NotFound(path_ + ": missing metadata key '" + key + "'");
+  if (!v->is_number()) return core::DataLoss(path_ + ": metadata '" + key + "' is not a number");
+  return v->AsDouble();
+}
+
+core::StatusOr<std::string> GgufFile::GetString(const std::string& key) const {
+  const GgufValue* v = Find(key);
+  if (!v) return core::NotFound(path_ + ": missing metadata key '" + key + "'");
+  if (v->type != GgufType::kString) return core::DataLoss(path_ + ": metadata '" + key + "' is not a string");
+  return v->AsString();
+}
+
+int64_t GgufFile::GetIntOr(const std::string& key, int64_t fallback) const {
+  const GgufValue* v = Find(key);
+  return v && v->is_integer() ? v->AsInt() : fallback;
+}
+
+double GgufFile::GetFloatOr(const std::string& key, double fallback) const {
+  const GgufValue* v = Find(key);
+  return v && v->is_number() ? v->AsDouble() : fallback;
+}
+
+void GgufWriter::AddTensor(const std::string& name, core::DType dtype, std::vector<int64_t> shape,
+                           const void* data) {
+  tensors_.push_back({name, dtype, std::move(shape), data});
+}
+
+core::Status GgufWriter::Write(const std::string& path) const {
+  constexpr uint64_t kAlign = 32;
+  std::string head;
+  Put<uint32_t>(head, kMagic);
+  Put<uint32_t>(head, 3);
+  Put<uint64_t>(head, tensors_.size());
+  Put<uint64_t>(head, metadata_.size());
+  for (const auto& [key, value] : metadata_) {
+    PutString(head, key);
+    Put<uint32_t>(head, static_cast<uint32_t>(value.type));
+    WriteValue(head, value);
+  }
+  uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
+  for (const Pending& t : tensors_) {
+    PutString(head, t.name);
+    Put<uint32_t>(head, t.shape.size());
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) Put<uint64_t>(head, *it);
+    const uint32_t type = t.dtype == core::DType::kF32 ? kGgmlF32 : t.dtype == core::DType::kF16 ? kGgmlF16 : kGgmlBF16;
+    Put<uint32_t>(head, type);
+    Put<uint64_t>(head, offset);
+    offsets.push_back(offset);
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    offset += (n * core::DTypeSize(t.dtype) + kAlign - 1) / kAlign * kAlign;
+  }
+  head.resize((head.size() + kAlign - 1) / kAlign * kAlign, '\0');
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return core::IoError(path + ": cannot write");
+  bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+  static const char zeros[kAlign] = {};
+  for (const Pending& t : tensors_) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    const size_t bytes = n * core::DTypeSize(t.dtype);
+    ok = ok && std::fwrite(t.data, 1, bytes, f) == bytes;
+    const size_t pad = (kAlign - bytes % kAlign) % kAlign;
+    ok = ok && std::fwrite(zeros, 1, pad, f) == pad;
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) return core::IoError(path + ": write failed");
+  return core::Status::Ok();
+}
+
+}  // namespace radixlm::formats

@@ -1,0 +1,35 @@
+#include "formats/tensor_store.h"
+
+namespace radixlm::formats {
+
+std::string ShapeToString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string TensorEntry::ShapeString() const { return ShapeToString(shape); }
+
+core::Status TensorStore::Add(TensorEntry entry) {
+  if (entries_.count(entry.name))
+    return core::DataLoss(entry.file + ": tensor '" + entry.name + "' appears twice");
+  entries_.emplace(entry.name, std::move(entry));
+  return core::Status::Ok();
+}
+
+const TensorEntry* TensorStore::Find(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+core::StatusOr<const TensorEntry*> TensorStore::Get(const std::string& name,
+                                                    const std::vector<int64_t>& shape) const {
+  const TensorEntry* e = Find(name);
+  if (!e) return core::NotFound("checkpoint has no tensor '" + name + "'");
+  if (e->shape != shape)
+    return core::DataLoss(e->file + ": tensor '" + name + "' has shape " + e->ShapeString() +
+                          ", expected " + ShapeToString(shape) + " from the model config");
+  return e;
+}
+
+}  // namespace radixlm::formats

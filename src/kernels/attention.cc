@@ -1,0 +1,194 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/status.h"
+#include "kernels/vec_avx2.h"
+
+namespace radixlm::kernels {
+namespace {
+
+constexpr int kMaxGroup = 16;    // q heads per kv head handled together
+constexpr int kMaxBlock = 256;   // block_tokens limit for the per-block score buffer
+
+float DotScalar(const float* a, const float* b, int n) {
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+RADIXLM_AVX2 float DotAvx2(const float* a, const float* b, int n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  float s = avx2::HSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// acc = acc * scale + sum_j p[j] * v_j
+RADIXLM_AVX2 void ScaleAccumulateAvx2(float* acc, float scale, const float* p, float* const* v,
+                                      int n_v, int d) {
+  for (int i = 0; i + 8 <= d; i += 8) {
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(scale));
+    for (int j = 0; j < n_v; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v[j] + i), a);
+    _mm256_storeu_ps(acc + i, a);
+  }
+  for (int i = d / 8 * 8; i < d; ++i) {
+    float a = acc[i] * scale;
+    for (int j = 0; j < n_v; ++j) a += p[j] * v[j][i];
+    acc[i] = a;
+  }
+}
+
+void ScaleAccumulateScalar(float* acc, float scale, const float* p, float* const* v, int n_v, int d) {
+  for (int i = 0; i < d; ++i) {
+    float a = acc[i] * scale;
+    for (int j = 0; j < n_v; ++j) a += p[j] * v[j][i];
+    acc[i] = a;
+  }
+}
+
+RADIXLM_AVX2 void ExpSubAvx2(float* s, int n, float m) {
+  int i = 0;
+  const __m256 vm = _mm256_set1_ps(m);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm)));
+  for (; i < n; ++i) s[i] = std::exp(s[i] - m);
+}
+
+// One query row, one kv head, the `group` q heads that share it.
+void AttendRow(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq,
+               int32_t position, int kv_head, const float* q_row, float* out_row, float* lse_row,
+               bool avx2) {
+  const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
+  float m[kMaxGroup], l[kMaxGroup];
+  float scores[kMaxGroup][kMaxBlock];
+  float* vptr[kMaxBlock];
+  for (int g = 0; g < group; ++g) {
+    m[g] = -std::numeric_limits<float>::infinity();
+    l[g] = 0;
+    std::memset(out_row + (kv_head * group + g) * d, 0, d * sizeof(float));
+  }
+  const int64_t n_kv = static_cast<int64_t>(position) + 1;
+  for (int64_t start = 0; start < n_kv; start += bt) {
+    const int32_t block = seq.block_table[start / bt];
+    const int n = static_cast<int>(std::min<int64_t>(bt, n_kv - start));
+    for (int j = 0; j < n; ++j) {
+      const float* kj = kv.KeyAt(block, j, kv_head);
+      vptr[j] = kv.ValueAt(block, j, kv_head);
+      for (int g = 0; g < group; ++g) {
+        const float* qg = q_row + (kv_head * group + g) * d;
+        scores[g][j] = (avx2 ? DotAvx2(qg, kj, d) : DotScalar(qg, kj, d)) * p.scale;
+      }
+    }
+    for (int g = 0; g < group; ++g) {
+      float bm = m[g];
+      for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
+      const float correction = std::exp(m[g] - bm);  // exp(-inf) = 0 on the first block
+      if (avx2) {
+        ExpSubAvx2(scores[g], n, bm);
+      } else {
+        for (int j = 0; j < n; ++j) scores[g][j] = std::exp(scores[g][j] - bm);
+      }
+      float bs = 0;
+      for (int j = 0; j < n; ++j) bs += scores[g][j];
+      l[g] = l[g] * correction + bs;
+      m[g] = bm;
+      float* acc = out_row + (kv_head * group + g) * d;
+      if (avx2) ScaleAccumulateAvx2(acc, correction, scores[g], vptr, n, d);
+      else ScaleAccumulateScalar(acc, correction, scores[g], vptr, n, d);
+    }
+  }
+  for (int g = 0; g < group; ++g) {
+    float* acc = out_row + (kv_head * group + g) * d;
+    const float inv = 1.0f / l[g];
+    for (int i = 0; i < d; ++i) acc[i] *= inv;
+    if (lse_row) lse_row[kv_head * group + g] = m[g] + std::log(l[g]);
+  }
+}
+
+struct RowRef {
+  int32_t seq;
+  int64_t row;
+};
+
+}  // namespace
+
+void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const int32_t* positions,
+             const float* k, const float* v) {
+  const int64_t row_elems = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  for (const AttentionSeq& s : seqs)
+    for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
+      const int32_t pos = positions[r];
+      RADIXLM_CHECK(pos >= 0 && static_cast<size_t>(pos / kv.block_tokens) < s.block_table.size());
+      const int32_t block = s.block_table[pos / kv.block_tokens];
+      std::memcpy(kv.KeyAt(block, pos % kv.block_tokens, 0), k + r * row_elems, row_elems * 4);
+      std::memcpy(kv.ValueAt(block, pos % kv.block_tokens, 0), v + r * row_elems, row_elems * 4);
+    }
+}
+
+void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
+                    std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
+                    float* out, float* lse) {
+  RADIXLM_CHECK(p.n_heads % p.n_kv_heads == 0 && p.n_heads / p.n_kv_heads <= kMaxGroup);
+  RADIXLM_CHECK(kv.block_tokens <= kMaxBlock);
+  std::vector<RowRef> rows;
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (int64_t r = seqs[s].row_begin; r < seqs[s].row_begin + seqs[s].n_rows; ++r)
+      rows.push_back({static_cast<int32_t>(s), r});
+  for (const RowRef& rr : rows)
+    RADIXLM_CHECK(static_cast<size_t>(positions[rr.row] / kv.block_tokens) < seqs[rr.seq].block_table.size());
+  const int64_t n_items = static_cast<int64_t>(rows.size()) * p.n_kv_heads;
+  const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
+  const int n_threads = pool.size();
+  // Items are dealt round-robin: causal rows grow in cost with position, so contiguous ranges
+  // would leave one thread with the expensive end of every prompt.
+  pool.RunOnAll([&](int t) {
+    for (int64_t i = t; i < n_items; i += n_threads) {
+      const RowRef& rr = rows[i / p.n_kv_heads];
+      const int kv_head = static_cast<int>(i % p.n_kv_heads);
+      const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
+      AttendRow(p, kv, seqs[rr.seq], positions[rr.row], kv_head, q + rr.row * stride,
+                out + rr.row * stride, lse ? lse + rr.row * p.n_heads : nullptr, avx2);
+    }
+  });
+}
+
+void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
+                             std::span<const AttentionSeq> seqs, const int32_t* positions,
+                             const float* q, float* out, float* lse) {
+  const int group = p.n_heads / p.n_kv_heads, d = p.head_dim;
+  for (const AttentionSeq& s : seqs)
+    for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r)
+      for (int h = 0; h < p.n_heads; ++h) {
+        const int n = positions[r] + 1;
+        std::vector<double> sc(n);
+        double mx = -1e300;
+        for (int j = 0; j < n; ++j) {
+          const float* kj = kv.KeyAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group);
+          double dot = 0;
+          for (int i = 0; i < d; ++i) dot += static_cast<double>(q[(r * p.n_heads + h) * d + i]) * kj[i];
+          sc[j] = dot * p.scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
+        for (int i = 0; i < d; ++i) {
+          double o = 0;
+          for (int j = 0; j < n; ++j)
+            o += sc[j] * kv.ValueAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group)[i];
+          out[(r * p.n_heads + h) * d + i] = static_cast<float>(o / sum);
+        }
+        if (lse) lse[r * p.n_heads + h] = static_cast<float>(mx + std::log(sum));
+      }
+}
+
+}  // namespace radixlm::kernels

@@ -1,0 +1,22 @@
+#include "models/kv_store.h"
+
+namespace radixlm::models {
+
+size_t KvStore::BytesPerBlock(const ModelConfig& model, int block_tokens) {
+  return size_t{2} * model.n_attention_layers() * block_tokens * model.n_kv_heads * model.head_dim * sizeof(float);
+}
+
+KvStore::KvStore(const ModelConfig& model, KvStoreConfig config)
+    : config_(config), n_kv_heads_(model.n_kv_heads), head_dim_(model.head_dim),
+      n_layers_(model.n_attention_layers()) {
+  buffer_.Resize(BytesPerBlock(model, config.block_tokens) * config.n_blocks);
+}
+
+kernels::KvLayerView KvStore::Layer(int layer) const {
+  RADIXLM_CHECK(layer >= 0 && layer < n_layers_);
+  const size_t per_tensor = size_t{1} * config_.n_blocks * config_.block_tokens * n_kv_heads_ * head_dim_;
+  float* base = const_cast<float*>(buffer_.as<float>()) + 2 * per_tensor * layer;
+  return {base, base + per_tensor, config_.block_tokens, n_kv_heads_, head_dim_};
+}
+
+}  // namespace radixlm::models

@@ -1,0 +1,478 @@
+#include "models/loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "core/random.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "models/presets.h"
+
+namespace radixlm::models {
+namespace {
+
+using core::DType;
+using core::Status;
+using core::StatusOr;
+using formats::TensorEntry;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// Hands out tensors by GGUF name. Random sources generate into `scratch`.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool Has(const std::string& name) const = 0;
+  virtual StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
+                                    std::vector<float>* scratch) const = 0;
+};
+
+// GGUF name -> Hugging Face name (Llama/Qwen families).
+std::string HfName(const std::string& gguf) {
+  static const std::vector<std::pair<std::regex, std::string>> kRules = {
+      {std::regex(R"(^token_embd\.weight$)"), "model.embed_tokens.weight"},
+      {std::regex(R"(^output_norm\.weight$)"), "model.norm.weight"},
+      {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "model.layers.$1.input_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_norm\.weight$)"), "model.layers.$1.post_attention_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_q\.(weight|bias)$)"), "model.layers.$1.self_attn.q_proj.$2"},
+      {std::regex(R"(^blk\.(\d+)\.attn_k\.(weight|bias)$)"), "model.layers.$1.self_attn.k_proj.$2"},
+      {std::regex(R"(^blk\.(\d+)\.attn_v\.(weight|bias)$)"), "model.layers.$1.self_attn.v_proj.$2"},
+      {std::regex(R"(^blk\.(\d+)\.attn_output\.weight$)"), "model.layers.$1.self_attn.o_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_q_norm\.weight$)"), "model.layers.$1.self_attn.q_norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_k_norm\.weight$)"), "model.layers.$1.self_attn.k_norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate\.weight$)"), "model.layers.$1.mlp.gate_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_up\.weight$)"), "model.layers.$1.mlp.up_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_down\.weight$)"), "model.layers.$1.mlp.down_proj.weight"},
+  };
+  for (const auto& [re, fmt] : kRules)
+    if (std::regex_match(gguf, re)) return std::regex_replace(gguf, re, fmt);
+  return gguf;
+}
+
+class StoreSource : public WeightSource {
+ public:
+  StoreSource(const formats::TensorStore* store, bool hf_names) : store_(store), hf_(hf_names) {}
+  bool Has(const std::string& name) const override { return store_->Find(Map(name)) != nullptr; }
+  StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
+                            std::vector<float>*) const override {
+    auto e = store_->Get(Map(name), shape);
+    if (!e.ok()) return e.status();
+    return **e;
+  }
+
+ private:
+  std::string Map(const std::string& n) const { return hf_ ? HfName(n) : n; }
+  const formats::TensorStore* store_;
+  bool hf_;
+};
+
+// Seeded random weights: linear weights and embeddings N(0, 0.02), biases N(0, 0.02), norm
+// weights N(1, 0.1) (not all ones, so tests notice a norm weight applied to the wrong axis).
+// Each tensor's values depend only on (seed, name), so presets are stable as code changes.
+class RandomSource : public WeightSource {
+ public:
+  RandomSource(const ModelConfig& c, uint64_t seed) : config_(c), seed_(seed) {}
+  bool Has(const std::string& name) const override {
+    if (name == "output.weight") return !config_.tied_embeddings;
+    if (name.find(".bias") != std::string::npos) return config_.qkv_bias;
+    if (name.find("attn_q_norm") != std::string::npos || name.find("attn_k_norm") != std::string::npos)
+      return config_.qk_norm;
+    return name != "rope_freqs.weight";
+  }
+  StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
+                            std::vector<float>* scratch) const override {
+    TensorEntry e;
+    e.name = name;
+    e.shape = shape;
+    e.file = config_.name;
+    e.dtype = DType::kF32;
+    scratch->resize(e.numel());
+    const bool is_norm = name.find("norm") != std::string::npos;
+    uint64_t h = seed_ * 0x9e3779b97f4a7c15ull + 1469598103934665603ull;
+    for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+    core::Rng rng(h);
+    for (float& v : *scratch) v = is_norm ? rng.Normal(1.0f, 0.1f) : rng.Normal(0.0f, 0.02f);
+    e.data = scratch->data();
+    e.nbytes = scratch->size() * 4;
+    return e;
+  }
+
+ private:
+  ModelConfig config_;
+  uint64_t seed_;
+};
+
+std::vector<float> ToF32(const TensorEntry& e) {
+  std::vector<float> v(e.numel());
+  core::ConvertToF32(e.dtype, e.data, v.data(), v.size());
+  return v;
+}
+
+std::string Blk(int i, const char* what) { return "blk." + std::to_string(i) + "." + what; }
+
+StatusOr<std::vector<float>> GetVector(const WeightSource& src, const std::string& name, int64_t n) {
+  std::vector<float> scratch;
+  RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(name, {n}, &scratch));
+  return ToF32(e);
+}
+
+// Packs the named [rows_i, n_in] matrices stacked along the output dimension.
+StatusOr<kernels::PackedWeight> GetStacked(const WeightSource& src, const std::vector<std::string>& names,
+                                           const std::vector<int64_t>& rows, int64_t n_in, DType storage) {
+  std::vector<std::vector<float>> scratch(names.size());
+  std::vector<std::vector<float>> converted(names.size());
+  std::vector<const void*> parts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(names[i], {rows[i], n_in}, &scratch[i]));
+    if (e.dtype != DType::kF32) {
+      converted[i] = ToF32(e);
+      parts.push_back(converted[i].data());
+    } else {
+      parts.push_back(e.data);
+    }
+  }
+  return kernels::PackedWeight::PackStacked(parts.data(), rows.data(), static_cast<int>(parts.size()),
+                                            DType::kF32, n_in, storage);
+}
+
+StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, DType storage) {
+  const std::string problem = c.Validate();
+  if (!problem.empty()) return core::InvalidArgument(c.name + ": " + problem);
+  TransformerWeights w;
+  const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+  int block = 0, kv_index = 0;
+  for (size_t li = 0; li < c.layers.size(); ++li) {
+    // Dense decoders alternate attention and MLP sublayers; the block index counts pairs.
+    if (c.layers[li] == LayerKind::kAttention) {
+      AttentionLayerWeights a;
+      RADIXLM_ASSIGN_OR_RETURN(a.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
+      RADIXLM_ASSIGN_OR_RETURN(a.qkv, GetStacked(src, {Blk(block, "attn_q.weight"), Blk(block, "attn_k.weight"), Blk(block, "attn_v.weight")},
+                                                 {q, kv, kv}, d, storage));
+      if (c.qkv_bias) {
+        for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
+          RADIXLM_ASSIGN_OR_RETURN(auto b, GetVector(src, Blk(block, n), n[5] == 'q' ? q : kv));
+          a.qkv_bias.insert(a.qkv_bias.end(), b.begin(), b.end());
+        }
+      }
+      if (c.qk_norm) {
+        RADIXLM_ASSIGN_OR_RETURN(a.q_norm, GetVector(src, Blk(block, "attn_q_norm.weight"), hd));
+        RADIXLM_ASSIGN_OR_RETURN(a.k_norm, GetVector(src, Blk(block, "attn_k_norm.weight"), hd));
+      }
+      RADIXLM_ASSIGN_OR_RETURN(a.o, GetStacked(src, {Blk(block, "attn_output.weight")}, {d}, q, storage));
+      a.kv_index = kv_index++;
+      w.attention.push_back(std::move(a));
+    } else if (c.layers[li] == LayerKind::kMlp) {
+      MlpLayerWeights m;
+      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, "ffn_norm.weight"), d));
+      RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
+                                                     {c.ffn_dim, c.ffn_dim}, d, storage));
+      RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
+      w.mlp.push_back(std::move(m));
+      ++block;
+    }
+  }
+  RADIXLM_ASSIGN_OR_RETURN(w.final_norm, GetVector(src, "output_norm.weight", d));
+  const bool tied = c.tied_embeddings || !src.Has("output.weight");
+  RADIXLM_ASSIGN_OR_RETURN(w.lm_head, GetStacked(src, {tied ? "token_embd.weight" : "output.weight"}, {c.vocab_size}, d, storage));
+  if (!tied) {
+    std::vector<float> scratch;
+    RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get("token_embd.weight", {c.vocab_size, d}, &scratch));
+    // Keep the table in the packed weights' dtype (f32 -> bf16 conversion when asked).
+    w.embedding_dtype = storage;
+    w.embedding.Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(storage));
+    std::vector<float> row(d);
+    for (int64_t r = 0; r < c.vocab_size; ++r) {
+      core::ConvertToF32(e.dtype, static_cast<const uint8_t*>(e.data) + r * d * core::DTypeSize(e.dtype), row.data(), d);
+      for (int64_t k = 0; k < d; ++k) {
+        if (storage == DType::kF32) w.embedding.as<float>()[r * d + k] = row[k];
+        else w.embedding.as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
+      }
+    }
+  }
+  ModelConfig final_config = c;
+  final_config.tied_embeddings = tied;
+  if (src.Has("rope_freqs.weight")) {
+    RADIXLM_ASSIGN_OR_RETURN(final_config.rope_freq_factors, GetVector(src, "rope_freqs.weight", hd / 2));
+  }
+  return std::make_unique<Transformer>(std::move(final_config), std::move(w));
+}
+
+// ---- config readers ------------------------------------------------------------------------
+
+StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
+  ModelConfig c;
+  RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
+    return core::Unimplemented(g.path() + ": architecture '" + c.arch + "' is not supported (llama, qwen2, qwen3)");
+  const std::string a = c.arch + ".";
+  c.name = g.Find("general.name") ? g.Find("general.name")->AsString() : g.path();
+  RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t ffn, g.GetInt(a + "feed_forward_length"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
+  c.d_model = static_cast<int>(d);
+  c.n_blocks = static_cast<int>(blocks);
+  c.ffn_dim = static_cast<int>(ffn);
+  c.n_heads = static_cast<int>(heads);
+  c.n_kv_heads = static_cast<int>(g.GetIntOr(a + "attention.head_count_kv", heads));
+  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", heads ? d / heads : 0));
+  const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
+  if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
+  c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
+  c.max_context = g.GetIntOr(a + "context_length", 4096);
+  c.rope_layout = c.arch == "llama" ? kernels::RopeLayout::kInterleaved : kernels::RopeLayout::kNeox;
+  c.qk_norm = c.arch == "qwen3";
+  c.qkv_bias = c.arch == "qwen2";
+  c.tied_embeddings = g.tensors().Find("output.weight") == nullptr;
+  const TensorEntry* emb = g.tensors().Find("token_embd.weight");
+  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
+  c.vocab_size = emb->shape[0];
+  c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
+  c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  c.layers = DenseLayers(c.n_blocks);
+  return c;
+}
+
+StatusOr<ModelConfig> ConfigFromHf(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "config.json";
+  std::ifstream in(path);
+  if (!in) return core::NotFound(path.string() + ": cannot open");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return core::DataLoss(path.string() + ": not valid JSON");
+  ModelConfig c;
+  const std::string type = j.value("model_type", "");
+  if (type != "llama" && type != "qwen2" && type != "qwen3")
+    return core::Unimplemented(path.string() + ": model_type '" + type + "' is not supported (llama, qwen2, qwen3)");
+  c.arch = type;
+  c.name = dir;
+  try {
+    c.vocab_size = j.at("vocab_size").get<int64_t>();
+    c.d_model = j.at("hidden_size").get<int>();
+    c.n_blocks = j.at("num_hidden_layers").get<int>();
+    c.ffn_dim = j.at("intermediate_size").get<int>();
+    c.n_heads = j.at("num_attention_heads").get<int>();
+    c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
+    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.d_model / c.n_heads;
+    c.rms_eps = j.value("rms_norm_eps", 1e-6f);
+    c.rope_theta = j.value("rope_theta", 10000.0);
+    c.max_context = j.value("max_position_embeddings", int64_t{4096});
+    c.tied_embeddings = j.value("tie_word_embeddings", false);
+    c.qk_norm = type == "qwen3";
+    c.qkv_bias = type == "qwen2" || j.value("attention_bias", false);
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int32_t>();
+    if (j.contains("eos_token_id")) {
+      const json& e = j["eos_token_id"];
+      if (e.is_number_integer()) c.eos_id = e.get<int32_t>();
+      else if (e.is_array() && !e.empty()) c.eos_id = e[0].get<int32_t>();
+    }
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+      const json& rs = j["rope_scaling"];
+      const std::string rt = rs.value("rope_type", rs.value("type", ""));
+      if (rt != "llama3") return core::Unimplemented(path.string() + ": rope_scaling type '" + rt + "' (only llama3)");
+      c.rope_scaling.factor = rs.at("factor").get<float>();
+      c.rope_scaling.low_freq_factor = rs.value("low_freq_factor", 1.0f);
+      c.rope_scaling.high_freq_factor = rs.value("high_freq_factor", 4.0f);
+      c.rope_scaling.original_max_position = rs.value("original_max_position_embeddings", 8192);
+    }
+  } catch (const json::exception& e) {
+    return core::DataLoss(path.string() + ": " + e.what());
+  }
+  c.rope_layout = kernels::RopeLayout::kNeox;
+  c.layers = DenseLayers(c.n_blocks);
+  return c;
+}
+
+DType DefaultStorage(DType file_dtype) { return file_dtype == DType::kF32 ? DType::kF32 : DType::kBF16; }
+
+bool IsRandom(const std::string& spec) { return spec.rfind("random:", 0) == 0; }
+
+}  // namespace
+
+std::vector<std::string> RandomPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& p : RandomPresets()) names.push_back(p.name);
+  return names;
+}
+
+StatusOr<ModelConfig> LoadConfig(const std::string& spec) {
+  if (IsRandom(spec)) return PresetConfig(spec.substr(7));
+  if (fs::is_directory(spec)) return ConfigFromHf(spec);
+  RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
+  return ConfigFromGguf(g);
+}
+
+StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options) {
+  if (IsRandom(spec)) {
+    RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
+    RandomSource src(c, PresetSeed(spec.substr(7)));
+    return Build(c, src, options.dtype.value_or(DType::kF32));
+  }
+  if (fs::is_directory(spec)) {
+    RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromHf(spec));
+    RADIXLM_ASSIGN_OR_RETURN(auto store, formats::ReadSafetensorsFolder(spec));
+    StoreSource src(store.get(), /*hf_names=*/true);
+    const TensorEntry* any = store->Find("model.embed_tokens.weight");
+    return Build(c, src, options.dtype.value_or(DefaultStorage(any ? any->dtype : DType::kF32)));
+  }
+  if (!fs::exists(spec))
+    return core::NotFound("model '" + spec + "': no such file or folder (or use random:NAME; presets: " +
+                          [] { std::string s; for (auto& n : RandomPresetNames()) s += (s.empty() ? "" : ", ") + n; return s; }() + ")");
+  RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
+  RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(g));
+  StoreSource src(&g.tensors(), /*hf_names=*/false);
+  const TensorEntry* emb = g.tensors().Find("token_embd.weight");
+  return Build(c, src, options.dtype.value_or(DefaultStorage(emb->dtype)));
+}
+
+// ---- export --------------------------------------------------------------------------------
+
+namespace {
+
+// The GGUF-named tensors of a model (f32), generated or read, in a stable order.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status) {
+  const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> want = {{"token_embd.weight", {c.vocab_size, d}}};
+  for (int b = 0; b < c.n_blocks; ++b) {
+    want.push_back({Blk(b, "attn_norm.weight"), {d}});
+    want.push_back({Blk(b, "attn_q.weight"), {q, d}});
+    want.push_back({Blk(b, "attn_k.weight"), {kv, d}});
+    want.push_back({Blk(b, "attn_v.weight"), {kv, d}});
+    if (c.qkv_bias) {
+      want.push_back({Blk(b, "attn_q.bias"), {q}});
+      want.push_back({Blk(b, "attn_k.bias"), {kv}});
+      want.push_back({Blk(b, "attn_v.bias"), {kv}});
+    }
+    if (c.qk_norm) {
+      want.push_back({Blk(b, "attn_q_norm.weight"), {hd}});
+      want.push_back({Blk(b, "attn_k_norm.weight"), {hd}});
+    }
+    want.push_back({Blk(b, "attn_output.weight"), {d, q}});
+    want.push_back({Blk(b, "ffn_norm.weight"), {d}});
+    want.push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
+    want.push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
+    want.push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
+  }
+  want.push_back({"output_norm.weight", {d}});
+  if (!c.tied_embeddings) want.push_back({"output.weight", {c.vocab_size, d}});
+  std::vector<NamedTensor> out;
+  for (auto& [name, shape] : want) {
+    std::vector<float> scratch;
+    auto e = src.Get(name, shape, &scratch);
+    if (!e.ok()) { *status = e.status(); return {}; }
+    out.push_back({name, shape, ToF32(*e)});
+  }
+  return out;
+}
+
+// Llama 3 scaled frequencies expressed as llama.cpp's rope_freqs divisors.
+std::vector<float> RopeFreqFactors(const ModelConfig& c) {
+  const auto plain = kernels::MakeRopeTable(c.rope_layout, c.head_dim, c.rope_theta);
+  const auto scaled = kernels::MakeRopeTable(c.rope_layout, c.head_dim, c.rope_theta, &c.rope_scaling);
+  std::vector<float> f(plain.inv_freq.size());
+  for (size_t i = 0; i < f.size(); ++i) f[i] = plain.inv_freq[i] / scaled.inv_freq[i];
+  return f;
+}
+
+// llama.cpp's converter permutes HF q/k rows so that interleaved RoPE equals HF's NeoX RoPE;
+// this is its inverse (GGUF row h*hd + 2i + j  <-  HF row h*hd + j*hd/2 + i).
+std::vector<float> UnpermuteLlamaRows(const std::vector<float>& w, int n_heads, int head_dim, int64_t cols) {
+  std::vector<float> out(w.size());
+  for (int h = 0; h < n_heads; ++h)
+    for (int i = 0; i < head_dim / 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        const int64_t g = int64_t{h} * head_dim + 2 * i + j, hf = int64_t{h} * head_dim + j * head_dim / 2 + i;
+        std::copy(w.begin() + g * cols, w.begin() + (g + 1) * cols, out.begin() + hf * cols);
+      }
+  return out;
+}
+
+}  // namespace
+
+Status ExportModel(const std::string& spec, ExportFormat format, const std::string& out_path, DType dtype) {
+  if (!IsRandom(spec)) return core::InvalidArgument("export takes a random:NAME preset");
+  RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
+  RandomSource src(c, PresetSeed(spec.substr(7)));
+  Status st;
+  std::vector<NamedTensor> tensors = AllTensors(c, src, &st);
+  RADIXLM_RETURN_IF_ERROR(st);
+  if (c.rope_scaling.factor > 0 && format == ExportFormat::kGguf)
+    tensors.push_back({"rope_freqs.weight", {c.head_dim / 2}, RopeFreqFactors(c)});
+  // Storage conversion for f16/bf16 exports (norms and rope factors stay f32, as converters do).
+  std::vector<std::vector<uint16_t>> half(tensors.size());
+  auto tensor_dtype = [&](const NamedTensor& t) { return t.shape.size() == 2 ? dtype : DType::kF32; };
+  auto tensor_data = [&](size_t i) -> const void* {
+    const NamedTensor& t = tensors[i];
+    if (tensor_dtype(t) == DType::kF32) return t.data.data();
+    half[i].resize(t.data.size());
+    for (size_t k = 0; k < t.data.size(); ++k)
+      half[i][k] = dtype == DType::kBF16 ? core::F32ToBf16(t.data[k]) : core::F32ToF16(t.data[k]);
+    return half[i].data();
+  };
+  if (format == ExportFormat::kGguf) {
+    formats::GgufWriter wr;
+    using formats::GgufValue;
+    const std::string a = c.arch + ".";
+    wr.Set("general.architecture", GgufValue::Str(c.arch));
+    wr.Set("general.name", GgufValue::Str(c.name));
+    wr.Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(c.max_context)));
+    wr.Set(a + "embedding_length", GgufValue::U32(c.d_model));
+    wr.Set(a + "block_count", GgufValue::U32(c.n_blocks));
+    wr.Set(a + "feed_forward_length", GgufValue::U32(c.ffn_dim));
+    wr.Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
+    wr.Set(a + "attention.head_count_kv", GgufValue::U32(c.n_kv_heads));
+    wr.Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
+    wr.Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
+    wr.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
+    wr.Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+    wr.Set(a + "rope.dimension_count", GgufValue::U32(c.head_dim));
+    if (c.bos_id >= 0) wr.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(c.bos_id));
+    if (c.eos_id >= 0) wr.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(c.eos_id));
+    for (size_t i = 0; i < tensors.size(); ++i)
+      wr.AddTensor(tensors[i].name, tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i));
+    return wr.Write(out_path);
+  }
+  // Hugging Face folder.
+  std::error_code ec;
+  fs::create_directories(out_path, ec);
+  if (ec) return core::IoError(out_path + ": " + ec.message());
+  if (c.arch == "llama") {
+    for (auto& t : tensors) {
+      if (t.name.find("attn_q.weight") != std::string::npos) t.data = UnpermuteLlamaRows(t.data, c.n_heads, c.head_dim, c.d_model);
+      if (t.name.find("attn_k.weight") != std::string::npos) t.data = UnpermuteLlamaRows(t.data, c.n_kv_heads, c.head_dim, c.d_model);
+    }
+  }
+  std::vector<formats::SafetensorsTensor> st_tensors;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    st_tensors.push_back({HfName(tensors[i].name), tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i)});
+  RADIXLM_RETURN_IF_ERROR(formats::WriteSafetensorsFile((fs::path(out_path) / "model.safetensors").string(), st_tensors));
+  json cfg = {{"architectures", {c.arch == "llama" ? "LlamaForCausalLM" : c.arch == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"}},
+              {"model_type", c.arch}, {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model},
+              {"num_hidden_layers", c.n_blocks}, {"intermediate_size", c.ffn_dim},
+              {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads},
+              {"head_dim", c.head_dim}, {"rms_norm_eps", c.rms_eps}, {"rope_theta", c.rope_theta},
+              {"max_position_embeddings", c.max_context}, {"tie_word_embeddings", c.tied_embeddings},
+              {"hidden_act", "silu"}, {"torch_dtype", dtype == DType::kF32 ? "float32" : dtype == DType::kBF16 ? "bfloat16" : "float16"}};
+  if (c.bos_id >= 0) cfg["bos_token_id"] = c.bos_id;
+  if (c.eos_id >= 0) cfg["eos_token_id"] = c.eos_id;
+  if (c.rope_scaling.factor > 0)
+    cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", c.rope_scaling.factor},
+                           {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                           {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+  std::ofstream(fs::path(out_path) / "config.json") << cfg.dump(2) << "\n";
+  return Status::Ok();
+}
+
+}  // namespace radixlm::models

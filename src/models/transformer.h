@@ -1,0 +1,82 @@
+// Dense decoder-only transformer (Llama 2/3, Qwen2/2.5, Qwen3) on CPU.
+//
+// Forward runs one step over a ForwardBatch: a ragged batch of token spans of several
+// sequences (prefill chunks and decode tokens mixed), their positions, each sequence's KV
+// block table, and the rows that need logits. K/V of the batch's tokens are written into the
+// KvStore at their positions before attention reads them, so prefill, chunked prefill and
+// decode are one code path.
+//
+// Batch invariance: every kernel used here computes each row independently in a fixed
+// reduction order, so a sequence's logits are bitwise identical alone or in any batch.
+// Thread-safety: Forward uses the pool passed in and a per-model workspace; one call at a time.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "models/kv_store.h"
+#include "models/model_config.h"
+
+namespace radixlm::models {
+
+struct ForwardBatch {
+  std::span<const int32_t> token_ids;           // [n_tokens]
+  std::span<const int32_t> positions;           // [n_tokens]
+  std::vector<kernels::AttentionSeq> seqs;      // row ranges + block tables, cover all rows
+  std::span<const int32_t> logit_rows;          // rows whose logits are returned, in order
+};
+
+struct AttentionLayerWeights {
+  std::vector<float> norm;       // [d_model]
+  kernels::PackedWeight qkv;     // [(n_heads + 2 n_kv_heads) head_dim, d_model]
+  std::vector<float> qkv_bias;   // same rows, or empty
+  std::vector<float> q_norm, k_norm;  // [head_dim] or empty
+  kernels::PackedWeight o;       // [d_model, n_heads head_dim]
+  int kv_index = 0;              // which KvStore layer
+};
+
+struct MlpLayerWeights {
+  std::vector<float> norm;       // [d_model]
+  kernels::PackedWeight gate_up; // [2 ffn_dim, d_model]
+  kernels::PackedWeight down;    // [d_model, ffn_dim]
+};
+
+struct TransformerWeights {
+  core::DType embedding_dtype = core::DType::kF32;
+  core::AlignedBuffer embedding;  // [vocab, d_model]; empty when tied (read from lm_head)
+  std::vector<AttentionLayerWeights> attention;
+  std::vector<MlpLayerWeights> mlp;
+  std::vector<float> final_norm;  // [d_model]
+  kernels::PackedWeight lm_head;  // [vocab, d_model]
+  size_t nbytes() const;
+};
+
+class Transformer {
+ public:
+  Transformer(ModelConfig config, TransformerWeights weights);
+  const ModelConfig& config() const { return config_; }
+  const TransformerWeights& weights() const { return weights_; }
+  core::DType weight_dtype() const { return weights_.lm_head.storage(); }
+
+  // logits: [logit_rows.size(), vocab_size].
+  // REQUIRES: every seq's block table covers its rows' positions; rows of a seq contiguous.
+  void Forward(core::ThreadPool& pool, const ForwardBatch& batch, KvStore& kv, float* logits);
+
+ private:
+  void AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w, const ForwardBatch& b,
+                         KvStore& kv, int64_t n);
+  void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
+  void Embed(const ForwardBatch& b);
+
+  ModelConfig config_;
+  TransformerWeights weights_;
+  kernels::RopeTable rope_;
+  // Workspace, grown to the largest batch seen (the warmed-up path does not allocate).
+  std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
+};
+
+}  // namespace radixlm::models

@@ -1,0 +1,52 @@
+// Single-sequence generation on a real model: chunked prefill then decode, through a KV
+// store whose blocks come from a BlockPool. The serving engine (continuous batching, the
+// radix cache) replaces this for many sequences; this is the plain path that CLI commands
+// and tests compare against.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "models/kv_store.h"
+#include "models/sampler.h"
+#include "models/transformer.h"
+
+namespace radixlm::runner {
+
+struct GenerateOptions {
+  int max_tokens = 16;
+  std::vector<int32_t> stop_ids;     // generation ends after emitting one of these
+  models::SamplingParams sampling;
+  int prefill_chunk = 512;           // tokens per prefill forward
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;       // generated ids (including a final stop id)
+  double prefill_seconds = 0;
+  double decode_seconds = 0;         // all decode steps
+  int decode_steps = 0;
+  bool stopped = false;              // ended on a stop id
+};
+
+class Generator {
+ public:
+  Generator(models::Transformer& model, core::ThreadPool& pool, models::KvStore& kv, cache::BlockPool& blocks)
+      : model_(model), pool_(pool), kv_(kv), blocks_(blocks) {}
+
+  // on_token(id) is called as each token is produced; returning false stops generation.
+  core::StatusOr<GenerateResult> Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                                          const std::function<bool(int32_t)>& on_token = {});
+  // Logits of every position of `ids` ([n, vocab]) computed in one prefill.
+  core::StatusOr<std::vector<float>> AllLogits(const std::vector<int32_t>& ids);
+
+ private:
+  models::Transformer& model_;
+  core::ThreadPool& pool_;
+  models::KvStore& kv_;
+  cache::BlockPool& blocks_;
+};
+
+}  // namespace radixlm::runner
