@@ -1,5 +1,5 @@
 // Seeded pseudo-random numbers for random-initialised model presets and randomized tests.
-// SplitMix64 seeding + xoshiro256**; normal variates by Box-Muller. Deterministic across
+// SplitMix64 seeding + xoshiro256**; normal variates by the polar method. Deterministic across
 // platforms (no std:: distributions, whose output is implementation-defined).
 #pragma once
 
@@ -31,14 +31,29 @@ class Rng {
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   // Uniform integer in [0, n).
   uint64_t Below(uint64_t n) { return Next() % n; }
+  // Marsaglia's polar method; the second variate of each pair is kept for the next call.
   float Normal(float mean, float stddev) {
-    const double u1 = 1.0 - Uniform(), u2 = Uniform();
-    return mean + stddev * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    if (has_spare_) {
+      has_spare_ = false;
+      return mean + stddev * spare_;
+    }
+    double u, v, s;
+    do {
+      u = 2.0 * Uniform() - 1.0;
+      v = 2.0 * Uniform() - 1.0;
+      s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    spare_ = static_cast<float>(v * f);
+    has_spare_ = true;
+    return mean + stddev * static_cast<float>(u * f);
   }
 
  private:
   static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
+  float spare_ = 0;
+  bool has_spare_ = false;
 };
 
 }  // namespace radixlm::core

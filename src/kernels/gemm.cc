@@ -16,7 +16,7 @@ using core::DType;
 // K is processed in blocks so a panel slice (kKBlock x 16) stays in L1 while activation rows
 // of an M block stream from L2. Fixed constants: the reduction order must not depend on M.
 constexpr int64_t kKBlock = 256;
-constexpr int64_t kMBlock = 240;  // a multiple of 6
+constexpr int64_t kMBlock = 120;  // a multiple of 6
 
 // ---- micro-kernels -------------------------------------------------------------------------
 // Each computes rows [MR] x panels [NP*16] over k in [k0, k1), accumulating into y when
@@ -57,31 +57,44 @@ __attribute__((target("avx2,fma"))) inline __m256 LoadW8(const WT* p) {
   }
 }
 
+// The accumulators are one flat array initialised on separate branches, with every loop
+// marked for complete unrolling: with a 2-D array or a conditional initialiser gcc 12 keeps
+// a stack copy of each accumulator and stores it every iteration (measured: 3x slower).
 template <typename WT, int MR, int NP>
 __attribute__((target("avx2,fma"))) void MicroAvx2(const float* x, int64_t ldx,
                                                    const WT* const* panels, int64_t k0,
                                                    int64_t k1, float* y, int64_t ldy,
                                                    bool accumulate) {
-  __m256 acc[MR][NP * 2];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NP * 2; ++c)
-      acc[r][c] = accumulate ? _mm256_loadu_ps(y + r * ldy + c * 8) : _mm256_setzero_ps();
+  constexpr int NC = NP * 2;
+  __m256 acc[MR * NC];
+  if (accumulate) {
+#pragma GCC unroll 24
+    for (int i = 0; i < MR * NC; ++i) acc[i] = _mm256_loadu_ps(y + (i / NC) * ldy + (i % NC) * 8);
+  } else {
+#pragma GCC unroll 24
+    for (int i = 0; i < MR * NC; ++i) acc[i] = _mm256_setzero_ps();
+  }
   const WT* pb[NP];
+#pragma GCC unroll 4
   for (int p = 0; p < NP; ++p) pb[p] = panels[p] + k0 * kPanelCols;
-  for (int64_t k = k0; k < k1; ++k) {
-    __m256 b[NP * 2];
+  const float* xr = x + k0;
+  for (int64_t k = k0; k < k1; ++k, ++xr) {
+    __m256 b[NC];
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
       b[2 * p] = LoadW8(pb[p]);
       b[2 * p + 1] = LoadW8(pb[p] + 8);
       pb[p] += kPanelCols;
     }
+#pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      const __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
-      for (int c = 0; c < NP * 2; ++c) acc[r][c] = _mm256_fmadd_ps(a, b[c], acc[r][c]);
+      const __m256 a = _mm256_broadcast_ss(xr + r * ldx);
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) acc[r * NC + c] = _mm256_fmadd_ps(a, b[c], acc[r * NC + c]);
     }
   }
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NP * 2; ++c) _mm256_storeu_ps(y + r * ldy + c * 8, acc[r][c]);
+#pragma GCC unroll 24
+  for (int i = 0; i < MR * NC; ++i) _mm256_storeu_ps(y + (i / NC) * ldy + (i % NC) * 8, acc[i]);
 }
 
 template <typename WT>
@@ -114,41 +127,54 @@ MicroFn<WT> PickMicro(int mr, int np, bool avx2) {
   return nullptr;
 }
 
-// Computes rows [m0, m1) x panels [p0, p1) into y (full width ldy, columns from p0*16),
-// through a 16-column scratch tile for the ragged last panel.
+// Computes rows [m0, m1) x panels [p0, p1) into y (full width ldy, columns from p0*16).
+// Loop order (k block, m block, panel, row chunk): a panel's k-slice (16 KB f32) stays in L1
+// while the row chunks of the m block (<= 120 KB of activations) stream from L2.
 template <typename WT>
 void GemmPanels(const float* x, int64_t ldx, const PackedWeight& w, int64_t m0, int64_t m1,
                 int64_t p0, int64_t p1, float* y, int64_t ldy) {
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
   const int64_t K = w.n_in(), N = w.n_out();
   const bool ragged = (N % kPanelCols) != 0;
+  const int64_t full_end = (ragged && p1 == w.n_panels()) ? p1 - 1 : p1;
   alignas(64) float tail[6 * kPanelCols];
+  const WT* panels[4];
+  // The ragged last panel goes through a 16-column tile.
+  auto ragged_panel = [&](int64_t m, int mr, int64_t kb, int64_t ke) {
+    const int64_t p = full_end, cols = N - p * kPanelCols;
+    panels[0] = static_cast<const WT*>(w.panel(p));
+    float* yt = y + m * ldy + p * kPanelCols;
+    if (kb > 0)
+      for (int r = 0; r < mr; ++r) std::memcpy(tail + r * kPanelCols, yt + r * ldy, cols * 4);
+    PickMicro<WT>(mr, 1, avx2)(x + m * ldx, ldx, panels, kb, ke, tail, kPanelCols, kb > 0);
+    for (int r = 0; r < mr; ++r) std::memcpy(yt + r * ldy, tail + r * kPanelCols, cols * 4);
+  };
   for (int64_t kb = 0; kb < K; kb += kKBlock) {
     const int64_t ke = std::min(K, kb + kKBlock);
     for (int64_t mb = m0; mb < m1; mb += kMBlock) {
       const int64_t me = std::min(m1, mb + kMBlock);
-      for (int64_t m = mb; m < me; m += 6) {
-        const int mr = static_cast<int>(std::min<int64_t>(6, me - m));
+      if (me - mb <= 3) {
+        // Few rows (decode): several panels per call for enough independent FMA chains.
+        const int mr = static_cast<int>(me - mb);
         const int np_full = PanelsFor(mr);
-        const int64_t full_end = (ragged && p1 == w.n_panels()) ? p1 - 1 : p1;
-        const WT* panels[4];
         for (int64_t p = p0; p < full_end;) {
           const int np = (p + np_full <= full_end) ? np_full : 1;
           for (int i = 0; i < np; ++i) panels[i] = static_cast<const WT*>(w.panel(p + i));
-          PickMicro<WT>(mr, np, avx2)(x + m * ldx, ldx, panels, kb, ke,
-                                      y + m * ldy + p * kPanelCols, ldy, kb > 0);
+          PickMicro<WT>(mr, np, avx2)(x + mb * ldx, ldx, panels, kb, ke, y + mb * ldy + p * kPanelCols, ldy, kb > 0);
           p += np;
         }
-        if (full_end < p1) {  // the ragged last panel, through a 16-column tile
-          const int64_t p = full_end, cols = N - p * kPanelCols;
-          panels[0] = static_cast<const WT*>(w.panel(p));
-          float* yt = y + m * ldy + p * kPanelCols;
-          if (kb > 0)
-            for (int r = 0; r < mr; ++r) std::memcpy(tail + r * kPanelCols, yt + r * ldy, cols * 4);
-          PickMicro<WT>(mr, 1, avx2)(x + m * ldx, ldx, panels, kb, ke, tail, kPanelCols, kb > 0);
-          for (int r = 0; r < mr; ++r) std::memcpy(yt + r * ldy, tail + r * kPanelCols, cols * 4);
+        if (full_end < p1) ragged_panel(mb, mr, kb, ke);
+        continue;
+      }
+      for (int64_t p = p0; p < full_end; ++p) {
+        panels[0] = static_cast<const WT*>(w.panel(p));
+        for (int64_t m = mb; m < me; m += 6) {
+          const int mr = static_cast<int>(std::min<int64_t>(6, me - m));
+          PickMicro<WT>(mr, 1, avx2)(x + m * ldx, ldx, panels, kb, ke, y + m * ldy + p * kPanelCols, ldy, kb > 0);
         }
       }
+      if (full_end < p1)
+        for (int64_t m = mb; m < me; m += 6) ragged_panel(m, static_cast<int>(std::min<int64_t>(6, me - m)), kb, ke);
     }
   }
 }
@@ -177,16 +203,23 @@ PackedWeight PackedWeight::PackStacked(const void* const* parts, const int64_t* 
 }
 
 void PackedWeight::PackRows(const void* w, DType src_dtype, int64_t row0, int64_t rows) {
-  std::vector<float> row(n_in_);
+  // Rows are converted 16 at a time (one panel's worth) so writes to the panel are contiguous.
   const size_t src_row_bytes = n_in_ * core::DTypeSize(src_dtype);
-  for (int64_t r = 0; r < rows; ++r) {
-    core::ConvertToF32(src_dtype, static_cast<const uint8_t*>(w) + r * src_row_bytes, row.data(), n_in_);
-    const int64_t n = row0 + r, p = n / kPanelCols, c = n % kPanelCols;
-    for (int64_t k = 0; k < n_in_; ++k) {
-      const size_t idx = (static_cast<size_t>(p) * n_in_ + k) * kPanelCols + c;
-      if (storage_ == DType::kF32) buf_.as<float>()[idx] = row[k];
-      else buf_.as<uint16_t>()[idx] = core::F32ToBf16(row[k]);
-    }
+  std::vector<float> tile(static_cast<size_t>(kPanelCols) * n_in_);
+  for (int64_t r = 0; r < rows;) {
+    const int64_t n = row0 + r, p = n / kPanelCols, c0 = n % kPanelCols;
+    const int64_t take = std::min<int64_t>(rows - r, kPanelCols - c0);
+    for (int64_t i = 0; i < take; ++i)
+      core::ConvertToF32(src_dtype, static_cast<const uint8_t*>(w) + (r + i) * src_row_bytes,
+                         tile.data() + i * n_in_, n_in_);
+    const size_t base = static_cast<size_t>(p) * n_in_ * kPanelCols + c0;
+    for (int64_t k = 0; k < n_in_; ++k)
+      for (int64_t i = 0; i < take; ++i) {
+        const float v = tile[i * n_in_ + k];
+        if (storage_ == DType::kF32) buf_.as<float>()[base + k * kPanelCols + i] = v;
+        else buf_.as<uint16_t>()[base + k * kPanelCols + i] = core::F32ToBf16(v);
+      }
+    r += take;
   }
 }
 

@@ -76,7 +76,7 @@ class StoreSource : public WeightSource {
 // Each tensor's values depend only on (seed, name), so presets are stable as code changes.
 class RandomSource : public WeightSource {
  public:
-  RandomSource(const ModelConfig& c, uint64_t seed) : config_(c), seed_(seed) {}
+  RandomSource(const ModelConfig& c, uint64_t seed, core::ThreadPool& pool) : config_(c), seed_(seed), pool_(pool) {}
   bool Has(const std::string& name) const override {
     if (name == "output.weight") return !config_.tied_embeddings;
     if (name.find(".bias") != std::string::npos) return config_.qkv_bias;
@@ -95,8 +95,17 @@ class RandomSource : public WeightSource {
     const bool is_norm = name.find("norm") != std::string::npos;
     uint64_t h = seed_ * 0x9e3779b97f4a7c15ull + 1469598103934665603ull;
     for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
-    core::Rng rng(h);
-    for (float& v : *scratch) v = is_norm ? rng.Normal(1.0f, 0.1f) : rng.Normal(0.0f, 0.02f);
+    // Fixed-size chunks with their own seeds: the values do not depend on the thread count.
+    constexpr int64_t kChunk = 1 << 16;
+    const int64_t n = e.numel(), chunks = (n + kChunk - 1) / kChunk;
+    float* out = scratch->data();
+    pool_.ParallelFor(chunks, [&](int, int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        core::Rng rng(h + static_cast<uint64_t>(c) * 0x632be59bd9b4e019ull);
+        for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
+          out[i] = is_norm ? rng.Normal(1.0f, 0.1f) : rng.Normal(0.0f, 0.02f);
+      }
+    });
     e.data = scratch->data();
     e.nbytes = scratch->size() * 4;
     return e;
@@ -105,6 +114,7 @@ class RandomSource : public WeightSource {
  private:
   ModelConfig config_;
   uint64_t seed_;
+  core::ThreadPool& pool_;
 };
 
 std::vector<float> ToF32(const TensorEntry& e) {
@@ -310,7 +320,8 @@ StatusOr<ModelConfig> LoadConfig(const std::string& spec) {
 StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options) {
   if (IsRandom(spec)) {
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
-    RandomSource src(c, PresetSeed(spec.substr(7)));
+    core::ThreadPool pool;
+    RandomSource src(c, PresetSeed(spec.substr(7)), pool);
     return Build(c, src, options.dtype.value_or(DType::kF32));
   }
   if (fs::is_directory(spec)) {
@@ -403,7 +414,8 @@ std::vector<float> UnpermuteLlamaRows(const std::vector<float>& w, int n_heads, 
 Status ExportModel(const std::string& spec, ExportFormat format, const std::string& out_path, DType dtype) {
   if (!IsRandom(spec)) return core::InvalidArgument("export takes a random:NAME preset");
   RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
-  RandomSource src(c, PresetSeed(spec.substr(7)));
+  core::ThreadPool pool;
+  RandomSource src(c, PresetSeed(spec.substr(7)), pool);
   Status st;
   std::vector<NamedTensor> tensors = AllTensors(c, src, &st);
   RADIXLM_RETURN_IF_ERROR(st);
