@@ -1,0 +1,248 @@
+#include "models/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "cache/block_pool.h"
+#include "core/random.h"
+#include "formats/gguf.h"
+#include "models/loader.h"
+#include "models/sampler.h"
+
+namespace radixlm::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Transformer> Load(const std::string& spec, core::DType dt = core::DType::kF32) {
+  auto m = LoadModel(spec, {dt});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+std::vector<int32_t> RandomIds(int n, int64_t vocab, uint64_t seed) {
+  core::Rng rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = static_cast<int32_t>(rng.Below(vocab));
+  return ids;
+}
+
+// Runs forward steps against one KV store, with block tables handed out by a BlockPool.
+class Harness {
+ public:
+  explicit Harness(Transformer& m) : model_(m), store_(m.config(), {256, 16}), blocks_({256, 16}), pool_(2) {}
+
+  std::vector<int32_t> NewSequence(int tokens) { return *blocks_.Allocate((tokens + 15) / 16); }
+
+  struct Piece {
+    const std::vector<int32_t>* table;
+    std::vector<int32_t> ids;
+    int32_t start_pos;
+    bool all_logits;  // else last row only
+  };
+  // One forward over several sequences' token spans; returns logits of the requested rows.
+  std::vector<float> Step(const std::vector<Piece>& pieces) {
+    ForwardBatch b;
+    ids_.clear();
+    pos_.clear();
+    rows_.clear();
+    for (const Piece& p : pieces) {
+      const int64_t begin = ids_.size();
+      for (size_t i = 0; i < p.ids.size(); ++i) {
+        ids_.push_back(p.ids[i]);
+        pos_.push_back(p.start_pos + static_cast<int32_t>(i));
+        if (p.all_logits || i + 1 == p.ids.size()) rows_.push_back(static_cast<int32_t>(begin + i));
+      }
+      b.seqs.push_back({begin, static_cast<int64_t>(p.ids.size()), *p.table});
+    }
+    b.token_ids = ids_;
+    b.positions = pos_;
+    b.logit_rows = rows_;
+    std::vector<float> logits(rows_.size() * model_.config().vocab_size);
+    model_.Forward(pool_, b, store_, logits.data());
+    return logits;
+  }
+
+ private:
+  Transformer& model_;
+  KvStore store_;
+  cache::BlockPool blocks_;
+  core::ThreadPool pool_;
+  std::vector<int32_t> ids_, pos_, rows_;
+};
+
+bool BitwiseEqual(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+TEST(TransformerTest, DecodeWithKvCacheEqualsRecomputingTheWholeSequence) {
+  for (const char* spec : {"random:tiny", "random:llama3-tiny"}) {
+    auto m = Load(spec);
+    const int64_t V = m->config().vocab_size;
+    Harness h(*m);
+    const auto ids = RandomIds(40, V, 1);
+    const auto t_full = h.NewSequence(40), t_inc = h.NewSequence(40);
+    const auto full = h.Step({{&t_full, ids, 0, true}});  // [40, V]
+    // Incremental: prefill 30, then 10 single-token decode steps.
+    auto got = h.Step({{&t_inc, std::vector<int32_t>(ids.begin(), ids.begin() + 30), 0, false}});
+    EXPECT_TRUE(BitwiseEqual(got.data(), full.data() + 29 * V, V)) << spec;
+    for (int p = 30; p < 40; ++p) {
+      got = h.Step({{&t_inc, {ids[p]}, p, false}});
+      EXPECT_TRUE(BitwiseEqual(got.data(), full.data() + p * V, V)) << spec << " position " << p;
+    }
+  }
+}
+
+TEST(TransformerTest, SequenceLogitsAreBitwiseIdenticalAloneAndInsideABatch) {
+  auto m = Load("random:tiny");
+  const int64_t V = m->config().vocab_size;
+  Harness h(*m);
+  const auto a = RandomIds(33, V, 2), b = RandomIds(7, V, 3), c = RandomIds(20, V, 4);
+  const auto ta = h.NewSequence(40), tb = h.NewSequence(40), tc = h.NewSequence(40);
+  const auto tb2 = h.NewSequence(40), tc2 = h.NewSequence(40);
+  const auto alone_a = h.Step({{&ta, a, 0, true}});
+  // Prepare c's first 19 tokens so it can take part as a decode row.
+  h.Step({{&tc, std::vector<int32_t>(c.begin(), c.end() - 1), 0, false}});
+  const auto alone_c = h.Step({{&tc, {c.back()}, 19, false}});
+  const auto alone_b = h.Step({{&tb, b, 0, true}});
+  // The same work in one batch: b (prefill), a (prefill) and c (decode), on fresh blocks.
+  h.Step({{&tc2, std::vector<int32_t>(c.begin(), c.end() - 1), 0, false}});
+  const auto ta2 = h.NewSequence(40);
+  const auto batch = h.Step({{&tb2, b, 0, true}, {&ta2, a, 0, true}, {&tc2, {c.back()}, 19, false}});
+  EXPECT_TRUE(BitwiseEqual(batch.data(), alone_b.data(), 7 * V));
+  EXPECT_TRUE(BitwiseEqual(batch.data() + 7 * V, alone_a.data(), 33 * V));
+  EXPECT_TRUE(BitwiseEqual(batch.data() + 40 * V, alone_c.data(), V));
+}
+
+TEST(TransformerTest, ChunkedPrefillIsBitwiseEqualToOnePrefill) {
+  auto m = Load("random:qwen2-tiny");
+  const int64_t V = m->config().vocab_size;
+  Harness h(*m);
+  const auto ids = RandomIds(50, V, 5);
+  const auto t1 = h.NewSequence(50), t2 = h.NewSequence(50);
+  const auto whole = h.Step({{&t1, ids, 0, false}});
+  std::vector<float> chunked;
+  for (int start = 0; start < 50; start += 17)
+    chunked = h.Step({{&t2, std::vector<int32_t>(ids.begin() + start, ids.begin() + std::min(50, start + 17)), start, false}});
+  EXPECT_TRUE(BitwiseEqual(whole.data(), chunked.data(), V));
+}
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/radixlm_models_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::vector<float> Logits(const std::string& spec, const std::vector<int32_t>& ids) {
+    auto m = Load(spec);
+    if (!m) return {};
+    Harness h(*m);
+    const auto t = h.NewSequence(ids.size());
+    return h.Step({{&t, ids, 0, true}});
+  }
+  std::string dir_;
+};
+
+TEST_F(ExportTest, PresetEqualsItsGgufExportBitwiseAndItsHfExportClosely) {
+  const auto ids = RandomIds(40, 128256, 6);
+  const auto preset = Logits("random:llama3-tiny", ids);
+  ASSERT_TRUE(ExportModel("random:llama3-tiny", ExportFormat::kGguf, dir_ + "/m.gguf").ok());
+  ASSERT_TRUE(ExportModel("random:llama3-tiny", ExportFormat::kHfFolder, dir_ + "/hf").ok());
+  const auto gguf = Logits(dir_ + "/m.gguf", ids);
+  const auto hf = Logits(dir_ + "/hf", ids);
+  ASSERT_EQ(gguf.size(), preset.size());
+  EXPECT_TRUE(BitwiseEqual(gguf.data(), preset.data(), preset.size()));
+  // HF Llama: NeoX RoPE on un-permuted q/k rows; same function, other summation order.
+  ASSERT_EQ(hf.size(), preset.size());
+  float err = 0, scale = 0;
+  for (size_t i = 0; i < hf.size(); ++i) {
+    err = std::max(err, std::fabs(hf[i] - preset[i]));
+    scale = std::max(scale, std::fabs(preset[i]));
+  }
+  EXPECT_LE(err, 1e-5f * scale);
+}
+
+TEST_F(ExportTest, Bf16WeightsStayCloseToF32) {
+  const auto ids = RandomIds(20, 151936, 7);
+  auto f32 = Load("random:tiny", core::DType::kF32), bf16 = Load("random:tiny", core::DType::kBF16);
+  EXPECT_EQ(bf16->weight_dtype(), core::DType::kBF16);
+  Harness h1(*f32), h2(*bf16);
+  const auto t1 = h1.NewSequence(20), t2 = h2.NewSequence(20);
+  const auto a = h1.Step({{&t1, ids, 0, false}}), b = h2.Step({{&t2, ids, 0, false}});
+  float err = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(a[i]));
+  }
+  EXPECT_LE(err, 2e-2f * scale);  // bf16 keeps 8 mantissa bits
+  EXPECT_GT(err, 0.0f);           // and really is a different storage
+}
+
+TEST_F(ExportTest, LoaderErrorsNameTheFileTensorAndProblem) {
+  // A GGUF whose q projection has the wrong shape.
+  auto cfg = LoadConfig("random:tiny");
+  ASSERT_TRUE(cfg.ok());
+  formats::GgufWriter w;
+  w.Set("general.architecture", formats::GgufValue::Str("qwen3"));
+  w.Set("qwen3.embedding_length", formats::GgufValue::U32(16));
+  w.Set("qwen3.block_count", formats::GgufValue::U32(1));
+  w.Set("qwen3.feed_forward_length", formats::GgufValue::U32(8));
+  w.Set("qwen3.attention.head_count", formats::GgufValue::U32(2));
+  std::vector<float> emb(16 * 16, 0.1f), q(7 * 16, 0.1f), norm(16, 1.0f);
+  w.AddTensor("token_embd.weight", core::DType::kF32, {16, 16}, emb.data());
+  w.AddTensor("blk.0.attn_norm.weight", core::DType::kF32, {16}, norm.data());
+  w.AddTensor("blk.0.attn_q.weight", core::DType::kF32, {7, 16}, q.data());
+  const std::string path = dir_ + "/bad.gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  auto m = LoadModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("bad.gguf: tensor 'blk.0.attn_q.weight' has shape [7, 16], expected [16, 16]"),
+            std::string::npos) << m.status().message();
+  EXPECT_NE(LoadModel("random:nope").status().message().find("no random preset 'nope'"), std::string::npos);
+  EXPECT_EQ(LoadModel(dir_ + "/absent.gguf").status().code(), core::StatusCode::kNotFound);
+}
+
+TEST(SharedDataTest, LlamaCppWrittenGgufLoadsAndRuns) {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  const std::string path = std::string(src ? src : ".") + "/../shared/data/models/llama-2-tiny-random.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "../shared is absent";
+  auto m = Load(path);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->config().arch, "llama");
+  EXPECT_EQ(m->config().rope_layout, kernels::RopeLayout::kInterleaved);
+  EXPECT_EQ(m->config().bos_id, 1);
+  EXPECT_FALSE(m->config().tied_embeddings);
+  Harness h(*m);
+  const auto t = h.NewSequence(5);
+  const auto logits = h.Step({{&t, {1, 450, 4996, 17354, 1701}, 0, false}});
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(SamplerTest, GreedyTopKTopPAndSeeds) {
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 3.0f, -1.0f};
+  EXPECT_EQ(Sampler({}).Sample(logits), 1);  // lowest id among equal maxima
+  Sampler topk({.temperature = 1.0f, .top_k = 2, .seed = 1});
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = topk.Sample(logits);
+    EXPECT_TRUE(t == 1 || t == 3);
+  }
+  Sampler topp({.temperature = 1.0f, .top_p = 0.01f, .seed = 2});  // only the single best survives
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(topp.Sample(logits), 1);
+  Sampler a({.temperature = 1.0f, .seed = 3}), b({.temperature = 1.0f, .seed = 3});
+  std::vector<int32_t> sa, sb;
+  int distinct_from_greedy = 0;
+  for (int i = 0; i < 100; ++i) {
+    sa.push_back(a.Sample(logits));
+    sb.push_back(b.Sample(logits));
+    distinct_from_greedy += sa.back() != 1 && sa.back() != 3;
+  }
+  EXPECT_EQ(sa, sb);
+  EXPECT_GT(distinct_from_greedy, 0);
+}
+
+}  // namespace
+}  // namespace radixlm::models

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Command-line behaviour: the interfaces other checks rely on, and clear errors on bad input.
+set -u
+bin="$1"
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+expect() {  # expect NAME EXIT_CODE PATTERN -- command...
+  local name=$1 code=$2 pattern=$3
+  shift 4
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: exit $rc (want $code), output: $out"
+    fail=1
+  else
+    echo "ok   $name"
+  fi
+}
+expect info-json 0 '"architecture":"qwen3".*"layer_kinds":\["attention","mlp"' -- "$bin" info random:tiny --json
+expect generate-json 0 '"tokens":\[' -- "$bin" generate -m random:tiny --ids 1,2,3 -n 4 --json
+expect bad-ids 1 "'x' is not a token id" -- "$bin" generate -m random:tiny --ids 1,x
+expect id-outside-vocab 1 'outside the vocabulary' -- "$bin" generate -m random:tiny --ids 999999999
+expect prompt-too-long 1 'exceeds the context' -- "$bin" generate -m random:llama2-tiny --ids 1 -n 50000
+expect unknown-model 1 'no such file or folder' -- "$bin" info /nonexistent/model.gguf
+expect unknown-preset 1 "no random preset 'nope'" -- "$bin" info random:nope
+printf 'GGUF\x03\x00\x00\x00' > "$tmp/trunc.gguf"
+expect truncated-gguf 1 'trunc.gguf: unexpected end of file' -- "$bin" info "$tmp/trunc.gguf"
+expect logits-file 0 '' -- "$bin" logits -m random:tiny --ids 5,6,7 --out "$tmp/l.bin"
+size=$(stat -c %s "$tmp/l.bin" 2>/dev/null || echo 0)
+if [ "$size" != $((3 * 151936 * 4)) ]; then echo "FAIL logits-size: $size bytes"; fail=1; else echo "ok   logits-size"; fi
+expect bench-json 0 '"prefill_tokens_per_s".*' -- "$bin" bench -m random:tiny --prompt-tokens 32 --gen-tokens 4 --repeats 1 --json
+if [ $fail = 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
+exit $fail
