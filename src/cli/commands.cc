@@ -191,6 +191,7 @@ void RegisterBench(CLI::App& app) {
     // Ceilings: register-only FMA rate, and our GEMM on the model's own prefill shapes
     // (the MLP projections of block 0 at M = prompt tokens).
     const double fma_peak = kernels::MeasureFmaPeakGflops(pool);
+    const double read_bw = kernels::MeasureReadBandwidthGBs(pool);
     const auto& mlp = model.weights().mlp.at(0);
     const int64_t M = o->prompt_tokens;
     std::vector<float> x(M * std::max<int64_t>(c.d_model, c.ffn_dim)), y(M * 2 * c.ffn_dim);
@@ -236,6 +237,8 @@ void RegisterBench(CLI::App& app) {
               {"fma_peak_gflops", fma_peak}, {"prefill_fraction_of_gemm_peak", prefill_gflops / gemm_peak},
               {"prefill_fraction_of_fma_peak", fma_peak > 0 ? prefill_gflops / fma_peak : 0},
               {"decode_weight_gb_per_s", weight_gb * decode_tps}, {"weights_gb", weight_gb},
+              {"read_bandwidth_gb_per_s", read_bw},
+              {"decode_fraction_of_bandwidth", read_bw > 0 ? weight_gb * decode_tps / read_bw : 0},
               {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats}};
     if (o->json_out) {
       std::printf("%s\n", j.dump().c_str());

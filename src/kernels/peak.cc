@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <vector>
+
+#include "core/tensor.h"
 
 #include "core/cpu_features.h"
 #include "kernels/vec_avx2.h"
@@ -23,7 +26,35 @@ RADIXLM_AVX2 float FmaLoop(long iters) {
   return avx2::HSum(s);
 }
 
+RADIXLM_AVX2 float SumAvx2(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  return avx2::HSum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
 }  // namespace
+
+double MeasureReadBandwidthGBs(core::ThreadPool& pool) {
+  if (core::ActiveIsa() < core::Isa::kAvx2) return 0;
+  const int64_t n = int64_t{128} << 20;  // floats
+  core::AlignedBuffer buf(n * sizeof(float));
+  const float* p = buf.as<float>();
+  pool.ParallelFor(n, [&](int, int64_t b, int64_t e) { std::memset(buf.as<float>() + b, 0, (e - b) * 4); });
+  std::vector<float> sinks(pool.size());
+  std::vector<double> runs;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(n / 32, [&](int t, int64_t b, int64_t e) { sinks[t] += SumAvx2(p + b * 32, (e - b) * 32); });
+    runs.push_back(n * 4.0 / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2] + (sinks[0] == 1.5f ? 1e-9 : 0);
+}
 
 double MeasureFmaPeakGflops(core::ThreadPool& pool) {
   if (core::ActiveIsa() < core::Isa::kAvx2) return 0;
