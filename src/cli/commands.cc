@@ -18,6 +18,7 @@
 #include "kernels/peak.h"
 #include "models/kv_store.h"
 #include "runner/generator.h"
+#include "tokenizer/chat_template.h"
 
 namespace radixlm::cli {
 namespace {
@@ -91,14 +92,17 @@ void RegisterGenerate(CLI::App& app) {
     ModelOptions model;
     std::string ids = "1,2,3,4,5,6,7,8";
     runner::GenerateOptions gen;
-    std::string stop;
-    bool json_out = false;
+    std::string stop, prompt;
+    bool json_out = false, chat = false;
   };
   auto* o = new Opts;
   o->gen.max_tokens = 32;
   auto* cmd = app.add_subcommand("generate", "generate tokens after a prompt of token ids");
   AddModelOptions(cmd, &o->model);
   cmd->add_option("--ids", o->ids, "prompt token ids, comma-separated")->capture_default_str();
+  cmd->add_option("--prompt,-p", o->prompt, "prompt text (tokenized with the model's tokenizer); replaces --ids");
+  cmd->add_flag("--chat", o->chat, "with --prompt: wrap it as one user turn in the model's chat template");
+  AddTokenizerOptions(cmd, &o->model);
   cmd->add_option("--max-tokens,-n", o->gen.max_tokens, "tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", o->gen.sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->gen.sampling.top_k, "0 = off");
@@ -107,11 +111,30 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--stop", o->stop, "stop token ids, comma-separated (default: the model's EOS)");
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   cmd->callback([o] {
-    auto prompt = ParseIds(o->ids);
-    ExitIfError(prompt.status());
     auto m = LoadFromOptions(o->model);
     ExitIfError(m.status());
     auto& model = **m;
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    std::vector<int32_t> prompt;
+    if (!o->prompt.empty()) {
+      auto t = LoadTokenizer(o->model, model.config().vocab_size);
+      ExitIfError(t.status());
+      tok = std::move(t).value();
+      std::string text = o->prompt;
+      if (o->chat) {
+        auto format = tokenizer::DetectChatFormat(tok->chat_template());
+        ExitIfError(format.status());
+        const tokenizer::ChatMessage msg{"user", o->prompt};
+        auto rendered = tokenizer::RenderChat(*format, std::span(&msg, 1), true);
+        ExitIfError(rendered.status());
+        text = *rendered;
+      }
+      prompt = tok->Encode(text, /*add_special=*/!o->chat);
+    } else {
+      auto ids = ParseIds(o->ids);
+      ExitIfError(ids.status());
+      prompt = *ids;
+    }
     if (!o->stop.empty()) {
       auto stop = ParseIds(o->stop);
       ExitIfError(stop.status());
@@ -120,21 +143,34 @@ void RegisterGenerate(CLI::App& app) {
       o->gen.stop_ids = {model.config().eos_id};
     }
     core::ThreadPool pool(o->model.threads);
-    KvSetup kv(model.config(), static_cast<int64_t>(prompt->size()) + o->gen.max_tokens);
+    KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o->gen.max_tokens);
     runner::Generator gen(model, pool, kv.store, kv.pool);
-    if (!o->json_out) std::printf("prompt: %zu tokens; generated:", prompt->size());
-    auto r = gen.Generate(*prompt, o->gen, [&](int32_t id) {
-      if (!o->json_out) { std::printf(" %d", id); std::fflush(stdout); }
+    std::unique_ptr<tokenizer::StreamDecoder> stream;
+    if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
+    if (!o->json_out) std::printf("prompt: %zu tokens; generated:%s", prompt.size(), tok ? "\n" : "");
+    std::string text;
+    auto r = gen.Generate(prompt, o->gen, [&](int32_t id) {
+      if (stream) {
+        const std::string piece = stream->Push(id);
+        text += piece;
+        if (!o->json_out) std::printf("%s", piece.c_str());
+      } else if (!o->json_out) {
+        std::printf(" %d", id);
+      }
+      std::fflush(stdout);
       return true;
     });
     ExitIfError(r.status());
+    if (stream) text += stream->Finish();
     const double decode_tps = r->decode_steps ? r->decode_steps / r->decode_seconds : 0;
     if (o->json_out) {
-      std::printf("%s\n", json({{"tokens", r->tokens}, {"prefill_seconds", r->prefill_seconds},
-                                {"decode_tokens_per_s", decode_tps}, {"stopped", r->stopped}}).dump().c_str());
+      json j = {{"prompt_tokens", prompt.size()}, {"tokens", r->tokens}, {"prefill_seconds", r->prefill_seconds},
+                {"decode_tokens_per_s", decode_tps}, {"stopped", r->stopped}};
+      if (tok) j["text"] = text;
+      std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
     } else {
       std::printf("\n%zu tokens; prefill %.1f ms (%.1f tok/s), decode %.1f tok/s%s\n", r->tokens.size(),
-                  r->prefill_seconds * 1e3, prompt->size() / r->prefill_seconds, decode_tps,
+                  r->prefill_seconds * 1e3, prompt.size() / r->prefill_seconds, decode_tps,
                   r->stopped ? ", ended on a stop token" : "");
     }
   });

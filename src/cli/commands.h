@@ -11,5 +11,7 @@ void RegisterGenerate(CLI::App& app);
 void RegisterLogits(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterExport(CLI::App& app);
+void RegisterTokenize(CLI::App& app);
+void RegisterChat(CLI::App& app);
 
 }  // namespace radixlm::cli

@@ -1,6 +1,11 @@
 #include "cli/common.h"
 
+#include <algorithm>
+
 #include <cstdlib>
+#include <filesystem>
+
+#include "formats/gguf.h"
 
 namespace radixlm::cli {
 
@@ -19,6 +24,52 @@ core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const Model
     lo.dtype = d;
   }
   return models::LoadModel(o.model, lo);
+}
+
+void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o) {
+  cmd->add_option("--tokenizer", o->tokenizer, "qwen3|llama3|llama2|gpt2, a tokenizer.json, a HF folder or a GGUF (default: the model's)");
+  cmd->add_option("--tokenizer-dir", o->tokenizer_dir, "bundled tokenizer data (default: $RADIXLM_TOKENIZER_DIR or the set-up's folder)");
+}
+
+namespace {
+
+std::string TokenizerDir(const ModelOptions& o) {
+  if (!o.tokenizer_dir.empty()) return o.tokenizer_dir;
+  if (const char* env = std::getenv("RADIXLM_TOKENIZER_DIR")) return env;
+  return RADIXLM_DEFAULT_TOKENIZER_DIR;
+}
+
+core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> FromPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) return tokenizer::Tokenizer::FromHfJson((fs::path(path) / "tokenizer.json").string());
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".json") return tokenizer::Tokenizer::FromHfJson(path);
+  RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(path));
+  if (!g.Find("tokenizer.ggml.model")) return core::NotFound(path + ": the GGUF carries no tokenizer (tokenizer.ggml.*)");
+  return tokenizer::Tokenizer::FromGguf(g);
+}
+
+}  // namespace
+
+core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelOptions& o, int64_t model_vocab) {
+  const auto families = tokenizer::Tokenizer::NamedFamilies();
+  std::unique_ptr<tokenizer::Tokenizer> t;
+  if (!o.tokenizer.empty()) {
+    if (std::find(families.begin(), families.end(), o.tokenizer) != families.end()) {
+      RADIXLM_ASSIGN_OR_RETURN(t, tokenizer::Tokenizer::Named(o.tokenizer, TokenizerDir(o)));
+    } else {
+      RADIXLM_ASSIGN_OR_RETURN(t, FromPath(o.tokenizer));
+    }
+  } else if (o.model.rfind("random:", 0) == 0) {
+    const char* family = model_vocab == 151936 ? "qwen3" : model_vocab == 128256 ? "llama3" : model_vocab == 32000 ? "llama2" : nullptr;
+    if (!family) return core::NotFound("no bundled tokenizer fits " + o.model + "'s vocabulary; pass --tokenizer");
+    RADIXLM_ASSIGN_OR_RETURN(t, tokenizer::Tokenizer::Named(family, TokenizerDir(o)));
+  } else {
+    RADIXLM_ASSIGN_OR_RETURN(t, FromPath(o.model));
+  }
+  if (model_vocab > 0 && t->vocab_size() > model_vocab)
+    return core::InvalidArgument("tokenizer '" + t->name() + "' has " + std::to_string(t->vocab_size()) +
+                                 " tokens, more than the model's vocabulary of " + std::to_string(model_vocab));
+  return t;
 }
 
 core::StatusOr<std::vector<int32_t>> ParseIds(const std::string& csv) {

