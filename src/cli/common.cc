@@ -56,6 +56,8 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelO
   if (!o.tokenizer.empty()) {
     if (std::find(families.begin(), families.end(), o.tokenizer) != families.end()) {
       RADIXLM_ASSIGN_OR_RETURN(t, tokenizer::Tokenizer::Named(o.tokenizer, TokenizerDir(o)));
+    } else if (!std::filesystem::exists(o.tokenizer)) {
+      return core::NotFound("no bundled tokenizer '" + o.tokenizer + "' (qwen3, llama3, llama2, gpt2) and no such file or folder");
     } else {
       RADIXLM_ASSIGN_OR_RETURN(t, FromPath(o.tokenizer));
     }
