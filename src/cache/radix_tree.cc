@@ -1,0 +1,306 @@
+#include "cache/radix_tree.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "core/status.h"
+
+namespace radixlm::cache {
+
+RadixTree::RadixTree(BlockPool& pool) : pool_(pool), bs_(pool.block_tokens()) {
+  nodes_.emplace_back();
+  nodes_[kRootNode].alive = true;
+}
+
+NodeId RadixTree::NewNode() {
+  NodeId id;
+  if (!free_nodes_.empty()) {
+    id = free_nodes_.back();
+    free_nodes_.pop_back();
+    nodes_[id] = Node{};
+  } else {
+    id = static_cast<NodeId>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  nodes_[id].alive = true;
+  return id;
+}
+
+void RadixTree::FreeNode(NodeId id) {
+  nodes_[id] = Node{};
+  free_nodes_.push_back(id);
+}
+
+int32_t RadixTree::BlockFor(const Node& n, int64_t position) const {
+  return n.blocks[position / bs_ - n.start / bs_];
+}
+
+bool RadixTree::IsEvictableLeaf(NodeId id) const {
+  const Node& n = nodes_[id];
+  return id != kRootNode && n.alive && n.lock == 0 && n.children.empty();
+}
+
+void RadixTree::UpdateEvictable(NodeId id) {
+  const std::pair<uint64_t, NodeId> key{nodes_[id].last_access, id};
+  if (IsEvictableLeaf(id)) evictable_.insert(key);
+  else evictable_.erase(key);
+}
+
+void RadixTree::Touch(NodeId id) {
+  evictable_.erase({nodes_[id].last_access, id});
+  nodes_[id].last_access = ++clock_;
+  UpdateEvictable(id);
+}
+
+MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit) const {
+  MatchResult r;
+  limit = std::min<int64_t>(limit, tokens.size());
+  NodeId node = kRootNode;
+  int64_t pos = 0;
+  while (pos < limit) {
+    const auto it = nodes_[node].children.find(tokens[pos]);
+    if (it == nodes_[node].children.end()) break;
+    const Node& child = nodes_[it->second];
+    int64_t k = 0;
+    const int64_t max_k = std::min<int64_t>(child.tokens.size(), limit - pos);
+    while (k < max_k && child.tokens[k] == tokens[pos + k]) ++k;
+    // The child's block for each index it touches is valid for the whole path up to its end.
+    for (int64_t idx = pos / bs_; idx <= (pos + k - 1) / bs_; ++idx) {
+      const int32_t b = BlockFor(child, idx * bs_ < child.start ? child.start : idx * bs_);
+      if (idx < static_cast<int64_t>(r.blocks.size())) r.blocks[idx] = b;
+      else r.blocks.push_back(b);
+    }
+    pos += k;
+    r.node = it->second;
+    if (k < static_cast<int64_t>(child.tokens.size())) break;
+    node = it->second;
+  }
+  r.length = pos;
+  return r;
+}
+
+Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens) const {
+  Reservation r;
+  r.version = version_;
+  r.match = Match(tokens, match_limit);
+  const int64_t m = r.match.length;
+  const int64_t full = m / bs_;
+  r.copy_on_write = m % bs_ != 0;
+  r.cow_tokens = static_cast<int32_t>(m % bs_);
+  const int64_t needed_blocks = (std::max<int64_t>(total_tokens, m) + bs_ - 1) / bs_;
+  r.new_blocks = static_cast<int32_t>(needed_blocks - full);
+  int64_t available = pool_.num_free();
+  if (available >= r.new_blocks) {
+    r.feasible = true;
+    return r;
+  }
+  // Simulate LRU eviction without touching the tree: nodes on the match path will be locked.
+  std::vector<char> on_path(nodes_.size(), 0);
+  for (NodeId n = r.match.node; n != kRootNode && n >= 0; n = nodes_[n].parent) on_path[n] = 1;
+  std::unordered_map<NodeId, int32_t> children_left;
+  std::unordered_map<int32_t, int32_t> refs_dropped;
+  using Entry = std::pair<uint64_t, NodeId>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> exposed;  // parents that became leaves
+  auto it = evictable_.begin();
+  while (available < r.new_blocks) {
+    NodeId victim = -1;
+    const bool take_set = it != evictable_.end() && (exposed.empty() || *it < exposed.top());
+    if (take_set) {
+      victim = it->second;
+      ++it;
+    } else if (!exposed.empty()) {
+      victim = exposed.top().second;
+      exposed.pop();
+    } else {
+      break;
+    }
+    if (on_path[victim]) continue;
+    r.evictions.push_back(victim);
+    for (int32_t b : nodes_[victim].blocks)
+      if (pool_.ref_count(b) - ++refs_dropped[b] == 0) ++available;
+    const NodeId parent = nodes_[victim].parent;
+    if (parent == kRootNode) continue;
+    auto [cl, inserted] = children_left.try_emplace(parent, static_cast<int32_t>(nodes_[parent].children.size()));
+    if (--cl->second == 0 && nodes_[parent].lock == 0 && !on_path[parent])
+      exposed.push({nodes_[parent].last_access, parent});
+  }
+  r.feasible = available >= r.new_blocks;
+  return r;
+}
+
+Admission RadixTree::Commit(const Reservation& r, int64_t prompt_tokens) {
+  RADIXLM_CHECK_MSG(r.version == version_, "reservation is stale: the tree changed since Reserve");
+  RADIXLM_CHECK(r.feasible);
+  for (NodeId v : r.evictions) EvictLeaf(v);
+  auto fresh = pool_.Allocate(r.new_blocks);
+  RADIXLM_CHECK_MSG(fresh.has_value(), "reserved blocks are not available");
+  Admission a;
+  const int64_t m = r.match.length;
+  a.cached_tokens = m;
+  a.locked_node = r.match.node;
+  const int64_t full = m / bs_;
+  a.block_table.assign(r.match.blocks.begin(), r.match.blocks.begin() + full);
+  if (r.copy_on_write) {
+    a.cow_src = r.match.blocks[full];
+    a.cow_dst = (*fresh)[0];
+    a.cow_tokens = r.cow_tokens;
+    ++stats_.cow_copies;
+  }
+  a.block_table.insert(a.block_table.end(), fresh->begin(), fresh->end());
+  a.owned_blocks = *fresh;
+  if (m > 0) {
+    Lock(a.locked_node);
+    for (NodeId n = a.locked_node; n != kRootNode; n = nodes_[n].parent) Touch(n);
+  }
+  ++stats_.requests;
+  stats_.prompt_tokens += prompt_tokens;
+  stats_.matched_tokens += m;
+  stats_.aligned_matched_tokens += full * bs_;
+  ++version_;
+  return a;
+}
+
+NodeId RadixTree::Split(NodeId id, int64_t at) {
+  // The original id keeps the deeper part, so locks taken on it still cover its new parent.
+  const NodeId lower = NewNode();
+  Node& n = nodes_[id];
+  Node& low = nodes_[lower];
+  RADIXLM_CHECK(at > n.start && at < n.end());
+  const int64_t cut = at - n.start;
+  low.parent = n.parent;
+  low.start = n.start;
+  low.tokens.assign(n.tokens.begin(), n.tokens.begin() + cut);
+  const int64_t low_blocks = (at - 1) / bs_ - n.start / bs_ + 1;
+  low.blocks.assign(n.blocks.begin(), n.blocks.begin() + low_blocks);
+  low.lock = n.lock;
+  low.last_access = n.last_access;
+  const int64_t first_upper_block = at / bs_ - n.start / bs_;
+  if (first_upper_block < low_blocks) pool_.Ref(n.blocks[first_upper_block]);  // boundary block shared
+  n.blocks.erase(n.blocks.begin(), n.blocks.begin() + first_upper_block);
+  n.tokens.erase(n.tokens.begin(), n.tokens.begin() + cut);
+  n.start = at;
+  low.children[n.tokens[0]] = id;
+  nodes_[low.parent].children[low.tokens[0]] = lower;
+  n.parent = lower;
+  ++version_;
+  return lower;
+}
+
+int64_t RadixTree::Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& table) {
+  RADIXLM_CHECK(n <= static_cast<int64_t>(tokens.size()) && (n + bs_ - 1) / bs_ <= static_cast<int64_t>(table.size()));
+  NodeId node = kRootNode;
+  int64_t pos = 0, added = 0;
+  while (pos < n) {
+    const auto it = nodes_[node].children.find(tokens[pos]);
+    if (it == nodes_[node].children.end()) {
+      const NodeId child = NewNode();
+      Node& c = nodes_[child];
+      c.parent = node;
+      c.start = pos;
+      c.tokens.assign(tokens.begin() + pos, tokens.begin() + n);
+      for (int64_t idx = pos / bs_; idx <= (n - 1) / bs_; ++idx) {
+        pool_.Ref(table[idx]);
+        c.blocks.push_back(table[idx]);
+      }
+      nodes_[node].children[tokens[pos]] = child;
+      added = n - pos;
+      cached_tokens_ += added;
+      Touch(child);
+      UpdateEvictable(node);
+      break;
+    }
+    NodeId child = it->second;
+    const Node& c = nodes_[child];
+    int64_t k = 0;
+    const int64_t max_k = std::min<int64_t>(c.tokens.size(), n - pos);
+    while (k < max_k && c.tokens[k] == tokens[pos + k]) ++k;
+    if (k < static_cast<int64_t>(c.tokens.size())) child = Split(child, pos + k);
+    Touch(child);
+    pos += k;
+    node = child;
+  }
+  stats_.inserted_tokens += added;
+  ++version_;
+  return added;
+}
+
+void RadixTree::Lock(NodeId node) {
+  for (NodeId n = node; n != kRootNode; n = nodes_[n].parent) {
+    ++nodes_[n].lock;
+    UpdateEvictable(n);
+  }
+}
+
+void RadixTree::Unlock(NodeId node) {
+  for (NodeId n = node; n != kRootNode; n = nodes_[n].parent) {
+    RADIXLM_CHECK(nodes_[n].lock > 0);
+    --nodes_[n].lock;
+    UpdateEvictable(n);
+  }
+  ++version_;
+}
+
+int32_t RadixTree::EvictLeaf(NodeId id) {
+  RADIXLM_CHECK(IsEvictableLeaf(id));
+  Node& n = nodes_[id];
+  int32_t freed = 0;
+  for (int32_t b : n.blocks) {
+    freed += pool_.ref_count(b) == 1;
+    pool_.Release(b);
+  }
+  evictable_.erase({n.last_access, id});
+  const NodeId parent = n.parent;
+  nodes_[parent].children.erase(n.tokens[0]);
+  cached_tokens_ -= static_cast<int64_t>(n.tokens.size());
+  stats_.evicted_tokens += static_cast<int64_t>(n.tokens.size());
+  ++stats_.evicted_nodes;
+  FreeNode(id);
+  UpdateEvictable(parent);
+  ++version_;
+  return freed;
+}
+
+int32_t RadixTree::EvictUntilFree(int32_t blocks) {
+  int32_t freed = 0;
+  while (pool_.num_free() < blocks && !evictable_.empty()) freed += EvictLeaf(evictable_.begin()->second);
+  return freed;
+}
+
+int32_t RadixTree::evictable_blocks() const {
+  int32_t n = 0;
+  for (const auto& [t, id] : evictable_) n += static_cast<int32_t>(nodes_[id].blocks.size());
+  return n;
+}
+
+std::string RadixTree::CheckInvariants() const {
+  int64_t tokens = 0;
+  std::unordered_map<int32_t, int32_t> tree_refs;
+  size_t expected_evictable = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(nodes_.size()); ++id) {
+    const Node& n = nodes_[id];
+    if (!n.alive || id == kRootNode) continue;
+    const std::string where = "node " + std::to_string(id) + ": ";
+    if (n.tokens.empty()) return where + "empty edge";
+    if (n.parent < 0 || !nodes_[n.parent].alive) return where + "dead parent";
+    const Node& p = nodes_[n.parent];
+    auto it = p.children.find(n.tokens[0]);
+    if (it == p.children.end() || it->second != id) return where + "parent does not list it under its first token";
+    if (n.start != (n.parent == kRootNode ? 0 : p.end())) return where + "start is not the parent's end";
+    if (static_cast<int64_t>(n.blocks.size()) != (n.end() - 1) / bs_ - n.start / bs_ + 1) return where + "wrong block count";
+    if (n.lock < 0 || (n.parent != kRootNode && p.lock < n.lock)) return where + "lock count not monotone up the tree";
+    for (const auto& [tok, c] : n.children)
+      if (!nodes_[c].alive || nodes_[c].parent != id) return where + "child link broken";
+    for (int32_t b : n.blocks) ++tree_refs[b];
+    tokens += static_cast<int64_t>(n.tokens.size());
+    const bool in_set = evictable_.count({n.last_access, id}) > 0;
+    if (in_set != IsEvictableLeaf(id)) return where + "evictable set out of date";
+    expected_evictable += in_set;
+  }
+  if (expected_evictable != evictable_.size()) return "evictable set holds dead nodes";
+  if (tokens != cached_tokens_) return "cached token count is off";
+  for (const auto& [b, refs] : tree_refs)
+    if (pool_.ref_count(b) < refs) return "block " + std::to_string(b) + " has fewer pool references than tree references";
+  return pool_.CheckInvariants();
+}
+
+}  // namespace radixlm::cache

@@ -1,0 +1,133 @@
+// Radix-tree prefix cache over the paged KV block pool (SGLang's RadixAttention, ids only).
+//
+// Each node's edge is a run of tokens at positions [start, end) of every sequence that has
+// the node's path as a prefix; it holds, for each KV block index its range touches, the id of
+// a block whose slots are valid for every position of that block up to `end` along the path
+// (the invariant that lets a child share its first block with its parent after a split).
+// Matching is token-granular. A request whose match ends inside a block gets a private copy
+// of that block's valid prefix (copy-on-write, planned here as ids, executed by the runner),
+// so partial blocks never cost hit rate; see docs/cache.md for the measured alternative.
+//
+// Mutation is two-phase (STYLE.md): Reserve() plans a request's match, copy-on-write and the
+// LRU evictions needed to allocate its blocks, with no side effects; Commit() applies exactly
+// that plan. Locked nodes (those on a running request's path) are never evicted.
+// Eviction takes unlocked leaves in LRU order from an ordered set: O(log n) per victim.
+// Match is O(prompt length) (one child lookup per edge, then a token compare).
+// Single-threaded: owned by the engine loop (and replayed as is by the simulator).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_pool.h"
+
+namespace radixlm::cache {
+
+using NodeId = int32_t;
+inline constexpr NodeId kRootNode = 0;
+
+struct CacheStats {
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;      // tokens of prompts seen by Commit
+  int64_t matched_tokens = 0;     // of which were served from the cache
+  int64_t aligned_matched_tokens = 0;  // what block-aligned matching would have served
+  int64_t inserted_tokens = 0;
+  int64_t evicted_tokens = 0;
+  int64_t evicted_nodes = 0;
+  int64_t cow_copies = 0;
+  double hit_rate() const { return prompt_tokens ? double(matched_tokens) / prompt_tokens : 0.0; }
+};
+
+struct MatchResult {
+  int64_t length = 0;             // matched tokens
+  NodeId node = kRootNode;        // deepest node touched by the match (may be matched partially)
+  std::vector<int32_t> blocks;    // block ids covering positions [0, length), one per block index
+};
+
+// The plan for admitting one request (see Reserve).
+struct Reservation {
+  MatchResult match;
+  int32_t new_blocks = 0;         // fresh blocks to allocate (including a copy-on-write target)
+  bool copy_on_write = false;     // last matched block is partial: copy its first `cow_tokens`
+  int32_t cow_tokens = 0;
+  std::vector<NodeId> evictions;  // leaves to evict, in order
+  bool feasible = false;          // enough blocks after the planned evictions
+  uint64_t version = 0;           // tree version the plan was made against
+};
+
+// What Commit hands back: the request's initial block table and its lock.
+struct Admission {
+  NodeId locked_node = kRootNode;
+  int64_t cached_tokens = 0;
+  std::vector<int32_t> block_table;   // positions [0, capacity) for the reserved tokens
+  std::vector<int32_t> owned_blocks;  // the fresh ones the request must release
+  int32_t cow_src = -1, cow_dst = -1, cow_tokens = 0;  // copy KV slots [0, cow_tokens) src -> dst
+};
+
+class RadixTree {
+ public:
+  explicit RadixTree(BlockPool& pool);
+
+  // Longest cached prefix of tokens[0, limit), with the blocks that hold it. No side effects.
+  MatchResult Match(const std::vector<int32_t>& tokens, int64_t limit) const;
+  // Plans admitting a request whose first `total_tokens` positions need KV blocks; the match is
+  // capped at `match_limit` (callers keep at least one prompt token to compute).
+  Reservation Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens) const;
+  // REQUIRES: r.feasible and no mutation since Reserve.
+  Admission Commit(const Reservation& r, int64_t prompt_tokens);
+
+  // Inserts tokens[0, n) whose KV lives in `block_table` (the request's table; blocks are
+  // referenced, not taken). Returns the tokens that were new to the tree.
+  int64_t Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& block_table);
+  void Lock(NodeId node);
+  void Unlock(NodeId node);
+  // Evicts LRU unlocked leaves until `blocks` blocks are free in the pool (or nothing is left
+  // to evict). Returns the number freed.
+  int32_t EvictUntilFree(int32_t blocks);
+
+  int64_t cached_tokens() const { return cached_tokens_; }
+  int32_t evictable_blocks() const;
+  const CacheStats& stats() const { return stats_; }
+  size_t node_count() const { return nodes_.size() - free_nodes_.size(); }
+  uint64_t version() const { return version_; }
+  // Empty when consistent; else the first violated invariant.
+  std::string CheckInvariants() const;
+
+ private:
+  struct Node {
+    NodeId parent = -1;
+    int64_t start = 0;              // position of the edge's first token
+    std::vector<int32_t> tokens;    // the edge
+    std::vector<int32_t> blocks;    // block ids for block indices start/bs .. (end-1)/bs
+    std::unordered_map<int32_t, NodeId> children;  // by first token
+    int32_t lock = 0;
+    uint64_t last_access = 0;
+    bool alive = false;
+    int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
+  };
+
+  NodeId NewNode();
+  void FreeNode(NodeId id);
+  // Splits `id` so that it ends at position `at` (start < at < end); returns the upper part.
+  NodeId Split(NodeId id, int64_t at);
+  bool IsEvictableLeaf(NodeId id) const;
+  void UpdateEvictable(NodeId id);
+  void Touch(NodeId id);
+  int32_t BlockFor(const Node& n, int64_t position) const;
+  // Frees `id` (an unlocked leaf) and its block references; returns blocks freed.
+  int32_t EvictLeaf(NodeId id);
+
+  BlockPool& pool_;
+  int32_t bs_;
+  std::vector<Node> nodes_;
+  std::vector<NodeId> free_nodes_;
+  std::set<std::pair<uint64_t, NodeId>> evictable_;  // (last_access, node), LRU first
+  uint64_t clock_ = 0, version_ = 0;
+  int64_t cached_tokens_ = 0;
+  CacheStats stats_;
+};
+
+}  // namespace radixlm::cache
