@@ -1,5 +1,7 @@
 #include "models/kv_store.h"
 
+#include <cstring>
+
 namespace radixlm::models {
 
 size_t KvStore::BytesPerBlock(const ModelConfig& model, int block_tokens) {
@@ -17,6 +19,16 @@ kernels::KvLayerView KvStore::Layer(int layer) const {
   const size_t per_tensor = size_t{1} * config_.n_blocks * config_.block_tokens * n_kv_heads_ * head_dim_;
   float* base = const_cast<float*>(buffer_.as<float>()) + 2 * per_tensor * layer;
   return {base, base + per_tensor, config_.block_tokens, n_kv_heads_, head_dim_};
+}
+
+void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int tokens) {
+  RADIXLM_CHECK(src >= 0 && src < config_.n_blocks && dst >= 0 && dst < config_.n_blocks && tokens <= config_.block_tokens);
+  const size_t bytes = size_t{1} * tokens * n_kv_heads_ * head_dim_ * sizeof(float);
+  for (int l = 0; l < n_layers_; ++l) {
+    const kernels::KvLayerView v = Layer(l);
+    std::memcpy(v.KeyAt(dst, 0, 0), v.KeyAt(src, 0, 0), bytes);
+    std::memcpy(v.ValueAt(dst, 0, 0), v.ValueAt(src, 0, 0), bytes);
+  }
 }
 
 }  // namespace radixlm::models

@@ -20,6 +20,9 @@ class KvStore {
  public:
   KvStore(const ModelConfig& model, KvStoreConfig config);
   kernels::KvLayerView Layer(int attention_layer) const;
+  // Copies KV slots [0, tokens) of block src into block dst, in every layer (copy-on-write of
+  // a partially matched cached block).
+  void CopyBlockPrefix(int32_t src, int32_t dst, int tokens);
   int n_blocks() const { return config_.n_blocks; }
   int block_tokens() const { return config_.block_tokens; }
   size_t nbytes() const { return buffer_.size(); }

@@ -1,0 +1,131 @@
+// The engine loop: continuous batching with chunked prefill over a paged KV pool, with or
+// without the radix prefix cache. One step: take new submissions and cancellations, make sure
+// every running sequence has blocks for this step (evicting cached prefixes, else preempting
+// the newest request), admit waiting requests cache-aware (scheduler::AdmissionOrder) within
+// the step's token budget, run the executor, sample, stream tokens, finish.
+//
+// Walkthrough of one request: Submit() validates it (ids in vocabulary, fits the context and
+// the pool) and queues it. At admission the cache Reserve()s its longest cached prefix and the
+// blocks for the rest of the prompt, and Commit() locks that prefix. Prefill runs in chunks of
+// the step budget; when the prompt is done, its KV is inserted into the tree so concurrent
+// requests can share it. Each decode step computes one token's KV and samples the next. On
+// finish everything computed is inserted, the lock dropped, the request's own blocks released.
+// A full pool is never an error: requests wait, cached prefixes are evicted (LRU), and as a
+// last resort the newest running request is preempted and later recomputed (its prefix is
+// usually still cached).
+//
+// Threading: Submit/Cancel/Metrics are thread-safe; Step() runs on one thread (Start() runs it
+// in a background loop). Token callbacks run on the engine thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "cache/radix_tree.h"
+#include "core/status.h"
+#include "engine/executor.h"
+#include "engine/request.h"
+#include "scheduler/admission.h"
+
+namespace radixlm::engine {
+
+struct EngineConfig {
+  int32_t num_blocks = 1024;
+  int32_t block_tokens = 16;
+  bool prefix_cache = true;
+  scheduler::SchedulerConfig scheduler;
+};
+
+struct EngineMetrics {
+  int64_t requests_submitted = 0, requests_finished = 0, requests_rejected = 0, preemptions = 0;
+  int64_t prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0, generated_tokens = 0;
+  int64_t waiting = 0, running = 0, steps = 0;
+  int32_t blocks_in_use = 0, blocks_total = 0;
+  int64_t tree_cached_tokens = 0, evicted_tokens = 0;
+  double step_seconds_total = 0;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, Executor& executor);
+  ~Engine();
+
+  // Queues a request; the callback receives every token and a final event.
+  core::StatusOr<RequestId> Submit(RequestParams params, TokenCallback callback);
+  void Cancel(RequestId id);
+
+  // One step of the loop; returns false when there was nothing to do.
+  bool Step();
+  // Steps until no request is waiting or running (tests, offline runs).
+  void RunUntilIdle();
+  // Background loop.
+  void Start();
+  void Stop();
+
+  EngineMetrics Metrics() const;
+  const cache::RadixTree* tree() const { return tree_.get(); }
+  const cache::BlockPool& pool() const { return pool_; }
+  const EngineConfig& config() const { return config_; }
+
+ private:
+  struct Req {
+    RequestId id = 0;
+    RequestParams params;
+    TokenCallback callback;
+    std::vector<int32_t> tokens;        // prompt + generated
+    int64_t prompt_len = 0;
+    int64_t computed = 0;               // tokens whose KV is in block_table
+    bool prompt_inserted = false;
+    std::vector<int32_t> block_table;
+    std::vector<int32_t> owned;         // blocks this request must release
+    cache::NodeId locked = cache::kRootNode;
+    bool has_lock = false;
+    models::Sampler sampler;
+    Usage usage;
+    bool first_admission = true;
+    bool cancelled = false;
+    int64_t arrival = 0, waited_steps = 0;
+    double submit_time = 0;
+    explicit Req(const models::SamplingParams& s) : sampler(s) {}
+  };
+
+  void DrainInbox();
+  bool Admit(Req& r, std::vector<BlockCopy>* copies);
+  bool EnsureBlocks(Req& r, int64_t upto);
+  void Preempt(Req& r);
+  void ReleaseResources(Req& r, bool insert);
+  void Finish(std::unique_ptr<Req>& r, FinishReason reason);
+  int64_t CachedPrefix(const Req& r) const;
+  void PublishMetrics(int64_t computed, int64_t generated, double seconds);
+
+  EngineConfig config_;
+  Executor& executor_;
+  cache::BlockPool pool_;
+  std::unique_ptr<cache::RadixTree> tree_;
+  std::vector<std::unique_ptr<Req>> waiting_, running_;
+
+  mutable std::mutex mu_;  // guards inbox_, cancels_, metrics_, next_id_
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Req>> inbox_;
+  std::vector<RequestId> cancels_;
+  EngineMetrics metrics_;
+  RequestId next_id_ = 1;
+  int64_t arrivals_ = 0;
+
+  std::thread loop_;
+  std::atomic<bool> stop_{false};
+  std::vector<float> logits_;
+};
+
+double NowSeconds();
+
+}  // namespace radixlm::engine

@@ -1,0 +1,32 @@
+// The seam between the engine loop and what computes a step: the runner (a real model) or a
+// simulator (a cost model). The engine hands over plain ids: token spans, positions, block
+// tables, and block-prefix copies to make first (copy-on-write of partially matched blocks).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace radixlm::engine {
+
+struct StepSequence {
+  std::span<const int32_t> tokens;       // tokens whose KV this step computes
+  int32_t start_position = 0;            // position of tokens[0]
+  std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
+  bool want_logits = false;              // logits of the last token
+};
+
+struct BlockCopy {
+  int32_t src = 0, dst = 0, tokens = 0;  // copy KV slots [0, tokens) of block src into dst
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // logits: [number of sequences with want_logits, vocab], in sequence order.
+  virtual void Execute(std::span<const BlockCopy> copies, std::span<const StepSequence> seqs, std::vector<float>* logits) = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_context() const = 0;
+};
+
+}  // namespace radixlm::engine

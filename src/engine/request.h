@@ -1,0 +1,44 @@
+// What a client submits to the engine and what it gets back, token by token.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/sampler.h"
+
+namespace radixlm::engine {
+
+using RequestId = int64_t;
+
+struct RequestParams {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  std::vector<int32_t> stop_ids;
+  models::SamplingParams sampling;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason r);
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;      // prompt tokens served from the prefix cache (first admission)
+  int64_t completion_tokens = 0;
+  int64_t preemptions = 0;
+  double ttft_seconds = 0;        // submission to first generated token
+  double total_seconds = 0;
+};
+
+// Delivered on the engine thread; keep handlers short (push into a queue).
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t token = -1;             // -1 on the final event when no token accompanies it
+  FinishReason finish = FinishReason::kNone;
+  std::string error;              // with kError
+  Usage usage;                    // filled on the final event
+};
+using TokenCallback = std::function<void(const TokenEvent&)>;
+
+}  // namespace radixlm::engine

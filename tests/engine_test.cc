@@ -1,0 +1,184 @@
+// The engine with a real (tiny random) model: sharing must never change an answer.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/random.h"
+#include "engine/engine.h"
+#include "models/loader.h"
+#include "runner/model_executor.h"
+#include "scheduler/admission.h"
+
+namespace radixlm {
+namespace {
+
+struct Outcome {
+  std::map<int, std::vector<int32_t>> outputs;  // by request index
+  std::map<int, engine::Usage> usage;
+  engine::EngineMetrics metrics;
+};
+
+struct Workload {
+  std::vector<engine::RequestParams> requests;
+  std::vector<int> submit_step;  // requests are submitted when the engine reaches this step
+};
+
+Workload MakeWorkload(uint64_t seed, int64_t vocab) {
+  core::Rng rng(seed);
+  std::vector<std::vector<int32_t>> bases;
+  for (int b = 0; b < 4; ++b) {
+    std::vector<int32_t> t(20 + rng.Below(40));
+    for (auto& x : t) x = static_cast<int32_t>(rng.Below(vocab));
+    bases.push_back(t);
+  }
+  Workload w;
+  for (int i = 0; i < 24; ++i) {
+    const auto& base = bases[rng.Below(bases.size())];
+    engine::RequestParams p;
+    p.prompt.assign(base.begin(), base.begin() + 1 + rng.Below(base.size()));  // cut anywhere, even mid-block
+    const int extra = static_cast<int>(rng.Below(12));
+    for (int k = 0; k < extra; ++k) p.prompt.push_back(static_cast<int32_t>(rng.Below(vocab)));
+    p.max_tokens = 1 + static_cast<int>(rng.Below(10));
+    w.requests.push_back(p);
+    w.submit_step.push_back(static_cast<int>(rng.Below(30)));
+  }
+  return w;
+}
+
+Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg) {
+  core::ThreadPool pool(2);
+  models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens});
+  runner::ModelExecutor exec(model, pool, kv);
+  engine::Engine eng(cfg, exec);
+  Outcome out;
+  int step = 0;
+  size_t submitted = 0;
+  std::vector<size_t> order(w.requests.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w.submit_step[a] < w.submit_step[b]; });
+  while (true) {
+    while (submitted < order.size() && w.submit_step[order[submitted]] <= step) {
+      const int idx = static_cast<int>(order[submitted++]);
+      auto id = eng.Submit(w.requests[idx], [&out, idx](const engine::TokenEvent& ev) {
+        if (ev.token >= 0) out.outputs[idx].push_back(ev.token);
+        if (ev.finish != engine::FinishReason::kNone) out.usage[idx] = ev.usage;
+      });
+      EXPECT_TRUE(id.ok()) << id.status().ToString();
+    }
+    const bool worked = eng.Step();
+    ++step;
+    if (!worked && submitted == order.size()) break;
+    if (step > 100000) break;
+  }
+  out.metrics = eng.Metrics();
+  EXPECT_EQ(out.metrics.running, 0);
+  EXPECT_EQ(out.metrics.waiting, 0);
+  if (eng.tree()) EXPECT_EQ(eng.tree()->CheckInvariants(), "");
+  return out;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = models::LoadModel("random:tiny").value().release(); }
+  static void TearDownTestSuite() { delete model_; }
+  static models::Transformer* model_;
+};
+models::Transformer* EngineTest::model_ = nullptr;
+
+TEST_F(EngineTest, PrefixCacheNeverChangesAnAnswer) {
+  int64_t preemptions_on = 0, preemptions_off = 0, evicted = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    const Workload w = MakeWorkload(seed, model_->config().vocab_size);
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    engine::EngineConfig on_small = on;
+    on_small.num_blocks = 14;  // forces eviction and preemption
+    on_small.scheduler.max_running = 8;
+    engine::EngineConfig off_small = on_small;
+    off_small.prefix_cache = false;
+    const Outcome a = RunWorkload(*model_, w, off), b = RunWorkload(*model_, w, on), c = RunWorkload(*model_, w, on_small),
+                  d = RunWorkload(*model_, w, off_small);
+    ASSERT_EQ(a.outputs.size(), w.requests.size());
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      EXPECT_EQ(a.outputs.at(i).size(), static_cast<size_t>(w.requests[i].max_tokens));
+      EXPECT_EQ(b.outputs.at(i), a.outputs.at(i)) << "cache on, request " << i;
+      EXPECT_EQ(c.outputs.at(i), a.outputs.at(i)) << "cache on, small pool, request " << i;
+      EXPECT_EQ(d.outputs.at(i), a.outputs.at(i)) << "cache off, small pool, request " << i;
+    }
+    EXPECT_GT(b.metrics.cached_prompt_tokens, 0) << "the workload shares prefixes";
+    EXPECT_LT(b.metrics.computed_tokens, a.metrics.computed_tokens);
+    preemptions_on += c.metrics.preemptions;
+    preemptions_off += d.metrics.preemptions;
+    evicted += c.metrics.evicted_tokens;
+  }
+  // The small pools really exercised eviction and preempt-and-recompute.
+  EXPECT_GT(preemptions_on, 0);
+  EXPECT_GT(preemptions_off, 0);
+  EXPECT_GT(evicted, 0);
+}
+
+TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {
+  core::ThreadPool pool(2);
+  models::KvStore kv(model_->config(), {256, 16});
+  runner::ModelExecutor exec(*model_, pool, kv);
+  engine::Engine eng({.num_blocks = 256, .block_tokens = 16}, exec);
+  std::vector<int32_t> history = {151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13};  // a system turn
+  int64_t last_cached = -1;
+  core::Rng rng(9);
+  for (int turn = 0; turn < 5; ++turn) {
+    for (int k = 0; k < 7; ++k) history.push_back(static_cast<int32_t>(rng.Below(150000)));  // user turn
+    std::vector<int32_t> reply;
+    engine::Usage usage;
+    ASSERT_TRUE(eng.Submit({.prompt = history, .max_tokens = 5}, [&](const engine::TokenEvent& ev) {
+                   if (ev.token >= 0) reply.push_back(ev.token);
+                   if (ev.finish != engine::FinishReason::kNone) usage = ev.usage;
+                 }).ok());
+    eng.RunUntilIdle();
+    EXPECT_GT(usage.cached_tokens, last_cached) << "turn " << turn;
+    if (turn > 0) EXPECT_GE(usage.cached_tokens, static_cast<int64_t>(history.size()) - 7 - 1);
+    last_cached = usage.cached_tokens;
+    history.insert(history.end(), reply.begin(), reply.end());
+  }
+  // Requests hold no blocks now; what remains belongs to the cache and is freed by eviction.
+  const_cast<cache::RadixTree*>(eng.tree())->EvictUntilFree(256);
+  EXPECT_EQ(eng.pool().blocks_in_use(), 0);
+}
+
+TEST_F(EngineTest, RejectsBadRequestsClearlyAndCancelsCleanly) {
+  core::ThreadPool pool(2);
+  models::KvStore kv(model_->config(), {64, 16});
+  runner::ModelExecutor exec(*model_, pool, kv);
+  engine::Engine eng({.num_blocks = 64, .block_tokens = 16}, exec);
+  EXPECT_EQ(eng.Submit({.prompt = {}}, nullptr).status().code(), core::StatusCode::kInvalidArgument);
+  EXPECT_EQ(eng.Submit({.prompt = {999999999}}, nullptr).status().code(), core::StatusCode::kInvalidArgument);
+  EXPECT_EQ(eng.Submit({.prompt = {1}, .max_tokens = 1 << 30}, nullptr).status().code(), core::StatusCode::kOutOfRange);
+  EXPECT_EQ(eng.Submit({.prompt = std::vector<int32_t>(2000, 1), .max_tokens = 1}, nullptr).status().code(),
+            core::StatusCode::kResourceExhausted);
+  engine::FinishReason reason = engine::FinishReason::kNone;
+  auto id = eng.Submit({.prompt = {1, 2, 3}, .max_tokens = 500}, [&](const engine::TokenEvent& ev) {
+    if (ev.finish != engine::FinishReason::kNone) reason = ev.finish;
+  });
+  ASSERT_TRUE(id.ok());
+  for (int i = 0; i < 5; ++i) eng.Step();
+  eng.Cancel(*id);
+  eng.RunUntilIdle();
+  EXPECT_EQ(reason, engine::FinishReason::kCancelled);
+  const_cast<cache::RadixTree*>(eng.tree())->EvictUntilFree(64);
+  EXPECT_EQ(eng.pool().blocks_in_use(), 0);
+}
+
+TEST(AdmissionOrderTest, LongestCachedPrefixFirstButStarvedRequestsLeadOldestFirst) {
+  scheduler::SchedulerConfig cfg;
+  cfg.starvation_steps = 10;
+  const std::vector<scheduler::WaitingRequest> w = {
+      {.arrival = 0, .cached_tokens = 5, .waited_steps = 3},
+      {.arrival = 1, .cached_tokens = 50, .waited_steps = 3},
+      {.arrival = 2, .cached_tokens = 0, .waited_steps = 12},
+      {.arrival = 3, .cached_tokens = 50, .waited_steps = 1},
+      {.arrival = 4, .cached_tokens = 0, .waited_steps = 11}};
+  EXPECT_EQ(scheduler::AdmissionOrder(w, cfg), (std::vector<size_t>{2, 4, 1, 3, 0}));
+}
+
+}  // namespace
+}  // namespace radixlm
