@@ -13,5 +13,6 @@ void RegisterBench(CLI::App& app);
 void RegisterExport(CLI::App& app);
 void RegisterTokenize(CLI::App& app);
 void RegisterChat(CLI::App& app);
+void RegisterServe(CLI::App& app);
 
 }  // namespace radixlm::cli

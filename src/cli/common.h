@@ -24,6 +24,14 @@ struct ModelOptions {
   std::string tokenizer_dir;  // where set-up put the bundled tokenizer data
 };
 
+struct EngineOptions {
+  int64_t kv_tokens = 32768;
+  int32_t block_tokens = 16;
+  bool no_prefix_cache = false;
+  int step_tokens = 256;
+  int max_running = 16;
+};
+
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o);
 void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterExport(app);
   radixlm::cli::RegisterTokenize(app);
   radixlm::cli::RegisterChat(app);
+  radixlm::cli::RegisterServe(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,101 @@
+// radixlm serve: the OpenAI-compatible server on a real model with the radix prefix cache.
+#include <csignal>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "engine/engine.h"
+#include "models/kv_store.h"
+#include "runner/model_executor.h"
+#include "serve/server.h"
+#include "tokenizer/chat_template.h"
+
+namespace radixlm::cli {
+namespace {
+
+serve::Server* g_server = nullptr;
+void OnSignal(int) {
+  if (g_server) g_server->Stop();
+}
+
+}  // namespace
+
+void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
+  cmd->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (all layers)")->capture_default_str();
+  cmd->add_option("--block-tokens", o->block_tokens, "tokens per KV block")->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
+  cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
+  cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
+}
+
+engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
+  engine::EngineConfig c;
+  c.block_tokens = o.block_tokens;
+  c.num_blocks = static_cast<int32_t>((o.kv_tokens + o.block_tokens - 1) / o.block_tokens);
+  c.prefix_cache = !o.no_prefix_cache;
+  c.scheduler.step_token_budget = o.step_tokens;
+  c.scheduler.max_running = o.max_running;
+  return c;
+}
+
+std::vector<int32_t> EndOfTurnIds(const tokenizer::Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
+  for (const char* end : {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "<|end_of_text|>"})
+    if (int32_t id = tok.TokenId(end); id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  return ids;
+}
+
+void RegisterServe(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    EngineOptions engine;
+    serve::ServerConfig server;
+    std::string chat_template;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
+  AddModelOptions(cmd, &o->model, /*positional_model=*/true);
+  AddTokenizerOptions(cmd, &o->model);
+  AddEngineOptions(cmd, &o->engine);
+  cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->server.port)->capture_default_str();
+  cmd->add_option("--model-name", o->server.model_name, "name clients use in 'model' (default: the model spec)");
+  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY'");
+  cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429")->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
+  cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
+  cmd->callback([o] {
+    auto m = LoadFromOptions(o->model);
+    ExitIfError(m.status());
+    auto& model = **m;
+    auto t = LoadTokenizer(o->model, model.config().vocab_size);
+    ExitIfError(t.status());
+    std::optional<tokenizer::ChatFormat> format;
+    if (auto f = tokenizer::DetectChatFormat((*t)->chat_template(), o->chat_template); f.ok()) format = *f;
+    else if (!o->chat_template.empty()) ExitIfError(f.status());
+    else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
+    core::ThreadPool pool(o->model.threads);
+    const engine::EngineConfig ec = MakeEngineConfig(o->engine);
+    models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
+    runner::ModelExecutor exec(model, pool, kv);
+    engine::Engine eng(ec, exec);
+    if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
+    o->server.stop_ids = EndOfTurnIds(**t);
+    serve::Server server(o->server, eng, **t, format);
+    g_server = &server;
+    std::signal(SIGINT, OnSignal);
+    std::signal(SIGTERM, OnSignal);
+    eng.Start();
+    std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
+                 o->server.model_name.c_str(), o->server.host.c_str(), o->server.port, ec.num_blocks, ec.block_tokens,
+                 kv.nbytes() / 1048576.0, ec.prefix_cache ? "on" : "off");
+    const core::Status st = server.Listen();
+    eng.Stop();
+    g_server = nullptr;
+    ExitIfError(st);
+  });
+}
+
+}  // namespace radixlm::cli

@@ -1,0 +1,64 @@
+// OpenAI-compatible HTTP server (cpp-httplib): /v1/completions and /v1/chat/completions
+// (streaming as server-sent events or not), /v1/models, /health, /metrics (Prometheus text).
+// The server sees the engine and the tokenizer only: it validates and tokenizes a request,
+// submits it, and turns the engine's token events into JSON or SSE chunks. Usage reports
+// prompt_tokens_details.cached_tokens as OpenAI does. Errors are OpenAI-style JSON
+// ({"error": {"message", "type", "param", "code"}}) with the matching HTTP status.
+// A client that disconnects mid-stream cancels its request.
+// Threading: httplib's worker threads block on per-request channels fed by the engine thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace radixlm::serve {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string model_name = "radixlm";
+  std::string api_key;                  // empty: no authentication
+  size_t max_body_bytes = 8u << 20;
+  int max_concurrent_requests = 64;     // beyond this: 429
+  int default_max_tokens = 256;
+  std::vector<int32_t> stop_ids;        // always end generation (EOS, end-of-turn tokens)
+};
+
+class Server {
+ public:
+  // chat_format: nullopt when the model has no chat template (chat requests then get a 400).
+  Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
+         std::optional<tokenizer::ChatFormat> chat_format);
+  ~Server();
+  // Binds and serves until Stop(); returns an error if the address cannot be bound.
+  core::Status Listen();
+  // Binds to the configured host on a free port (tests); returns the port or an error.
+  core::StatusOr<int> BindToAnyPort();
+  void ListenAfterBind();
+  void Stop();
+
+ private:
+  void Routes();
+  std::string MetricsText() const;
+
+  ServerConfig config_;
+  engine::Engine& engine_;
+  const tokenizer::Tokenizer& tok_;
+  std::optional<tokenizer::ChatFormat> chat_format_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> http_requests_{0}, http_errors_{0};
+};
+
+}  // namespace radixlm::serve

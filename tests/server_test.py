@@ -1,0 +1,142 @@
+"""End-to-end test of `radixlm serve` over loopback: concurrent streaming and non-streaming
+clients, a multi-turn conversation whose cached_tokens grow, malformed requests answered with
+4xx and a clear message, /metrics, and the server still serving afterwards.
+Usage: server_test.py RADIXLM. Bounded: at most 16 clients, every request times out in 60 s."""
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+FAILURES = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAILURES.append(what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def post(base, path, body, raw=None, headers=None):
+    data = raw if raw is not None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, headers=dict({"Content-Type": "application/json"}, **(headers or {})))
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def stream(base, path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(dict(body, stream=True)).encode(),
+                                 headers={"Content-Type": "application/json"})
+    events = []
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for line in r:
+            line = line.decode().strip()
+            if line.startswith("data: "):
+                events.append(line[6:])
+    return events
+
+
+def main():
+    binary = sys.argv[1]
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    proc = subprocess.Popen([binary, "serve", "--model", "random:tiny", "--port", str(port), "--kv-tokens", "8192",
+                             "--max-concurrent", "16", "--max-body-bytes", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/health", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.1)
+        check(json.loads(urllib.request.urlopen(base + "/v1/models").read())["data"][0]["id"] == "random:tiny", "/v1/models")
+
+        # Concurrent clients, half streaming.
+        results = {}
+
+        def client(i):
+            body = {"model": "random:tiny", "messages": [{"role": "system", "content": "You are terse."},
+                                                          {"role": "user", "content": "Question %d: why is the sky blue?" % i}],
+                    "max_tokens": 6, "temperature": 0}
+            if i % 2:
+                ev = stream(base, "/v1/chat/completions", body)
+                results[i] = ("stream", ev)
+            else:
+                results[i] = ("json", post(base, "/v1/chat/completions", body))
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(12)]
+        [t.start() for t in threads]
+        [t.join(90) for t in threads]
+        ok_json = all(r[1][0] == 200 and json.loads(r[1][1])["usage"]["completion_tokens"] == 6
+                      for r in results.values() if r[0] == "json")
+        ok_stream = all(r[1][-1] == "[DONE]" and any('"usage"' in e for e in r[1]) for r in results.values() if r[0] == "stream")
+        check(len(results) == 12 and ok_json and ok_stream, "12 concurrent clients (6 streaming) all completed")
+        cached = [json.loads(r[1][1])["usage"]["prompt_tokens_details"]["cached_tokens"] for r in results.values() if r[0] == "json"]
+        check(max(cached) > 0, "concurrent requests sharing a system prompt report cached tokens (%s)" % cached)
+
+        # Multi-turn: cached_tokens grow turn after turn.
+        msgs, seen = [{"role": "system", "content": "You are a helpful assistant."}], []
+        for turn in range(4):
+            msgs.append({"role": "user", "content": "Turn %d: tell me more." % turn})
+            status, text = post(base, "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "temperature": 0})
+            out = json.loads(text)
+            seen.append(out["usage"]["prompt_tokens_details"]["cached_tokens"])
+            msgs.append({"role": "assistant", "content": out["choices"][0]["message"]["content"]})
+        check(all(b > a for a, b in zip(seen, seen[1:])), "multi-turn cached_tokens grow: %s" % seen)
+
+        # Malformed requests: 4xx with a clear message, and the server keeps serving.
+        cases = [
+            ("invalid JSON", post(base, "/v1/completions", None, raw=b"{not json"), 400, "not valid JSON"),
+            ("wrong field type", post(base, "/v1/completions", {"prompt": "x", "max_tokens": "lots"}), 400, "'max_tokens'"),
+            ("missing prompt", post(base, "/v1/completions", {"max_tokens": 3}), 400, "'prompt' is required"),
+            ("unknown model", post(base, "/v1/completions", {"model": "gpt-9", "prompt": "x"}), 404, "does not exist"),
+            ("prompt too long", post(base, "/v1/completions", {"prompt": "x", "max_tokens": 10 ** 6}), 400, "exceeds"),
+            ("bad messages", post(base, "/v1/chat/completions", {"messages": "hi"}), 400, "'messages'"),
+            ("bad role", post(base, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}), 400, "role"),
+            ("token id out of range", post(base, "/v1/completions", {"prompt": [999999999]}), 400, "outside the vocabulary"),
+            ("body too large", post(base, "/v1/completions", None, raw=json.dumps({"prompt": "x" * 200000}).encode()), 413, ""),
+            ("unknown route", post(base, "/v1/nothing", {}), 404, ""),
+        ]
+        for name, (status, text), want, needle in cases:
+            try:
+                err = json.loads(text)["error"]
+                good = status == want and needle in err["message"]
+            except Exception:
+                good = False
+            check(good, "%s -> %d %s" % (name, status, text[:100]))
+        status, text = post(base, "/v1/completions", {"prompt": "Still there?", "max_tokens": 2})
+        check(status == 200, "server keeps serving after malformed requests")
+        # A stop string ends the text.
+        status, text = post(base, "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 8, "stop": ["\u0000never"]})
+        check(status == 200 and json.loads(text)["choices"][0]["finish_reason"] == "length", "stop strings that never occur do not stop")
+
+        metrics = urllib.request.urlopen(base + "/metrics").read().decode()
+        needed = ["radixlm_cache_hit_tokens_total", "radixlm_computed_tokens_total", "radixlm_kv_blocks_in_use",
+                  "radixlm_queue_length", "radixlm_requests_total", "radixlm_step_seconds_total"]
+        check(all(n in metrics for n in needed), "/metrics exposes hit tokens, computed tokens, blocks in use, queue, steps")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    print("1 passed, 0 failed" if not FAILURES else "0 passed, 1 failed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
