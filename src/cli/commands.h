@@ -14,5 +14,6 @@ void RegisterExport(CLI::App& app);
 void RegisterTokenize(CLI::App& app);
 void RegisterChat(CLI::App& app);
 void RegisterServe(CLI::App& app);
+void RegisterReplay(CLI::App& app);
 
 }  // namespace radixlm::cli

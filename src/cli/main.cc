@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterTokenize(app);
   radixlm::cli::RegisterChat(app);
   radixlm::cli::RegisterServe(app);
+  radixlm::cli::RegisterReplay(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,303 @@
+// radixlm replay: multi-turn workloads replayed through the HTTP server by concurrent
+// clients, reporting token hit rate next to the oracle hit rate of an unbounded cache, TTFT
+// percentiles and throughput; with --compare, the same run with the prefix cache off.
+//
+// Workloads (from ../shared/data): MT-Bench two-turn conversations (the model's own answer
+// goes into the history) and SWE-agent trajectories (each assistant turn is requested with
+// the trajectory's real history before it). Prompts are rendered with the server's chat
+// template and tokenized client-side with the same tokenizer, so the oracle sees exactly
+// the ids the server sees. Oracle: the longest prefix of a prompt (capped at all but its
+// last token, as the engine caps matches) present in any earlier prompt or in any finished
+// request's prompt + output (minus its last token, whose KV is never computed).
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "engine/engine.h"
+#include "models/kv_store.h"
+#include "runner/model_executor.h"
+#include "serve/server.h"
+#include "tokenizer/chat_template.h"
+
+namespace radixlm::cli {
+
+void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
+engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
+std::vector<int32_t> EndOfTurnIds(const tokenizer::Tokenizer& tok);
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Turn {
+  std::vector<tokenizer::ChatMessage> history;  // for SWE-agent: the real history before the turn
+};
+struct Conversation {
+  std::string name;
+  std::vector<Turn> turns;
+  bool model_answers_in_history = false;  // MT-Bench: the next turn includes the generated answer
+};
+
+std::string ContentText(const json& c) {
+  if (c.is_string()) return c.get<std::string>();
+  std::string s;
+  if (c.is_array())
+    for (const json& part : c)
+      if (part.is_object() && part.contains("text") && part["text"].is_string()) s += part["text"].get<std::string>();
+  return s;
+}
+
+core::StatusOr<std::vector<Conversation>> LoadWorkload(const std::string& name, const std::string& data, int max_conv, int max_turns) {
+  std::vector<Conversation> out;
+  if (name == "mtbench") {
+    std::ifstream in(fs::path(data) / "chat/mt_bench_questions.jsonl");
+    if (!in) return core::NotFound(data + "/chat/mt_bench_questions.jsonl: cannot open");
+    for (std::string line; std::getline(in, line) && static_cast<int>(out.size()) < max_conv;) {
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded()) continue;
+      Conversation c{"mtbench-" + std::to_string(j.value("question_id", 0)), {}, true};
+      for (const json& t : j["turns"]) c.turns.push_back({{{"user", t.get<std::string>()}}});
+      out.push_back(std::move(c));
+    }
+  } else if (name == "swe-agent") {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(fs::path(data) / "agents/swe_agent"))
+      if (e.path().extension() == ".traj") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& p : files) {
+      if (static_cast<int>(out.size()) >= max_conv) break;
+      std::ifstream in(p);
+      json j = json::parse(in, nullptr, false);
+      if (j.is_discarded() || !j.contains("history")) continue;
+      Conversation c{p.stem().string(), {}, false};
+      std::vector<tokenizer::ChatMessage> history;
+      for (const json& m : j["history"]) {
+        const std::string role = m.value("role", "user");
+        if (role == "assistant" && !history.empty()) c.turns.push_back({history});
+        history.push_back({role == "system" || role == "user" || role == "assistant" ? role : "tool", ContentText(m.value("content", json()))});
+      }
+      if (static_cast<int>(c.turns.size()) > max_turns) c.turns.resize(max_turns);
+      out.push_back(std::move(c));
+    }
+  } else {
+    return core::InvalidArgument("unknown workload '" + name + "' (mtbench, swe-agent)");
+  }
+  return out;
+}
+
+// Unbounded token trie: the oracle cache.
+class TokenTrie {
+ public:
+  void Insert(const std::vector<int32_t>& t, size_t n) {
+    int32_t node = 0;
+    for (size_t i = 0; i < n; ++i) {
+      auto [it, added] = children_.try_emplace(Key(node, t[i]), next_);
+      if (added) ++next_;
+      node = it->second;
+    }
+  }
+  int64_t Match(const std::vector<int32_t>& t, size_t limit) const {
+    int32_t node = 0;
+    size_t i = 0;
+    for (; i < limit; ++i) {
+      auto it = children_.find(Key(node, t[i]));
+      if (it == children_.end()) break;
+      node = it->second;
+    }
+    return static_cast<int64_t>(i);
+  }
+
+ private:
+  static uint64_t Key(int32_t node, int32_t tok) { return (uint64_t(uint32_t(node)) << 32) | uint32_t(tok); }
+  std::unordered_map<uint64_t, int32_t> children_;
+  int32_t next_ = 1;
+};
+
+struct RunResult {
+  int64_t requests = 0, prompt_tokens = 0, cached_tokens = 0, oracle_tokens = 0, completion_tokens = 0, errors = 0;
+  std::vector<double> ttft;
+  double seconds = 0;
+  json ToJson() const {
+    std::vector<double> t = ttft;
+    std::sort(t.begin(), t.end());
+    auto pct = [&](double p) { return t.empty() ? 0.0 : t[std::min(t.size() - 1, static_cast<size_t>(p * (t.size() - 1) + 0.5))]; };
+    return {{"requests", requests}, {"errors", errors}, {"prompt_tokens", prompt_tokens}, {"cached_tokens", cached_tokens},
+            {"token_hit_rate", prompt_tokens ? double(cached_tokens) / prompt_tokens : 0.0},
+            {"oracle_hit_rate", prompt_tokens ? double(oracle_tokens) / prompt_tokens : 0.0},
+            {"ttft_p50_s", pct(0.5)}, {"ttft_p95_s", pct(0.95)}, {"seconds", seconds},
+            {"requests_per_s", seconds > 0 ? requests / seconds : 0.0},
+            {"prompt_tokens_per_s", seconds > 0 ? prompt_tokens / seconds : 0.0},
+            {"completion_tokens_per_s", seconds > 0 ? completion_tokens / seconds : 0.0}};
+  }
+};
+
+RunResult Replay(const std::string& host, int port, const std::string& model_name, const std::vector<Conversation>& convs,
+                 const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, int clients, int max_tokens) {
+  RunResult result;
+  std::mutex mu;  // guards result and the oracle
+  TokenTrie oracle;
+  std::atomic<size_t> next{0};
+  const double t0 = engine::NowSeconds();
+  auto client = [&]() {
+    httplib::Client http(host, port);
+    http.set_read_timeout(3600, 0);
+    while (true) {
+      const size_t ci = next++;
+      if (ci >= convs.size()) return;
+      const Conversation& conv = convs[ci];
+      std::vector<tokenizer::ChatMessage> history;
+      for (const Turn& turn : conv.turns) {
+        if (conv.model_answers_in_history) history.insert(history.end(), turn.history.begin(), turn.history.end());
+        else history = turn.history;
+        auto text = tokenizer::RenderChat(format, history, true);
+        if (!text.ok()) continue;
+        const std::vector<int32_t> ids = tok.Encode(*text);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          result.oracle_tokens += oracle.Match(ids, ids.size() - 1);
+          oracle.Insert(ids, ids.size());
+        }
+        json msgs = json::array();
+        for (const auto& m : history) msgs.push_back({{"role", m.role}, {"content", m.content}});
+        const json body = {{"model", model_name}, {"messages", msgs}, {"max_tokens", max_tokens}, {"temperature", 0},
+                           {"stream", true}, {"return_token_ids", true}};
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/chat/completions";
+        req.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+        req.set_header("Content-Type", "application/json");
+        std::string buffer, answer;
+        std::vector<int32_t> out_ids;
+        json usage;
+        double ttft = -1;
+        const double start = engine::NowSeconds();
+        req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+          buffer.append(data, len);
+          for (size_t nl; (nl = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, nl + 2)) {
+            const std::string line = buffer.substr(0, nl);
+            if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+            json chunk = json::parse(line.substr(6), nullptr, false);
+            if (chunk.is_discarded()) continue;
+            if (chunk.contains("usage")) usage = chunk["usage"];
+            if (chunk.contains("choices") && !chunk["choices"].empty()) {
+              const json& c = chunk["choices"][0];
+              if (c.contains("token_ids")) {
+                if (ttft < 0) ttft = engine::NowSeconds() - start;
+                for (const auto& x : c["token_ids"]) out_ids.push_back(x.get<int32_t>());
+              }
+              if (c.contains("delta") && c["delta"].contains("content")) answer += c["delta"]["content"].get<std::string>();
+            }
+          }
+          return true;
+        };
+        auto res = http.send(req);
+        std::lock_guard<std::mutex> lock(mu);
+        ++result.requests;
+        if (!res || res->status != 200 || usage.is_null()) {
+          ++result.errors;
+          continue;
+        }
+        result.prompt_tokens += usage["prompt_tokens"].get<int64_t>();
+        result.cached_tokens += usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+        result.completion_tokens += usage["completion_tokens"].get<int64_t>();
+        if (ttft >= 0) result.ttft.push_back(ttft);
+        // What the server now caches: prompt + output minus the last token.
+        std::vector<int32_t> full = ids;
+        full.insert(full.end(), out_ids.begin(), out_ids.end());
+        if (!out_ids.empty()) oracle.Insert(full, full.size() - 1);
+        if (conv.model_answers_in_history) history.push_back({"assistant", answer});
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) threads.emplace_back(client);
+  for (auto& t : threads) t.join();
+  result.seconds = engine::NowSeconds() - t0;
+  return result;
+}
+
+}  // namespace
+
+void RegisterReplay(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    EngineOptions engine;
+    std::string workload = "swe-agent", data_dir, chat_template;
+    int clients = 4, max_tokens = 16, conversations = 1000, turns = 1000;
+    bool compare = false, json_out = false;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("replay", "replay multi-turn workloads through the HTTP server (in-process, loopback)");
+  AddModelOptions(cmd, &o->model);
+  AddTokenizerOptions(cmd, &o->model);
+  AddEngineOptions(cmd, &o->engine);
+  cmd->add_option("--workload", o->workload, "mtbench | swe-agent")->capture_default_str();
+  cmd->add_option("--data", o->data_dir, "shared data folder (default: ../shared/data beside the source tree)");
+  cmd->add_option("--clients", o->clients, "concurrent clients")->capture_default_str();
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request")->capture_default_str();
+  cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories");
+  cmd->add_option("--turns", o->turns, "at most this many turns per trajectory");
+  cmd->add_option("--chat-template", o->chat_template);
+  cmd->add_flag("--compare", o->compare, "run again with the prefix cache off and report both");
+  cmd->add_flag("--json", o->json_out, "print one JSON object");
+  cmd->callback([o] {
+    if (o->data_dir.empty()) o->data_dir = std::string(RADIXLM_SOURCE_DIR) + "/../shared/data";
+    auto convs = LoadWorkload(o->workload, o->data_dir, o->conversations, o->turns);
+    ExitIfError(convs.status());
+    auto m = LoadFromOptions(o->model);
+    ExitIfError(m.status());
+    auto& model = **m;
+    auto t = LoadTokenizer(o->model, model.config().vocab_size);
+    ExitIfError(t.status());
+    auto format = tokenizer::DetectChatFormat((*t)->chat_template(), o->chat_template);
+    ExitIfError(format.status());
+    core::ThreadPool pool(o->model.threads);
+    json report = {{"model", model.config().name}, {"workload", o->workload}, {"conversations", convs->size()},
+                   {"clients", o->clients}, {"max_tokens", o->max_tokens}, {"kv_tokens", o->engine.kv_tokens}};
+    for (const bool cache_on : {true, false}) {
+      if (!cache_on && !o->compare) break;
+      EngineOptions eo = o->engine;
+      eo.no_prefix_cache = !cache_on;
+      const engine::EngineConfig ec = MakeEngineConfig(eo);
+      models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
+      runner::ModelExecutor exec(model, pool, kv);
+      engine::Engine eng(ec, exec);
+      serve::ServerConfig sc;
+      sc.model_name = "replay";
+      sc.stop_ids = {};  // fixed-length answers: every request generates max_tokens
+      serve::Server server(sc, eng, **t, *format);
+      auto port = server.BindToAnyPort();
+      ExitIfError(port.status());
+      std::thread listener([&] { server.ListenAfterBind(); });
+      eng.Start();
+      const RunResult r = Replay(sc.host, *port, sc.model_name, *convs, **t, *format, o->clients, o->max_tokens);
+      server.Stop();
+      listener.join();
+      eng.Stop();
+      json j = r.ToJson();
+      j["engine_computed_tokens"] = eng.Metrics().computed_tokens;
+      j["preemptions"] = eng.Metrics().preemptions;
+      report[cache_on ? "cache_on" : "cache_off"] = j;
+      if (!o->json_out) std::fprintf(stderr, "cache %s: %s\n", cache_on ? "on" : "off", j.dump().c_str());
+    }
+    if (o->compare) {
+      const double on = report["cache_on"]["seconds"].get<double>(), off = report["cache_off"]["seconds"].get<double>();
+      report["throughput_ratio_on_over_off"] = on > 0 ? off / on : 0.0;
+    }
+    std::printf("%s\n", report.dump(o->json_out ? -1 : 2).c_str());
+  });
+}
+
+}  // namespace radixlm::cli
