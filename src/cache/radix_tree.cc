@@ -152,10 +152,12 @@ Admission RadixTree::Commit(const Reservation& r, int64_t prompt_tokens) {
     Lock(a.locked_node);
     for (NodeId n = a.locked_node; n != kRootNode; n = nodes_[n].parent) Touch(n);
   }
-  ++stats_.requests;
-  stats_.prompt_tokens += prompt_tokens;
-  stats_.matched_tokens += m;
-  stats_.aligned_matched_tokens += full * bs_;
+  if (prompt_tokens > 0) {  // first admissions only: a re-admission after preemption is no new prompt
+    ++stats_.requests;
+    stats_.prompt_tokens += prompt_tokens;
+    stats_.matched_tokens += m;
+    stats_.aligned_matched_tokens += full * bs_;
+  }
   ++version_;
   return a;
 }

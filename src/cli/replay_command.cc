@@ -288,6 +288,12 @@ void RegisterReplay(CLI::App& app) {
       eng.Stop();
       json j = r.ToJson();
       j["engine_computed_tokens"] = eng.Metrics().computed_tokens;
+      if (const cache::RadixTree* tree = eng.tree(); tree && r.prompt_tokens > 0) {
+        // What truncating matches to block boundaries would have served instead of
+        // copy-on-write (first admissions only, as token_hit_rate).
+        j["block_aligned_hit_rate"] = double(tree->stats().aligned_matched_tokens) / tree->stats().prompt_tokens;
+        j["cow_copies"] = tree->stats().cow_copies;
+      }
       j["preemptions"] = eng.Metrics().preemptions;
       report[cache_on ? "cache_on" : "cache_off"] = j;
       if (!o->json_out) std::fprintf(stderr, "cache %s: %s\n", cache_on ? "on" : "off", j.dump().c_str());

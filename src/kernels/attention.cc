@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kMaxGroup = 16;    // q heads per kv head handled together
 constexpr int kMaxBlock = 256;   // block_tokens limit for the per-block score buffer
+constexpr int kTileRows = 16;    // query rows sharing each K/V block load
 
 float DotScalar(const float* a, const float* b, int n) {
   float s = 0;
@@ -101,65 +102,82 @@ RADIXLM_AVX2 void ExpSubAvx2(float* s, int n, float m) {
   for (; i < n; ++i) s[i] = std::exp(s[i] - m);
 }
 
-// One query row, one kv head, the `group` q heads that share it.
-void AttendRow(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq,
-               int32_t position, int kv_head, const float* q_row, float* out_row, float* lse_row,
-               bool avx2) {
+// A tile of query rows of one sequence, one kv head, the `group` q heads that share it. KV
+// blocks are the outer loop so each block is read from memory once per tile, not once per
+// row (long prompts were bandwidth-bound on K/V otherwise). Each row's arithmetic is exactly
+// the single-row sequence: a row's result does not depend on the tile it is in.
+struct TileRow {
+  int32_t position;
+  const float* q;   // [n_heads, head_dim]
+  float* out;       // [n_heads, head_dim]
+  float* lse;       // [n_heads] or nullptr
+};
+
+void AttendTile(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
+                const TileRow* rows, int n_rows, bool avx2) {
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
-  float m[kMaxGroup], l[kMaxGroup];
+  float m[kTileRows][kMaxGroup], l[kTileRows][kMaxGroup];
   float scores[kMaxGroup][kMaxBlock];
+  const float* kp[kMaxBlock];
   float* vptr[kMaxBlock];
-  for (int g = 0; g < group; ++g) {
-    m[g] = -std::numeric_limits<float>::infinity();
-    l[g] = 0;
-    std::memset(out_row + (kv_head * group + g) * d, 0, d * sizeof(float));
+  int32_t max_pos = 0;
+  for (int r = 0; r < n_rows; ++r) {
+    max_pos = std::max(max_pos, rows[r].position);
+    for (int g = 0; g < group; ++g) {
+      m[r][g] = -std::numeric_limits<float>::infinity();
+      l[r][g] = 0;
+      std::memset(rows[r].out + (kv_head * group + g) * d, 0, d * sizeof(float));
+    }
   }
-  const int64_t n_kv = static_cast<int64_t>(position) + 1;
-  for (int64_t start = 0; start < n_kv; start += bt) {
+  for (int64_t start = 0; start <= max_pos; start += bt) {
     const int32_t block = seq.block_table[start / bt];
-    const int n = static_cast<int>(std::min<int64_t>(bt, n_kv - start));
-    const float* kp[kMaxBlock];
-    for (int j = 0; j < n; ++j) {
+    const int n_block = static_cast<int>(std::min<int64_t>(bt, max_pos + 1 - start));
+    for (int j = 0; j < n_block; ++j) {
       kp[j] = kv.KeyAt(block, j, kv_head);
       vptr[j] = kv.ValueAt(block, j, kv_head);
     }
-    for (int g = 0; g < group; ++g) {
-      const float* qg = q_row + (kv_head * group + g) * d;
-      int j = 0;
-      if (avx2)
-        for (; j + 4 <= n; j += 4) Dot4Avx2(qg, kp + j, d, &scores[g][j]);
-      for (; j < n; ++j) scores[g][j] = avx2 ? DotAvx2(qg, kp[j], d) : DotScalar(qg, kp[j], d);
-      for (j = 0; j < n; ++j) scores[g][j] *= p.scale;
-    }
-    for (int g = 0; g < group; ++g) {
-      float bm = m[g];
-      for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
-      const float correction = std::exp(m[g] - bm);  // exp(-inf) = 0 on the first block
-      if (avx2) {
-        ExpSubAvx2(scores[g], n, bm);
-      } else {
-        for (int j = 0; j < n; ++j) scores[g][j] = std::exp(scores[g][j] - bm);
+    for (int r = 0; r < n_rows; ++r) {
+      const int n = static_cast<int>(std::min<int64_t>(bt, static_cast<int64_t>(rows[r].position) + 1 - start));
+      if (n <= 0) continue;
+      for (int g = 0; g < group; ++g) {
+        const float* qg = rows[r].q + (kv_head * group + g) * d;
+        int j = 0;
+        if (avx2)
+          for (; j + 4 <= n; j += 4) Dot4Avx2(qg, kp + j, d, &scores[g][j]);
+        for (; j < n; ++j) scores[g][j] = avx2 ? DotAvx2(qg, kp[j], d) : DotScalar(qg, kp[j], d);
+        for (j = 0; j < n; ++j) scores[g][j] *= p.scale;
       }
-      float bs = 0;
-      for (int j = 0; j < n; ++j) bs += scores[g][j];
-      l[g] = l[g] * correction + bs;
-      m[g] = bm;
-      float* acc = out_row + (kv_head * group + g) * d;
-      if (avx2) ScaleAccumulateAvx2(acc, correction, scores[g], vptr, n, d);
-      else ScaleAccumulateScalar(acc, correction, scores[g], vptr, n, d);
+      for (int g = 0; g < group; ++g) {
+        float bm = m[r][g];
+        for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
+        const float correction = std::exp(m[r][g] - bm);  // exp(-inf) = 0 on the first block
+        if (avx2) {
+          ExpSubAvx2(scores[g], n, bm);
+        } else {
+          for (int j = 0; j < n; ++j) scores[g][j] = std::exp(scores[g][j] - bm);
+        }
+        float bs = 0;
+        for (int j = 0; j < n; ++j) bs += scores[g][j];
+        l[r][g] = l[r][g] * correction + bs;
+        m[r][g] = bm;
+        float* acc = rows[r].out + (kv_head * group + g) * d;
+        if (avx2) ScaleAccumulateAvx2(acc, correction, scores[g], vptr, n, d);
+        else ScaleAccumulateScalar(acc, correction, scores[g], vptr, n, d);
+      }
     }
   }
-  for (int g = 0; g < group; ++g) {
-    float* acc = out_row + (kv_head * group + g) * d;
-    const float inv = 1.0f / l[g];
-    for (int i = 0; i < d; ++i) acc[i] *= inv;
-    if (lse_row) lse_row[kv_head * group + g] = m[g] + std::log(l[g]);
-  }
+  for (int r = 0; r < n_rows; ++r)
+    for (int g = 0; g < group; ++g) {
+      float* acc = rows[r].out + (kv_head * group + g) * d;
+      const float inv = 1.0f / l[r][g];
+      for (int i = 0; i < d; ++i) acc[i] *= inv;
+      if (rows[r].lse) rows[r].lse[kv_head * group + g] = m[r][g] + std::log(l[r][g]);
+    }
 }
 
-struct RowRef {
+struct Tile {
   int32_t seq;
-  int64_t row;
+  int64_t row_begin, n_rows;
 };
 
 }  // namespace
@@ -182,24 +200,30 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
                     float* out, float* lse) {
   RADIXLM_CHECK(p.n_heads % p.n_kv_heads == 0 && p.n_heads / p.n_kv_heads <= kMaxGroup);
   RADIXLM_CHECK(kv.block_tokens <= kMaxBlock);
-  std::vector<RowRef> rows;
-  for (size_t s = 0; s < seqs.size(); ++s)
-    for (int64_t r = seqs[s].row_begin; r < seqs[s].row_begin + seqs[s].n_rows; ++r)
-      rows.push_back({static_cast<int32_t>(s), r});
-  for (const RowRef& rr : rows)
-    RADIXLM_CHECK(static_cast<size_t>(positions[rr.row] / kv.block_tokens) < seqs[rr.seq].block_table.size());
-  const int64_t n_items = static_cast<int64_t>(rows.size()) * p.n_kv_heads;
+  std::vector<Tile> tiles;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const AttentionSeq& sq = seqs[si];
+    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r)
+      RADIXLM_CHECK(positions[r] >= 0 && static_cast<size_t>(positions[r] / kv.block_tokens) < sq.block_table.size());
+    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; r += kTileRows)
+      tiles.push_back({static_cast<int32_t>(si), r, std::min<int64_t>(kTileRows, sq.row_begin + sq.n_rows - r)});
+  }
+  const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
   const int n_threads = pool.size();
-  // Items are dealt round-robin: causal rows grow in cost with position, so contiguous ranges
-  // would leave one thread with the expensive end of every prompt.
+  const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
+  // Items are dealt round-robin: causal tiles grow in cost with position, so contiguous
+  // ranges would leave one thread with the expensive end of every prompt.
   pool.RunOnAll([&](int t) {
+    TileRow rows[kTileRows];
     for (int64_t i = t; i < n_items; i += n_threads) {
-      const RowRef& rr = rows[i / p.n_kv_heads];
+      const Tile& tile = tiles[i / p.n_kv_heads];
       const int kv_head = static_cast<int>(i % p.n_kv_heads);
-      const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
-      AttendRow(p, kv, seqs[rr.seq], positions[rr.row], kv_head, q + rr.row * stride,
-                out + rr.row * stride, lse ? lse + rr.row * p.n_heads : nullptr, avx2);
+      for (int64_t k = 0; k < tile.n_rows; ++k) {
+        const int64_t r = tile.row_begin + k;
+        rows[k] = {positions[r], q + r * stride, out + r * stride, lse ? lse + r * p.n_heads : nullptr};
+      }
+      AttendTile(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2);
     }
   });
 }

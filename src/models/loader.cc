@@ -1,5 +1,6 @@
 #include "models/loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -131,23 +132,30 @@ StatusOr<std::vector<float>> GetVector(const WeightSource& src, const std::strin
   return ToF32(e);
 }
 
-// Packs the named [rows_i, n_in] matrices stacked along the output dimension.
+// Packs the named [rows_i, n_in] matrices stacked along the output dimension, straight from
+// the file's dtype (no f32 copy of a whole tensor, which for a 151936 x 1024 embedding would
+// add 622 MB to the peak).
 StatusOr<kernels::PackedWeight> GetStacked(const WeightSource& src, const std::vector<std::string>& names,
                                            const std::vector<int64_t>& rows, int64_t n_in, DType storage) {
   std::vector<std::vector<float>> scratch(names.size());
   std::vector<std::vector<float>> converted(names.size());
-  std::vector<const void*> parts;
+  std::vector<TensorEntry> entries;
   for (size_t i = 0; i < names.size(); ++i) {
     RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(names[i], {rows[i], n_in}, &scratch[i]));
-    if (e.dtype != DType::kF32) {
-      converted[i] = ToF32(e);
+    entries.push_back(e);
+  }
+  const bool same_dtype = std::all_of(entries.begin(), entries.end(), [&](const TensorEntry& e) { return e.dtype == entries[0].dtype; });
+  std::vector<const void*> parts;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!same_dtype && entries[i].dtype != DType::kF32) {
+      converted[i] = ToF32(entries[i]);
       parts.push_back(converted[i].data());
     } else {
-      parts.push_back(e.data);
+      parts.push_back(entries[i].data);
     }
   }
   return kernels::PackedWeight::PackStacked(parts.data(), rows.data(), static_cast<int>(parts.size()),
-                                            DType::kF32, n_in, storage);
+                                            same_dtype ? entries[0].dtype : DType::kF32, n_in, storage);
 }
 
 StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, DType storage) {
