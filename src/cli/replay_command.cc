@@ -34,7 +34,6 @@ namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
 engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
-std::vector<int32_t> EndOfTurnIds(const tokenizer::Tokenizer& tok);
 
 namespace {
 

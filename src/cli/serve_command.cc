@@ -38,14 +38,6 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   return c;
 }
 
-std::vector<int32_t> EndOfTurnIds(const tokenizer::Tokenizer& tok) {
-  std::vector<int32_t> ids;
-  if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
-  for (const char* end : {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "<|end_of_text|>"})
-    if (int32_t id = tok.TokenId(end); id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-  return ids;
-}
-
 void RegisterServe(CLI::App& app) {
   struct Opts {
     ModelOptions model;

@@ -141,9 +141,7 @@ void RegisterChat(CLI::App& app) {
     auto& tok = **t;
     auto format = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template);
     ExitIfError(format.status());
-    o->gen.stop_ids = {tok.eos_id()};
-    for (const char* end : {"<|im_end|>", "<|eot_id|>", "</s>"})
-      if (tok.TokenId(end) >= 0) o->gen.stop_ids.push_back(tok.TokenId(end));
+    o->gen.stop_ids = EndOfTurnIds(tok);
     core::ThreadPool pool(o->model.threads);
     const int64_t ctx = std::min<int64_t>(model.config().max_context, 8192);
     const int block_tokens = 16;
