@@ -128,6 +128,25 @@ def main():
         needed = ["radixlm_cache_hit_tokens_total", "radixlm_computed_tokens_total", "radixlm_kv_blocks_in_use",
                   "radixlm_queue_length", "radixlm_requests_total", "radixlm_step_seconds_total"]
         check(all(n in metrics for n in needed), "/metrics exposes hit tokens, computed tokens, blocks in use, queue, steps")
+        # An API key, when configured, is required on every route but /health.
+        port2 = free_port()
+        keyed = subprocess.Popen([binary, "serve", "--model", "random:tiny", "--port", str(port2), "--kv-tokens", "1024",
+                                  "--api-key", "sekret"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            base2 = "http://127.0.0.1:%d" % port2
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen(base2 + "/health", timeout=1)
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            status, text = post(base2, "/v1/completions", {"prompt": "x", "max_tokens": 1})
+            check(status == 401 and "API key" in text, "missing API key -> 401")
+            status, _ = post(base2, "/v1/completions", {"prompt": "x", "max_tokens": 1}, headers={"Authorization": "Bearer sekret"})
+            check(status == 200, "right API key -> 200")
+        finally:
+            keyed.terminate()
+            keyed.wait(10)
     finally:
         proc.terminate()
         try:
