@@ -154,12 +154,13 @@ void Engine::Preempt(Req& r) {
   ++metrics_.preemptions;
 }
 
-void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason) {
+void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token) {
   ReleaseResources(*r, /*insert=*/reason != FinishReason::kCancelled);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
   r->usage.total_seconds = NowSeconds() - r->submit_time;
   TokenEvent ev;
   ev.id = r->id;
+  ev.token = last_token;
   ev.finish = reason;
   ev.usage = r->usage;
   if (r->callback) r->callback(ev);
@@ -288,16 +289,7 @@ bool Engine::Step() {
     // Final token: the finish event carries it with the usage.
     for (auto& ptr : running_)
       if (ptr.get() == &r) {
-        ReleaseResources(r, /*insert=*/true);
-        r.usage.completion_tokens = generated;
-        r.usage.total_seconds = NowSeconds() - r.submit_time;
-        ev.usage = r.usage;
-        if (r.callback) r.callback(ev);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          ++metrics_.requests_finished;
-        }
-        ptr.reset();
+        Finish(ptr, ev.finish, next);
         break;
       }
   }

@@ -103,7 +103,8 @@ class Engine {
   bool EnsureBlocks(Req& r, int64_t upto);
   void Preempt(Req& r);
   void ReleaseResources(Req& r, bool insert);
-  void Finish(std::unique_ptr<Req>& r, FinishReason reason);
+  // Releases the request, delivers the final event (with `last_token` when one ends it).
+  void Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token = -1);
   int64_t CachedPrefix(const Req& r) const;
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
