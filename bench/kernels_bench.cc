@@ -1,0 +1,76 @@
+// Google Benchmark over the same kernel case table the tests check (src/kernels/kernel_cases.h),
+// plus paged attention at prefill and decode shapes. Counters: GFLOP/s (flops per second).
+// Usage: build/bench/kernels_bench [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <numeric>
+
+#include "core/random.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/kernel_cases.h"
+
+namespace radixlm::kernels {
+namespace {
+
+core::ThreadPool& Pool() {
+  static core::ThreadPool pool(2);
+  return pool;
+}
+
+void BM_Gemm(benchmark::State& state, GemmCase c) {
+  core::Rng rng(1);
+  std::vector<float> w(c.n * c.k), x(c.m * c.k), y(c.m * c.n);
+  for (float& v : w) v = rng.Normal(0, 0.02f);
+  for (float& v : x) v = rng.Normal(0, 1);
+  const PackedWeight pw = PackedWeight::Pack(w.data(), core::DType::kF32, c.n, c.k, c.weights);
+  for (auto _ : state) {
+    Gemm(Pool(), x.data(), c.m, c.k, pw, y.data(), c.n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * c.m * c.n * c.k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// Causal prefill of `rows` tokens (or one decode row at position `rows - 1`), Qwen3-0.6B heads.
+void BM_Attention(benchmark::State& state, int rows, bool decode) {
+  const int heads = 16, kv_heads = 8, hd = 128, bt = 16;
+  const int blocks = (rows + bt - 1) / bt;
+  std::vector<float> k(size_t(blocks) * bt * kv_heads * hd, 0.1f), v(k.size(), 0.1f);
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  const int n = decode ? 1 : rows;
+  std::vector<int32_t> pos(n);
+  std::iota(pos.begin(), pos.end(), decode ? rows - 1 : 0);
+  std::vector<float> q(size_t(n) * heads * hd, 0.01f), out(q.size());
+  const AttentionParams p{heads, kv_heads, hd, 0.088f};
+  const KvLayerView kv{k.data(), v.data(), bt, kv_heads, hd};
+  const std::vector<AttentionSeq> seqs{{0, n, table}};
+  for (auto _ : state) {
+    PagedAttention(Pool(), p, kv, seqs, pos.data(), q.data(), out.data(), nullptr);
+    benchmark::DoNotOptimize(out.data());
+  }
+  double pairs = 0;
+  for (int32_t x : pos) pairs += x + 1;
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * hd * heads * pairs, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+const int kRegistered = [] {
+  for (const GemmCase& c : GemmCases(/*include_large=*/true)) {
+    if (c.m * c.n * c.k < (1 << 20)) continue;  // the tiny correctness shapes are not worth timing
+    const std::string name = "Gemm/" + std::string(core::DTypeName(c.weights)) + "/M" + std::to_string(c.m) + "_N" +
+                             std::to_string(c.n) + "_K" + std::to_string(c.k);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, c)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  for (int rows : {512, 4096}) {
+    benchmark::RegisterBenchmark(("Attention/prefill/" + std::to_string(rows)).c_str(), BM_Attention, rows, false)
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("Attention/decode/ctx" + std::to_string(rows)).c_str(), BM_Attention, rows, true)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  return 0;
+}();
+
+}  // namespace
+}  // namespace radixlm::kernels
+
+BENCHMARK_MAIN();
