@@ -28,6 +28,15 @@ def free_port():
     return port
 
 
+def wait_ready(base):
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(base + "/health", timeout=1)
+            return
+        except Exception:
+            time.sleep(0.1)
+
+
 def post(base, path, body, raw=None, headers=None):
     data = raw if raw is not None else json.dumps(body).encode()
     req = urllib.request.Request(base + path, data=data, headers=dict({"Content-Type": "application/json"}, **(headers or {})))
@@ -58,12 +67,7 @@ def main():
                              "--max-concurrent", "16", "--max-body-bytes", "100000"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
+        wait_ready(base)
         check(json.loads(urllib.request.urlopen(base + "/v1/models").read())["data"][0]["id"] == "random:tiny", "/v1/models")
 
         # Concurrent clients, half streaming.
@@ -134,12 +138,7 @@ def main():
                                   "--api-key", "sekret"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             base2 = "http://127.0.0.1:%d" % port2
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(base2 + "/health", timeout=1)
-                    break
-                except Exception:
-                    time.sleep(0.1)
+            wait_ready(base2)
             status, text = post(base2, "/v1/completions", {"prompt": "x", "max_tokens": 1})
             check(status == 401 and "API key" in text, "missing API key -> 401")
             status, _ = post(base2, "/v1/completions", {"prompt": "x", "max_tokens": 1}, headers={"Authorization": "Bearer sekret"})
