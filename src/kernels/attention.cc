@@ -17,44 +17,63 @@ constexpr int kMaxGroup = 16;    // q heads per kv head handled together
 constexpr int kMaxBlock = 256;   // block_tokens limit for the per-block score buffer
 constexpr int kTileRows = 16;    // query rows sharing each K/V block load
 
-float DotScalar(const float* a, const float* b, int n) {
-  float s = 0;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+// Scores of query vectors against one block's transposed keys kt [d, bt]:
+// out[v * bt + j] = sum_i q_v[i] * kt[i * bt + j], one FMA chain per (v, j) with i ascending,
+// whatever the number of vectors computed together: a score never depends on the batch.
+void ScoresScalar(const float* const* q, int n_q, const float* kt, int d, int bt, float* out) {
+  for (int vq = 0; vq < n_q; ++vq)
+    for (int j = 0; j < bt; ++j) {
+      float s = 0;
+      for (int i = 0; i < d; ++i) s += q[vq][i] * kt[i * bt + j];
+      out[vq * bt + j] = s;
+    }
 }
 
-// Dot products of one query with 4 keys, interleaved for instruction-level parallelism (one
-// dot alone is a latency-bound FMA chain). Each dot's arithmetic is exactly DotAvx2's, so a
-// score never depends on which keys it was grouped with.
-RADIXLM_AVX2 void Dot4Avx2(const float* a, const float* const* k, int n, float* out) {
-  __m256 acc0[4], acc1[4];
-  for (int j = 0; j < 4; ++j) acc0[j] = acc1[j] = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 a0 = _mm256_loadu_ps(a + i), a1 = _mm256_loadu_ps(a + i + 8);
+template <int NQ, int NC>
+RADIXLM_AVX2 void ScoresAvx2(const float* const* q, const float* kt, int d, int bt, float* out) {
+  __m256 acc[NQ * NC];
+#pragma GCC unroll 16
+  for (int x = 0; x < NQ * NC; ++x) acc[x] = _mm256_setzero_ps();
+  for (int i = 0; i < d; ++i) {
+    __m256 kr[NC];
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      acc0[j] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(k[j] + i), acc0[j]);
-      acc1[j] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(k[j] + i + 8), acc1[j]);
+    for (int c = 0; c < NC; ++c) kr[c] = _mm256_loadu_ps(kt + i * bt + c * 8);
+#pragma GCC unroll 4
+    for (int vq = 0; vq < NQ; ++vq) {
+      const __m256 qb = _mm256_broadcast_ss(q[vq] + i);
+#pragma GCC unroll 4
+      for (int c = 0; c < NC; ++c) acc[vq * NC + c] = _mm256_fmadd_ps(qb, kr[c], acc[vq * NC + c]);
     }
   }
-  for (int j = 0; j < 4; ++j) {
-    float s = avx2::HSum(_mm256_add_ps(acc0[j], acc1[j]));
-    for (int t = i; t < n; ++t) s += a[t] * k[j][t];
-    out[j] = s;
+#pragma GCC unroll 16
+  for (int x = 0; x < NQ * NC; ++x) _mm256_storeu_ps(out + (x / NC) * bt + (x % NC) * 8, acc[x]);
+}
+
+template <int NC>
+void ScoresAvx2Chunk(const float* const* q, int n_q, const float* kt, int d, int bt, float* out) {
+  switch (n_q) {
+    case 1: return ScoresAvx2<1, NC>(q, kt, d, bt, out);
+    case 2: return ScoresAvx2<2, NC>(q, kt, d, bt, out);
+    case 3: return ScoresAvx2<3, NC>(q, kt, d, bt, out);
+    default: return ScoresAvx2<4, NC>(q, kt, d, bt, out);
   }
 }
 
-RADIXLM_AVX2 float DotAvx2(const float* a, const float* b, int n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+// Vectorised when a block is 8, 16, 24 or 32 tokens (a configuration constant, so the choice
+// never depends on the batch); otherwise the scalar chain.
+bool VectorScores(int bt) { return bt % 8 == 0 && bt <= 32; }
+
+void Scores(const float* const* q, int n_q, const float* kt, int d, int bt, float* out, bool avx2) {
+  if (!avx2 || !VectorScores(bt)) return ScoresScalar(q, n_q, kt, d, bt, out);
+  for (int v0 = 0; v0 < n_q; v0 += 4) {
+    const int n = std::min(4, n_q - v0);
+    switch (bt / 8) {
+      case 1: ScoresAvx2Chunk<1>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      case 2: ScoresAvx2Chunk<2>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      case 3: ScoresAvx2Chunk<3>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      default: ScoresAvx2Chunk<4>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+    }
   }
-  float s = avx2::HSum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
 }
 
 // acc = acc * scale + sum_j p[j] * v_j, 64 dims at a time so 8 independent chains run per
@@ -118,8 +137,11 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
   float m[kTileRows][kMaxGroup], l[kTileRows][kMaxGroup];
   float scores[kMaxGroup][kMaxBlock];
-  const float* kp[kMaxBlock];
   float* vptr[kMaxBlock];
+  const float* qv[kTileRows * kMaxGroup];
+  thread_local std::vector<float> block_scores_buf;
+  block_scores_buf.resize(static_cast<size_t>(kTileRows) * kMaxGroup * bt);
+  float* block_scores = block_scores_buf.data();  // [tile rows x group, bt]
   int32_t max_pos = 0;
   for (int r = 0; r < n_rows; ++r) {
     max_pos = std::max(max_pos, rows[r].position);
@@ -132,21 +154,19 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
   for (int64_t start = 0; start <= max_pos; start += bt) {
     const int32_t block = seq.block_table[start / bt];
     const int n_block = static_cast<int>(std::min<int64_t>(bt, max_pos + 1 - start));
-    for (int j = 0; j < n_block; ++j) {
-      kp[j] = kv.KeyAt(block, j, kv_head);
-      vptr[j] = kv.ValueAt(block, j, kv_head);
-    }
+    for (int j = 0; j < n_block; ++j) vptr[j] = kv.ValueAt(block, j, kv_head);
+    // Scores of every (row, head) of the tile that reaches this block, in one pass over keys.
+    int n_q = 0;
+    for (int r = 0; r < n_rows; ++r)
+      if (rows[r].position >= start)
+        for (int g = 0; g < group; ++g) qv[n_q++] = rows[r].q + (kv_head * group + g) * d;
+    Scores(qv, n_q, kv.KeysOf(block, kv_head), d, bt, block_scores, avx2);
+    int vq = 0;
     for (int r = 0; r < n_rows; ++r) {
       const int n = static_cast<int>(std::min<int64_t>(bt, static_cast<int64_t>(rows[r].position) + 1 - start));
       if (n <= 0) continue;
-      for (int g = 0; g < group; ++g) {
-        const float* qg = rows[r].q + (kv_head * group + g) * d;
-        int j = 0;
-        if (avx2)
-          for (; j + 4 <= n; j += 4) Dot4Avx2(qg, kp + j, d, &scores[g][j]);
-        for (; j < n; ++j) scores[g][j] = avx2 ? DotAvx2(qg, kp[j], d) : DotScalar(qg, kp[j], d);
-        for (j = 0; j < n; ++j) scores[g][j] *= p.scale;
-      }
+      for (int g = 0; g < group; ++g, ++vq)
+        for (int j = 0; j < n; ++j) scores[g][j] = block_scores[vq * bt + j] * p.scale;
       for (int g = 0; g < group; ++g) {
         float bm = m[r][g];
         for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
@@ -190,8 +210,10 @@ void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const in
       const int32_t pos = positions[r];
       RADIXLM_CHECK(pos >= 0 && static_cast<size_t>(pos / kv.block_tokens) < s.block_table.size());
       const int32_t block = s.block_table[pos / kv.block_tokens];
-      std::memcpy(kv.KeyAt(block, pos % kv.block_tokens, 0), k + r * row_elems, row_elems * 4);
-      std::memcpy(kv.ValueAt(block, pos % kv.block_tokens, 0), v + r * row_elems, row_elems * 4);
+      const int off = pos % kv.block_tokens;
+      for (int h = 0; h < kv.n_kv_heads; ++h)
+        for (int i = 0; i < kv.head_dim; ++i) kv.Key(block, off, h, i) = k[r * row_elems + h * kv.head_dim + i];
+      std::memcpy(kv.ValueAt(block, off, 0), v + r * row_elems, row_elems * 4);
     }
 }
 
@@ -239,9 +261,10 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
         std::vector<double> sc(n);
         double mx = -1e300;
         for (int j = 0; j < n; ++j) {
-          const float* kj = kv.KeyAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group);
           double dot = 0;
-          for (int i = 0; i < d; ++i) dot += static_cast<double>(q[(r * p.n_heads + h) * d + i]) * kj[i];
+          for (int i = 0; i < d; ++i)
+            dot += static_cast<double>(q[(r * p.n_heads + h) * d + i]) *
+                   kv.Key(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group, i);
           sc[j] = dot * p.scale;
           mx = std::max(mx, sc[j]);
         }

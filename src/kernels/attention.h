@@ -20,16 +20,22 @@
 
 namespace radixlm::kernels {
 
-// One layer's slice of the paged KV store: k and v are [n_blocks, block_tokens, n_kv_heads,
-// head_dim], f32.
+// One layer's slice of the paged KV store, f32. Keys are stored transposed within a block,
+// k: [n_blocks, n_kv_heads, head_dim, block_tokens], so the scores of a query against a whole
+// block are one small matrix product (a broadcast query element times a row of keys) for
+// prefill and decode alike; values are v: [n_blocks, block_tokens, n_kv_heads, head_dim].
 struct KvLayerView {
   float* k = nullptr;
   float* v = nullptr;
   int block_tokens = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  float* KeyAt(int32_t block, int offset, int kv_head) const {
-    return k + ((static_cast<int64_t>(block) * block_tokens + offset) * n_kv_heads + kv_head) * head_dim;
+  // [head_dim, block_tokens] keys of one block and head.
+  float* KeysOf(int32_t block, int kv_head) const {
+    return k + (static_cast<int64_t>(block) * n_kv_heads + kv_head) * head_dim * block_tokens;
+  }
+  float& Key(int32_t block, int offset, int kv_head, int i) const {
+    return KeysOf(block, kv_head)[static_cast<int64_t>(i) * block_tokens + offset];
   }
   float* ValueAt(int32_t block, int offset, int kv_head) const {
     return v + ((static_cast<int64_t>(block) * block_tokens + offset) * n_kv_heads + kv_head) * head_dim;

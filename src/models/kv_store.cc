@@ -26,7 +26,10 @@ void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int tokens) {
   const size_t bytes = size_t{1} * tokens * n_kv_heads_ * head_dim_ * sizeof(float);
   for (int l = 0; l < n_layers_; ++l) {
     const kernels::KvLayerView v = Layer(l);
-    std::memcpy(v.KeyAt(dst, 0, 0), v.KeyAt(src, 0, 0), bytes);
+    // Keys are [head, head_dim, block_tokens] per block: copy the first `tokens` of each row.
+    for (int h = 0; h < n_kv_heads_; ++h)
+      for (int i = 0; i < head_dim_; ++i)
+        std::memcpy(&v.Key(dst, 0, h, i), &v.Key(src, 0, h, i), tokens * sizeof(float));
     std::memcpy(v.ValueAt(dst, 0, 0), v.ValueAt(src, 0, 0), bytes);
   }
 }
