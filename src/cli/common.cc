@@ -74,6 +74,14 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelO
   return t;
 }
 
+ModelAndTokenizer LoadModelAndTokenizerOrExit(const ModelOptions& o) {
+  auto m = LoadFromOptions(o);
+  ExitIfError(m.status());
+  auto t = LoadTokenizer(o, (*m)->config().vocab_size);
+  ExitIfError(t.status());
+  return {std::move(m).value(), std::move(t).value()};
+}
+
 std::vector<int32_t> EndOfTurnIds(const tokenizer::Tokenizer& tok) {
   std::vector<int32_t> ids;
   if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());

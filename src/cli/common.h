@@ -38,6 +38,12 @@ void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o);
 // The tokenizer named by --tokenizer, else the model's own (GGUF metadata, the HF folder's
 // tokenizer.json), else for random presets the bundled family whose vocabulary fits.
 core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelOptions& o, int64_t model_vocab);
+struct ModelAndTokenizer {
+  std::unique_ptr<models::Transformer> model;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+};
+// The model and its tokenizer (see LoadTokenizer); prints the error and exits on failure.
+ModelAndTokenizer LoadModelAndTokenizerOrExit(const ModelOptions& o);
 // The tokens that end a turn or a text for this tokenizer (EOS, <|im_end|>, <|eot_id|>, ...).
 std::vector<int32_t> EndOfTurnIds(const tokenizer::Tokenizer& tok);
 core::StatusOr<std::vector<int32_t>> ParseIds(const std::string& csv);

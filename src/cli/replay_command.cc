@@ -255,12 +255,10 @@ void RegisterReplay(CLI::App& app) {
     if (o->data_dir.empty()) o->data_dir = std::string(RADIXLM_SOURCE_DIR) + "/../shared/data";
     auto convs = LoadWorkload(o->workload, o->data_dir, o->conversations, o->turns);
     ExitIfError(convs.status());
-    auto m = LoadFromOptions(o->model);
-    ExitIfError(m.status());
-    auto& model = **m;
-    auto t = LoadTokenizer(o->model, model.config().vocab_size);
-    ExitIfError(t.status());
-    auto format = tokenizer::DetectChatFormat((*t)->chat_template(), o->chat_template);
+    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
+    auto& model = *loaded.model;
+    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
+    auto format = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template);
     ExitIfError(format.status());
     core::ThreadPool pool(o->model.threads);
     json report = {{"model", model.config().name}, {"workload", o->workload}, {"conversations", convs->size()},
@@ -276,12 +274,12 @@ void RegisterReplay(CLI::App& app) {
       serve::ServerConfig sc;
       sc.model_name = "replay";
       sc.stop_ids = {};  // fixed-length answers: every request generates max_tokens
-      serve::Server server(sc, eng, **t, *format);
+      serve::Server server(sc, eng, tok, *format);
       auto port = server.BindToAnyPort();
       ExitIfError(port.status());
       std::thread listener([&] { server.ListenAfterBind(); });
       eng.Start();
-      const RunResult r = Replay(sc.host, *port, sc.model_name, *convs, **t, *format, o->clients, o->max_tokens);
+      const RunResult r = Replay(sc.host, *port, sc.model_name, *convs, tok, *format, o->clients, o->max_tokens);
       server.Stop();
       listener.join();
       eng.Stop();

@@ -59,13 +59,11 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
   cmd->callback([o] {
-    auto m = LoadFromOptions(o->model);
-    ExitIfError(m.status());
-    auto& model = **m;
-    auto t = LoadTokenizer(o->model, model.config().vocab_size);
-    ExitIfError(t.status());
+    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
+    auto& model = *loaded.model;
+    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
     std::optional<tokenizer::ChatFormat> format;
-    if (auto f = tokenizer::DetectChatFormat((*t)->chat_template(), o->chat_template); f.ok()) format = *f;
+    if (auto f = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template); f.ok()) format = *f;
     else if (!o->chat_template.empty()) ExitIfError(f.status());
     else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
     core::ThreadPool pool(o->model.threads);
@@ -74,8 +72,8 @@ void RegisterServe(CLI::App& app) {
     runner::ModelExecutor exec(model, pool, kv);
     engine::Engine eng(ec, exec);
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
-    o->server.stop_ids = EndOfTurnIds(**t);
-    serve::Server server(o->server, eng, **t, format);
+    o->server.stop_ids = EndOfTurnIds(tok);
+    serve::Server server(o->server, eng, tok, format);
     g_server = &server;
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);

@@ -133,12 +133,9 @@ void RegisterChat(CLI::App& app) {
   cmd->add_option("--top-p", o->gen.sampling.top_p);
   cmd->add_option("--seed", o->gen.sampling.seed);
   cmd->callback([o] {
-    auto m = LoadFromOptions(o->model);
-    ExitIfError(m.status());
-    auto& model = **m;
-    auto t = LoadTokenizer(o->model, model.config().vocab_size);
-    ExitIfError(t.status());
-    auto& tok = **t;
+    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
+    auto& model = *loaded.model;
+    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
     auto format = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template);
     ExitIfError(format.status());
     o->gen.stop_ids = EndOfTurnIds(tok);
