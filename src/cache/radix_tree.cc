@@ -85,7 +85,6 @@ Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match
   r.match = Match(tokens, match_limit);
   const int64_t m = r.match.length;
   const int64_t full = m / bs_;
-  r.copy_on_write = m % bs_ != 0;
   r.cow_tokens = static_cast<int32_t>(m % bs_);
   const int64_t needed_blocks = (std::max<int64_t>(total_tokens, m) + bs_ - 1) / bs_;
   r.new_blocks = static_cast<int32_t>(needed_blocks - full);
@@ -140,7 +139,7 @@ Admission RadixTree::Commit(const Reservation& r, int64_t prompt_tokens) {
   a.locked_node = r.match.node;
   const int64_t full = m / bs_;
   a.block_table.assign(r.match.blocks.begin(), r.match.blocks.begin() + full);
-  if (r.copy_on_write) {
+  if (r.cow_tokens > 0) {
     a.cow_src = r.match.blocks[full];
     a.cow_dst = (*fresh)[0];
     a.cow_tokens = r.cow_tokens;
@@ -266,12 +265,6 @@ int32_t RadixTree::EvictUntilFree(int32_t blocks) {
   int32_t freed = 0;
   while (pool_.num_free() < blocks && !evictable_.empty()) freed += EvictLeaf(evictable_.begin()->second);
   return freed;
-}
-
-int32_t RadixTree::evictable_blocks() const {
-  int32_t n = 0;
-  for (const auto& [t, id] : evictable_) n += static_cast<int32_t>(nodes_[id].blocks.size());
-  return n;
 }
 
 std::string RadixTree::CheckInvariants() const {

@@ -51,8 +51,7 @@ struct MatchResult {
 struct Reservation {
   MatchResult match;
   int32_t new_blocks = 0;         // fresh blocks to allocate (including a copy-on-write target)
-  bool copy_on_write = false;     // last matched block is partial: copy its first `cow_tokens`
-  int32_t cow_tokens = 0;
+  int32_t cow_tokens = 0;         // > 0: the last matched block is partial; copy its first cow_tokens
   std::vector<NodeId> evictions;  // leaves to evict, in order
   bool feasible = false;          // enough blocks after the planned evictions
   uint64_t version = 0;           // tree version the plan was made against
@@ -89,9 +88,7 @@ class RadixTree {
   int32_t EvictUntilFree(int32_t blocks);
 
   int64_t cached_tokens() const { return cached_tokens_; }
-  int32_t evictable_blocks() const;
   const CacheStats& stats() const { return stats_; }
-  size_t node_count() const { return nodes_.size() - free_nodes_.size(); }
   uint64_t version() const { return version_; }
   // Empty when consistent; else the first violated invariant.
   std::string CheckInvariants() const;

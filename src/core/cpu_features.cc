@@ -32,7 +32,6 @@ const CpuFeatures& DetectedCpu() {
     __builtin_cpu_init();
     f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     f.avx512f = __builtin_cpu_supports("avx512f");
-    f.avx512_bf16 = false;  // gcc 12's __builtin_cpu_supports has no avx512bf16 query
     return f;
   }();
   return features;

@@ -9,7 +9,6 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 struct CpuFeatures {
   bool avx2_fma = false;
   bool avx512f = false;
-  bool avx512_bf16 = false;
 };
 
 const CpuFeatures& DetectedCpu();
