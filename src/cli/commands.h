@@ -15,5 +15,6 @@ void RegisterTokenize(CLI::App& app);
 void RegisterChat(CLI::App& app);
 void RegisterServe(CLI::App& app);
 void RegisterReplay(CLI::App& app);
+void RegisterSimulate(CLI::App& app);
 
 }  // namespace radixlm::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterChat(app);
   radixlm::cli::RegisterServe(app);
   radixlm::cli::RegisterReplay(app);
+  radixlm::cli::RegisterSimulate(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,136 @@
+#include "cache/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace radixlm::cache {
+
+Flops CostModel::AttentionFlops(int64_t tokens) const {
+  const Flops l = tokens, d = shape_.d_model;
+  if (acc_ == Accounting::kReference) return 8 * l * d * d + 4 * l * l * d;
+  const Flops q = shape_.QDim(), kv = shape_.KvDim();
+  // Q, K, V and output projections, then QK^T and AV over the causal pairs (key <= query).
+  return 2 * l * d * (q + 2 * kv) + 2 * l * q * d + 2 * q * l * (l + 1);
+}
+
+Flops CostModel::MlpFlops(int64_t tokens) const {
+  const Flops l = tokens, d = shape_.d_model;
+  if (acc_ == Accounting::kReference) return 16 * l * d * d;
+  const Flops ff = shape_.d_ff ? shape_.d_ff : 4 * shape_.d_model;
+  return (shape_.gated_mlp ? 6 : 4) * l * d * ff;
+}
+
+Flops CostModel::SsmFlops(int64_t tokens) const {
+  const Flops l = tokens, d = shape_.d_model, n = shape_.d_state;
+  if (acc_ == Accounting::kReference) return 12 * l * d * d + 16 * l * d * n + 10 * l * d;
+  const Flops inner = shape_.DInner(), conv = shape_.ConvDim(), heads = shape_.SsmHeads();
+  return 2 * l * d * (inner + conv + heads)  // in_proj: z, xBC, dt
+         + 2 * l * conv * shape_.d_conv      // depthwise causal conv
+         + 8 * l * inner * n                 // state update and readout
+         + 8 * l * inner                     // D skip, gate, norm
+         + 2 * l * inner * d;                // out_proj
+}
+
+int64_t CostModel::SsmStateBytesPerLayer() const {
+  const int64_t d = shape_.d_model, n = shape_.d_state;
+  if (acc_ == Accounting::kReference) return d * n * 2 + (2 * d + 2 * n) * 4 * 2;
+  // [ssm_heads, head_dim, d_state] recurrent state + [conv_dim, d_conv] convolution window.
+  return (shape_.DInner() * n + shape_.ConvDim() * shape_.d_conv) * shape_.state_elem_bytes;
+}
+
+int64_t CostModel::KvBytesPerLayer(int64_t tokens) const {
+  if (acc_ == Accounting::kReference) return 2 * tokens * shape_.d_model * 2;
+  return 2 * tokens * shape_.KvDim() * shape_.kv_elem_bytes;
+}
+
+Flops CostModel::PrefixFlops(int64_t tokens) const {
+  return shape_.n_ssm_layers * SsmFlops(tokens) + shape_.n_attn_layers * AttentionFlops(tokens) +
+         shape_.n_mlp_layers * MlpFlops(tokens);
+}
+
+Flops CostModel::NodeMarginalFlops(int64_t parent_len, int64_t edge_len) const {
+  const int64_t total = parent_len + edge_len;
+  const Flops ssm = shape_.n_ssm_layers * SsmFlops(edge_len);
+  const Flops attn = shape_.n_attn_layers * (AttentionFlops(total) - AttentionFlops(parent_len));
+  const Flops mlp_parent =
+      acc_ == Accounting::kReference ? AttentionFlops(parent_len) : MlpFlops(parent_len);
+  const Flops mlp = shape_.n_mlp_layers * (MlpFlops(total) - mlp_parent);
+  return ssm + attn + mlp;
+}
+
+int64_t CostModel::NodeRankingBytes(int64_t parent_len, int64_t edge_len) const {
+  if (acc_ == Accounting::kReference) return CheckpointBytes() + KvBytes(parent_len + edge_len);
+  return CheckpointBytes() + KvBytes(edge_len);
+}
+
+namespace {
+int BitLength(unsigned __int128 v) {
+  int n = 0;
+  while (v) {
+    ++n;
+    v >>= 1;
+  }
+  return n;
+}
+}  // namespace
+
+double ExactRatio(Flops num, Flops den) {
+  if (den == 0) return num == 0 ? std::nan("") : (num > 0 ? HUGE_VAL : -HUGE_VAL);
+  const bool negative = (num < 0) != (den < 0);
+  unsigned __int128 a = num < 0 ? -num : num, b = den < 0 ? -den : den;
+  constexpr unsigned __int128 kExact = (unsigned __int128)1 << 53;
+  if (a <= kExact && b <= kExact) {  // both exact doubles: one IEEE division rounds correctly
+    const double r = static_cast<double>(a) / static_cast<double>(b);
+    return negative ? -r : r;
+  }
+  // Scale so the integer quotient has 62+ significant bits, fold the remainder into a sticky
+  // bit, and let the (correctly rounded) int->double conversion do the single rounding.
+  const int shift = 63 - (BitLength(a) - BitLength(b));
+  unsigned __int128 q, r;
+  if (shift >= 0) {
+    // a << shift stays below 2^127 because b < 2^64 in every use here.
+    q = (a << shift) / b;
+    r = (a << shift) % b;
+  } else {
+    q = a / (b << -shift);
+    r = a % (b << -shift);
+  }
+  if (r != 0) q |= 1;
+  const double result = std::ldexp(static_cast<double>(q), -shift);
+  return negative ? -result : result;
+}
+
+std::string FlopsToString(Flops value) {
+  if (value == 0) return "0";
+  const bool negative = value < 0;
+  unsigned __int128 v = negative ? -value : value;
+  std::string digits;
+  while (v) {
+    digits.push_back(static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  }
+  if (negative) digits.push_back('-');
+  std::reverse(digits.begin(), digits.end());
+  return digits;
+}
+
+HybridShape Marconi7BShape(int64_t d_state) {
+  HybridShape s;
+  s.name = "marconi-7b-n" + std::to_string(d_state);
+  s.n_attn_layers = 4;
+  s.n_ssm_layers = 24;
+  s.n_mlp_layers = 28;
+  s.d_model = 4096;
+  s.n_heads = 32;
+  s.n_kv_heads = 32;
+  s.head_dim = 128;
+  s.d_ff = 4 * 4096;
+  s.d_state = d_state;
+  s.expand = 2;
+  s.n_groups = 1;
+  s.d_conv = 4;
+  s.ssm_heads = 128;  // head_dim 64
+  return s;
+}
+
+}  // namespace radixlm::cache

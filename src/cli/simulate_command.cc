@@ -1,0 +1,281 @@
+// radixlm simulate: replays a request trace through the hybrid prefix cache (the production
+// cache and policy code, no model) and reports hit rates, FLOPs saved and modelled TTFT; or,
+// with --generate, writes a synthetic workload trace.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/thread_pool.h"
+#include "sim/model_shape.h"
+#include "sim/simulator.h"
+#include "sim/workloads.h"
+
+namespace radixlm::cli {
+namespace {
+
+using nlohmann::json;
+
+struct SimulateOptions {
+  std::string trace, generate, out, model = "marconi-7b", cache_size = "40GB", policy = "marconi";
+  std::string csv, plot, ttft_table, layers;
+  double alpha = 0;
+  bool alpha_set = false, reference = false, json_out = false;
+  int bootstrap_multiplier = 5, threads = 2, block_tokens = 512;
+  int64_t d_state = 0;
+  sim::WorkloadOptions workload;
+};
+
+core::StatusOr<double> ParseBytes(const std::string& text) {
+  size_t end = 0;
+  double value;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    return core::InvalidArgument("cache size '" + text + "' is not a number with a unit");
+  }
+  std::string unit = text.substr(end);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::pair<const char*, double> units[] = {{"", 1},       {"B", 1},        {"KB", 1e3},
+                                                  {"MB", 1e6},   {"GB", 1e9},     {"TB", 1e12},
+                                                  {"KIB", 1024}, {"MIB", 1 << 20}, {"GIB", 1 << 30}};
+  for (const auto& [name, scale] : units)
+    if (unit == name && value > 0) return value * scale;
+  return core::InvalidArgument("cache size '" + text + "': use a positive number and B, KB, MB, GB, KiB, MiB or GiB");
+}
+
+std::string DefaultTtftTable() {
+  const std::filesystem::path p =
+      std::filesystem::path(RADIXLM_SOURCE_DIR) / ".." / "shared" / "data" / "latency" / "ttft_jamba_1.5_mini.csv";
+  return std::filesystem::exists(p) ? p.string() : "";
+}
+
+json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, bool reference) {
+  json j;
+  j["policy"] = r.policy;
+  j["model"] = shape.name;
+  j["cache_size_bytes"] = r.capacity_bytes;
+  j["accounting"] = reference ? "reference" : "corrected";
+  j["requests"] = r.stats.requests;
+  j["input_tokens"] = r.stats.input_tokens;
+  j["hit_tokens"] = r.stats.hit_tokens;
+  j["token_hit_rate"] = r.stats.TokenHitRate();
+  j["request_hit_rate"] = r.stats.RequestHitRate();
+  if (r.stats.flops_saved >= 0 && r.stats.flops_saved < (cache::Flops{1} << 64))
+    j["flops_saved"] = static_cast<uint64_t>(r.stats.flops_saved);
+  else
+    j["flops_saved"] = static_cast<double>(r.stats.flops_saved);
+  if (r.policy == "marconi" || r.policy == "marconi-static") j["alpha"] = r.alpha;
+  else j["alpha"] = nullptr;
+  j["evictions"] = r.stats.evictions;
+  j["checkpoints_admitted"] = r.stats.checkpoints_admitted;
+  j["seconds"] = r.seconds;
+  j["requests_per_second"] = r.seconds > 0 ? r.stats.requests / r.seconds : 0;
+  j["ttft_ms"] = {{"p5", r.ttft_p5}, {"p50", r.ttft_p50}, {"p95", r.ttft_p95}};
+  j["vanilla_ttft_ms"] = {{"p5", r.vanilla_p5}, {"p50", r.vanilla_p50}, {"p95", r.vanilla_p95}};
+  json bins = json::array();
+  for (const sim::LengthBin& b : r.bins) {
+    if (!b.requests) continue;
+    bins.push_back({{"min_input_tokens", b.lo}, {"max_input_tokens", b.hi - 1}, {"requests", b.requests},
+                    {"token_hit_rate", double(b.hit_tokens) / std::max<int64_t>(1, b.input_tokens)}});
+  }
+  j["hit_rate_by_input_length"] = bins;
+  return j;
+}
+
+void PrintHuman(const sim::SimResult& r) {
+  std::printf("%-15s cache %.3g GB  token hit %.4f  request hit %.4f  FLOPs saved %s  alpha %.1f  "
+              "TTFT p50/p95 %.0f/%.0f ms (no cache %.0f/%.0f)  %.2f s\n",
+              r.policy.c_str(), r.capacity_bytes / 1e9, r.stats.TokenHitRate(), r.stats.RequestHitRate(),
+              cache::FlopsToString(r.stats.flops_saved).c_str(), r.alpha, r.ttft_p50, r.ttft_p95,
+              r.vanilla_p50, r.vanilla_p95, r.seconds);
+}
+
+core::Status WriteCsv(const std::string& path, const std::vector<sim::SimResult>& results) {
+  std::ofstream out(path);
+  if (!out) return core::InvalidArgument("cannot write " + path);
+  out << "policy,index,session_id,turn_id,input_tokens,hit_tokens,ttft_ms,vanilla_ttft_ms\n";
+  for (const auto& r : results)
+    for (size_t i = 0; i < r.requests.size(); ++i) {
+      const auto& q = r.requests[i];
+      out << r.policy << ',' << i << ',' << q.session_id << ',' << q.turn_id << ',' << q.input_tokens
+          << ',' << q.hit_tokens << ',' << q.ttft_ms << ',' << q.vanilla_ttft_ms << '\n';
+    }
+  return core::Status::Ok();
+}
+
+// Two PNGs through gnuplot: token hit rate by input-length bin per policy, and the TTFT CDF.
+core::Status Plot(const std::string& prefix, const std::vector<sim::SimResult>& results) {
+  const std::string data = prefix + ".dat";
+  std::ofstream d(data);
+  for (size_t b = 0; b < results[0].bins.size(); ++b) {
+    if (!results[0].bins[b].requests) continue;
+    d << '"' << results[0].bins[b].lo / 1024 << "K-\"";
+    for (const auto& r : results)
+      d << ' ' << double(r.bins[b].hit_tokens) / std::max<int64_t>(1, r.bins[b].input_tokens);
+    d << '\n';
+  }
+  d << "\n\n";
+  for (const auto& r : results) {  // one CDF block per policy
+    std::vector<double> t;
+    for (const auto& q : r.requests) t.push_back(q.ttft_ms);
+    std::sort(t.begin(), t.end());
+    for (size_t i = 0; i < t.size(); ++i) d << t[i] << ' ' << double(i + 1) / t.size() << '\n';
+    d << "\n\n";
+  }
+  d.close();
+  std::ostringstream g;
+  g << "set terminal pngcairo size 900,500; set output '" << prefix << "_hit_rate.png';"
+    << "set style data histograms; set style fill solid 0.8; set yrange [0:1];"
+    << "set ylabel 'token hit rate'; set xlabel 'input length'; set key top left;"
+    << "plot ";
+  for (size_t i = 0; i < results.size(); ++i)
+    g << (i ? ", " : "") << "'" << data << "' index 0 using " << i + 2 << ":xtic(1) title '" << results[i].policy << "'";
+  g << "; set output '" << prefix << "_ttft_cdf.png'; set style data lines; set yrange [0:1];"
+    << "set xlabel 'modelled TTFT (ms)'; set ylabel 'fraction of requests'; plot ";
+  for (size_t i = 0; i < results.size(); ++i)
+    g << (i ? ", " : "") << "'" << data << "' index " << i + 1 << " using 1:2 title '" << results[i].policy << "'";
+  const std::string script = prefix + ".gp";
+  std::ofstream(script) << g.str() << '\n';
+  if (std::system(("gnuplot '" + script + "' 2>/dev/null").c_str()) != 0)
+    return core::InvalidArgument("gnuplot failed (is gnuplot-nox installed? scripts/setup.sh installs it)");
+  return core::Status::Ok();
+}
+
+int RunSimulate(SimulateOptions& o) {
+  auto fail = [](const core::Status& s) {
+    std::cerr << "error: " << s.message() << "\n";
+    return 1;
+  };
+  if (!o.generate.empty()) o.workload.kind = o.generate;
+  if (!o.generate.empty() && !o.out.empty()) {
+    std::ofstream out(o.out);
+    if (!out) return fail(core::InvalidArgument("cannot write " + o.out));
+    int64_t n = 0;
+    core::Status s = sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
+      sim::WriteMarconiLine(out, r);
+      ++n;
+    });
+    if (!s.ok()) return fail(s);
+    std::cerr << "wrote " << n << " requests to " << o.out << "\n";
+    return 0;
+  }
+  if (o.trace.empty() == o.generate.empty())
+    return fail(core::InvalidArgument("give --trace FILE, or --generate KIND (with --out to write it)"));
+  auto shape = sim::ResolveModelShape(o.model);
+  if (!shape.ok()) return fail(shape.status());
+  if (o.d_state > 0) shape->d_state = o.d_state;
+  if (!o.layers.empty()) {
+    int ssm, attn, mlp;
+    if (std::sscanf(o.layers.c_str(), "%d:%d:%d", &ssm, &attn, &mlp) != 3 || ssm < 0 || attn < 0 || mlp < 0)
+      return fail(core::InvalidArgument("--layers wants SSM:ATTENTION:MLP counts, e.g. 24:4:28"));
+    shape->n_ssm_layers = ssm, shape->n_attn_layers = attn, shape->n_mlp_layers = mlp;
+  }
+  auto capacity = ParseBytes(o.cache_size);
+  if (!capacity.ok()) return fail(capacity.status());
+  sim::TtftModel ttft = sim::TtftModel::Default();
+  const std::string table = o.ttft_table.empty() ? DefaultTtftTable() : o.ttft_table;
+  if (!table.empty()) {
+    auto fitted = sim::TtftModel::FitCsv(table);
+    if (!fitted.ok()) return fail(fitted.status());
+    ttft = *fitted;
+  }
+  const cache::Accounting accounting = o.reference ? cache::Accounting::kReference : cache::Accounting::kCorrected;
+  const cache::CostModel cost(*shape, accounting);
+  core::ThreadPool pool(o.threads);
+  std::vector<sim::Simulator> sims;
+  std::stringstream names(o.policy == "all" ? "vllm+,sglang+,marconi" : o.policy);
+  for (std::string name; std::getline(names, name, ',');) {
+    auto policy = cache::ParseHybridPolicy(name);
+    if (!policy.ok()) return fail(policy.status());
+    if (*policy == cache::HybridPolicy::kLru && shape->n_ssm_layers > 0)
+      return fail(core::InvalidArgument("policy lru caches KV only: it needs an attention-only model (" +
+                                        shape->name + " has SSM layers); use sglang+ or marconi"));
+    cache::HybridCacheConfig config;
+    config.policy = *policy;
+    config.capacity_bytes = *capacity;
+    config.alpha = o.alpha;
+    config.bootstrap_multiplier = o.bootstrap_multiplier;
+    config.accounting = accounting;
+    config.tuning_pool = &pool;
+    if (*policy == cache::HybridPolicy::kMarconiStatic && !o.alpha_set)
+      return fail(core::InvalidArgument("marconi-static needs --alpha"));
+    sims.emplace_back(config, cost, ttft);
+  }
+  if (o.trace.empty()) {
+    core::Status s = sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
+      for (auto& sim : sims) sim.Feed(r);
+    });
+    if (!s.ok()) return fail(s);
+  } else {
+    auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens);
+    if (!reader.ok()) return fail(reader.status());
+    sim::TraceRequest request;
+    for (;;) {
+      auto more = reader->Next(&request);
+      if (!more.ok()) return fail(more.status());
+      if (!*more) break;
+      for (auto& sim : sims) sim.Feed(request);
+    }
+  }
+  std::vector<sim::SimResult> results;
+  for (auto& sim : sims) results.push_back(sim.Finish());
+  if (!o.csv.empty()) {
+    core::Status s = WriteCsv(o.csv, results);
+    if (!s.ok()) return fail(s);
+  }
+  if (!o.plot.empty()) {
+    core::Status s = Plot(o.plot, results);
+    if (!s.ok()) return fail(s);
+  }
+  if (o.json_out) {
+    if (results.size() == 1) {
+      std::cout << ResultJson(results[0], *shape, o.reference).dump() << "\n";
+    } else {
+      json all = json::array();
+      for (const auto& r : results) all.push_back(ResultJson(r, *shape, o.reference));
+      std::cout << json{{"results", all}}.dump() << "\n";
+    }
+  } else {
+    std::printf("model %s: %d SSM, %d attention, %d MLP layers; checkpoint %.2f MB, KV %.1f KB/token; TTFT %.2f ms + %.5f ms/token\n",
+                shape->name.c_str(), shape->n_ssm_layers, shape->n_attn_layers, shape->n_mlp_layers,
+                cost.CheckpointBytes() / 1e6, cost.KvBytes(1) / 1e3, ttft.intercept_ms(), ttft.ms_per_token());
+    for (const auto& r : results) PrintHuman(r);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterSimulate(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the hybrid prefix cache (no model), or generate a workload trace");
+  cmd->add_option("--trace", o->trace, "JSONL trace: Marconi schema (token ids) or Mooncake (hash_ids), detected");
+  cmd->add_option("--model", o->model, "marconi-7b[-n16|-n128], nemotron-h-8b, a config.json, or a model the engine loads");
+  cmd->add_option("--cache-size", o->cache_size, "cache capacity, e.g. 2GB, 40GB, 512MiB");
+  cmd->add_option("--policy", o->policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
+  cmd->add_option_function<double>("--alpha", [o](double a) { o->alpha = a, o->alpha_set = true; },
+                                   "FLOP-efficiency weight (marconi-static; marconi's starting value)");
+  cmd->add_option("--bootstrap-multiplier", o->bootstrap_multiplier, "marconi: tuning window = this x requests before the first eviction (15 for LMSys)");
+  cmd->add_flag("--reference-accounting", o->reference, "reproduce the Marconi artifact's accounting, quirks included");
+  cmd->add_option("--d-state", o->d_state, "override the model's SSM state size");
+  cmd->add_option("--layers", o->layers, "override layer counts SSM:ATTENTION:MLP");
+  cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: ../shared Jamba-1.5-Mini table)");
+  cmd->add_option("--block-tokens", o->block_tokens, "tokens per hash id of a Mooncake trace");
+  cmd->add_option("--threads", o->threads, "threads for marconi's alpha-tuning replays");
+  cmd->add_option("--csv", o->csv, "write one row per request and policy");
+  cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");
+  cmd->add_flag("--json", o->json_out, "print JSON");
+  cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
+  cmd->add_option("--out", o->out, "with --generate: write the trace here instead of simulating it");
+  cmd->add_option("--sessions", o->workload.sessions, "generated sessions");
+  cmd->add_option("--sps", o->workload.sessions_per_second, "generated sessions per second");
+  cmd->add_option("--art", o->workload.mean_agent_gap_s, "swebench: mean seconds between agent turns");
+  cmd->add_option("--seed", o->workload.seed, "generator seed");
+  cmd->callback([o]() { std::exit(RunSimulate(*o)); });
+}
+
+}  // namespace radixlm::cli

@@ -1,0 +1,222 @@
+#include "sim/trace.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+namespace radixlm::sim {
+namespace {
+
+// A flat JSON object scanner for trace lines: keys map to numbers or arrays of integers. Trace
+// files run to gigabytes of integer arrays, which a general DOM parser reads ~10x slower; any
+// line this scanner does not understand is handed to nlohmann::json instead.
+class FlatObjectScanner {
+ public:
+  explicit FlatObjectScanner(const std::string& s) : s_(s) {}
+
+  // Calls on_number(key, double) and on_array(key, vector) per member. False on anything else.
+  template <typename OnNumber, typename OnArray>
+  bool Scan(OnNumber on_number, OnArray on_array) {
+    SkipSpace();
+    if (!Eat('{')) return false;
+    SkipSpace();
+    if (Eat('}')) return AtEnd();
+    for (;;) {
+      std::string key;
+      if (!ReadString(&key)) return false;
+      SkipSpace();
+      if (!Eat(':')) return false;
+      SkipSpace();
+      if (Peek() == '[') {
+        ++p_;
+        std::vector<int32_t> values;
+        SkipSpace();
+        if (!Eat(']')) {
+          for (;;) {
+            SkipSpace();
+            int64_t v;
+            auto [next, ec] = std::from_chars(s_.data() + p_, s_.data() + s_.size(), v);
+            if (ec != std::errc() || v < INT32_MIN || v > INT32_MAX) return false;
+            p_ = next - s_.data();
+            values.push_back(static_cast<int32_t>(v));
+            SkipSpace();
+            if (Eat(']')) break;
+            if (!Eat(',')) return false;
+          }
+        }
+        on_array(key, std::move(values));
+      } else {
+        double v;
+        auto [next, ec] = std::from_chars(s_.data() + p_, s_.data() + s_.size(), v);
+        if (ec != std::errc()) return false;
+        p_ = next - s_.data();
+        on_number(key, v);
+      }
+      SkipSpace();
+      if (Eat('}')) return AtEnd();
+      if (!Eat(',')) return false;
+      SkipSpace();
+    }
+  }
+
+ private:
+  char Peek() const { return p_ < s_.size() ? s_[p_] : '\0'; }
+  bool Eat(char c) {
+    if (Peek() != c) return false;
+    ++p_;
+    return true;
+  }
+  void SkipSpace() {
+    while (p_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[p_]))) ++p_;
+  }
+  bool AtEnd() {
+    SkipSpace();
+    return p_ == s_.size();
+  }
+  bool ReadString(std::string* out) {
+    if (!Eat('"')) return false;
+    const size_t end = s_.find('"', p_);
+    if (end == std::string::npos || s_.find('\\', p_) < end) return false;
+    out->assign(s_, p_, end - p_);
+    p_ = end + 1;
+    return true;
+  }
+
+  const std::string& s_;
+  size_t p_ = 0;
+};
+
+std::vector<int32_t> IntArray(const nlohmann::json& j, const char* key) {
+  std::vector<int32_t> v;
+  for (const auto& x : j.at(key)) v.push_back(x.get<int32_t>());
+  return v;
+}
+
+}  // namespace
+
+core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceFormat format,
+                                              int mooncake_block_tokens) {
+  TraceReader r;
+  r.path_ = path;
+  r.in_ = std::make_unique<std::ifstream>(path);
+  if (!*r.in_) return core::NotFound("cannot open trace " + path);
+  if (mooncake_block_tokens <= 0) return core::InvalidArgument("block tokens must be positive");
+  r.block_tokens_ = mooncake_block_tokens;
+  r.format_ = format;
+  if (format == TraceFormat::kAuto) {
+    std::string first;
+    std::getline(*r.in_, first);
+    r.format_ = first.find("\"hash_ids\"") != std::string::npos ? TraceFormat::kMooncake
+                                                                : TraceFormat::kMarconi;
+    r.in_->clear();
+    r.in_->seekg(0);
+  }
+  // Output ids of block-hash traces start past every id an input block can produce.
+  r.next_output_id_ = 1 << 30;
+  return r;
+}
+
+core::Status TraceReader::ParseMarconi(const std::string& line, TraceRequest* out) {
+  bool has_input = false, has_output = false, has_ts = false;
+  FlatObjectScanner scanner(line);
+  const bool fast = scanner.Scan(
+      [&](const std::string& key, double v) {
+        if (key == "session_id") out->session_id = static_cast<int64_t>(v);
+        if (key == "turn_id") out->turn_id = static_cast<int64_t>(v);
+        if (key == "ts") out->ts = v, has_ts = true;
+      },
+      [&](const std::string& key, std::vector<int32_t> v) {
+        if (key == "input_tokens") out->input = std::move(v), has_input = true;
+        if (key == "output_tokens") out->output = std::move(v), has_output = true;
+      });
+  if (!fast) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      out->session_id = j.value("session_id", 0);
+      out->turn_id = j.value("turn_id", 0);
+      has_ts = j.contains("ts");
+      out->ts = j.value("ts", 0.0);
+      has_input = j.contains("input_tokens");
+      has_output = j.contains("output_tokens");
+      if (has_input) out->input = IntArray(j, "input_tokens");
+      if (has_output) out->output = IntArray(j, "output_tokens");
+    } catch (const std::exception& e) {
+      return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " + e.what());
+    }
+  }
+  if (!has_input || !has_output || !has_ts)
+    return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) +
+                                 ": a Marconi trace line needs ts, input_tokens and output_tokens");
+  return core::Status::Ok();
+}
+
+core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* out) {
+  try {
+    const auto j = nlohmann::json::parse(line);
+    const int64_t input_length = j.at("input_length").get<int64_t>();
+    const int64_t output_length = j.at("output_length").get<int64_t>();
+    const std::vector<int64_t> hashes = j.at("hash_ids").get<std::vector<int64_t>>();
+    out->ts = j.at("timestamp").get<double>() / 1000.0;
+    out->session_id = mooncake_index_;
+    out->turn_id = 0;
+    const int64_t b = block_tokens_;
+    if (input_length < 0 || output_length < 0 ||
+        static_cast<int64_t>(hashes.size()) != (input_length + b - 1) / b)
+      return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " +
+                                   std::to_string(hashes.size()) + " hash ids do not cover " +
+                                   std::to_string(input_length) + " tokens in blocks of " +
+                                   std::to_string(b));
+    out->input.clear();
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      const int64_t len = std::min<int64_t>(b, input_length - static_cast<int64_t>(i) * b);
+      if (hashes[i] < 0 || (hashes[i] + 1) * b > (int64_t{1} << 30))
+        return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": hash id out of range");
+      for (int64_t k = 0; k < len; ++k) out->input.push_back(static_cast<int32_t>(hashes[i] * b + k));
+    }
+    out->output.resize(output_length);
+    for (auto& t : out->output) t = next_output_id_++;
+  } catch (const std::exception& e) {
+    return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " + e.what());
+  }
+  ++mooncake_index_;
+  return core::Status::Ok();
+}
+
+core::StatusOr<bool> TraceReader::Next(TraceRequest* out) {
+  std::string line;
+  while (std::getline(*in_, line)) {
+    ++line_no_;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    RADIXLM_RETURN_IF_ERROR(format_ == TraceFormat::kMooncake ? ParseMooncake(line, out)
+                                                      : ParseMarconi(line, out));
+    if (out->ts < last_ts_)
+      return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) +
+                                   ": requests must be in arrival order (ts went back)");
+    last_ts_ = out->ts;
+    return true;
+  }
+  return false;
+}
+
+namespace {
+std::string ShortestDouble(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, end);
+}
+}  // namespace
+
+void WriteMarconiLine(std::ostream& out, const TraceRequest& r) {
+  out << "{\"session_id\": " << r.session_id << ", \"turn_id\": " << r.turn_id
+      << ", \"ts\": " << ShortestDouble(r.ts) << ", \"num_input_tokens\": " << r.input.size()
+      << ", \"num_output_tokens\": " << r.output.size() << ", \"input_tokens\": [";
+  for (size_t i = 0; i < r.input.size(); ++i) out << (i ? ", " : "") << r.input[i];
+  out << "], \"output_tokens\": [";
+  for (size_t i = 0; i < r.output.size(); ++i) out << (i ? ", " : "") << r.output[i];
+  out << "]}\n";
+}
+
+}  // namespace radixlm::sim

@@ -1,0 +1,62 @@
+// Request traces for the cache simulator.
+//
+// Two on-disk schemas, both JSONL with one request per line in arrival order:
+//  - Marconi's: {session_id, turn_id, ts, num_input_tokens, num_output_tokens, input_tokens,
+//    output_tokens}; input_tokens is the whole conversation history plus the new turn.
+//  - Mooncake's: {timestamp (ms), input_length, output_length, hash_ids}; one hash id per
+//    512-token block, equal ids meaning equal prefix blocks ("block-hash mode"). Each block is
+//    expanded to block_tokens synthetic token ids (hash * block_tokens + offset; the last block
+//    holds the remainder), and outputs get ids no input uses, so the radix tree sees exactly
+//    the sharing the hashes describe.
+// TraceReader streams: a 6 GB trace never has to fit in memory. Format is detected from the
+// first line.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace radixlm::sim {
+
+struct TraceRequest {
+  int64_t session_id = 0;
+  int64_t turn_id = 0;
+  double ts = 0;  // seconds
+  std::vector<int32_t> input;
+  std::vector<int32_t> output;
+};
+
+enum class TraceFormat { kAuto, kMarconi, kMooncake };
+
+class TraceReader {
+ public:
+  static core::StatusOr<TraceReader> Open(const std::string& path, TraceFormat format = TraceFormat::kAuto,
+                                          int mooncake_block_tokens = 512);
+  // Reads the next request into *out; returns false at the end of the file. Errors name the
+  // line. A request arriving before the previous one is an error (traces are in arrival order).
+  core::StatusOr<bool> Next(TraceRequest* out);
+  TraceFormat format() const { return format_; }
+
+ private:
+  TraceReader() = default;
+  core::Status ParseMarconi(const std::string& line, TraceRequest* out);
+  core::Status ParseMooncake(const std::string& line, TraceRequest* out);
+
+  std::string path_;
+  std::unique_ptr<std::ifstream> in_;
+  TraceFormat format_ = TraceFormat::kAuto;
+  int block_tokens_ = 512;
+  int64_t line_no_ = 0;
+  int64_t mooncake_index_ = 0;
+  int32_t next_output_id_ = 0;
+  double last_ts_ = -1e300;
+};
+
+// Writes one request in Marconi's schema (the generator's output format).
+void WriteMarconiLine(std::ostream& out, const TraceRequest& request);
+
+}  // namespace radixlm::sim
