@@ -21,6 +21,7 @@ class BlockHybridCache final : public HybridPrefixCache {
   HybridLookup Lookup(std::span<const int32_t> input) override {
     ++clock_;
     const MatchResult m = Match(input);
+    Refresh(m);
     HybridLookup result;
     result.matched_tokens = result.hit_tokens = m.matched;
     result.node = m.nodes.empty() ? -1 : m.nodes.back();
@@ -28,27 +29,38 @@ class BlockHybridCache final : public HybridPrefixCache {
     return result;
   }
 
-  void Admit(std::span<const int32_t> sequence) override {
-    ++clock_;
-    const MatchResult m = Match(sequence);  // the dry run refreshes the path, as the reference
+  HybridReservation Reserve(std::span<const int32_t> sequence) const override {
+    const MatchResult m = Match(sequence);
+    HybridReservation r;
     if (config_.accounting == Accounting::kReference) {
-      // Estimate "maybe off by one or two token blocks": the root counts as a matched block.
-      const int64_t extra =
+      // "Maybe off by one or two token blocks": the root counts as a matched block, and the
+      // checkpoints are a fraction (extra / block).
+      r.new_tokens =
           static_cast<int64_t>(sequence.size()) - block_ * static_cast<int64_t>(m.nodes.size() + 1);
-      const double states = static_cast<double>(extra) / block_;
+      const double states = static_cast<double>(r.new_tokens) / block_;
       const double needed = states * cost_.shape().n_ssm_layers * cost_.SsmStateBytesPerLayer() +
-                            static_cast<double>(cost_.KvBytes(extra));
+                            static_cast<double>(cost_.KvBytes(r.new_tokens));
+      r.checkpoints = static_cast<int>(states);
+      r.bytes_needed = static_cast<int64_t>(needed);
       const double total = static_cast<double>(TreeBytesExact()) + needed;
-      if (total > config_.capacity_bytes) Evict(total - config_.capacity_bytes);
-      Insert(kRoot, sequence);
-      return;
+      r.bytes_over_capacity = std::max(0.0, total - config_.capacity_bytes);
+      return r;
     }
-    const int64_t extra = static_cast<int64_t>(sequence.size()) - m.matched;
-    const int64_t needed =
-        (extra + block_ - 1) / block_ * cost_.CheckpointBytes() + cost_.KvBytes(extra);
-    const double total = static_cast<double>(TreeBytesExact() + needed);
-    if (total > config_.capacity_bytes) Evict(total - config_.capacity_bytes);
-    if (static_cast<double>(TreeBytesExact() + needed) <= config_.capacity_bytes)
+    r.new_tokens = static_cast<int64_t>(sequence.size()) - m.matched;
+    r.checkpoints = static_cast<int>((r.new_tokens + block_ - 1) / block_);
+    r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
+    r.bytes_over_capacity =
+        std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
+    return r;
+  }
+
+  void Admit(std::span<const int32_t> sequence) override {
+    ++clock_;  // the insertion, then its dry-run match: one clock step each, as the reference
+    ++clock_;
+    Refresh(Match(sequence));
+    const HybridReservation r = Reserve(sequence);
+    if (r.bytes_over_capacity > 0) Evict(r.bytes_over_capacity);
+    if (config_.accounting == Accounting::kReference || Reserve(sequence).bytes_over_capacity <= 0)
       Insert(kRoot, sequence);
   }
 
@@ -112,8 +124,12 @@ class BlockHybridCache final : public HybridPrefixCache {
   };
   struct MatchResult {
     std::vector<int32_t> nodes;  // matched nodes, root excluded
+    std::vector<int32_t> visited;  // nodes the walk entered (refreshed by a real match)
     int64_t matched = 0;
   };
+  void Refresh(const MatchResult& m) {
+    for (int32_t n : m.visited) nodes_[n].last_access = clock_;
+  }
 
   int64_t TreeBytesExact() const {
     return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_);
@@ -124,11 +140,11 @@ class BlockHybridCache final : public HybridPrefixCache {
     return static_cast<int64_t>(n);
   }
 
-  MatchResult Match(std::span<const int32_t> key) {
+  MatchResult Match(std::span<const int32_t> key) const {
     MatchResult r;
     int32_t node = kRoot;
     for (;;) {
-      nodes_[node].last_access = clock_;
+      r.visited.push_back(node);
       if (nodes_[node].children.empty()) return r;
       int64_t best = 0;
       for (int32_t c : nodes_[node].children) best = std::max(best, KeyMatch(nodes_[c].tokens, key));

@@ -59,6 +59,7 @@ class HybridRadixCache final : public HybridPrefixCache {
   HybridRadixCache(const HybridRadixCache&) = default;
 
   HybridLookup Lookup(std::span<const int32_t> input) override;
+  HybridReservation Reserve(std::span<const int32_t> sequence) const override;
   void Admit(std::span<const int32_t> sequence) override;
   void Lock(const HybridLookup& lookup) override;
   void Unlock(const HybridLookup& lookup) override;
@@ -92,6 +93,7 @@ class HybridRadixCache final : public HybridPrefixCache {
     std::vector<int32_t> full;  // fully matched nodes, root excluded
     int64_t matched = 0;        // raw matched tokens (may end inside an edge)
     int64_t reusable = 0;       // tokens covered by `full`
+    std::vector<int32_t> visited;  // every node the walk entered, root first
   };
 
   bool Reference() const { return config_.accounting == Accounting::kReference; }
@@ -118,7 +120,10 @@ class HybridRadixCache final : public HybridPrefixCache {
     nodes_[node].last_access = clock_;
     Reindex(node);
   }
-  Walk Match(std::span<const int32_t> key, bool refresh_path);
+  Walk Match(std::span<const int32_t> key) const;
+  void RefreshPath(const Walk& walk) {
+    for (int32_t n : walk.visited) Touch(n);
+  }
   void Tick() { ++clock_; }
   int32_t NewNode();
   int32_t SplitEdge(int32_t child, int64_t at);
@@ -174,11 +179,11 @@ int32_t HybridRadixCache::NewNode() {
   return id;
 }
 
-HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key, bool refresh_path) {
+HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) const {
   Walk walk;
   int32_t node = kRoot;
   size_t pos = 0;
-  if (refresh_path) Touch(node);
+  walk.visited.push_back(node);
   while (pos < key.size()) {
     const int32_t child = FindChild(node, key[pos]);
     if (child < 0) break;
@@ -196,16 +201,33 @@ HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key, boo
     // The reference keeps descending below a partially matched edge, from the token where the
     // match stopped (a quirk of its recursion; it can count tokens it never compared).
     node = child;
-    if (refresh_path) Touch(node);
+    walk.visited.push_back(node);
   }
   return walk;
+}
+
+HybridReservation HybridRadixCache::Reserve(std::span<const int32_t> sequence) const {
+  const Walk walk = Match(sequence);
+  HybridReservation r;
+  r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
+  const bool branch = walk.matched > walk.reusable;
+  if (Reference()) {
+    r.checkpoints = branch ? 2 : 1;
+  } else {
+    r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch ? 1 : 0);
+  }
+  r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
+  r.bytes_over_capacity =
+      std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
+  return r;
 }
 
 HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
   Tick();
   if (config_.policy == HybridPolicy::kMarconi && history_.empty() && !tuned_)
     snapshot_ = std::make_shared<HybridRadixCache>(*this);
-  Walk walk = Match(input, PathRefresh());
+  Walk walk = Match(input);
+  if (PathRefresh()) RefreshPath(walk);
   HybridLookup result;
   result.matched_tokens = walk.matched;
   result.hit_tokens = KvOnlyHits() ? walk.matched : walk.reusable;
@@ -271,29 +293,23 @@ void HybridRadixCache::Admit(std::span<const int32_t> sequence) {
     // The reference's insert: a dry-run match (which refreshes recency like a real one), an
     // estimate of the bytes, one eviction call, then the insertion whatever the eviction freed.
     Tick();
-    Walk walk = Match(sequence, PathRefresh());
+    Walk walk = Match(sequence);
+    if (PathRefresh()) RefreshPath(walk);
     if (!PathRefresh() && !walk.full.empty()) Touch(walk.full.back());
-    const bool branch = walk.matched > walk.reusable;
-    const int64_t needed = (branch ? 2 : 1) * cost_.CheckpointBytes() +
-                           cost_.KvBytes(static_cast<int64_t>(sequence.size()) - walk.matched);
-    const int64_t total = TreeBytesExact() + needed;
-    if (static_cast<double>(total) > config_.capacity_bytes)
-      EvictReference(static_cast<double>(total) - config_.capacity_bytes);
+    const HybridReservation r = Reserve(sequence);
+    if (r.bytes_over_capacity > 0) EvictReference(r.bytes_over_capacity);
     InsertSequence(sequence);
     return;
   }
   // Corrected: pin the prefix being extended, evict one victim at a time until the insertion
   // (re-planned after each eviction) fits; admit nothing if it cannot fit.
   for (;;) {
-    Walk walk = Match(sequence, false);
-    const int64_t extra = static_cast<int64_t>(sequence.size()) - walk.matched;
-    const bool branch = walk.matched > walk.reusable;
-    const int64_t needed =
-        ((extra > 0 ? 1 : 0) + (branch ? 1 : 0)) * cost_.CheckpointBytes() + cost_.KvBytes(extra);
-    if (static_cast<double>(TreeBytesExact() + needed) <= config_.capacity_bytes) {
+    const HybridReservation r = Reserve(sequence);
+    if (r.bytes_over_capacity <= 0) {
       InsertSequence(sequence);
       return;
     }
+    const Walk walk = Match(sequence);
     HybridLookup pin;
     pin.node = walk.full.empty() ? -1 : walk.full.back();
     Lock(pin);

@@ -81,6 +81,14 @@ struct HybridLookup {
   int32_t node = -1;             // deepest node of the hit (-1: none); for Lock()
 };
 
+// What admitting a finished request would take (Reserve: no side effects).
+struct HybridReservation {
+  int64_t new_tokens = 0;   // tokens whose KV is not cached yet
+  int checkpoints = 0;      // SSM checkpoints to place (branch point, last decoded token)
+  int64_t bytes_needed = 0;
+  double bytes_over_capacity = 0;  // what eviction must free first (0: fits)
+};
+
 // Per-request record and the totals the simulator and the engine report.
 struct HybridRequestStat {
   int64_t input_tokens = 0;
@@ -100,7 +108,10 @@ class HybridPrefixCache {
   virtual ~HybridPrefixCache() = default;
   // A request arrives: records its hit. REQUIRES: no Admit() pending for another request.
   virtual HybridLookup Lookup(std::span<const int32_t> input) = 0;
-  // The request finished with `sequence` = input + output: admit its states.
+  // Phase one: what admitting `sequence` would need; changes nothing.
+  virtual HybridReservation Reserve(std::span<const int32_t> sequence) const = 0;
+  // Phase two: the request finished with `sequence` = input + output: evict what
+  // Reserve() says must go, then admit its states.
   virtual void Admit(std::span<const int32_t> sequence) = 0;
   virtual void Lock(const HybridLookup& lookup) = 0;
   virtual void Unlock(const HybridLookup& lookup) = 0;
