@@ -8,6 +8,7 @@ namespace radixlm::cache {
 namespace {
 
 constexpr int32_t kRoot = 0;
+using Tokens = std::vector<int32_t>;
 
 class BlockHybridCache final : public HybridPrefixCache {
  public:
@@ -47,6 +48,9 @@ class BlockHybridCache final : public HybridPrefixCache {
       return r;
     }
     r.new_tokens = static_cast<int64_t>(sequence.size()) - m.matched;
+    if (r.new_tokens > 0 && !m.nodes.empty() && nodes_[m.nodes.back()].lock_ref > 0 &&
+        static_cast<int>(nodes_[m.nodes.back()].tokens.size()) < block_)
+      r.new_tokens += static_cast<int64_t>(nodes_[m.nodes.back()].tokens.size());  // copied, see Insert
     r.checkpoints = static_cast<int>((r.new_tokens + block_ - 1) / block_);
     r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
     r.bytes_over_capacity =
@@ -219,6 +223,16 @@ class BlockHybridCache final : public HybridPrefixCache {
       if (node == kRoot || static_cast<int>(nodes_[node].tokens.size()) == block_) {
         const size_t take = std::min<size_t>(block_, key.size());
         node = NewNode(node, key.first(take));
+        key = key.subspan(take);
+        continue;
+      }
+      if (config_.accounting == Accounting::kCorrected && nodes_[node].lock_ref > 0) {
+        // A request is restoring this partial block's checkpoint: extending it in place would
+        // replace that state. Start a sibling block holding the same tokens plus the new ones.
+        Tokens full = nodes_[node].tokens;
+        const size_t take = std::min<size_t>(block_ - full.size(), key.size());
+        full.insert(full.end(), key.begin(), key.begin() + take);
+        node = NewNode(nodes_[node].parent, full);
         key = key.subspan(take);
         continue;
       }

@@ -482,6 +482,11 @@ int32_t HybridRadixCache::PickMarconiVictimIndexed() const {
     }
     if (best <= threshold) break;
   }
+  if (config_.verify_victims) {  // tests: the early-stopping search must find the true minimum
+    double exhaustive = std::numeric_limits<double>::infinity();
+    for (const auto& [ts, id] : by_access_) exhaustive = std::min(exhaustive, score(id));
+    RADIXLM_CHECK(score(best_id) == exhaustive);
+  }
   return best_id;
 }
 
@@ -608,6 +613,8 @@ HybridCacheStats HybridRadixCache::Stats() const {
     s.hit_tokens += r.hit_tokens;
   }
   s.flops_saved = HistoryFlopsSaved(cost_, history_);
+  s.bootstrap_window = bootstrap_window_;
+  s.alpha_tuned = tuned_;
   return s;
 }
 

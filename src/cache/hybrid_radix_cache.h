@@ -72,6 +72,7 @@ struct HybridCacheConfig {
   int vllm_block_tokens = 32;    // kVllmPlus
   Accounting accounting = Accounting::kCorrected;
   core::ThreadPool* tuning_pool = nullptr;  // borrowed; null = replay serially
+  bool verify_victims = false;  // tests: CHECK each indexed victim against an exhaustive scan
 };
 
 struct HybridLookup {
@@ -98,6 +99,8 @@ struct HybridCacheStats {
   int64_t requests = 0, hit_requests = 0, input_tokens = 0, hit_tokens = 0;
   Flops flops_saved = 0;
   int64_t evictions = 0, checkpoints_admitted = 0, branch_checkpoints = 0;
+  int64_t bootstrap_window = -1;  // marconi: requests replayed to tune alpha (-1: no eviction yet)
+  bool alpha_tuned = false;
   double TokenHitRate() const { return input_tokens ? double(hit_tokens) / input_tokens : 0; }
   double RequestHitRate() const { return requests ? double(hit_requests) / requests : 0; }
 };
