@@ -1,0 +1,197 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "sim/model_shape.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+#include "sim/workloads.h"
+
+namespace radixlm::sim {
+namespace {
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("radixlm_sim_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string SharedData(const std::string& rel) {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  const auto p = std::filesystem::path(src ? src : ".") / ".." / "shared" / "data" / rel;
+  return std::filesystem::exists(p) ? p.string() : "";
+}
+
+TEST(TraceReader, ReadsMarconiLinesInAnyKeyOrderAndRejectsBrokenOnes) {
+  const std::string path = WriteTemp("ok.jsonl",
+      "{\"session_id\": 3, \"turn_id\": 1, \"ts\": 0.5, \"input_tokens\": [1, 2, 3], \"output_tokens\": [4]}\n"
+      "\n"
+      "{\"output_tokens\": [], \"input_tokens\": [7], \"ts\": 2, \"extra\": \"x\\\"y\", \"session_id\": 4}\n");
+  auto reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok());
+  TraceRequest r;
+  ASSERT_TRUE(*reader->Next(&r));
+  EXPECT_EQ(r.session_id, 3);
+  EXPECT_EQ(r.input, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.output, (std::vector<int32_t>{4}));
+  ASSERT_TRUE(*reader->Next(&r));  // escaped string: parsed by the general parser
+  EXPECT_EQ(r.session_id, 4);
+  EXPECT_EQ(r.input, (std::vector<int32_t>{7}));
+  EXPECT_FALSE(*reader->Next(&r));
+
+  for (const std::string bad : {"{\"ts\": 1, \"input_tokens\": [1,2}\n",
+                                "{\"ts\": 1, \"input_tokens\": [1]}\n",
+                                "{\"ts\": 5, \"input_tokens\": [1], \"output_tokens\": []}\n"
+                                "{\"ts\": 4, \"input_tokens\": [1], \"output_tokens\": []}\n"}) {
+    auto rd = TraceReader::Open(WriteTemp("bad.jsonl", bad));
+    ASSERT_TRUE(rd.ok());
+    core::StatusOr<bool> more = true;
+    while (more.ok() && *more) more = rd->Next(&r);
+    EXPECT_FALSE(more.ok()) << bad;
+    if (!more.ok()) {
+      EXPECT_NE(more.status().message().find("bad.jsonl:"), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(TraceReader::Open("/nonexistent/trace.jsonl").ok());
+}
+
+TEST(TraceReader, ExpandsMooncakeBlocksSoEqualHashesShareTokens) {
+  const std::string path = WriteTemp("mc.jsonl",
+      "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 2, \"hash_ids\": [7, 9]}\n"
+      "{\"timestamp\": 10, \"input_length\": 4, \"output_length\": 1, \"hash_ids\": [7, 8]}\n"
+      "{\"timestamp\": 20, \"input_length\": 9, \"output_length\": 1, \"hash_ids\": [7]}\n");
+  auto reader = TraceReader::Open(path, TraceFormat::kAuto, 3);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->format(), TraceFormat::kMooncake);
+  TraceRequest a, b, c;
+  ASSERT_TRUE(*reader->Next(&a));
+  ASSERT_TRUE(*reader->Next(&b));
+  EXPECT_EQ(a.input, (std::vector<int32_t>{21, 22, 23, 27, 28}));
+  EXPECT_EQ(b.input, (std::vector<int32_t>{21, 22, 23, 24}));
+  EXPECT_EQ(a.output.size(), 2u);
+  EXPECT_NE(a.output[0], b.output[0]);  // outputs never collide
+  EXPECT_DOUBLE_EQ(b.ts, 0.01);
+  EXPECT_FALSE(reader->Next(&c).ok());  // 1 hash cannot cover 9 tokens of blocks of 3
+}
+
+TEST(Workloads, SameSeedSameTraceAndSwebenchRewritesHistoryMidSequence) {
+  WorkloadOptions o;
+  o.kind = "swebench";
+  o.sessions = 3;
+  o.sessions_per_second = 0.5;
+  o.mean_agent_gap_s = 5;
+  o.seed = 4;
+  std::vector<TraceRequest> first, second;
+  ASSERT_TRUE(GenerateWorkload(o, [&](const TraceRequest& r) { first.push_back(r); }).ok());
+  ASSERT_TRUE(GenerateWorkload(o, [&](const TraceRequest& r) { second.push_back(r); }).ok());
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(first[i].input, second[i].input);
+  // Arrival order; per session, turn k+1 extends turn k's input + output until observations
+  // start collapsing, after which it shares only a strict prefix of it.
+  std::map<int64_t, std::vector<const TraceRequest*>> by_session;
+  for (size_t i = 0; i < first.size(); ++i) {
+    if (i) {
+      ASSERT_LE(first[i - 1].ts, first[i].ts);
+    }
+    by_session[first[i].session_id].push_back(&first[i]);
+  }
+  int rewrites = 0, extends = 0;
+  for (const auto& [session, turns] : by_session) {
+    for (size_t k = 0; k + 1 < turns.size(); ++k) {
+      std::vector<int32_t> prev = turns[k]->input;
+      prev.insert(prev.end(), turns[k]->output.begin(), turns[k]->output.end());
+      const auto& next = turns[k + 1]->input;
+      const bool extends_prev = next.size() >= prev.size() && std::equal(prev.begin(), prev.end(), next.begin());
+      extends += extends_prev;
+      rewrites += !extends_prev;
+      if (k + 1 <= 5) {
+        EXPECT_TRUE(extends_prev) << "turn " << k + 1 << " keeps every observation";
+      }
+      EXPECT_LE(static_cast<int64_t>(next.size()), o.max_context);
+    }
+  }
+  EXPECT_GT(extends, 0);
+  EXPECT_GT(rewrites, 0);
+  o.kind = "nope";
+  EXPECT_FALSE(GenerateWorkload(o, [](const TraceRequest&) {}).ok());
+}
+
+TEST(Workloads, ChatSessionsAppendEveryTurn) {
+  for (const char* kind : {"lmsys", "sharegpt"}) {
+    WorkloadOptions o;
+    o.kind = kind;
+    o.sessions = 4;
+    std::map<int64_t, std::vector<int32_t>> last;  // session -> input + output so far
+    int turns = 0;
+    ASSERT_TRUE(GenerateWorkload(o, [&](const TraceRequest& r) {
+      ++turns;
+      auto& prev = last[r.session_id];
+      ASSERT_TRUE(std::equal(prev.begin(), prev.end(), r.input.begin())) << kind;
+      prev = r.input;
+      prev.insert(prev.end(), r.output.begin(), r.output.end());
+    }).ok());
+    EXPECT_GE(turns, 4 * 10);
+  }
+}
+
+TEST(TtftModel, FitsTheJambaTableToMarconisLine) {
+  const std::string table = SharedData("latency/ttft_jamba_1.5_mini.csv");
+  if (table.empty()) GTEST_SKIP() << "../shared/data absent";
+  auto m = TtftModel::FitCsv(table);
+  ASSERT_TRUE(m.ok());
+  EXPECT_NEAR(m->intercept_ms(), 17.81, 0.01);
+  EXPECT_NEAR(m->ms_per_token(), 0.05296, 0.00001);
+  EXPECT_FALSE(TtftModel::FitCsv(WriteTemp("bad.csv", "seqlen,v\n50,x\n")).ok());
+}
+
+TEST(Percentile, InterpolatesBetweenRanksLikeNumpy) {
+  EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, 4}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(Percentile({10, 0, 5}, 95), 9.5);
+}
+
+TEST(ModelShape, ReadsNemotronHStyleConfigs) {
+  auto s = ResolveModelShape("nemotron-h-8b");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->n_ssm_layers, 24);
+  EXPECT_EQ(s->n_attn_layers, 4);
+  EXPECT_EQ(s->n_mlp_layers, 24);
+  const std::string jamba = WriteTemp("jamba.json",
+      R"({"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+          "layers_block_type": ["mamba", "attention", "mamba", "mamba"], "mamba_d_state": 16})");
+  auto j = ResolveModelShape(jamba);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->n_ssm_layers, 3);
+  EXPECT_EQ(j->n_attn_layers, 1);
+  EXPECT_EQ(j->KvDim(), 32);
+  EXPECT_EQ(j->d_state, 16);
+  EXPECT_FALSE(ResolveModelShape(WriteTemp("broken.json", "{")).ok());
+}
+
+TEST(Simulator, ReportsHitRatesAndTtftForARepeatedPrompt) {
+  cache::HybridCacheConfig config;
+  config.policy = cache::HybridPolicy::kSglangPlus;
+  config.capacity_bytes = 1e12;
+  const cache::CostModel cost(cache::Marconi7BShape(128), cache::Accounting::kCorrected);
+  Simulator sim(config, cost, TtftModel(10, 1));
+  TraceRequest r;
+  r.input = {1, 2, 3, 4};
+  r.output = {5};
+  sim.Feed(r);
+  r.input = {1, 2, 3, 4, 5, 6};
+  sim.Feed(r);
+  const SimResult res = sim.Finish();
+  EXPECT_EQ(res.stats.requests, 2);
+  EXPECT_EQ(res.stats.hit_tokens, 5);
+  EXPECT_DOUBLE_EQ(res.stats.TokenHitRate(), 0.5);
+  EXPECT_DOUBLE_EQ(res.stats.RequestHitRate(), 0.5);
+  EXPECT_DOUBLE_EQ(res.requests[1].ttft_ms, 11);  // one token computed
+  EXPECT_DOUBLE_EQ(res.requests[1].vanilla_ttft_ms, 16);
+  EXPECT_EQ(res.stats.flops_saved, cost.PrefixFlops(5));
+}
+
+}  // namespace
+}  // namespace radixlm::sim
