@@ -12,6 +12,7 @@ DEB_PACKAGES=(
   libpcre2-dev libutf8proc-dev        # tokenizer: pre-tokenizer regex (Unicode classes), NFC
   python3 python3-torch python3-numpy  # independent reference implementations for tests only
   bible-kjv                            # public-domain English corpus for tokenizer tests (bible-kjv-text)
+  gnuplot-nox                          # simulator plots (radixlm simulate --plot)
 )
 
 missing=()

