@@ -130,7 +130,7 @@ class HybridRadixCache final : public HybridPrefixCache {
   void InsertSequence(std::span<const int32_t> sequence);
   void EvictReference(double bytes_to_remove);
   bool EvictOneCorrected();
-  int32_t PickMarconiVictimIndexed() const;
+  int32_t PickMarconiVictimIndexed(int64_t* scored) const;
   void DeleteLeaf(int32_t node);
   void MergeIntoChild(int32_t node);
   bool IsCandidate(int32_t node) const;
@@ -445,7 +445,7 @@ void HybridRadixCache::Reindex(int32_t node) {
 // Fagin's threshold algorithm over the two indexes: score = alpha * minmax(efficiency) +
 // minmax(recency) is monotone in both keys, so once the best score seen is no larger than the
 // score of the two current cursors combined, no unseen candidate can beat it.
-int32_t HybridRadixCache::PickMarconiVictimIndexed() const {
+int32_t HybridRadixCache::PickMarconiVictimIndexed(int64_t* scored) const {
   if (by_access_.empty()) return -1;
   const double now = static_cast<double>(clock_);
   auto recency = [&](int64_t ts) { return 1.0 / std::max(1e-9, now - static_cast<double>(ts)); };
@@ -457,7 +457,9 @@ int32_t HybridRadixCache::PickMarconiVictimIndexed() const {
     const Node& n = nodes_[id];
     return alpha_ * norm(n.efficiency, e_min, e_max) + norm(recency(n.indexed_access), r_min, r_max);
   };
+  *scored = 1;
   if (alpha_ == 0) return by_access_.begin()->second;
+  *scored = 0;
   double best = std::numeric_limits<double>::infinity();
   int32_t best_id = -1;
   auto a = by_access_.begin();
@@ -465,6 +467,7 @@ int32_t HybridRadixCache::PickMarconiVictimIndexed() const {
   while (a != by_access_.end() || e != by_efficiency_.end()) {
     double threshold = 0;
     if (a != by_access_.end()) {
+      ++*scored;
       const double s = score(a->second);
       if (s < best) best = s, best_id = a->second;
       threshold += norm(recency(a->first), r_min, r_max);
@@ -473,6 +476,7 @@ int32_t HybridRadixCache::PickMarconiVictimIndexed() const {
       threshold += 1.0;
     }
     if (e != by_efficiency_.end()) {
+      ++*scored;
       const double s = score(e->second);
       if (s < best) best = s, best_id = e->second;
       threshold += alpha_ * norm(e->first, e_min, e_max);
@@ -492,9 +496,13 @@ int32_t HybridRadixCache::PickMarconiVictimIndexed() const {
 
 bool HybridRadixCache::EvictOneCorrected() {
   Tick();
+  int64_t scored = 1;
   int32_t victim = LeafOnlyEviction() ? (by_access_.empty() ? -1 : by_access_.begin()->second)
-                                      : PickMarconiVictimIndexed();
+                                      : PickMarconiVictimIndexed(&scored);
   if (victim < 0) return false;
+  ++counters_.victim_searches;
+  counters_.victim_scored += scored;
+  counters_.victim_candidates += static_cast<int64_t>(by_access_.size());
   if (bootstrap_window_ < 0) bootstrap_window_ = config_.bootstrap_multiplier * history_.size();
   if (nodes_[victim].children.empty()) {
     DeleteLeaf(victim);
@@ -571,6 +579,9 @@ void HybridRadixCache::EvictReference(double bytes_to_remove) {
       const double utility = alpha_ * efficiency[i] + recency[i];
       if (utility < best) best = utility, victim = i;  // first minimum, as list.index(min(...))
     }
+    ++counters_.victim_searches;
+    counters_.victim_scored += static_cast<int64_t>(candidates.size());
+    counters_.victim_candidates += static_cast<int64_t>(candidates.size());
     const int32_t id = candidates[victim];
     if (nodes_[id].children.empty()) {
       // The reference credits the edge length of the *last candidate scored*, not the victim's.

@@ -99,6 +99,9 @@ struct HybridCacheStats {
   int64_t requests = 0, hit_requests = 0, input_tokens = 0, hit_tokens = 0;
   Flops flops_saved = 0;
   int64_t evictions = 0, checkpoints_admitted = 0, branch_checkpoints = 0;
+  // Eviction cost: victims chosen, candidates scored to choose them, and the candidate-set sizes
+  // at those moments (scored / candidates = the fraction an eviction looks at).
+  int64_t victim_searches = 0, victim_scored = 0, victim_candidates = 0;
   int64_t bootstrap_window = -1;  // marconi: requests replayed to tune alpha (-1: no eviction yet)
   bool alpha_tuned = false;
   double TokenHitRate() const { return input_tokens ? double(hit_tokens) / input_tokens : 0; }

@@ -68,10 +68,20 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, bool r
     j["flops_saved"] = static_cast<uint64_t>(r.stats.flops_saved);
   else
     j["flops_saved"] = static_cast<double>(r.stats.flops_saved);
-  if (r.policy == "marconi" || r.policy == "marconi-static") j["alpha"] = r.alpha;
-  else j["alpha"] = nullptr;
+  if (r.policy == "marconi" || r.policy == "marconi-static") {
+    j["alpha"] = r.alpha;
+  } else {
+    j["alpha"] = nullptr;
+  }
+  if (r.policy == "marconi") {
+    j["alpha_tuned"] = r.stats.alpha_tuned;
+    j["bootstrap_window"] = r.stats.bootstrap_window;
+  }
   j["evictions"] = r.stats.evictions;
   j["checkpoints_admitted"] = r.stats.checkpoints_admitted;
+  j["victim_searches"] = r.stats.victim_searches;
+  j["victim_candidates_scored"] = r.stats.victim_scored;
+  j["victim_candidate_set"] = r.stats.victim_candidates;
   j["seconds"] = r.seconds;
   j["requests_per_second"] = r.seconds > 0 ? r.stats.requests / r.seconds : 0;
   j["ttft_ms"] = {{"p5", r.ttft_p5}, {"p50", r.ttft_p50}, {"p95", r.ttft_p95}};
