@@ -1,0 +1,156 @@
+#include "kernels/ssm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/random.h"
+
+namespace radixlm::kernels {
+namespace {
+
+struct Problem {
+  Mamba2Dims d;
+  int64_t T;
+  std::vector<float> xbc, dt, dt_bias, A, D;
+  ScanInputs In(int64_t offset = 0) const {
+    ScanInputs in;
+    const int64_t ld = d.conv_dim();
+    in.x = xbc.data() + offset * ld;
+    in.B = in.x + d.d_inner();
+    in.C = in.B + int64_t{d.n_groups} * d.d_state;
+    in.ld = ld;
+    in.dt = dt.data() + offset * d.n_heads;
+    in.ld_dt = d.n_heads;
+    in.dt_bias = dt_bias.data();
+    in.A = A.data();
+    in.D = D.data();
+    return in;
+  }
+};
+
+Problem MakeProblem(int64_t T, int H, int P, int N, int G, uint64_t seed) {
+  Problem p;
+  p.d = {H, P, N, G, 4};
+  p.T = T;
+  core::Rng rng(seed);
+  auto fill = [&](std::vector<float>& v, size_t n, float scale, float mean = 0) {
+    v.resize(n);
+    for (auto& x : v) x = rng.Normal(mean, scale);
+  };
+  fill(p.xbc, T * p.d.conv_dim(), 0.5f);
+  fill(p.dt, T * H, 0.5f, -1.0f);
+  fill(p.dt_bias, H, 0.3f);
+  p.A.resize(H);
+  for (auto& a : p.A) a = -std::exp(rng.Normal(0.0f, 0.5f));
+  fill(p.D, H, 0.5f);
+  return p;
+}
+
+double MaxRelErr(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - b[i]));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+TEST(Mamba2Scan, ChunkedEqualsTheSequentialRecurrenceWithStatesAtAnyToken) {
+  for (int chunk : {1, 4, 16, 64}) {
+    for (int G : {1, 2}) {
+      Problem p = MakeProblem(150, 4, 16, 8, G, 11 + chunk + G);
+      const int64_t sf = p.d.ssm_state_floats();
+      std::vector<float> s_ref(sf, 0.0f), s_chk(sf, 0.0f), y_ref(p.T * p.d.d_inner()), y_chk(y_ref.size());
+      // Checkpoints on the chunk grid, strictly inside a chunk, and at the end.
+      std::vector<int32_t> at = {16, 37, 64, 101, 150};
+      std::vector<std::vector<float>> c_ref(at.size(), std::vector<float>(sf)), c_chk = c_ref;
+      std::vector<StateCapture> cap_ref, cap_chk;
+      for (size_t i = 0; i < at.size(); ++i) {
+        cap_ref.push_back({at[i], c_ref[i].data(), nullptr});
+        cap_chk.push_back({at[i], c_chk[i].data(), nullptr});
+      }
+      Mamba2ScanReference(p.d, p.T, p.In(), s_ref.data(), y_ref.data(), p.d.d_inner(), cap_ref);
+      Mamba2Scan(p.d, p.T, 0, chunk, p.In(), s_chk.data(), y_chk.data(), p.d.d_inner(), cap_chk, 0, p.d.n_heads);
+      EXPECT_LT(MaxRelErr(y_chk, y_ref), 1e-5) << "chunk " << chunk << " groups " << G;
+      EXPECT_LT(MaxRelErr(s_chk, s_ref), 1e-5);
+      for (size_t i = 0; i < at.size(); ++i) EXPECT_LT(MaxRelErr(c_chk[i], c_ref[i]), 1e-5) << "after " << at[i];
+    }
+  }
+}
+
+TEST(Mamba2Scan, ResumingFromACheckpointReproducesTheRestBitForBit) {
+  Problem p = MakeProblem(200, 4, 16, 8, 2, 5);
+  const int64_t sf = p.d.ssm_state_floats(), di = p.d.d_inner();
+  for (int32_t split : {64, 77}) {  // on the chunk grid, and inside a chunk
+    std::vector<float> full_state(sf, 0.0f), y_full(p.T * di), ckpt(sf);
+    StateCapture cap{split, ckpt.data(), nullptr};
+    Mamba2Scan(p.d, p.T, 0, 32, p.In(), full_state.data(), y_full.data(), di, {&cap, 1}, 0, p.d.n_heads);
+    std::vector<float> y_rest((p.T - split) * di);
+    Mamba2Scan(p.d, p.T - split, split, 32, p.In(split), ckpt.data(), y_rest.data(), di, {}, 0, p.d.n_heads);
+    EXPECT_EQ(ckpt, full_state) << "split " << split;
+    EXPECT_TRUE(std::equal(y_rest.begin(), y_rest.end(), y_full.begin() + split * di));
+  }
+}
+
+TEST(Mamba2Scan, HeadRangesAndIsaDoNotChangeTheResult) {
+  Problem p = MakeProblem(90, 8, 16, 16, 2, 9);
+  const int64_t sf = p.d.ssm_state_floats(), di = p.d.d_inner();
+  std::vector<float> s_all(sf, 0.1f), y_all(p.T * di);
+  Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_all.data(), y_all.data(), di, {}, 0, 8);
+  std::vector<float> s_split(sf, 0.1f), y_split(p.T * di);
+  Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_split.data(), y_split.data(), di, {}, 0, 3);
+  Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_split.data(), y_split.data(), di, {}, 3, 8);
+  EXPECT_EQ(s_all, s_split);
+  EXPECT_EQ(y_all, y_split);
+  core::SetIsaCap(core::Isa::kScalar);
+  std::vector<float> s_scalar(sf, 0.1f), y_scalar(p.T * di);
+  Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_scalar.data(), y_scalar.data(), di, {}, 0, 8);
+  core::SetIsaCap(core::Isa::kAvx512);
+  EXPECT_EQ(y_scalar, y_all);
+  EXPECT_EQ(s_scalar, s_all);
+}
+
+TEST(CausalConv1d, MatchesTheDirectSumAndCarriesItsStateAcrossCalls) {
+  Mamba2Dims d{2, 4, 3, 1, 4};
+  const int64_t cd = d.conv_dim(), T = 11;
+  core::Rng rng(3);
+  std::vector<float> in(T * cd), w(d.d_conv * cd), bias(cd);
+  for (auto& v : in) v = rng.Normal(0.0f, 1.0f);
+  for (auto& v : w) v = rng.Normal(0.0f, 0.5f);
+  for (auto& v : bias) v = rng.Normal(0.0f, 0.1f);
+  std::vector<float> state(d.conv_state_floats(), 0.0f), out(T * cd), ckpt(d.conv_state_floats());
+  StateCapture cap{6, nullptr, ckpt.data()};
+  CausalConv1dSilu(d, T, in.data(), cd, w.data(), bias.data(), state.data(), out.data(), {&cap, 1});
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = 0; c < cd; ++c) {
+      double acc = bias[c];
+      for (int k = 0; k < d.d_conv; ++k) {
+        const int64_t s = t - (d.d_conv - 1) + k;
+        if (s >= 0) acc += double(w[k * cd + c]) * in[s * cd + c];
+      }
+      const double want = acc / (1 + std::exp(-acc));
+      ASSERT_NEAR(out[t * cd + c], want, 1e-5);
+    }
+  }
+  // Resume from the checkpoint after 6 tokens: the rest comes out the same.
+  std::vector<float> rest((T - 6) * cd);
+  CausalConv1dSilu(d, T - 6, in.data() + 6 * cd, cd, w.data(), bias.data(), ckpt.data(), rest.data(), {});
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), out.begin() + 6 * cd));
+  EXPECT_EQ(ckpt, state);  // both hold the last d_conv - 1 inputs
+}
+
+TEST(GatedRmsNorm, NormalisesEachGroupAfterTheGate) {
+  std::vector<float> y = {1, 2, 3, 4}, z = {0, 1, 2, 3}, w = {1, 1, 2, 2};
+  GatedRmsNorm(y.data(), 4, z.data(), 4, w.data(), 1, 4, 2, 0.0f);
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  const double a = 1 * silu(0), b = 2 * silu(1), c = 3 * silu(2), e = 4 * silu(3);
+  const double r1 = std::sqrt((a * a + b * b) / 2), r2 = std::sqrt((c * c + e * e) / 2);
+  EXPECT_NEAR(y[1], b / r1, 1e-6);
+  EXPECT_NEAR(y[2], 2 * c / r2, 1e-6);
+}
+
+}  // namespace
+}  // namespace radixlm::kernels
