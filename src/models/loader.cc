@@ -1,6 +1,7 @@
 #include "models/loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -30,11 +31,15 @@ class WeightSource {
   virtual bool Has(const std::string& name) const = 0;
   virtual StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
                                     std::vector<float>* scratch) const = 0;
+  // Hugging Face tensor layouts: Mamba2 A as A_log, conv1d as [conv_dim, 1, d_conv], Granite's
+  // MLP gate and up stacked in one input_linear.
+  virtual bool HfLayout() const { return false; }
 };
 
-// GGUF name -> Hugging Face name (Llama/Qwen families).
-std::string HfName(const std::string& gguf) {
-  static const std::vector<std::pair<std::regex, std::string>> kRules = {
+// GGUF name -> Hugging Face name.
+std::string HfName(const std::string& arch, const std::string& gguf) {
+  using Rules = std::vector<std::pair<std::regex, std::string>>;
+  static const Rules kLlama = {
       {std::regex(R"(^token_embd\.weight$)"), "model.embed_tokens.weight"},
       {std::regex(R"(^output_norm\.weight$)"), "model.norm.weight"},
       {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
@@ -50,14 +55,53 @@ std::string HfName(const std::string& gguf) {
       {std::regex(R"(^blk\.(\d+)\.ffn_up\.weight$)"), "model.layers.$1.mlp.up_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_down\.weight$)"), "model.layers.$1.mlp.down_proj.weight"},
   };
-  for (const auto& [re, fmt] : kRules)
+  // Mamba2 and Nemotron-H: "backbone.", one mixer per layer.
+  static const Rules kBackbone = {
+      {std::regex(R"(^token_embd\.weight$)"), "backbone.embeddings.weight"},
+      {std::regex(R"(^output_norm\.weight$)"), "backbone.norm_f.weight"},
+      {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "backbone.layers.$1.norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_in\.weight$)"), "backbone.layers.$1.mixer.in_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_conv1d\.(weight|bias)$)"), "backbone.layers.$1.mixer.conv1d.$2"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_dt\.bias$)"), "backbone.layers.$1.mixer.dt_bias"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_a$)"), "backbone.layers.$1.mixer.A_log"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_d$)"), "backbone.layers.$1.mixer.D"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_norm\.weight$)"), "backbone.layers.$1.mixer.norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_out\.weight$)"), "backbone.layers.$1.mixer.out_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_(q|k|v)\.weight$)"), "backbone.layers.$1.mixer.$2_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_output\.weight$)"), "backbone.layers.$1.mixer.o_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_(up|down)\.weight$)"), "backbone.layers.$1.mixer.$2_proj.weight"},
+  };
+  // Granite-4.0-H (GraniteMoeHybrid): a mixer (mamba or self_attn) and a shared MLP per layer.
+  static const Rules kGranite = {
+      {std::regex(R"(^token_embd\.weight$)"), "model.embed_tokens.weight"},
+      {std::regex(R"(^output_norm\.weight$)"), "model.norm.weight"},
+      {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "model.layers.$1.input_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_norm\.weight$)"), "model.layers.$1.post_attention_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_in\.weight$)"), "model.layers.$1.mamba.in_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_conv1d\.(weight|bias)$)"), "model.layers.$1.mamba.conv1d.$2"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_dt\.bias$)"), "model.layers.$1.mamba.dt_bias"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_a$)"), "model.layers.$1.mamba.A_log"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_d$)"), "model.layers.$1.mamba.D"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_norm\.weight$)"), "model.layers.$1.mamba.norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ssm_out\.weight$)"), "model.layers.$1.mamba.out_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_(q|k|v)\.weight$)"), "model.layers.$1.self_attn.$2_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_output\.weight$)"), "model.layers.$1.self_attn.o_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate_up\.weight$)"), "model.layers.$1.shared_mlp.input_linear.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_down\.weight$)"), "model.layers.$1.shared_mlp.output_linear.weight"},
+  };
+  const Rules& rules = (arch == "mamba2" || arch == "nemotron_h") ? kBackbone : arch == "granitehybrid" ? kGranite : kLlama;
+  for (const auto& [re, fmt] : rules)
     if (std::regex_match(gguf, re)) return std::regex_replace(gguf, re, fmt);
   return gguf;
 }
 
 class StoreSource : public WeightSource {
  public:
-  StoreSource(const formats::TensorStore* store, bool hf_names) : store_(store), hf_(hf_names) {}
+  StoreSource(const formats::TensorStore* store, bool hf_names, std::string arch = "")
+      : store_(store), hf_(hf_names), arch_(std::move(arch)) {}
+  bool HfLayout() const override { return hf_; }
   bool Has(const std::string& name) const override { return store_->Find(Map(name)) != nullptr; }
   StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
                             std::vector<float>*) const override {
@@ -67,9 +111,10 @@ class StoreSource : public WeightSource {
   }
 
  private:
-  std::string Map(const std::string& n) const { return hf_ ? HfName(n) : n; }
+  std::string Map(const std::string& n) const { return hf_ ? HfName(arch_, n) : n; }
   const formats::TensorStore* store_;
   bool hf_;
+  std::string arch_;
 };
 
 // Seeded random weights: linear weights and embeddings N(0, 0.02), biases N(0, 0.02), norm
@@ -80,7 +125,10 @@ class RandomSource : public WeightSource {
   RandomSource(const ModelConfig& c, uint64_t seed, core::ThreadPool& pool) : config_(c), seed_(seed), pool_(pool) {}
   bool Has(const std::string& name) const override {
     if (name == "output.weight") return !config_.tied_embeddings;
+    if (name.find("ssm_conv1d.bias") != std::string::npos) return config_.ssm_conv_bias;
+    if (name.find("ssm_dt.bias") != std::string::npos) return true;
     if (name.find(".bias") != std::string::npos) return config_.qkv_bias;
+    if (name.find("ffn_gate") != std::string::npos) return config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
     if (name.find("attn_q_norm") != std::string::npos || name.find("attn_k_norm") != std::string::npos)
       return config_.qk_norm;
     return name != "rope_freqs.weight";
@@ -93,7 +141,12 @@ class RandomSource : public WeightSource {
     e.file = config_.name;
     e.dtype = DType::kF32;
     scratch->resize(e.numel());
-    const bool is_norm = name.find("norm") != std::string::npos;
+    const bool is_norm = name.find("norm") != std::string::npos || name.find("ssm_d") == name.size() - 5;
+    // Mamba2 parameters drawn as Mamba2's initialisation does: A = -U(1, 16); dt_bias the
+    // inverse softplus of a log-uniform dt in [0.001, 0.1]; a conv wide enough to mix.
+    const bool is_a = name.size() > 6 && name.compare(name.size() - 6, 6, ".ssm_a") == 0;
+    const bool is_dt = name.find("ssm_dt.bias") != std::string::npos;
+    const float spread = name.find("ssm_conv1d.weight") != std::string::npos ? 0.3f : 0.02f;
     uint64_t h = seed_ * 0x9e3779b97f4a7c15ull + 1469598103934665603ull;
     for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
     // Fixed-size chunks with their own seeds: the values do not depend on the thread count.
@@ -103,8 +156,16 @@ class RandomSource : public WeightSource {
     pool_.ParallelFor(chunks, [&](int, int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         core::Rng rng(h + static_cast<uint64_t>(c) * 0x632be59bd9b4e019ull);
-        for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
-          out[i] = is_norm ? rng.Normal(1.0f, 0.1f) : rng.Normal(0.0f, 0.02f);
+        for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+          if (is_a) {
+            out[i] = -static_cast<float>(1.0 + 15.0 * rng.Uniform());
+          } else if (is_dt) {
+            const double dt = std::exp(std::log(1e-3) + rng.Uniform() * (std::log(0.1) - std::log(1e-3)));
+            out[i] = static_cast<float>(dt + std::log(-std::expm1(-dt)));
+          } else {
+            out[i] = is_norm ? rng.Normal(1.0f, 0.1f) : rng.Normal(0.0f, spread);
+          }
+        }
       }
     });
     e.data = scratch->data();
@@ -158,14 +219,41 @@ StatusOr<kernels::PackedWeight> GetStacked(const WeightSource& src, const std::v
                                             same_dtype ? entries[0].dtype : DType::kF32, n_in, storage);
 }
 
+StatusOr<Mamba2LayerWeights> BuildMamba2(const ModelConfig& c, const WeightSource& src, int block, DType storage) {
+  const kernels::Mamba2Dims dims = c.ssm_dims();
+  const int64_t d = c.d_model, di = dims.d_inner(), cd = dims.conv_dim(), H = dims.n_heads, K = dims.d_conv;
+  Mamba2LayerWeights m;
+  RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
+  RADIXLM_ASSIGN_OR_RETURN(m.in_proj, GetStacked(src, {Blk(block, "ssm_in.weight")}, {di + cd + H}, d, storage));
+  std::vector<float> scratch;
+  const std::vector<int64_t> conv_shape = src.HfLayout() ? std::vector<int64_t>{cd, 1, K} : std::vector<int64_t>{cd, K};
+  RADIXLM_ASSIGN_OR_RETURN(TensorEntry conv, src.Get(Blk(block, "ssm_conv1d.weight"), conv_shape, &scratch));
+  const std::vector<float> conv_f32 = ToF32(conv);
+  m.conv_w.resize(K * cd);
+  for (int64_t ch = 0; ch < cd; ++ch)
+    for (int64_t k = 0; k < K; ++k) m.conv_w[k * cd + ch] = conv_f32[ch * K + k];
+  if (src.Has(Blk(block, "ssm_conv1d.bias"))) {
+    RADIXLM_ASSIGN_OR_RETURN(m.conv_b, GetVector(src, Blk(block, "ssm_conv1d.bias"), cd));
+  }
+  RADIXLM_ASSIGN_OR_RETURN(m.dt_bias, GetVector(src, Blk(block, "ssm_dt.bias"), H));
+  RADIXLM_ASSIGN_OR_RETURN(m.A, GetVector(src, Blk(block, "ssm_a"), H));
+  if (src.HfLayout())
+    for (float& a : m.A) a = -std::exp(a);  // the checkpoint holds A_log
+  RADIXLM_ASSIGN_OR_RETURN(m.D, GetVector(src, Blk(block, "ssm_d"), H));
+  RADIXLM_ASSIGN_OR_RETURN(m.gated_norm, GetVector(src, Blk(block, "ssm_norm.weight"), di));
+  RADIXLM_ASSIGN_OR_RETURN(m.out_proj, GetStacked(src, {Blk(block, "ssm_out.weight")}, {d}, di, storage));
+  return m;
+}
+
 StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, DType storage) {
   const std::string problem = c.Validate();
   if (!problem.empty()) return core::InvalidArgument(c.name + ": " + problem);
   TransformerWeights w;
   const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
-  int block = 0, kv_index = 0;
+  const std::vector<int> blocks = c.SublayerBlocks();
+  int kv_index = 0, state_index = 0;
   for (size_t li = 0; li < c.layers.size(); ++li) {
-    // Dense decoders alternate attention and MLP sublayers; the block index counts pairs.
+    const int block = blocks[li];
     if (c.layers[li] == LayerKind::kAttention) {
       AttentionLayerWeights a;
       RADIXLM_ASSIGN_OR_RETURN(a.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
@@ -186,12 +274,22 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
       w.attention.push_back(std::move(a));
     } else if (c.layers[li] == LayerKind::kMlp) {
       MlpLayerWeights m;
-      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, "ffn_norm.weight"), d));
-      RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
-                                                     {c.ffn_dim, c.ffn_dim}, d, storage));
+      // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
+      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, c.block_per_sublayer ? "attn_norm.weight" : "ffn_norm.weight"), d));
+      if (c.mlp_act == ModelConfig::MlpAct::kRelu2) {
+        RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
+      } else if (c.arch == "granitehybrid" && src.HfLayout()) {  // input_linear = [gate; up]
+        RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate_up.weight")}, {2 * int64_t{c.ffn_dim}}, d, storage));
+      } else {
+        RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
+                                                       {c.ffn_dim, c.ffn_dim}, d, storage));
+      }
       RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
       w.mlp.push_back(std::move(m));
-      ++block;
+    } else {
+      RADIXLM_ASSIGN_OR_RETURN(Mamba2LayerWeights m, BuildMamba2(c, src, block, storage));
+      m.state_index = state_index++;
+      w.mamba.push_back(std::move(m));
     }
   }
   RADIXLM_ASSIGN_OR_RETURN(w.final_norm, GetVector(src, "output_norm.weight", d));
@@ -257,6 +355,98 @@ StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
   return c;
 }
 
+// Mamba2ForCausalLM, NemotronHForCausalLM, GraniteMoeHybridForCausalLM (dense MLP only).
+StatusOr<ModelConfig> HybridConfigFromHf(const json& j, const std::string& type, const std::string& path,
+                                         const std::string& dir) {
+  ModelConfig c;
+  c.name = dir;
+  auto first = [&](std::initializer_list<const char*> keys, int64_t fallback) -> int64_t {
+    for (const char* k : keys)
+      if (j.contains(k) && j[k].is_number()) return j[k].get<int64_t>();
+    return fallback;
+  };
+  try {
+    c.vocab_size = j.at("vocab_size").get<int64_t>();
+    c.d_model = j.at("hidden_size").get<int>();
+    c.tied_embeddings = j.value("tie_word_embeddings", false);
+    c.max_context = first({"max_position_embeddings"}, 1 << 20);
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int32_t>();
+    if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_id = j["eos_token_id"].get<int32_t>();
+    c.use_rope = false;
+    if (type == "mamba2") {
+      c.arch = "mamba2";
+      c.block_per_sublayer = true;
+      c.ssm_heads = static_cast<int>(j.at("num_heads").get<int64_t>());
+      c.ssm_head_dim = static_cast<int>(first({"head_dim"}, 64));
+      c.ssm_state = static_cast<int>(first({"state_size"}, 128));
+      c.ssm_groups = static_cast<int>(first({"n_groups"}, 1));
+      c.ssm_conv = static_cast<int>(first({"conv_kernel"}, 4));
+      c.ssm_conv_bias = j.value("use_conv_bias", true);
+      c.rms_eps = j.value("layer_norm_epsilon", 1e-5f);
+      c.n_blocks = j.at("num_hidden_layers").get<int>();
+      c.layers.assign(c.n_blocks, LayerKind::kMamba2);
+      c.ssm_norm_group = 0;  // HF's MambaRMSNormGated normalises the whole d_inner
+    } else if (type == "nemotron_h") {
+      c.arch = "nemotron_h";
+      c.block_per_sublayer = true;
+      c.ssm_heads = static_cast<int>(first({"mamba_num_heads"}, 0));
+      c.ssm_head_dim = static_cast<int>(first({"mamba_head_dim"}, 64));
+      c.ssm_state = static_cast<int>(first({"ssm_state_size", "mamba_d_state"}, 128));
+      c.ssm_groups = static_cast<int>(first({"n_groups", "mamba_n_groups"}, 1));
+      c.ssm_conv = static_cast<int>(first({"conv_kernel", "mamba_d_conv"}, 4));
+      c.ssm_conv_bias = j.value("use_conv_bias", true);
+      c.ssm_norm_group = c.ssm_heads * c.ssm_head_dim / std::max(1, c.ssm_groups);  // grouped (Zamba2RMSNormGated)
+      c.n_heads = j.at("num_attention_heads").get<int>();
+      c.n_kv_heads = static_cast<int>(first({"num_key_value_heads"}, c.n_heads));
+      c.head_dim = static_cast<int>(first({"head_dim", "attention_head_dim"}, c.d_model / c.n_heads));
+      c.ffn_dim = j.at("intermediate_size").get<int>();
+      c.mlp_act = ModelConfig::MlpAct::kRelu2;
+      if (j.value("mlp_hidden_act", std::string("relu2")) != "relu2")
+        return core::Unimplemented(path + ": Nemotron-H MLP activation other than relu2");
+      c.rms_eps = j.value("layer_norm_epsilon", 1e-5f);
+      const std::string pattern = j.at("hybrid_override_pattern").get<std::string>();
+      for (char ch : pattern) {
+        if (ch == 'M') c.layers.push_back(LayerKind::kMamba2);
+        else if (ch == '*') c.layers.push_back(LayerKind::kAttention);
+        else if (ch == '-') c.layers.push_back(LayerKind::kMlp);
+        else return core::Unimplemented(path + ": hybrid_override_pattern layer '" + std::string(1, ch) + "' (MoE) is not supported");
+      }
+      c.n_blocks = static_cast<int>(c.layers.size());
+    } else {
+      c.arch = "granitehybrid";
+      if (first({"num_local_experts"}, 0) > 0) return core::Unimplemented(path + ": Granite-4.0-H with MoE experts");
+      c.ssm_heads = static_cast<int>(first({"mamba_n_heads"}, 0));
+      c.ssm_head_dim = static_cast<int>(first({"mamba_d_head"}, 64));
+      c.ssm_state = static_cast<int>(first({"mamba_d_state"}, 128));
+      c.ssm_groups = static_cast<int>(first({"mamba_n_groups"}, 1));
+      c.ssm_conv = static_cast<int>(first({"mamba_d_conv"}, 4));
+      c.ssm_conv_bias = j.value("mamba_conv_bias", true);
+      c.n_heads = j.at("num_attention_heads").get<int>();
+      c.n_kv_heads = static_cast<int>(first({"num_key_value_heads"}, c.n_heads));
+      c.head_dim = c.d_model / c.n_heads;
+      c.ffn_dim = static_cast<int>(first({"shared_intermediate_size", "intermediate_size"}, 0));
+      c.rms_eps = j.value("rms_norm_eps", 1e-6f);
+      c.embedding_multiplier = j.value("embedding_multiplier", 1.0f);
+      c.residual_multiplier = j.value("residual_multiplier", 1.0f);
+      c.attention_multiplier = j.value("attention_multiplier", 0.0f);
+      c.logits_scaling = j.value("logits_scaling", 1.0f);
+      c.use_rope = j.value("position_embedding_type", std::string("nope")) == "rope";
+      c.rope_theta = j.value("rope_theta", 10000.0);
+      const json& types = j.contains("layer_types") ? j["layer_types"] : j.at("layers_block_type");
+      for (const auto& t : types) {
+        const std::string kind = t.get<std::string>();
+        if (kind != "mamba" && kind != "attention") return core::Unimplemented(path + ": layer type '" + kind + "'");
+        c.layers.push_back(kind == "mamba" ? LayerKind::kMamba2 : LayerKind::kAttention);
+        c.layers.push_back(LayerKind::kMlp);
+      }
+      c.n_blocks = static_cast<int>(types.size());
+    }
+  } catch (const json::exception& e) {
+    return core::DataLoss(path + ": " + e.what());
+  }
+  return c;
+}
+
 StatusOr<ModelConfig> ConfigFromHf(const std::string& dir) {
   const fs::path path = fs::path(dir) / "config.json";
   std::ifstream in(path);
@@ -265,8 +455,10 @@ StatusOr<ModelConfig> ConfigFromHf(const std::string& dir) {
   if (j.is_discarded() || !j.is_object()) return core::DataLoss(path.string() + ": not valid JSON");
   ModelConfig c;
   const std::string type = j.value("model_type", "");
+  if (type == "mamba2" || type == "nemotron_h" || type == "granitemoehybrid") return HybridConfigFromHf(j, type, path.string(), dir);
   if (type != "llama" && type != "qwen2" && type != "qwen3")
-    return core::Unimplemented(path.string() + ": model_type '" + type + "' is not supported (llama, qwen2, qwen3)");
+    return core::Unimplemented(path.string() + ": model_type '" + type +
+                               "' is not supported (llama, qwen2, qwen3, mamba2, nemotron_h, granitemoehybrid)");
   c.arch = type;
   c.name = dir;
   try {
@@ -335,8 +527,8 @@ StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const 
   if (fs::is_directory(spec)) {
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromHf(spec));
     RADIXLM_ASSIGN_OR_RETURN(auto store, formats::ReadSafetensorsFolder(spec));
-    StoreSource src(store.get(), /*hf_names=*/true);
-    const TensorEntry* any = store->Find("model.embed_tokens.weight");
+    StoreSource src(store.get(), /*hf_names=*/true, c.arch);
+    const TensorEntry* any = store->Find(HfName(c.arch, "token_embd.weight"));
     return Build(c, src, options.dtype.value_or(DefaultStorage(any ? any->dtype : DType::kF32)));
   }
   if (!fs::exists(spec))
@@ -362,26 +554,42 @@ struct NamedTensor {
 
 std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status) {
   const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+  const kernels::Mamba2Dims sd = c.ssm_dims();
   std::vector<std::pair<std::string, std::vector<int64_t>>> want = {{"token_embd.weight", {c.vocab_size, d}}};
-  for (int b = 0; b < c.n_blocks; ++b) {
-    want.push_back({Blk(b, "attn_norm.weight"), {d}});
-    want.push_back({Blk(b, "attn_q.weight"), {q, d}});
-    want.push_back({Blk(b, "attn_k.weight"), {kv, d}});
-    want.push_back({Blk(b, "attn_v.weight"), {kv, d}});
-    if (c.qkv_bias) {
-      want.push_back({Blk(b, "attn_q.bias"), {q}});
-      want.push_back({Blk(b, "attn_k.bias"), {kv}});
-      want.push_back({Blk(b, "attn_v.bias"), {kv}});
+  const std::vector<int> blocks = c.SublayerBlocks();
+  for (size_t li = 0; li < c.layers.size(); ++li) {
+    const int b = blocks[li];
+    if (c.layers[li] == LayerKind::kAttention) {
+      want.push_back({Blk(b, "attn_norm.weight"), {d}});
+      want.push_back({Blk(b, "attn_q.weight"), {q, d}});
+      want.push_back({Blk(b, "attn_k.weight"), {kv, d}});
+      want.push_back({Blk(b, "attn_v.weight"), {kv, d}});
+      if (c.qkv_bias) {
+        want.push_back({Blk(b, "attn_q.bias"), {q}});
+        want.push_back({Blk(b, "attn_k.bias"), {kv}});
+        want.push_back({Blk(b, "attn_v.bias"), {kv}});
+      }
+      if (c.qk_norm) {
+        want.push_back({Blk(b, "attn_q_norm.weight"), {hd}});
+        want.push_back({Blk(b, "attn_k_norm.weight"), {hd}});
+      }
+      want.push_back({Blk(b, "attn_output.weight"), {d, q}});
+    } else if (c.layers[li] == LayerKind::kMlp) {
+      want.push_back({Blk(b, c.block_per_sublayer ? "attn_norm.weight" : "ffn_norm.weight"), {d}});
+      if (c.mlp_act == ModelConfig::MlpAct::kSiluGated) want.push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
+      want.push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
+      want.push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
+    } else {
+      want.push_back({Blk(b, "attn_norm.weight"), {d}});
+      want.push_back({Blk(b, "ssm_in.weight"), {sd.d_inner() + sd.conv_dim() + sd.n_heads, d}});
+      want.push_back({Blk(b, "ssm_conv1d.weight"), {sd.conv_dim(), sd.d_conv}});
+      if (c.ssm_conv_bias) want.push_back({Blk(b, "ssm_conv1d.bias"), {sd.conv_dim()}});
+      want.push_back({Blk(b, "ssm_dt.bias"), {sd.n_heads}});
+      want.push_back({Blk(b, "ssm_a"), {sd.n_heads}});
+      want.push_back({Blk(b, "ssm_d"), {sd.n_heads}});
+      want.push_back({Blk(b, "ssm_norm.weight"), {sd.d_inner()}});
+      want.push_back({Blk(b, "ssm_out.weight"), {d, sd.d_inner()}});
     }
-    if (c.qk_norm) {
-      want.push_back({Blk(b, "attn_q_norm.weight"), {hd}});
-      want.push_back({Blk(b, "attn_k_norm.weight"), {hd}});
-    }
-    want.push_back({Blk(b, "attn_output.weight"), {d, q}});
-    want.push_back({Blk(b, "ffn_norm.weight"), {d}});
-    want.push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
-    want.push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
-    want.push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
   }
   want.push_back({"output_norm.weight", {d}});
   if (!c.tied_embeddings) want.push_back({"output.weight", {c.vocab_size, d}});
@@ -417,6 +625,81 @@ std::vector<float> UnpermuteLlamaRows(const std::vector<float>& w, int n_heads, 
   return out;
 }
 
+// Hugging Face folder of a Mamba2 / Nemotron-H / Granite-4.0-H model: HF tensor layouts
+// (A_log, conv1d [conv_dim, 1, d_conv], Granite's stacked input_linear) and its config.json.
+Status WriteHybridHf(const ModelConfig& c, std::vector<NamedTensor> tensors, DType dtype, const std::string& out_path) {
+  const kernels::Mamba2Dims sd = c.ssm_dims();
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    NamedTensor& t = tensors[i];
+    if (t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, ".ssm_a") == 0) {
+      for (float& a : t.data) a = std::log(-a);
+    } else if (t.name.find("ssm_conv1d.weight") != std::string::npos) {
+      t.shape = {sd.conv_dim(), 1, sd.d_conv};
+    } else if (c.arch == "granitehybrid" && t.name.find("ffn_gate.weight") != std::string::npos) {
+      NamedTensor& up = tensors[i + 1];  // AllTensors lists gate, then up
+      NamedTensor merged{t.name.substr(0, t.name.find("ffn_gate")) + "ffn_gate_up.weight", {2 * t.shape[0], t.shape[1]}, t.data};
+      merged.data.insert(merged.data.end(), up.data.begin(), up.data.end());
+      out.push_back(std::move(merged));
+      ++i;
+      continue;
+    }
+    out.push_back(std::move(t));
+  }
+  std::vector<std::vector<uint16_t>> half(out.size());
+  std::vector<formats::SafetensorsTensor> st;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const DType dt = out[i].shape.size() == 2 ? dtype : DType::kF32;
+    const void* data = out[i].data.data();
+    if (dt != DType::kF32) {
+      half[i].resize(out[i].data.size());
+      for (size_t k = 0; k < half[i].size(); ++k)
+        half[i][k] = dt == DType::kBF16 ? core::F32ToBf16(out[i].data[k]) : core::F32ToF16(out[i].data[k]);
+      data = half[i].data();
+    }
+    st.push_back({HfName(c.arch, out[i].name), dt, out[i].shape, data});
+  }
+  RADIXLM_RETURN_IF_ERROR(formats::WriteSafetensorsFile((fs::path(out_path) / "model.safetensors").string(), st));
+  json cfg = {{"vocab_size", c.vocab_size}, {"hidden_size", c.d_model}, {"tie_word_embeddings", c.tied_embeddings},
+              {"torch_dtype", dtype == DType::kF32 ? "float32" : dtype == DType::kBF16 ? "bfloat16" : "float16"}};
+  if (c.bos_id >= 0) cfg["bos_token_id"] = c.bos_id;
+  if (c.eos_id >= 0) cfg["eos_token_id"] = c.eos_id;
+  if (c.arch == "mamba2") {
+    cfg.update({{"architectures", {"Mamba2ForCausalLM"}}, {"model_type", "mamba2"}, {"num_hidden_layers", c.n_blocks},
+                {"num_heads", c.ssm_heads}, {"head_dim", c.ssm_head_dim}, {"state_size", c.ssm_state},
+                {"n_groups", c.ssm_groups}, {"conv_kernel", c.ssm_conv}, {"expand", c.ssm_heads * c.ssm_head_dim / c.d_model},
+                {"use_conv_bias", c.ssm_conv_bias}, {"use_bias", false}, {"layer_norm_epsilon", c.rms_eps},
+                {"chunk_size", c.ssm_chunk}});
+  } else if (c.arch == "nemotron_h") {
+    std::string pattern;
+    for (LayerKind k : c.layers) pattern += k == LayerKind::kMamba2 ? 'M' : k == LayerKind::kAttention ? '*' : '-';
+    cfg.update({{"architectures", {"NemotronHForCausalLM"}}, {"model_type", "nemotron_h"},
+                {"num_hidden_layers", c.layers.size()}, {"hybrid_override_pattern", pattern},
+                {"mamba_num_heads", c.ssm_heads}, {"mamba_head_dim", c.ssm_head_dim}, {"ssm_state_size", c.ssm_state},
+                {"n_groups", c.ssm_groups}, {"conv_kernel", c.ssm_conv}, {"use_conv_bias", c.ssm_conv_bias},
+                {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+                {"intermediate_size", c.ffn_dim}, {"mlp_hidden_act", "relu2"}, {"layer_norm_epsilon", c.rms_eps},
+                {"use_bias", false}, {"mamba_hidden_act", "silu"}});
+  } else {
+    json types = json::array();
+    for (LayerKind k : c.layers)
+      if (k != LayerKind::kMlp) types.push_back(k == LayerKind::kMamba2 ? "mamba" : "attention");
+    cfg.update({{"architectures", {"GraniteMoeHybridForCausalLM"}}, {"model_type", "granitemoehybrid"},
+                {"num_hidden_layers", c.n_blocks}, {"layer_types", types}, {"mamba_n_heads", c.ssm_heads},
+                {"mamba_d_head", c.ssm_head_dim}, {"mamba_d_state", c.ssm_state}, {"mamba_n_groups", c.ssm_groups},
+                {"mamba_d_conv", c.ssm_conv}, {"mamba_expand", c.ssm_heads * c.ssm_head_dim / c.d_model},
+                {"mamba_conv_bias", c.ssm_conv_bias}, {"mamba_proj_bias", false},
+                {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads},
+                {"shared_intermediate_size", c.ffn_dim}, {"num_local_experts", 0}, {"rms_norm_eps", c.rms_eps},
+                {"embedding_multiplier", c.embedding_multiplier}, {"residual_multiplier", c.residual_multiplier},
+                {"attention_multiplier", c.attention_multiplier}, {"logits_scaling", c.logits_scaling},
+                {"position_embedding_type", c.use_rope ? "rope" : "nope"}, {"rope_theta", c.rope_theta},
+                {"hidden_act", "silu"}});
+  }
+  std::ofstream(fs::path(out_path) / "config.json") << cfg.dump(2) << "\n";
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ExportModel(const std::string& spec, ExportFormat format, const std::string& out_path, DType dtype) {
@@ -440,6 +723,9 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
       half[i][k] = dtype == DType::kBF16 ? core::F32ToBf16(t.data[k]) : core::F32ToF16(t.data[k]);
     return half[i].data();
   };
+  const bool hybrid = c.n_ssm_layers() > 0 || !c.use_rope;
+  if (format == ExportFormat::kGguf && hybrid)
+    return core::Unimplemented("GGUF export of " + c.arch + " models is not implemented (export --format hf)");
   if (format == ExportFormat::kGguf) {
     formats::GgufWriter wr;
     using formats::GgufValue;
@@ -473,9 +759,13 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
       if (t.name.find("attn_k.weight") != std::string::npos) t.data = UnpermuteLlamaRows(t.data, c.n_kv_heads, c.head_dim, c.d_model);
     }
   }
+  if (hybrid) {
+    RADIXLM_RETURN_IF_ERROR(WriteHybridHf(c, tensors, dtype, out_path));
+    return Status::Ok();
+  }
   std::vector<formats::SafetensorsTensor> st_tensors;
   for (size_t i = 0; i < tensors.size(); ++i)
-    st_tensors.push_back({HfName(tensors[i].name), tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i)});
+    st_tensors.push_back({HfName(c.arch, tensors[i].name), tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i)});
   RADIXLM_RETURN_IF_ERROR(formats::WriteSafetensorsFile((fs::path(out_path) / "model.safetensors").string(), st_tensors));
   json cfg = {{"architectures", {c.arch == "llama" ? "LlamaForCausalLM" : c.arch == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM"}},
               {"model_type", c.arch}, {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model},

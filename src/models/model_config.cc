@@ -20,44 +20,77 @@ std::vector<LayerKind> DenseLayers(int n_blocks) {
   return v;
 }
 
+int ModelConfig::n_ssm_layers() const {
+  int n = 0;
+  for (LayerKind k : layers) n += k == LayerKind::kMamba2;
+  return n;
+}
+
+std::vector<int> ModelConfig::SublayerBlocks() const {
+  std::vector<int> blocks;
+  int block = 0;
+  for (LayerKind k : layers) {
+    blocks.push_back(block);
+    if (block_per_sublayer || k == LayerKind::kMlp) ++block;
+  }
+  return blocks;
+}
+
 int ModelConfig::n_attention_layers() const {
   int n = 0;
   for (LayerKind k : layers) n += k == LayerKind::kAttention;
   return n;
 }
 
+namespace {
+int64_t MlpMatrices(ModelConfig::MlpAct act) { return act == ModelConfig::MlpAct::kRelu2 ? 2 : 3; }
+}  // namespace
+
 int64_t ModelConfig::ParameterCount() const {
   const int64_t q = int64_t{n_heads} * head_dim, kv = int64_t{n_kv_heads} * head_dim;
+  const kernels::Mamba2Dims s = ssm_dims();
   int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
   for (LayerKind k : layers) {
     if (k == LayerKind::kAttention)
       n += d_model + d_model * (q + 2 * kv) + q * d_model + (qk_norm ? 2 * head_dim : 0) + (qkv_bias ? q + 2 * kv : 0);
     else if (k == LayerKind::kMlp)
-      n += d_model + 3 * int64_t{d_model} * ffn_dim;
+      n += d_model + MlpMatrices(mlp_act) * int64_t{d_model} * ffn_dim;
+    else
+      n += d_model + d_model * (s.d_inner() + s.conv_dim() + s.n_heads) + s.conv_dim() * (s.d_conv + 1) +
+           3 * s.n_heads + s.d_inner() + s.d_inner() * d_model;
   }
   return n;
 }
 
 double ModelConfig::LinearFlopsPerToken(bool with_lm_head) const {
   const double q = double(n_heads) * head_dim, kv = double(n_kv_heads) * head_dim;
+  const kernels::Mamba2Dims s = ssm_dims();
   double f = 0;
   for (LayerKind k : layers) {
     if (k == LayerKind::kAttention) f += 2 * (d_model * (q + 2 * kv) + q * d_model);
-    else if (k == LayerKind::kMlp) f += 2 * 3.0 * d_model * ffn_dim;
+    else if (k == LayerKind::kMlp) f += 2.0 * MlpMatrices(mlp_act) * d_model * ffn_dim;
+    else f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
   }
   if (with_lm_head) f += 2.0 * d_model * vocab_size;
   return f;
 }
 
 std::string ModelConfig::Validate() const {
-  if (vocab_size <= 0 || d_model <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
-    return "sizes must be positive";
-  if (n_heads % n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";
-  if (n_heads / n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";
-  if (head_dim % 2 != 0) return "head_dim must be even for RoPE";
-  for (LayerKind k : layers)
-    if (k == LayerKind::kMamba2) return "Mamba2 layers are not supported yet";
+  if (vocab_size <= 0 || d_model <= 0) return "sizes must be positive";
   if (layers.empty()) return "model has no layers";
+  if (n_attention_layers() > 0) {
+    if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return "attention sizes must be positive";
+    if (n_heads % n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";
+    if (n_heads / n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";
+    if (use_rope && head_dim % 2 != 0) return "head_dim must be even for RoPE";
+  }
+  if (n_ssm_layers() > 0) {
+    if (ssm_heads <= 0 || ssm_head_dim <= 0 || ssm_state <= 0 || ssm_groups <= 0 || ssm_conv < 2)
+      return "Mamba2 sizes must be positive (and d_conv >= 2)";
+    if (ssm_heads % ssm_groups != 0) return "Mamba2 heads must be a multiple of the groups";
+    if ((ssm_heads * ssm_head_dim) % ssm_norm_group_size() != 0) return "gated-norm group must divide d_inner";
+    if (ssm_chunk <= 0) return "Mamba2 chunk must be positive";
+  }
   return "";
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "kernels/ops.h"
+#include "kernels/ssm.h"
 
 namespace radixlm::models {
 
@@ -18,7 +19,7 @@ enum class LayerKind { kAttention, kMlp, kMamba2 };
 const char* LayerKindName(LayerKind k);
 
 struct ModelConfig {
-  std::string arch;            // "llama", "qwen2", "qwen3"
+  std::string arch;            // "llama", "qwen2", "qwen3", "mamba2", "nemotron_h", "granitehybrid"
   std::string name;            // human-readable, e.g. "random:qwen3-0.6b" or general.name
   int64_t vocab_size = 0;
   int d_model = 0;
@@ -39,6 +40,30 @@ struct ModelConfig {
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   std::vector<LayerKind> layers;  // sublayers in execution order
+
+  // Mamba2 mixer (ssm_heads > 0 when the model has Mamba2 layers).
+  int ssm_heads = 0, ssm_head_dim = 0, ssm_state = 0, ssm_groups = 1, ssm_conv = 4;
+  int ssm_norm_group = 0;      // gated-norm group size; 0 = the whole d_inner (HF Mamba2, Granite)
+  bool ssm_conv_bias = true;
+  int ssm_chunk = 64;          // tokens per chunk of the prefill scan (SSD)
+  // Hybrid conventions.
+  enum class MlpAct { kSiluGated, kRelu2 };
+  MlpAct mlp_act = MlpAct::kSiluGated;  // Nemotron-H: relu(x)^2, no gate
+  bool use_rope = true;        // Nemotron-H and Granite-4.0-H attention has no positions
+  // Nemotron-H and Mamba2: every sublayer is a block of its own with one norm ("attn_norm");
+  // Llama/Qwen/Granite: a block is a mixer then an MLP ("attn_norm", "ffn_norm").
+  bool block_per_sublayer = false;
+  float embedding_multiplier = 1.0f, residual_multiplier = 1.0f;
+  float attention_multiplier = 0.0f;  // attention scale; 0 = 1/sqrt(head_dim)
+  float logits_scaling = 1.0f;        // logits are divided by this (Granite)
+
+  int n_ssm_layers() const;
+  kernels::Mamba2Dims ssm_dims() const {
+    return {ssm_heads, ssm_head_dim, ssm_state, ssm_groups, ssm_conv};
+  }
+  int ssm_norm_group_size() const { return ssm_norm_group ? ssm_norm_group : ssm_heads * ssm_head_dim; }
+  // The block (GGUF blk.N / HF layers.N) each sublayer belongs to.
+  std::vector<int> SublayerBlocks() const;
 
   int n_attention_layers() const;
   // Parameters, counting a tied embedding once.

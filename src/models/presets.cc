@@ -34,6 +34,43 @@ ModelConfig Make(std::string arch, std::string name, int64_t vocab, int d, int b
   return c;
 }
 
+// Hybrid presets: the Mamba2 mixer with d_inner = heads x head_dim.
+ModelConfig MakeHybrid(std::string arch, std::string name, int64_t vocab, int d, int heads, int kv_heads, int head_dim,
+                       int ffn, int ssm_heads, int ssm_head_dim, int d_state, int groups, bool tied) {
+  ModelConfig c = Make(std::move(arch), std::move(name), vocab, d, 0, heads, kv_heads, head_dim, ffn, tied, 10000);
+  c.layers.clear();
+  c.use_rope = false;
+  c.qk_norm = c.qkv_bias = false;
+  c.rope_layout = kernels::RopeLayout::kNeox;
+  c.ssm_heads = ssm_heads;
+  c.ssm_head_dim = ssm_head_dim;
+  c.ssm_state = d_state;
+  c.ssm_groups = groups;
+  c.ssm_conv = 4;
+  c.rms_eps = 1e-5f;
+  c.max_context = 1 << 20;  // no positional limit
+  return c;
+}
+
+// Nemotron-H style: one sublayer per pattern character (M Mamba2, * attention, - MLP).
+ModelConfig WithPattern(ModelConfig c, const std::string& pattern) {
+  for (char ch : pattern)
+    c.layers.push_back(ch == 'M' ? LayerKind::kMamba2 : ch == '*' ? LayerKind::kAttention : LayerKind::kMlp);
+  c.n_blocks = static_cast<int>(c.layers.size());
+  c.block_per_sublayer = true;
+  return c;
+}
+
+// Granite-4.0-H style: each layer a mixer (m Mamba2, a attention) followed by a SwiGLU MLP.
+ModelConfig WithGraniteLayers(ModelConfig c, const std::string& mixers) {
+  for (char ch : mixers) {
+    c.layers.push_back(ch == 'm' ? LayerKind::kMamba2 : LayerKind::kAttention);
+    c.layers.push_back(LayerKind::kMlp);
+  }
+  c.n_blocks = static_cast<int>(mixers.size());
+  return c;
+}
+
 std::vector<RandomPreset> Build() {
   std::vector<RandomPreset> p;
   p.push_back({"qwen3-0.6b", "Qwen3-0.6B shape: 28 blocks, d 1024, 16/8 heads x 128, MLP 3072, tied",
@@ -51,6 +88,37 @@ std::vector<RandomPreset> Build() {
   l3.config.bos_id = 128000;
   l3.config.eos_id = 128009;
   p.push_back(std::move(l3));
+
+  ModelConfig m2 = MakeHybrid("mamba2", "mamba2-tiny", 32000, 64, 0, 0, 0, 0, 4, 32, 16, 2, false);
+  m2.layers.assign(3, LayerKind::kMamba2);
+  m2.n_blocks = 3;
+  m2.block_per_sublayer = true;
+  m2.ssm_chunk = 8;  // short chunks so test-length prompts cross several
+  p.push_back({"mamba2-tiny", "Mamba2, 3 layers, d 64, 4 SSM heads x 32, d_state 16, 2 groups, 32000 vocab, untied",
+               std::move(m2)});
+  ModelConfig nh = WithPattern(MakeHybrid("nemotron_h", "nemotron-h-tiny", 32000, 64, 4, 2, 16, 128, 4, 16, 16, 2, false),
+                               "M-M*-M-");
+  nh.mlp_act = ModelConfig::MlpAct::kRelu2;
+  nh.ssm_norm_group = 4 * 16 / 2;  // Nemotron-H normalises per group
+  nh.ssm_chunk = 8;
+  p.push_back({"nemotron-h-tiny", "Nemotron-H layout M-M*-M- (Mamba2, relu^2 MLP, attention without RoPE), d 64, untied",
+               std::move(nh)});
+  ModelConfig gr = WithGraniteLayers(MakeHybrid("granitehybrid", "granite-h-tiny", 32000, 64, 4, 2, 16, 96, 4, 16, 16, 1, true),
+                                     "mmam");
+  gr.embedding_multiplier = 12.0f;
+  gr.residual_multiplier = 0.22f;
+  gr.attention_multiplier = 0.0078125f;
+  gr.logits_scaling = 6.0f;
+  gr.ssm_chunk = 8;
+  p.push_back({"granite-h-tiny", "Granite-4.0-H layout (mixer + SwiGLU MLP per layer, multipliers), 4 layers, d 64, tied",
+               std::move(gr)});
+  // BASELINES.md's hybrid: 20 Mamba2 + 4 GQA attention layers, a SwiGLU MLP in every layer.
+  ModelConfig h4 = WithGraniteLayers(MakeHybrid("granitehybrid", "hybrid-0.4b", 100352, 1024, 8, 4, 128, 2048, 32, 64, 128, 1, true),
+                                     "mmmmmammmmmammmmmammmmma");
+  h4.bos_id = -1;
+  h4.eos_id = 100257;
+  p.push_back({"hybrid-0.4b", "Granite-4.0-H layout of BASELINES.md: 24 layers (20 Mamba2 d_state 128, 4 GQA), d 1024, MLP 2048, vocab 100352, tied",
+               std::move(h4)});
   return p;
 }
 

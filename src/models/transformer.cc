@@ -1,6 +1,7 @@
 #include "models/transformer.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 namespace radixlm::models {
@@ -9,6 +10,9 @@ size_t TransformerWeights::nbytes() const {
   size_t n = embedding.size() + lm_head.nbytes() + final_norm.size() * 4;
   for (const auto& a : attention) n += a.qkv.nbytes() + a.o.nbytes() + (a.norm.size() + a.qkv_bias.size() + a.q_norm.size() + a.k_norm.size()) * 4;
   for (const auto& m : mlp) n += m.gate_up.nbytes() + m.down.nbytes() + m.norm.size() * 4;
+  for (const auto& m : mamba)
+    n += m.in_proj.nbytes() + m.out_proj.nbytes() +
+         (m.norm.size() + m.conv_w.size() + m.conv_b.size() + 3 * m.A.size() + m.gated_norm.size()) * 4;
   return n;
 }
 
@@ -34,13 +38,17 @@ void Transformer::Embed(const ForwardBatch& b) {
     RADIXLM_CHECK_MSG(id >= 0 && id < config_.vocab_size, "token id out of range");
     if (weights_.embedding.size() == 0) {
       weights_.lm_head.ReadRow(id, x_.data() + t * d);
+      if (config_.embedding_multiplier != 1.0f)
+        for (int64_t k = 0; k < d; ++k) x_[t * d + k] *= config_.embedding_multiplier;
     } else {
-      kernels::EmbeddingLookup(weights_.embedding.data(), weights_.embedding_dtype, d, &id, 1, x_.data() + t * d);
+      kernels::EmbeddingLookup(weights_.embedding.data(), weights_.embedding_dtype, d, &id, 1, x_.data() + t * d,
+                               config_.embedding_multiplier);
     }
   }
 }
 
-void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore& kv, float* logits) {
+void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore& kv, float* logits,
+                          SsmStateStore* states) {
   const int64_t n = b.token_ids.size();
   RADIXLM_CHECK(b.positions.size() == static_cast<size_t>(n));
   const int64_t d = config_.d_model;
@@ -56,10 +64,14 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   kernels::RopeCosSin(rope_, b.positions.data(), n, rope_cs_.data());
 
   Embed(b);  // x: [n_tokens, d_model]
-  size_t ai = 0, mi = 0;
+  if (!weights_.mamba.empty()) {
+    RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "Mamba2 layers need state slots");
+  }
+  size_t ai = 0, mi = 0, si = 0;
   for (LayerKind kind : config_.layers) {
     if (kind == LayerKind::kAttention) AttentionSublayer(pool, weights_.attention[ai++], b, kv, n);
     else if (kind == LayerKind::kMlp) MlpSublayer(pool, weights_.mlp[mi++], n);
+    else Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n);
   }
 
   // Final norm and lm_head only on the rows that need logits.
@@ -71,6 +83,20 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     kernels::RmsNorm(x_.data() + row * d, weights_.final_norm.data(), final_.data() + i * d, 1, d, config_.rms_eps);
   }
   kernels::Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
+  if (config_.logits_scaling != 1.0f) {
+    const float inv = 1.0f / config_.logits_scaling;
+    for (int64_t i = 0; i < n_out * config_.vocab_size; ++i) logits[i] *= inv;
+  }
+}
+
+void Transformer::AddResidual(int64_t n) {
+  const int64_t count = n * config_.d_model;
+  if (config_.residual_multiplier == 1.0f) {
+    kernels::AddInPlace(x_.data(), xn_.data(), count);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) xn_[i] *= config_.residual_multiplier;
+  kernels::AddInPlace(x_.data(), xn_.data(), count);
 }
 
 void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w,
@@ -98,26 +124,102 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
     kernels::RmsNorm(q, w.q_norm.data(), q, n * config_.n_heads, hd, config_.rms_eps);
     kernels::RmsNorm(k, w.k_norm.data(), k, n * config_.n_kv_heads, hd, config_.rms_eps);
   }
-  kernels::ApplyRope(rope_, rope_cs_.data(), q, n, config_.n_heads, hd);
-  kernels::ApplyRope(rope_, rope_cs_.data(), k, n, config_.n_kv_heads, hd);
+  if (config_.use_rope) {
+    kernels::ApplyRope(rope_, rope_cs_.data(), q, n, config_.n_heads, hd);
+    kernels::ApplyRope(rope_, rope_cs_.data(), k, n, config_.n_kv_heads, hd);
+  }
 
   const kernels::KvLayerView layer = kv.Layer(w.kv_index);
   kernels::WriteKv(layer, b.seqs, b.positions.data(), k, v);
   const kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
-                                        1.0f / std::sqrt(static_cast<float>(hd))};
+                                        config_.attention_multiplier > 0
+                                            ? config_.attention_multiplier
+                                            : 1.0f / std::sqrt(static_cast<float>(hd))};
   // Output to qkv_ (free now): [n, n_heads, head_dim].
   kernels::PagedAttention(pool, params, layer, b.seqs, b.positions.data(), q, qkv_.data(), nullptr);
   kernels::Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
-  kernels::AddInPlace(x_.data(), xn_.data(), n * d);
+  AddResidual(n);
 }
 
 void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n) {
   const int64_t d = config_.d_model, f = config_.ffn_dim;
   kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
-  kernels::Gemm(pool, xn_.data(), n, d, w.gate_up, gate_up_.data(), 2 * f);  // [n, gate | up]
-  kernels::SiluMul(gate_up_.data(), act_.data(), n, f);                     // [n, ffn]
+  if (config_.mlp_act == ModelConfig::MlpAct::kRelu2) {
+    kernels::Gemm(pool, xn_.data(), n, d, w.gate_up, act_.data(), f);  // [n, ffn]
+    for (int64_t i = 0; i < n * f; ++i) {
+      const float r = act_[i] > 0.0f ? act_[i] : 0.0f;
+      act_[i] = r * r;
+    }
+  } else {
+    kernels::Gemm(pool, xn_.data(), n, d, w.gate_up, gate_up_.data(), 2 * f);  // [n, gate | up]
+    kernels::SiluMul(gate_up_.data(), act_.data(), n, f);                     // [n, ffn]
+  }
   kernels::Gemm(pool, act_.data(), n, f, w.down, xn_.data(), d);
-  kernels::AddInPlace(x_.data(), xn_.data(), n * d);
+  AddResidual(n);
+}
+
+// Mamba2 mixer: in_proj -> (z, xBC, dt); causal conv1d + SiLU on xBC with each sequence's conv
+// window; the SSD scan per sequence and head (heads spread over the pool); gated RMSNorm with
+// z; out_proj. Checkpoints requested for a sequence are copied out at exactly those rows.
+void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
+                                 SsmStateStore& states, int64_t n) {
+  const int64_t d = config_.d_model;
+  const kernels::Mamba2Dims dims = config_.ssm_dims();
+  const int64_t di = dims.d_inner(), cd = dims.conv_dim(), H = dims.n_heads;
+  const int64_t in_dim = di + cd + H;
+  Grow(zxbcdt_, n * in_dim);
+  Grow(xbc_, n * cd);
+  Grow(ssm_y_, n * di);
+  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  kernels::Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, z | xBC | dt]
+
+  const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
+  auto captures_for = [&](int64_t s, std::vector<kernels::StateCapture>* out) {
+    out->clear();
+    for (const SsmCheckpoint& c : b.ssm[s].checkpoints)
+      out->push_back({c.after_rows, states.Ssm(c.slot, w.state_index), states.Conv(c.slot, w.state_index)});
+  };
+  // Conv windows: one sequence per task.
+  pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {
+    std::vector<kernels::StateCapture> caps;
+    for (int64_t s = s0; s < s1; ++s) {
+      const kernels::AttentionSeq& seq = b.seqs[s];
+      captures_for(s, &caps);
+      for (auto& c : caps) c.ssm = nullptr;
+      kernels::CausalConv1dSilu(dims, seq.n_rows, zxbcdt_.data() + seq.row_begin * in_dim + di, in_dim,
+                                w.conv_w.data(), w.conv_b.empty() ? nullptr : w.conv_b.data(),
+                                states.Conv(b.ssm[s].slot, w.state_index), xbc_.data() + seq.row_begin * cd, caps);
+    }
+  });
+  // Scan: (sequence, head) tasks; a task range runs contiguous heads of a sequence together so
+  // heads of one group share the chunk's C.B^T.
+  pool.ParallelFor(n_seqs * H, [&](int, int64_t t0, int64_t t1) {
+    std::vector<kernels::StateCapture> caps;
+    for (int64_t t = t0; t < t1;) {
+      const int64_t s = t / H, h0 = t % H, h1 = std::min<int64_t>(H, h0 + (t1 - t));
+      const kernels::AttentionSeq& seq = b.seqs[s];
+      captures_for(s, &caps);
+      for (auto& c : caps) c.conv = nullptr;
+      kernels::ScanInputs in;
+      in.x = xbc_.data() + seq.row_begin * cd;
+      in.B = in.x + di;
+      in.C = in.B + int64_t{dims.n_groups} * dims.d_state;
+      in.ld = cd;
+      in.dt = zxbcdt_.data() + seq.row_begin * in_dim + di + cd;
+      in.ld_dt = in_dim;
+      in.dt_bias = w.dt_bias.data();
+      in.A = w.A.data();
+      in.D = w.D.data();
+      kernels::Mamba2Scan(dims, seq.n_rows, b.positions[seq.row_begin], config_.ssm_chunk, in,
+                          states.Ssm(b.ssm[s].slot, w.state_index), ssm_y_.data() + seq.row_begin * di, di, caps,
+                          static_cast<int>(h0), static_cast<int>(h1));
+      t += h1 - h0;
+    }
+  });
+  kernels::GatedRmsNorm(ssm_y_.data(), di, zxbcdt_.data(), in_dim, w.gated_norm.data(), n, di,
+                        config_.ssm_norm_group_size(), config_.rms_eps);
+  kernels::Gemm(pool, ssm_y_.data(), n, di, w.out_proj, xn_.data(), d);
+  AddResidual(n);
 }
 
 }  // namespace radixlm::models

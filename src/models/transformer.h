@@ -20,14 +20,28 @@
 #include "kernels/gemm.h"
 #include "models/kv_store.h"
 #include "models/model_config.h"
+#include "models/ssm_state.h"
 
 namespace radixlm::models {
+
+// A sequence's recurrent state in a batch (models with Mamba2 layers): its working slot in
+// the SsmStateStore, advanced in place over the sequence's rows, and where to copy the state
+// after given numbers of those rows (checkpoints for the prefix cache).
+struct SsmCheckpoint {
+  int32_t after_rows = 0;  // 1..rows of this sequence in the batch
+  int32_t slot = -1;       // destination slot
+};
+struct SsmSeq {
+  int32_t slot = -1;
+  std::vector<SsmCheckpoint> checkpoints;
+};
 
 struct ForwardBatch {
   std::span<const int32_t> token_ids;           // [n_tokens]
   std::span<const int32_t> positions;           // [n_tokens]
   std::vector<kernels::AttentionSeq> seqs;      // row ranges + block tables, cover all rows
   std::span<const int32_t> logit_rows;          // rows whose logits are returned, in order
+  std::vector<SsmSeq> ssm;                      // one per seq when the model has Mamba2 layers
 };
 
 struct AttentionLayerWeights {
@@ -41,8 +55,19 @@ struct AttentionLayerWeights {
 
 struct MlpLayerWeights {
   std::vector<float> norm;       // [d_model]
-  kernels::PackedWeight gate_up; // [2 ffn_dim, d_model]
+  kernels::PackedWeight gate_up; // [2 ffn_dim, d_model] (SiLU-gated) or up [ffn_dim, d_model] (relu^2)
   kernels::PackedWeight down;    // [d_model, ffn_dim]
+};
+
+struct Mamba2LayerWeights {
+  std::vector<float> norm;        // [d_model]
+  kernels::PackedWeight in_proj;  // [d_inner + conv_dim + n_heads, d_model]: z | xBC | dt
+  std::vector<float> conv_w;      // [d_conv, conv_dim] (transposed from the checkpoint's [conv_dim, d_conv])
+  std::vector<float> conv_b;      // [conv_dim] or empty
+  std::vector<float> dt_bias, A, D;  // [n_heads]; A = -exp(A_log)
+  std::vector<float> gated_norm;  // [d_inner]
+  kernels::PackedWeight out_proj; // [d_model, d_inner]
+  int state_index = 0;            // which SsmStateStore layer
 };
 
 struct TransformerWeights {
@@ -50,6 +75,7 @@ struct TransformerWeights {
   core::AlignedBuffer embedding;  // [vocab, d_model]; empty when tied (read from lm_head)
   std::vector<AttentionLayerWeights> attention;
   std::vector<MlpLayerWeights> mlp;
+  std::vector<Mamba2LayerWeights> mamba;
   std::vector<float> final_norm;  // [d_model]
   kernels::PackedWeight lm_head;  // [vocab, d_model]
   size_t nbytes() const;
@@ -63,13 +89,19 @@ class Transformer {
   core::DType weight_dtype() const { return weights_.lm_head.storage(); }
 
   // logits: [logit_rows.size(), vocab_size].
-  // REQUIRES: every seq's block table covers its rows' positions; rows of a seq contiguous.
-  void Forward(core::ThreadPool& pool, const ForwardBatch& batch, KvStore& kv, float* logits);
+  // REQUIRES: every seq's block table covers its rows' positions; rows of a seq contiguous;
+  // for a model with Mamba2 layers, `states` and one batch.ssm entry per seq whose slot holds
+  // the state after the seq's previous tokens (reset for a sequence starting at position 0).
+  void Forward(core::ThreadPool& pool, const ForwardBatch& batch, KvStore& kv, float* logits,
+               SsmStateStore* states = nullptr);
 
  private:
   void AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w, const ForwardBatch& b,
                          KvStore& kv, int64_t n);
   void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
+  void Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
+                      SsmStateStore& states, int64_t n);
+  void AddResidual(int64_t n);  // x += residual_multiplier * xn
   void Embed(const ForwardBatch& b);
 
   ModelConfig config_;
@@ -77,6 +109,7 @@ class Transformer {
   kernels::RopeTable rope_;
   // Workspace, grown to the largest batch seen (the warmed-up path does not allocate).
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
+  std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2: in_proj output, conv output, scan output
 };
 
 }  // namespace radixlm::models

@@ -33,6 +33,11 @@ class BlockLease {
 
 }  // namespace
 
+void Generator::Run(models::ForwardBatch& b, float* logits) {
+  if (states_) b.ssm.assign(1, models::SsmSeq{0, {}});
+  model_.Forward(pool_, b, kv_, logits, states_.get());
+}
+
 core::StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                                                    const std::function<bool(int32_t)>& on_token) {
   const auto& cfg = model_.config();
@@ -50,6 +55,7 @@ core::StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& p
     return core::ResourceExhausted("KV pool too small: " + std::to_string(total) + " tokens need " +
                                    std::to_string((total + blocks_.block_tokens() - 1) / blocks_.block_tokens()) +
                                    " blocks, " + std::to_string(blocks_.num_free()) + " free");
+  if (states_) states_->Reset(0);
   GenerateResult result;
   models::Sampler sampler(opt.sampling);
   std::vector<float> logits(cfg.vocab_size);
@@ -67,7 +73,7 @@ core::StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& p
     b.positions = positions;
     b.seqs.push_back({0, len, lease.blocks()});
     if (start + len == n) b.logit_rows = std::span<const int32_t>(&last, 1);
-    model_.Forward(pool_, b, kv_, logits.data());
+    Run(b, logits.data());
   }
   result.prefill_seconds = Now() - t0;
   t0 = Now();
@@ -85,7 +91,7 @@ core::StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& p
     b.positions = std::span<const int32_t>(&pos, 1);
     b.seqs.push_back({0, 1, lease.blocks()});
     b.logit_rows = std::span<const int32_t>(&row, 1);
-    model_.Forward(pool_, b, kv_, logits.data());
+    Run(b, logits.data());
     ++result.decode_steps;
     ++pos;
     next = sampler.Sample(logits);
@@ -107,12 +113,13 @@ core::StatusOr<std::vector<float>> Generator::AllLogits(const std::vector<int32_
   std::iota(positions.begin(), positions.end(), 0);
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<float> logits(n * cfg.vocab_size);
+  if (states_) states_->Reset(0);
   models::ForwardBatch b;
   b.token_ids = ids;
   b.positions = positions;
   b.seqs.push_back({0, n, lease.blocks()});
   b.logit_rows = rows;
-  model_.Forward(pool_, b, kv_, logits.data());
+  Run(b, logits.data());
   return logits;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "cache/block_pool.h"
@@ -34,7 +35,10 @@ struct GenerateResult {
 class Generator {
  public:
   Generator(models::Transformer& model, core::ThreadPool& pool, models::KvStore& kv, cache::BlockPool& blocks)
-      : model_(model), pool_(pool), kv_(kv), blocks_(blocks) {}
+      : model_(model), pool_(pool), kv_(kv), blocks_(blocks) {
+    // A model with Mamba2 layers carries one recurrent state: slot 0, reset per call.
+    if (model.config().n_ssm_layers() > 0) states_ = std::make_unique<models::SsmStateStore>(model.config(), 1);
+  }
 
   // on_token(id) is called as each token is produced; returning false stops generation.
   core::StatusOr<GenerateResult> Generate(const std::vector<int32_t>& prompt, const GenerateOptions& options,
@@ -47,6 +51,8 @@ class Generator {
   core::ThreadPool& pool_;
   models::KvStore& kv_;
   cache::BlockPool& blocks_;
+  std::unique_ptr<models::SsmStateStore> states_;
+  void Run(models::ForwardBatch& b, float* logits);
 };
 
 }  // namespace radixlm::runner

@@ -12,6 +12,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from transformer_ref import Model  # noqa: E402
+from hybrid_ref import HYBRID_TYPES, HybridModel  # noqa: E402
+import json  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -47,13 +49,16 @@ def main():
                 spec, fmt = case.rsplit(":", 1)
                 path = os.path.join(tmp, spec.replace(":", "_") + ("." + fmt if fmt == "gguf" else "_hf"))
                 run([binary, "export", "--model", spec, "--format", fmt, "--out", path])
-                model = Model.from_gguf(path) if fmt == "gguf" else Model.from_hf(path)
+                if fmt == "hf" and json.load(open(os.path.join(path, "config.json")))["model_type"] in HYBRID_TYPES:
+                    model = HybridModel.from_hf(path)
+                else:
+                    model = Model.from_gguf(path) if fmt == "gguf" else Model.from_hf(path)
             else:
                 if not os.path.exists(case):
                     print("SKIP %s: file not present" % case)
                     continue
                 path, model = case, Model.from_gguf(case)
-            vocab = model.w["token_embd.weight"].shape[0]
+            vocab = model.c["vocab_size"] if isinstance(model, HybridModel) else model.w["token_embd.weight"].shape[0]
             # 45 tokens: several 16-token KV blocks, and past the Llama-3 scaling windows.
             ids = [int(i) for i in rng.integers(0, vocab, size=45)]
             ok &= check(binary, path, model, ids, case)
