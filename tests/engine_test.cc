@@ -48,7 +48,10 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg) {
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens});
-  runner::ModelExecutor exec(model, pool, kv);
+  std::unique_ptr<models::SsmStateStore> states;
+  if (model.config().n_ssm_layers() > 0)
+    states = std::make_unique<models::SsmStateStore>(model.config(), cfg.scheduler.max_running);
+  runner::ModelExecutor exec(model, pool, kv, states.get());
   engine::Engine eng(cfg, exec);
   Outcome out;
   int step = 0;
@@ -116,6 +119,34 @@ TEST_F(EngineTest, PrefixCacheNeverChangesAnAnswer) {
   EXPECT_GT(preemptions_on, 0);
   EXPECT_GT(preemptions_off, 0);
   EXPECT_GT(evicted, 0);
+}
+
+// Hybrid (Mamba2 + attention) models: each running request owns a recurrent-state slot; with
+// continuous batching, chunked prefill (chunks ending on the scan grid), a small pool that
+// forces preemption (the state is recomputed from scratch) and fewer state slots than
+// requests, every answer is bitwise the one of a run that serves requests one at a time.
+TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    const Workload w = MakeWorkload(5, model->config().vocab_size);
+    engine::EngineConfig one{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    one.scheduler.max_running = 1;
+    one.scheduler.step_token_budget = 4096;
+    engine::EngineConfig batched = one;
+    batched.scheduler.max_running = 6;
+    batched.scheduler.step_token_budget = 20;
+    engine::EngineConfig small = batched;
+    small.num_blocks = 14;
+    small.prefix_cache = true;  // ignored for hybrids: no KV-only hits
+    const Outcome a = RunWorkload(*model, w, one), b = RunWorkload(*model, w, batched), c = RunWorkload(*model, w, small);
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      ASSERT_EQ(a.outputs.at(i).size(), static_cast<size_t>(w.requests[i].max_tokens));
+      EXPECT_EQ(b.outputs.at(i), a.outputs.at(i)) << spec << " batched, request " << i;
+      EXPECT_EQ(c.outputs.at(i), a.outputs.at(i)) << spec << " small pool, request " << i;
+    }
+    EXPECT_GT(c.metrics.preemptions, 0) << spec;
+    EXPECT_EQ(c.metrics.cached_prompt_tokens, 0) << spec;
+  }
 }
 
 TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {

@@ -34,6 +34,7 @@ namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
 engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
+std::unique_ptr<models::SsmStateStore> MakeStateStore(const models::ModelConfig& model, const engine::EngineConfig& ec);
 
 namespace {
 
@@ -269,7 +270,8 @@ void RegisterReplay(CLI::App& app) {
       eo.no_prefix_cache = !cache_on;
       const engine::EngineConfig ec = MakeEngineConfig(eo);
       models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
-      runner::ModelExecutor exec(model, pool, kv);
+      auto states = MakeStateStore(model.config(), ec);
+      runner::ModelExecutor exec(model, pool, kv, states.get());
       engine::Engine eng(ec, exec);
       serve::ServerConfig sc;
       sc.model_name = "replay";

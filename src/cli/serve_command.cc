@@ -28,6 +28,12 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
 }
 
+// One recurrent-state slot per running request for models with Mamba2 layers; none otherwise.
+std::unique_ptr<models::SsmStateStore> MakeStateStore(const models::ModelConfig& model, const engine::EngineConfig& ec) {
+  if (model.n_ssm_layers() == 0) return nullptr;
+  return std::make_unique<models::SsmStateStore>(model, ec.scheduler.max_running);
+}
+
 engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   engine::EngineConfig c;
   c.block_tokens = o.block_tokens;
@@ -69,7 +75,8 @@ void RegisterServe(CLI::App& app) {
     core::ThreadPool pool(o->model.threads);
     const engine::EngineConfig ec = MakeEngineConfig(o->engine);
     models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
-    runner::ModelExecutor exec(model, pool, kv);
+    auto states = MakeStateStore(model.config(), ec);
+    runner::ModelExecutor exec(model, pool, kv, states.get());
     engine::Engine eng(ec, exec);
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);

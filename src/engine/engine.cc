@@ -22,7 +22,12 @@ const char* FinishReasonName(FinishReason r) {
 
 Engine::Engine(EngineConfig config, Executor& executor)
     : config_(config), executor_(executor), pool_({config.num_blocks, config.block_tokens}) {
+  // A recurrent state cannot be rolled back to a KV-cache hit, so models with Mamba2 layers
+  // run without the KV-only prefix tree (the hybrid cache, cache/hybrid_radix_cache.h, is what
+  // serves their prefixes).
+  if (executor_.state_slots() > 0) config_.prefix_cache = false;
   if (config_.prefix_cache) tree_ = std::make_unique<cache::RadixTree>(pool_);
+  for (int32_t s = executor_.state_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
   metrics_.blocks_total = config.num_blocks;
 }
 
@@ -98,6 +103,7 @@ int64_t Engine::CachedPrefix(const Req& r) const {
 
 bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
   const int64_t n = static_cast<int64_t>(r.tokens.size());
+  if (executor_.state_slots() > 0 && free_slots_.empty()) return false;  // wait for a state slot
   if (!tree_) {
     auto blocks = pool_.Allocate(static_cast<int32_t>((n + config_.block_tokens - 1) / config_.block_tokens));
     if (!blocks) return false;
@@ -122,6 +128,10 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
   }
   r.prompt_inserted = r.computed >= r.prompt_len;
   r.first_admission = false;
+  if (executor_.state_slots() > 0) {
+    r.state_slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
   return true;
 }
 
@@ -142,8 +152,17 @@ void Engine::ReleaseResources(Req& r, bool insert) {
   r.has_lock = false;
   for (int32_t b : r.owned) pool_.Release(b);
   r.owned.clear();
+  if (r.state_slot >= 0) free_slots_.push_back(r.state_slot);
+  r.state_slot = -1;
   r.block_table.clear();
   r.computed = 0;
+}
+
+int64_t Engine::AlignedChunk(int64_t computed, int64_t n, int64_t remaining) const {
+  const int64_t align = executor_.prefill_alignment();
+  if (align <= 0 || n >= remaining) return n;
+  const int64_t end = (computed + n) / align * align;
+  return end > computed ? end - computed : n;  // too small a budget to reach the grid: split anyway
 }
 
 void Engine::Preempt(Req& r) {
@@ -195,7 +214,7 @@ bool Engine::Step() {
     Req& r = *running_[i];
     const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
     const bool decode = remaining == 1;
-    int64_t n = decode ? 1 : std::min(remaining, std::max<int64_t>(budget, 0));
+    int64_t n = decode ? 1 : AlignedChunk(r.computed, std::min(remaining, std::max<int64_t>(budget, 0)), remaining);
     if (n <= 0) continue;
     while (!EnsureBlocks(r, r.computed + n)) {
       // Out of blocks: preempt the newest running request (not this one if others exist).
@@ -229,7 +248,7 @@ bool Engine::Step() {
       if (!Admit(r, &copies)) break;  // no room: keep the order (no overtaking), wait
       admitted[idx] = 1;
       const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
-      const int64_t n = std::min(remaining, budget);
+      const int64_t n = AlignedChunk(r.computed, std::min(remaining, budget), remaining);
       plan.push_back({&r, n});
       budget -= n;
       running_.push_back(std::move(waiting_[idx]));
@@ -253,6 +272,8 @@ bool Engine::Step() {
     s.start_position = static_cast<int32_t>(r.computed);
     s.block_table = r.block_table;
     s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size());
+    s.state_slot = r.state_slot;
+    s.reset_state = r.computed == 0;
     seqs.push_back(s);
     computed_now += p.n;
   }

@@ -89,6 +89,7 @@ class Engine {
     std::vector<int32_t> owned;         // blocks this request must release
     cache::NodeId locked = cache::kRootNode;
     bool has_lock = false;
+    int32_t state_slot = -1;            // recurrent-state slot (models with Mamba2 layers)
     models::Sampler sampler;
     Usage usage;
     bool first_admission = true;
@@ -106,12 +107,15 @@ class Engine {
   // Releases the request, delivers the final event (with `last_token` when one ends it).
   void Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token = -1);
   int64_t CachedPrefix(const Req& r) const;
+  // A prefill chunk of at most n tokens ending on the executor's alignment grid when it can.
+  int64_t AlignedChunk(int64_t computed, int64_t n, int64_t remaining) const;
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
   EngineConfig config_;
   Executor& executor_;
   cache::BlockPool pool_;
   std::unique_ptr<cache::RadixTree> tree_;
+  std::vector<int32_t> free_slots_;  // recurrent-state slots not held by a running request
   std::vector<std::unique_ptr<Req>> waiting_, running_;
 
   mutable std::mutex mu_;  // guards inbox_, cancels_, metrics_, next_id_

@@ -14,6 +14,10 @@ struct StepSequence {
   int32_t start_position = 0;            // position of tokens[0]
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
   bool want_logits = false;              // logits of the last token
+  // Models with recurrent (Mamba2) layers: the sequence's working state slot, reset to the
+  // empty state first when the sequence starts at position 0.
+  int32_t state_slot = -1;
+  bool reset_state = false;
 };
 
 struct BlockCopy {
@@ -27,6 +31,11 @@ class Executor {
   virtual void Execute(std::span<const BlockCopy> copies, std::span<const StepSequence> seqs, std::vector<float>* logits) = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_context() const = 0;
+  // State slots for sequences of a model with recurrent layers (0: the model has none).
+  virtual int32_t state_slots() const { return 0; }
+  // Prefill chunks ending on multiples of this keep results bitwise equal to one prefill
+  // (a recurrent layer's chunked scan runs on a grid of absolute positions); 0 = any split.
+  virtual int32_t prefill_alignment() const { return 0; }
 };
 
 }  // namespace radixlm::engine

@@ -17,12 +17,17 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
     }
     if (s.want_logits) rows_.push_back(static_cast<int32_t>(ids_.size() - 1));
     b.seqs.push_back({begin, static_cast<int64_t>(s.tokens.size()), s.block_table});
+    if (states_) {
+      RADIXLM_CHECK_MSG(s.state_slot >= 0, "a model with Mamba2 layers needs a state slot per sequence");
+      if (s.reset_state) states_->Reset(s.state_slot);
+      b.ssm.push_back({s.state_slot, {}});
+    }
   }
   b.token_ids = ids_;
   b.positions = positions_;
   b.logit_rows = rows_;
   logits->resize(rows_.size() * model_.config().vocab_size);
-  model_.Forward(pool_, b, kv_, logits->data());
+  model_.Forward(pool_, b, kv_, logits->data(), states_);
 }
 
 }  // namespace radixlm::runner
