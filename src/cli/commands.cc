@@ -258,6 +258,23 @@ void RegisterBench(CLI::App& app) {
       decode.push_back(res->decode_steps / res->decode_seconds);
     }
     const double prefill_tps = Median(prefill), decode_tps = Median(decode);
+    // Where the time goes: one profiled prefill (max_tokens 1) and one profiled full run.
+    models::ForwardProfile p_prefill, p_all;
+    auto& mutable_model = model;
+    runner::GenerateOptions prefill_only = go;
+    prefill_only.max_tokens = 1;
+    mutable_model.set_profile(&p_prefill);
+    ExitIfError(gen.Generate(prompt, prefill_only).status());
+    mutable_model.set_profile(&p_all);
+    ExitIfError(gen.Generate(prompt, go).status());
+    mutable_model.set_profile(nullptr);
+    auto shares = [](const models::ForwardProfile& p) {
+      const double t = std::max(p.total_s, 1e-12);
+      return json{{"gemm", p.gemm_s / t}, {"ssm_scan", p.ssm_s / t}, {"attention", p.attention_s / t},
+                  {"other", std::max(0.0, 1 - (p.gemm_s + p.ssm_s + p.attention_s) / t)}};
+    };
+    models::ForwardProfile p_decode{p_all.total_s - p_prefill.total_s, p_all.gemm_s - p_prefill.gemm_s,
+                                    p_all.ssm_s - p_prefill.ssm_s, p_all.attention_s - p_prefill.attention_s};
     // Prefill FLOPs: linear layers for every token, lm_head for the last one, and attention
     // scores + weighted values (4 * head_dim per (query, key) pair per head).
     const double n = o->prompt_tokens;
@@ -275,7 +292,8 @@ void RegisterBench(CLI::App& app) {
               {"decode_weight_gb_per_s", weight_gb * decode_tps}, {"weights_gb", weight_gb},
               {"read_bandwidth_gb_per_s", read_bw},
               {"decode_fraction_of_bandwidth", read_bw > 0 ? weight_gb * decode_tps / read_bw : 0},
-              {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats}};
+              {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats},
+              {"prefill_time_share", shares(p_prefill)}, {"decode_time_share", shares(p_decode)}};
     if (o->json_out) {
       std::printf("%s\n", j.dump().c_str());
       return;

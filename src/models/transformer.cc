@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace radixlm::models {
@@ -25,6 +26,10 @@ Transformer::Transformer(ModelConfig config, TransformerWeights weights)
 }
 
 namespace {
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 template <typename T>
 void Grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -51,6 +56,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
                           SsmStateStore* states) {
   const int64_t n = b.token_ids.size();
   RADIXLM_CHECK(b.positions.size() == static_cast<size_t>(n));
+  const double start = profile_ ? Seconds() : 0;
   const int64_t d = config_.d_model;
   const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim;
   const int64_t kv_dim = int64_t{config_.n_kv_heads} * config_.head_dim;
@@ -82,11 +88,19 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     RADIXLM_CHECK(row >= 0 && row < n);
     kernels::RmsNorm(x_.data() + row * d, weights_.final_norm.data(), final_.data() + i * d, 1, d, config_.rms_eps);
   }
-  kernels::Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
+  Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
   if (config_.logits_scaling != 1.0f) {
     const float inv = 1.0f / config_.logits_scaling;
     for (int64_t i = 0; i < n_out * config_.vocab_size; ++i) logits[i] *= inv;
   }
+  if (profile_) profile_->total_s += Seconds() - start;
+}
+
+void Transformer::Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w,
+                       float* y, int64_t n) {
+  const double t0 = profile_ ? Seconds() : 0;
+  kernels::Gemm(pool, x, m, k, w, y, n);
+  if (profile_) profile_->gemm_s += Seconds() - t0;
 }
 
 void Transformer::AddResidual(int64_t n) {
@@ -105,7 +119,7 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
   const int64_t qkv_dim = q_dim + 2 * kv_dim;
   kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
-  kernels::Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
+  Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
   if (!w.qkv_bias.empty())
     for (int64_t t = 0; t < n; ++t) kernels::AddInPlace(qkv_.data() + t * qkv_dim, w.qkv_bias.data(), qkv_dim);
   // Split into contiguous q [n, n_heads, head_dim] and k, v [n, n_kv_heads, head_dim];
@@ -136,8 +150,10 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
                                             ? config_.attention_multiplier
                                             : 1.0f / std::sqrt(static_cast<float>(hd))};
   // Output to qkv_ (free now): [n, n_heads, head_dim].
+  const double t0 = profile_ ? Seconds() : 0;
   kernels::PagedAttention(pool, params, layer, b.seqs, b.positions.data(), q, qkv_.data(), nullptr);
-  kernels::Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
+  if (profile_) profile_->attention_s += Seconds() - t0;
+  Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
   AddResidual(n);
 }
 
@@ -145,16 +161,16 @@ void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, 
   const int64_t d = config_.d_model, f = config_.ffn_dim;
   kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
   if (config_.mlp_act == ModelConfig::MlpAct::kRelu2) {
-    kernels::Gemm(pool, xn_.data(), n, d, w.gate_up, act_.data(), f);  // [n, ffn]
+    Gemm(pool, xn_.data(), n, d, w.gate_up, act_.data(), f);  // [n, ffn]
     for (int64_t i = 0; i < n * f; ++i) {
       const float r = act_[i] > 0.0f ? act_[i] : 0.0f;
       act_[i] = r * r;
     }
   } else {
-    kernels::Gemm(pool, xn_.data(), n, d, w.gate_up, gate_up_.data(), 2 * f);  // [n, gate | up]
+    Gemm(pool, xn_.data(), n, d, w.gate_up, gate_up_.data(), 2 * f);  // [n, gate | up]
     kernels::SiluMul(gate_up_.data(), act_.data(), n, f);                     // [n, ffn]
   }
-  kernels::Gemm(pool, act_.data(), n, f, w.down, xn_.data(), d);
+  Gemm(pool, act_.data(), n, f, w.down, xn_.data(), d);
   AddResidual(n);
 }
 
@@ -171,9 +187,10 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
   Grow(xbc_, n * cd);
   Grow(ssm_y_, n * di);
   kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
-  kernels::Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, z | xBC | dt]
+  Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, z | xBC | dt]
 
   const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
+  const double t0 = profile_ ? Seconds() : 0;
   auto captures_for = [&](int64_t s, std::vector<kernels::StateCapture>* out) {
     out->clear();
     for (const SsmCheckpoint& c : b.ssm[s].checkpoints)
@@ -218,7 +235,8 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
   });
   kernels::GatedRmsNorm(ssm_y_.data(), di, zxbcdt_.data(), in_dim, w.gated_norm.data(), n, di,
                         config_.ssm_norm_group_size(), config_.rms_eps);
-  kernels::Gemm(pool, ssm_y_.data(), n, di, w.out_proj, xn_.data(), d);
+  if (profile_) profile_->ssm_s += Seconds() - t0;
+  Gemm(pool, ssm_y_.data(), n, di, w.out_proj, xn_.data(), d);
   AddResidual(n);
 }
 

@@ -81,12 +81,18 @@ struct TransformerWeights {
   size_t nbytes() const;
 };
 
+// Where a forward's time goes (filled while a profile is attached; benchmarks only).
+struct ForwardProfile {
+  double total_s = 0, gemm_s = 0, ssm_s = 0, attention_s = 0;
+};
+
 class Transformer {
  public:
   Transformer(ModelConfig config, TransformerWeights weights);
   const ModelConfig& config() const { return config_; }
   const TransformerWeights& weights() const { return weights_; }
   core::DType weight_dtype() const { return weights_.lm_head.storage(); }
+  void set_profile(ForwardProfile* profile) { profile_ = profile; }
 
   // logits: [logit_rows.size(), vocab_size].
   // REQUIRES: every seq's block table covers its rows' positions; rows of a seq contiguous;
@@ -102,6 +108,9 @@ class Transformer {
   void Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
                       SsmStateStore& states, int64_t n);
   void AddResidual(int64_t n);  // x += residual_multiplier * xn
+  void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,
+            int64_t n);  // kernels::Gemm, timed when profiling
+  ForwardProfile* profile_ = nullptr;
   void Embed(const ForwardBatch& b);
 
   ModelConfig config_;
