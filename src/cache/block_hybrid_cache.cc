@@ -68,6 +68,15 @@ class BlockHybridCache final : public HybridPrefixCache {
       Insert(kRoot, sequence);
   }
 
+  HybridAdmitResult AdmitStates(std::span<const int32_t>, const HybridAdmitOptions&) override {
+    RADIXLM_CHECK_MSG(false, "vllm+ keeps a checkpoint per block; the engine does not drive it yet");
+    return {};
+  }
+  int64_t CheckpointAtOrBelow(std::span<const int32_t>, int64_t, int32_t* node, int32_t* payload) const override {
+    *node = *payload = -1;
+    return 0;
+  }
+
   void Lock(const HybridLookup& lookup) override {
     for (int32_t n = lookup.node; n > kRoot; n = nodes_[n].parent) ++nodes_[n].lock_ref;
   }

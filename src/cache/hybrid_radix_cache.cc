@@ -60,7 +60,10 @@ class HybridRadixCache final : public HybridPrefixCache {
 
   HybridLookup Lookup(std::span<const int32_t> input) override;
   HybridReservation Reserve(std::span<const int32_t> sequence) const override;
-  void Admit(std::span<const int32_t> sequence) override;
+  void Admit(std::span<const int32_t> sequence) override { AdmitStates(sequence, {}); }
+  HybridAdmitResult AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) override;
+  int64_t CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,
+                              int32_t* payload) const override;
   void Lock(const HybridLookup& lookup) override;
   void Unlock(const HybridLookup& lookup) override;
   double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
@@ -82,6 +85,8 @@ class HybridRadixCache final : public HybridPrefixCache {
     int32_t lock_ref = 0;        // requests using this node's KV (held on the whole path)
     int32_t state_lock_ref = 0;  // requests restoring this node's checkpoint
     bool alive = false;
+    bool has_state = true;       // false: a split where no state was taken (tombstone)
+    int32_t payload = -1;        // the engine's state-pool slot of the checkpoint
     // Corrected-mode candidate indexes: the keys under which the node is filed, if it is.
     bool indexed = false;
     int64_t indexed_access = 0;
@@ -94,6 +99,9 @@ class HybridRadixCache final : public HybridPrefixCache {
     int64_t matched = 0;        // raw matched tokens (may end inside an edge)
     int64_t reusable = 0;       // tokens covered by `full`
     std::vector<int32_t> visited;  // every node the walk entered, root first
+    int32_t deepest_state = -1;    // deepest fully matched node with a checkpoint
+    bool splits_edge = false;      // matching stopped inside an edge (corrected accounting)
+    bool Branch(bool reference) const { return reference ? matched > reusable : splits_edge; }
   };
 
   bool Reference() const { return config_.accounting == Accounting::kReference; }
@@ -126,8 +134,9 @@ class HybridRadixCache final : public HybridPrefixCache {
   }
   void Tick() { ++clock_; }
   int32_t NewNode();
-  int32_t SplitEdge(int32_t child, int64_t at);
-  void InsertSequence(std::span<const int32_t> sequence);
+  int32_t SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload);
+  void InsertSequence(std::span<const int32_t> sequence, const HybridAdmitOptions& options, HybridAdmitResult* result);
+  HybridReservation ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const;
   void EvictReference(double bytes_to_remove);
   bool EvictOneCorrected();
   int32_t PickMarconiVictimIndexed(int64_t* scored) const;
@@ -148,7 +157,8 @@ class HybridRadixCache final : public HybridPrefixCache {
   double alpha_;
   std::vector<Node> nodes_;
   std::vector<int32_t> free_nodes_;
-  int64_t node_count_ = 0;  // non-root nodes; each holds one checkpoint
+  int64_t node_count_ = 0;  // nodes holding a checkpoint (all non-root nodes but tombstones)
+  std::vector<int32_t> freed_;  // payloads evicted since the current admission began
   int64_t kv_tokens_ = 0;
   int64_t clock_ = 0;
   std::vector<HybridRequestStat> history_;
@@ -194,8 +204,15 @@ HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) con
     pos += n;
     if (n == edge.size()) {
       walk.full.push_back(child);
-      walk.reusable += static_cast<int64_t>(n);
+      if (Reference()) {
+        walk.reusable += static_cast<int64_t>(n);  // the reference sums the matched nodes' edges
+        walk.deepest_state = child;
+      } else if (nodes_[child].has_state) {
+        walk.reusable = nodes_[child].depth;
+        walk.deepest_state = child;
+      }
     } else if (!Reference()) {
+      walk.splits_edge = true;
       break;
     }
     // The reference keeps descending below a partially matched edge, from the token where the
@@ -207,14 +224,19 @@ HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) con
 }
 
 HybridReservation HybridRadixCache::Reserve(std::span<const int32_t> sequence) const {
+  return ReserveWith(sequence, -1);
+}
+
+HybridReservation HybridRadixCache::ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const {
   const Walk walk = Match(sequence);
   HybridReservation r;
   r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
-  const bool branch = walk.matched > walk.reusable;
+  const bool branch = walk.Branch(Reference());
   if (Reference()) {
     r.checkpoints = branch ? 2 : 1;
   } else {
-    r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch ? 1 : 0);
+    const bool branch_state = branch && (branch_state_at < 0 || branch_state_at == walk.matched);
+    r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch_state ? 1 : 0);
   }
   r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
   r.bytes_over_capacity =
@@ -231,10 +253,10 @@ HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
   HybridLookup result;
   result.matched_tokens = walk.matched;
   result.hit_tokens = KvOnlyHits() ? walk.matched : walk.reusable;
-  result.branch_checkpoint = !KvOnlyHits() && walk.matched > walk.reusable;
-  result.node = walk.full.empty() ? -1 : walk.full.back();
+  result.branch_checkpoint = !KvOnlyHits() && walk.Branch(Reference());
+  result.node = KvOnlyHits() ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
   // Marconi refreshes only the node whose checkpoint serves the hit.
-  if (!PathRefresh() && !walk.full.empty()) Touch(walk.full.back());
+  if (!PathRefresh() && result.node >= 0) Touch(result.node);
   history_.push_back({static_cast<int64_t>(input.size()), result.hit_tokens});
   if (config_.policy == HybridPolicy::kMarconi && !tuned_)
     window_.emplace_back(std::vector<int32_t>(input.begin(), input.end()), input.size());
@@ -282,7 +304,9 @@ void HybridRadixCache::MaybeTune() {
   snapshot_.reset();
 }
 
-void HybridRadixCache::Admit(std::span<const int32_t> sequence) {
+HybridAdmitResult HybridRadixCache::AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) {
+  HybridAdmitResult result;
+  freed_.clear();
   Tick();
   if (config_.policy == HybridPolicy::kMarconi && !tuned_ && !window_.empty()) {
     auto& [tokens, input_len] = window_.back();
@@ -298,28 +322,39 @@ void HybridRadixCache::Admit(std::span<const int32_t> sequence) {
     if (!PathRefresh() && !walk.full.empty()) Touch(walk.full.back());
     const HybridReservation r = Reserve(sequence);
     if (r.bytes_over_capacity > 0) EvictReference(r.bytes_over_capacity);
-    InsertSequence(sequence);
-    return;
-  }
-  // Corrected: pin the prefix being extended, evict one victim at a time until the insertion
-  // (re-planned after each eviction) fits; admit nothing if it cannot fit.
-  for (;;) {
-    const HybridReservation r = Reserve(sequence);
-    if (r.bytes_over_capacity <= 0) {
-      InsertSequence(sequence);
-      return;
+    InsertSequence(sequence, options, &result);
+  } else {
+    // Corrected: pin the prefix being extended, evict one victim at a time until the insertion
+    // (re-planned after each eviction) fits; admit nothing if it cannot fit.
+    for (;;) {
+      const HybridReservation r = ReserveWith(sequence, options.branch_state_at);
+      if (r.bytes_over_capacity <= 0) {
+        InsertSequence(sequence, options, &result);
+        break;
+      }
+      const Walk walk = Match(sequence);
+      HybridLookup pin;
+      pin.node = walk.full.empty() ? -1 : walk.full.back();
+      Lock(pin);
+      const bool evicted = EvictOneCorrected();
+      Unlock(pin);
+      if (!evicted) break;
     }
-    const Walk walk = Match(sequence);
-    HybridLookup pin;
-    pin.node = walk.full.empty() ? -1 : walk.full.back();
-    Lock(pin);
-    const bool evicted = EvictOneCorrected();
-    Unlock(pin);
-    if (!evicted) return;
   }
+  result.freed_payloads = std::move(freed_);
+  freed_.clear();
+  return result;
 }
 
-int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at) {
+int64_t HybridRadixCache::CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,
+                                              int32_t* payload) const {
+  const Walk walk = Match(tokens.first(std::min<size_t>(tokens.size(), std::max<int64_t>(limit, 0))));
+  *node = walk.deepest_state;
+  *payload = walk.deepest_state >= 0 ? nodes_[walk.deepest_state].payload : -1;
+  return walk.deepest_state >= 0 ? nodes_[walk.deepest_state].depth : 0;
+}
+
+int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload) {
   const int32_t split = NewNode();
   Node& s = nodes_[split];
   Node& c = nodes_[child];
@@ -327,18 +362,24 @@ int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at) {
   s.tokens.assign(c.tokens.begin(), c.tokens.begin() + at);
   s.depth = c.depth - static_cast<int64_t>(c.tokens.size()) + at;
   s.lock_ref = c.lock_ref;  // every path through the child passes through the split node
+  s.has_state = with_state;
+  s.payload = with_state ? payload : -1;
+  if (!with_state) --node_count_;  // a tombstone holds no checkpoint
   c.tokens.erase(c.tokens.begin(), c.tokens.begin() + at);
   s.children.push_back({c.tokens[0], child});
   ReplaceChild(s.parent, child, split);
   c.parent = split;
-  ++counters_.branch_checkpoints;
-  ++counters_.checkpoints_admitted;
+  if (with_state) {
+    ++counters_.branch_checkpoints;
+    ++counters_.checkpoints_admitted;
+  }
   Reindex(split);
   Reindex(child);
   return split;
 }
 
-void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence) {
+void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const HybridAdmitOptions& options,
+                                      HybridAdmitResult* result) {
   int32_t node = kRoot;
   size_t pos = 0;
   bool split_done = false;
@@ -359,7 +400,10 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence) {
     // Branch point: one split per insertion; its checkpoint is the state prefill took there.
     RADIXLM_CHECK(!split_done);
     split_done = true;
-    node = SplitEdge(child, static_cast<int64_t>(n));
+    const bool with_state = Reference() || options.branch_state_at < 0 ||
+                            options.branch_state_at == static_cast<int64_t>(pos + n);
+    node = SplitEdge(child, static_cast<int64_t>(n), with_state, options.branch_payload);
+    result->branch_used = with_state && options.branch_payload >= 0;
     pos += n;
     if (PathRefresh()) Touch(node);
   }
@@ -371,6 +415,8 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence) {
   l.tokens.assign(sequence.begin() + pos, sequence.end());
   l.depth = nodes_[parent].depth + static_cast<int64_t>(l.tokens.size());
   kv_tokens_ += static_cast<int64_t>(l.tokens.size());
+  l.payload = options.leaf_payload;
+  result->leaf_used = options.leaf_payload >= 0;
   nodes_[parent].children.push_back({l.tokens[0], leaf});
   ++counters_.checkpoints_admitted;
   Reindex(leaf);
@@ -393,10 +439,18 @@ void HybridRadixCache::DeleteLeaf(int32_t node) {
   Reindex(node);
   n.tokens.clear();
   n.tokens.shrink_to_fit();
+  if (n.payload >= 0) freed_.push_back(n.payload);
+  n.payload = -1;
   free_nodes_.push_back(node);
   --node_count_;
   ++counters_.evictions;
-  if (parent != kRoot) Reindex(parent);
+  if (parent == kRoot) return;
+  // A tombstone exists only to branch; with one child left it merges away (it frees nothing).
+  if (!nodes_[parent].has_state && nodes_[parent].children.size() == 1 && nodes_[parent].lock_ref == 0) {
+    MergeIntoChild(parent);
+  } else {
+    Reindex(parent);
+  }
 }
 
 void HybridRadixCache::MergeIntoChild(int32_t node) {
@@ -413,14 +467,18 @@ void HybridRadixCache::MergeIntoChild(int32_t node) {
   n.tokens.clear();
   n.children.clear();
   free_nodes_.push_back(node);
-  --node_count_;
-  ++counters_.evictions;
+  if (n.has_state) {
+    --node_count_;
+    ++counters_.evictions;
+    if (n.payload >= 0) freed_.push_back(n.payload);
+  }
+  n.payload = -1;
   Reindex(child);
 }
 
 bool HybridRadixCache::IsCandidate(int32_t node) const {
   const Node& n = nodes_[node];
-  if (node == kRoot || !n.alive || n.lock_ref > 0 || n.state_lock_ref > 0) return false;
+  if (node == kRoot || !n.alive || !n.has_state || n.lock_ref > 0 || n.state_lock_ref > 0) return false;
   return LeafOnlyEviction() ? n.children.empty() : n.children.size() <= 1;
 }
 
@@ -608,10 +666,16 @@ void HybridRadixCache::Unlock(const HybridLookup& lookup) {
   if (lookup.node < 0) return;
   RADIXLM_CHECK(nodes_[lookup.node].state_lock_ref > 0);
   --nodes_[lookup.node].state_lock_ref;
-  for (int32_t n = lookup.node; n != kRoot; n = nodes_[n].parent) {
+  for (int32_t n = lookup.node; n != kRoot;) {
     RADIXLM_CHECK(nodes_[n].lock_ref > 0);
     --nodes_[n].lock_ref;
-    Reindex(n);
+    const int32_t parent = nodes_[n].parent;
+    if (!nodes_[n].has_state && nodes_[n].children.size() == 1 && nodes_[n].lock_ref == 0) {
+      MergeIntoChild(n);  // a tombstone kept only by the lock
+    } else {
+      Reindex(n);
+    }
+    n = parent;
   }
 }
 
@@ -638,7 +702,8 @@ void HybridRadixCache::CheckInvariants() const {
     const Node& n = nodes_[id];
     RADIXLM_CHECK(n.alive);
     if (id != kRoot) {
-      ++count;
+      count += n.has_state;
+      RADIXLM_CHECK(n.has_state || n.children.size() >= 2 || n.lock_ref > 0);
       tokens += static_cast<int64_t>(n.tokens.size());
       RADIXLM_CHECK(!n.tokens.empty());
       RADIXLM_CHECK(n.depth == nodes_[n.parent].depth + static_cast<int64_t>(n.tokens.size()));

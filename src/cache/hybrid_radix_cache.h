@@ -108,6 +108,19 @@ struct HybridCacheStats {
   double RequestHitRate() const { return requests ? double(hit_requests) / requests : 0; }
 };
 
+// Admission with real states (the engine): where the caller holds the branch-point state
+// (-1 = wherever the insertion splits, as in simulation) and the state-pool slots ("payloads")
+// the new checkpoints take. A split at a position with no state leaves a stateless node
+// (SGLang's tombstone): never a hit, merged away as soon as it has one child.
+struct HybridAdmitOptions {
+  int64_t branch_state_at = -1;
+  int32_t branch_payload = -1, leaf_payload = -1;
+};
+struct HybridAdmitResult {
+  bool branch_used = false, leaf_used = false;  // whether each offered payload was kept
+  std::vector<int32_t> freed_payloads;          // payloads of checkpoints evicted meanwhile
+};
+
 // The seam the simulator and the engine use; one implementation per tree shape.
 class HybridPrefixCache {
  public:
@@ -119,6 +132,12 @@ class HybridPrefixCache {
   // Phase two: the request finished with `sequence` = input + output: evict what
   // Reserve() says must go, then admit its states.
   virtual void Admit(std::span<const int32_t> sequence) = 0;
+  // Admit with real states (radix policies only; CHECK-fails for vllm+).
+  virtual HybridAdmitResult AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) = 0;
+  // The deepest checkpoint on tokens' path ending at or before `limit` tokens: its length (0 if
+  // none) and node / payload (-1 if none). No side effects.
+  virtual int64_t CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,
+                                      int32_t* payload) const = 0;
   virtual void Lock(const HybridLookup& lookup) = 0;
   virtual void Unlock(const HybridLookup& lookup) = 0;
   virtual double TreeBytes() const = 0;

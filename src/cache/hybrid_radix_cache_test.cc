@@ -184,6 +184,48 @@ TEST(HybridCache, ReserveHasNoSideEffects) {
   EXPECT_EQ(cache->NodeCount(), 1);
 }
 
+TEST(HybridCache, SplitWithoutAStateLeavesATombstoneThatNeverHitsAndMergesAway) {
+  const CostModel cost(Marconi7BShape(16), Accounting::kCorrected);
+  auto cache = MakeHybridCache(Config(HybridPolicy::kSglangPlus, 1e12), cost);
+  HybridAdmitResult r = cache->AdmitStates(Seq(1, 100), {.branch_state_at = -1, .leaf_payload = 7});
+  EXPECT_TRUE(r.leaf_used);
+  // The second sequence splits the first at 60, but its state was taken at 50 (stale plan).
+  const Tokens b = Cat(Seq(1, 60), Seq(900, 20));
+  r = cache->AdmitStates(b, {.branch_state_at = 50, .branch_payload = 8, .leaf_payload = 9});
+  EXPECT_FALSE(r.branch_used);
+  EXPECT_TRUE(r.leaf_used);
+  cache->CheckInvariants();
+  int32_t node, payload;
+  EXPECT_EQ(cache->CheckpointAtOrBelow(b, 70, &node, &payload), 0);  // the tombstone at 60 is no hit
+  EXPECT_EQ(cache->CheckpointAtOrBelow(b, 80, &node, &payload), 80);
+  EXPECT_EQ(payload, 9);
+  EXPECT_EQ(cache->NodeCount(), 2);  // two checkpoints; the tombstone holds none
+  // With the branch state where the split falls, the split node is a checkpoint.
+  const Tokens c = Cat(Seq(1, 30), Seq(700, 5));
+  r = cache->AdmitStates(c, {.branch_state_at = 30, .branch_payload = 10, .leaf_payload = 11});
+  EXPECT_TRUE(r.branch_used && r.leaf_used);
+  EXPECT_EQ(cache->CheckpointAtOrBelow(Seq(1, 45), 45, &node, &payload), 30);
+  EXPECT_EQ(payload, 10);
+  cache->CheckInvariants();
+}
+
+TEST(HybridCache, EvictedCheckpointsHandTheirPayloadsBack) {
+  const CostModel cost(Marconi7BShape(16), Accounting::kCorrected);
+  HybridShape shape = Marconi7BShape(16);
+  shape.kv_elem_bytes = 0;  // the engine's setting: KV lives in the block tree, not here
+  const CostModel slots_only(shape, Accounting::kCorrected);
+  auto cache = MakeHybridCache(Config(HybridPolicy::kMarconi, 2.0 * slots_only.CheckpointBytes()), slots_only);
+  std::vector<int32_t> freed;
+  for (int i = 0; i < 5; ++i) {
+    const HybridAdmitResult r = cache->AdmitStates(Seq(1000 * (i + 1), 40), {.leaf_payload = 100 + i});
+    EXPECT_TRUE(r.leaf_used);
+    freed.insert(freed.end(), r.freed_payloads.begin(), r.freed_payloads.end());
+    cache->CheckInvariants();
+    EXPECT_LE(cache->NodeCount(), 2);
+  }
+  EXPECT_EQ(freed, (std::vector<int32_t>{100, 101, 102}));  // oldest first (alpha 0: LRU)
+}
+
 // ---- Randomized property test: random sessions sharing prefixes, random locks, every policy,
 // a tight capacity; invariants after every step, the capacity never exceeded, locked prefixes
 // never evicted.
