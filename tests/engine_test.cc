@@ -6,6 +6,7 @@
 #include "core/random.h"
 #include "engine/engine.h"
 #include "models/loader.h"
+#include "runner/hybrid_cache_setup.h"
 #include "runner/model_executor.h"
 #include "scheduler/admission.h"
 
@@ -45,14 +46,16 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
   return w;
 }
 
-Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg) {
+// policy: for a model with Mamba2 layers, the hybrid cache policy ("" = no prefix reuse).
+Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
+                    const std::string& policy = "") {
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens});
-  std::unique_ptr<models::SsmStateStore> states;
-  if (model.config().n_ssm_layers() > 0)
-    states = std::make_unique<models::SsmStateStore>(model.config(), cfg.scheduler.max_running);
-  runner::ModelExecutor exec(model, pool, kv, states.get());
-  engine::Engine eng(cfg, exec);
+  auto hybrid = runner::MakeHybridServing(model.config(), cfg.scheduler.max_running,
+                                          policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
+                    .value();
+  runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+  engine::Engine eng(cfg, exec, hybrid.cache.get());
   Outcome out;
   int step = 0;
   size_t submitted = 0;
@@ -76,7 +79,9 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   out.metrics = eng.Metrics();
   EXPECT_EQ(out.metrics.running, 0);
   EXPECT_EQ(out.metrics.waiting, 0);
-  if (eng.tree()) EXPECT_EQ(eng.tree()->CheckInvariants(), "");
+  if (eng.tree()) {
+    EXPECT_EQ(eng.tree()->CheckInvariants(), "");
+  }
   return out;
 }
 
@@ -149,6 +154,37 @@ TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
   }
 }
 
+// With the hybrid cache, requests restore checkpoints (branch points found by speculative
+// insertion, and finished requests' final states) and prefill only the rest. Restoring changes
+// where the scan's chunks split, so answers are compared as greedy tokens (logits agree to
+// ~1e-6, far inside any gap between the best two tokens here).
+TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    for (uint64_t seed : {5, 6}) {
+      const Workload w = MakeWorkload(seed, model->config().vocab_size);
+      engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+      off.scheduler.max_running = 6;
+      off.scheduler.step_token_budget = 24;
+      const Outcome a = RunWorkload(*model, w, off);
+      for (const char* policy : {"sglang+", "marconi"}) {
+        for (int slots : {3, 64}) {  // tight (forces checkpoint eviction) and roomy
+          engine::EngineConfig on = off;
+          on.prefix_cache = true;
+          on.checkpoint_slots = slots;
+          const Outcome b = RunWorkload(*model, w, on, policy);
+          for (size_t i = 0; i < w.requests.size(); ++i)
+            EXPECT_EQ(b.outputs.at(i), a.outputs.at(i)) << spec << " " << policy << " slots " << slots << " request " << i;
+          if (slots == 64) {  // with room, shared prefixes are reused
+            EXPECT_GT(b.metrics.cached_prompt_tokens, 0) << spec << " " << policy;
+            EXPECT_LT(b.metrics.computed_tokens, a.metrics.computed_tokens) << spec << " " << policy;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {
   core::ThreadPool pool(2);
   models::KvStore kv(model_->config(), {256, 16});
@@ -167,7 +203,9 @@ TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {
                  }).ok());
     eng.RunUntilIdle();
     EXPECT_GT(usage.cached_tokens, last_cached) << "turn " << turn;
-    if (turn > 0) EXPECT_GE(usage.cached_tokens, static_cast<int64_t>(history.size()) - 7 - 1);
+    if (turn > 0) {
+      EXPECT_GE(usage.cached_tokens, static_cast<int64_t>(history.size()) - 7 - 1);
+    }
     last_cached = usage.cached_tokens;
     history.insert(history.end(), reply.begin(), reply.end());
   }

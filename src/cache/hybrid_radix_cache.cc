@@ -309,8 +309,16 @@ HybridAdmitResult HybridRadixCache::AdmitStates(std::span<const int32_t> sequenc
   freed_.clear();
   Tick();
   if (config_.policy == HybridPolicy::kMarconi && !tuned_ && !window_.empty()) {
-    auto& [tokens, input_len] = window_.back();
-    tokens.assign(sequence.begin(), sequence.end());
+    // The request's own window entry: the latest unfinished one whose input starts this
+    // sequence (with concurrent requests, not necessarily the last looked up).
+    for (auto it = window_.rbegin(); it != window_.rend(); ++it) {
+      auto& [tokens, input_len] = *it;
+      if (static_cast<int64_t>(tokens.size()) == input_len && tokens.size() <= sequence.size() &&
+          std::equal(tokens.begin(), tokens.end(), sequence.begin())) {
+        tokens.assign(sequence.begin(), sequence.end());
+        break;
+      }
+    }
     MaybeTune();
   }
   if (Reference()) {

@@ -30,6 +30,9 @@ struct EngineOptions {
   bool no_prefix_cache = false;
   int step_tokens = 256;
   int max_running = 16;
+  // Models with Mamba2 layers: the hybrid cache policy and its checkpoint slots.
+  std::string hybrid_policy = "marconi";
+  int checkpoint_slots = 32;
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);

@@ -26,6 +26,7 @@
 #include "cli/common.h"
 #include "engine/engine.h"
 #include "models/kv_store.h"
+#include "runner/hybrid_cache_setup.h"
 #include "runner/model_executor.h"
 #include "serve/server.h"
 #include "tokenizer/chat_template.h"
@@ -34,7 +35,7 @@ namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
 engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
-std::unique_ptr<models::SsmStateStore> MakeStateStore(const models::ModelConfig& model, const engine::EngineConfig& ec);
+runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o);
 
 namespace {
 
@@ -270,9 +271,9 @@ void RegisterReplay(CLI::App& app) {
       eo.no_prefix_cache = !cache_on;
       const engine::EngineConfig ec = MakeEngineConfig(eo);
       models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
-      auto states = MakeStateStore(model.config(), ec);
-      runner::ModelExecutor exec(model, pool, kv, states.get());
-      engine::Engine eng(ec, exec);
+      runner::HybridServing hybrid = MakeHybrid(model.config(), eo);
+      runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+      engine::Engine eng(ec, exec, hybrid.cache.get());
       serve::ServerConfig sc;
       sc.model_name = "replay";
       sc.stop_ids = {};  // fixed-length answers: every request generates max_tokens

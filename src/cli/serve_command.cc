@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "runner/hybrid_cache_setup.h"
 #include "cli/common.h"
 #include "engine/engine.h"
 #include "models/kv_store.h"
@@ -26,12 +27,17 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
   cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
+  cmd->add_option("--hybrid-policy", o->hybrid_policy, "Mamba2 hybrids: prefix cache policy sglang+|marconi|marconi-static")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "Mamba2 hybrids: cached SSM checkpoints (0 = no prefix reuse)")
+      ->capture_default_str();
 }
 
-// One recurrent-state slot per running request for models with Mamba2 layers; none otherwise.
-std::unique_ptr<models::SsmStateStore> MakeStateStore(const models::ModelConfig& model, const engine::EngineConfig& ec) {
-  if (model.n_ssm_layers() == 0) return nullptr;
-  return std::make_unique<models::SsmStateStore>(model, ec.scheduler.max_running);
+// State slots and the hybrid prefix cache for a model with Mamba2 layers (none otherwise).
+runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
+  auto h = runner::MakeHybridServing(model, o.max_running, o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy);
+  ExitIfError(h.status());
+  return std::move(h).value();
 }
 
 engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
@@ -41,6 +47,7 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   c.prefix_cache = !o.no_prefix_cache;
   c.scheduler.step_token_budget = o.step_tokens;
   c.scheduler.max_running = o.max_running;
+  c.checkpoint_slots = o.checkpoint_slots;
   return c;
 }
 
@@ -75,9 +82,9 @@ void RegisterServe(CLI::App& app) {
     core::ThreadPool pool(o->model.threads);
     const engine::EngineConfig ec = MakeEngineConfig(o->engine);
     models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
-    auto states = MakeStateStore(model.config(), ec);
-    runner::ModelExecutor exec(model, pool, kv, states.get());
-    engine::Engine eng(ec, exec);
+    runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
+    runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+    engine::Engine eng(ec, exec, hybrid.cache.get());
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);
     serve::Server server(o->server, eng, tok, format);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace radixlm::engine {
 
@@ -20,14 +21,26 @@ const char* FinishReasonName(FinishReason r) {
   return "?";
 }
 
-Engine::Engine(EngineConfig config, Executor& executor)
-    : config_(config), executor_(executor), pool_({config.num_blocks, config.block_tokens}) {
-  // A recurrent state cannot be rolled back to a KV-cache hit, so models with Mamba2 layers
-  // run without the KV-only prefix tree (the hybrid cache, cache/hybrid_radix_cache.h, is what
-  // serves their prefixes).
-  if (executor_.state_slots() > 0) config_.prefix_cache = false;
+Engine::Engine(EngineConfig config, Executor& executor, cache::HybridPrefixCache* checkpoints)
+    : config_(config), executor_(executor), pool_({config.num_blocks, config.block_tokens}), checkpoints_(checkpoints) {
+  // A recurrent state cannot be rolled back to a KV-cache hit: a model with Mamba2 layers
+  // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the
+  // attention layers up to that point. Without a hybrid cache it reuses nothing.
+  const int32_t slots = executor_.state_slots(), running = config_.scheduler.max_running;
+  if (slots > 0 && (!checkpoints_ || !config_.prefix_cache)) {
+    config_.prefix_cache = false;
+    checkpoints_ = nullptr;
+  }
   if (config_.prefix_cache) tree_ = std::make_unique<cache::RadixTree>(pool_);
-  for (int32_t s = executor_.state_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
+  if (checkpoints_) {
+    RADIXLM_CHECK_MSG(slots >= 2 * running + config_.checkpoint_slots + 2,
+                      "a hybrid cache needs 2 x max_running + checkpoint_slots + 2 state slots");
+    for (int32_t s = 2 * running + config_.checkpoint_slots + 1; s >= 2 * running; --s) checkpoint_free_.push_back(s);
+    for (int32_t s = 2 * running - 1; s >= running; --s) pending_free_.push_back(s);
+    for (int32_t s = running - 1; s >= 0; --s) free_slots_.push_back(s);
+  } else {
+    for (int32_t s = slots - 1; s >= 0; --s) free_slots_.push_back(s);
+  }
   metrics_.blocks_total = config.num_blocks;
 }
 
@@ -111,9 +124,30 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
     r.owned = *blocks;
     r.computed = 0;
   } else {
-    const cache::Reservation res = tree_->Reserve(r.tokens, n - 1, n);
+    // Hybrid models: reuse only up to the deepest checkpoint whose KV is still in the tree.
+    int64_t limit = n - 1;
+    int32_t ckpt_node = -1, ckpt_slot = -1;
+    if (checkpoints_) {
+      const int64_t kv = tree_->Match(r.tokens, n - 1).length;
+      limit = checkpoints_->CheckpointAtOrBelow(r.tokens, kv, &ckpt_node, &ckpt_slot);
+    }
+    const cache::Reservation res = tree_->Reserve(r.tokens, limit, n);
     if (!res.feasible) return false;
+    if (checkpoints_) {
+      // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
+      const cache::HybridLookup look = checkpoints_->Lookup(std::span<const int32_t>(r.tokens.data(), n - 1));
+      r.branch_at = look.branch_checkpoint && look.matched_tokens > limit ? look.matched_tokens : -1;
+      r.branch_captured = false;
+      r.restore_slot = limit > 0 ? ckpt_slot : -1;
+      r.needs_restore = limit > 0;
+      r.checkpoint_lock = {};
+      r.checkpoint_lock.node = limit > 0 ? ckpt_node : -1;
+      checkpoints_->Lock(r.checkpoint_lock);
+      r.pending_slot = pending_free_.back();
+      pending_free_.pop_back();
+    }
     cache::Admission a = tree_->Commit(res, r.first_admission ? r.prompt_len : 0);
+    RADIXLM_CHECK(!checkpoints_ || a.cached_tokens == limit);
     if (a.cow_src >= 0) copies->push_back({a.cow_src, a.cow_dst, a.cow_tokens});
     r.block_table = std::move(a.block_table);
     r.owned = std::move(a.owned_blocks);
@@ -146,7 +180,40 @@ bool Engine::EnsureBlocks(Req& r, int64_t upto) {
   return true;
 }
 
+void Engine::AdmitCheckpoints(Req& r) {
+  if (!checkpoints_ || r.computed <= 0 || r.state_slot < 0) return;
+  // The working state holds the state after every computed token: the leaf checkpoint.
+  const int32_t leaf = checkpoint_free_.back();
+  checkpoint_free_.pop_back();
+  executor_.CopyState(r.state_slot, leaf);
+  int32_t branch = -1;
+  if (r.branch_captured) {
+    branch = checkpoint_free_.back();
+    checkpoint_free_.pop_back();
+    executor_.CopyState(r.pending_slot, branch);
+  }
+  cache::HybridAdmitOptions o;
+  o.branch_state_at = r.branch_captured ? r.branch_at : std::numeric_limits<int64_t>::max();
+  o.branch_payload = branch;
+  o.leaf_payload = leaf;
+  const cache::HybridAdmitResult res =
+      checkpoints_->AdmitStates(std::span<const int32_t>(r.tokens.data(), r.computed), o);
+  if (!res.leaf_used) checkpoint_free_.push_back(leaf);
+  if (branch >= 0 && !res.branch_used) checkpoint_free_.push_back(branch);
+  for (int32_t p : res.freed_payloads) checkpoint_free_.push_back(p);
+}
+
 void Engine::ReleaseResources(Req& r, bool insert) {
+  if (checkpoints_ && r.pending_slot >= 0) {
+    checkpoints_->Unlock(r.checkpoint_lock);
+    r.checkpoint_lock = {};
+    pending_free_.push_back(r.pending_slot);
+    r.pending_slot = -1;
+    r.restore_slot = -1;
+    r.needs_restore = false;
+    r.branch_at = -1;
+    r.branch_captured = false;
+  }
   if (tree_ && insert && r.computed > 0) tree_->Insert(r.tokens, r.computed, r.block_table);
   if (tree_ && r.has_lock) tree_->Unlock(r.locked);
   r.has_lock = false;
@@ -174,6 +241,7 @@ void Engine::Preempt(Req& r) {
 }
 
 void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token) {
+  if (reason != FinishReason::kCancelled) AdmitCheckpoints(*r);
   ReleaseResources(*r, /*insert=*/reason != FinishReason::kCancelled);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
   r->usage.total_seconds = NowSeconds() - r->submit_time;
@@ -274,6 +342,14 @@ bool Engine::Step() {
     s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size());
     s.state_slot = r.state_slot;
     s.reset_state = r.computed == 0;
+    if (r.needs_restore) {
+      s.restore_from = r.restore_slot;
+      r.needs_restore = false;
+    }
+    if (r.branch_at > r.computed && r.branch_at <= r.computed + p.n) {
+      s.checkpoints.push_back({static_cast<int32_t>(r.branch_at - r.computed), r.pending_slot});
+      r.branch_captured = true;
+    }
     seqs.push_back(s);
     computed_now += p.n;
   }

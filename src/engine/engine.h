@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/hybrid_radix_cache.h"
 #include "cache/radix_tree.h"
 #include "core/status.h"
 #include "engine/executor.h"
@@ -43,6 +44,9 @@ struct EngineConfig {
   int32_t block_tokens = 16;
   bool prefix_cache = true;
   scheduler::SchedulerConfig scheduler;
+  // Models with recurrent layers and a hybrid cache: state slots holding cached checkpoints,
+  // after the 2 x max_running working and branch-capture slots (plus 2 for admission).
+  int32_t checkpoint_slots = 0;
 };
 
 struct EngineMetrics {
@@ -56,7 +60,10 @@ struct EngineMetrics {
 
 class Engine {
  public:
-  Engine(EngineConfig config, Executor& executor);
+  // checkpoints: the hybrid prefix cache of a model with recurrent layers (borrowed; null =
+  // such a model is served without prefix reuse). Its capacity must be checkpoint_slots
+  // checkpoints.
+  Engine(EngineConfig config, Executor& executor, cache::HybridPrefixCache* checkpoints = nullptr);
   ~Engine();
 
   // Queues a request; the callback receives every token and a final event.
@@ -90,6 +97,14 @@ class Engine {
     cache::NodeId locked = cache::kRootNode;
     bool has_lock = false;
     int32_t state_slot = -1;            // recurrent-state slot (models with Mamba2 layers)
+    // Hybrid cache: the checkpoint restored at admission, the branch point prefill must
+    // checkpoint (speculative insertion) and the slot it goes to.
+    int32_t restore_slot = -1;
+    bool needs_restore = false;
+    cache::HybridLookup checkpoint_lock;
+    int64_t branch_at = -1;
+    bool branch_captured = false;
+    int32_t pending_slot = -1;
     models::Sampler sampler;
     Usage usage;
     bool first_admission = true;
@@ -116,6 +131,9 @@ class Engine {
   cache::BlockPool pool_;
   std::unique_ptr<cache::RadixTree> tree_;
   std::vector<int32_t> free_slots_;  // recurrent-state slots not held by a running request
+  cache::HybridPrefixCache* checkpoints_ = nullptr;
+  std::vector<int32_t> pending_free_, checkpoint_free_;  // branch-capture and cache slots
+  void AdmitCheckpoints(Req& r);  // a finished request's states into the hybrid cache
   std::vector<std::unique_ptr<Req>> waiting_, running_;
 
   mutable std::mutex mu_;  // guards inbox_, cancels_, metrics_, next_id_

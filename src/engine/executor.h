@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+
 namespace radixlm::engine {
 
 struct StepSequence {
@@ -18,6 +19,13 @@ struct StepSequence {
   // empty state first when the sequence starts at position 0.
   int32_t state_slot = -1;
   bool reset_state = false;
+  int32_t restore_from = -1;  // copy this checkpoint slot into state_slot first (a cache hit)
+  // Copy the state after `after_tokens` of this step's tokens into `slot` (a branch point the
+  // hybrid cache asked for).
+  struct Checkpoint {
+    int32_t after_tokens = 0, slot = -1;
+  };
+  std::vector<Checkpoint> checkpoints;
 };
 
 struct BlockCopy {
@@ -36,6 +44,9 @@ class Executor {
   // Prefill chunks ending on multiples of this keep results bitwise equal to one prefill
   // (a recurrent layer's chunked scan runs on a grid of absolute positions); 0 = any split.
   virtual int32_t prefill_alignment() const { return 0; }
+  // Copies a whole recurrent state between slots (a finished request's final state into the
+  // cache). REQUIRES: state_slots() > 0.
+  virtual void CopyState(int32_t src, int32_t dst) {}
 };
 
 }  // namespace radixlm::engine

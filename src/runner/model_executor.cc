@@ -19,8 +19,14 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
     b.seqs.push_back({begin, static_cast<int64_t>(s.tokens.size()), s.block_table});
     if (states_) {
       RADIXLM_CHECK_MSG(s.state_slot >= 0, "a model with Mamba2 layers needs a state slot per sequence");
-      if (s.reset_state) states_->Reset(s.state_slot);
-      b.ssm.push_back({s.state_slot, {}});
+      if (s.restore_from >= 0) {
+        states_->Copy(s.restore_from, s.state_slot);
+      } else if (s.reset_state) {
+        states_->Reset(s.state_slot);
+      }
+      models::SsmSeq seq{s.state_slot, {}};
+      for (const auto& c : s.checkpoints) seq.checkpoints.push_back({c.after_tokens, c.slot});
+      b.ssm.push_back(std::move(seq));
     }
   }
   b.token_ids = ids_;

@@ -21,6 +21,7 @@ class ModelExecutor : public engine::Executor {
   int64_t max_context() const override { return model_.config().max_context; }
   int32_t state_slots() const override { return states_ ? states_->n_slots() : 0; }
   int32_t prefill_alignment() const override { return states_ ? model_.config().ssm_chunk : 0; }
+  void CopyState(int32_t src, int32_t dst) override { states_->Copy(src, dst); }
 
  private:
   models::Transformer& model_;

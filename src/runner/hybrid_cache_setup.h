@@ -1,0 +1,27 @@
+// Wires a model with Mamba2 layers to the hybrid prefix cache for serving: the state store
+// layout the engine expects (max_running working slots, max_running branch-capture slots,
+// checkpoint slots + 2 for admission) and a hybrid cache whose capacity is exactly those
+// checkpoint slots (KV lives in the engine's block tree, so the cache counts checkpoint bytes
+// only; its FLOP model is the model's own shape).
+#pragma once
+
+#include <memory>
+
+#include "cache/hybrid_radix_cache.h"
+#include "models/model_config.h"
+#include "models/ssm_state.h"
+
+namespace radixlm::runner {
+
+cache::HybridShape HybridShapeOf(const models::ModelConfig& model);
+
+struct HybridServing {
+  std::unique_ptr<models::SsmStateStore> states;
+  std::unique_ptr<cache::HybridPrefixCache> cache;  // null: no prefix reuse
+};
+
+// policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache.
+core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, int max_running,
+                                                int checkpoint_slots, const std::string& policy, double alpha = 0);
+
+}  // namespace radixlm::runner
