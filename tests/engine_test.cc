@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "models/loader.h"
 #include "runner/hybrid_cache_setup.h"
+#include "sim/model_shape.h"
 #include "runner/model_executor.h"
 #include "scheduler/admission.h"
 
@@ -51,7 +52,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
                     const std::string& policy = "") {
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens});
-  auto hybrid = runner::MakeHybridServing(model.config(), cfg.scheduler.max_running,
+  auto hybrid = runner::MakeHybridServing(model.config(), sim::ShapeOfModel(model.config()), cfg.scheduler.max_running,
                                           policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());

@@ -27,6 +27,7 @@
 #include "engine/engine.h"
 #include "models/kv_store.h"
 #include "runner/hybrid_cache_setup.h"
+#include "sim/trace.h"
 #include "runner/model_executor.h"
 #include "serve/server.h"
 #include "tokenizer/chat_template.h"
@@ -128,6 +129,7 @@ class TokenTrie {
 
 struct RunResult {
   int64_t requests = 0, prompt_tokens = 0, cached_tokens = 0, oracle_tokens = 0, completion_tokens = 0, errors = 0;
+  std::vector<sim::TraceRequest> trace;  // requests as served, in completion order (Marconi schema)
   std::vector<double> ttft;
   double seconds = 0;
   json ToJson() const {
@@ -214,6 +216,13 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
         result.cached_tokens += usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
         result.completion_tokens += usage["completion_tokens"].get<int64_t>();
         if (ttft >= 0) result.ttft.push_back(ttft);
+        sim::TraceRequest traced;
+        traced.session_id = static_cast<int64_t>(ci);
+        traced.turn_id = static_cast<int64_t>(&turn - conv.turns.data());
+        traced.ts = static_cast<double>(result.trace.size());
+        traced.input = ids;
+        traced.output = out_ids;
+        result.trace.push_back(std::move(traced));
         // What the server now caches: prompt + output minus the last token.
         std::vector<int32_t> full = ids;
         full.insert(full.end(), out_ids.begin(), out_ids.end());
@@ -235,7 +244,7 @@ void RegisterReplay(CLI::App& app) {
   struct Opts {
     ModelOptions model;
     EngineOptions engine;
-    std::string workload = "swe-agent", data_dir, chat_template;
+    std::string workload = "swe-agent", data_dir, chat_template, trace_out;
     int clients = 4, max_tokens = 16, conversations = 1000, turns = 1000;
     bool compare = false, json_out = false;
   };
@@ -251,6 +260,7 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories");
   cmd->add_option("--turns", o->turns, "at most this many turns per trajectory");
   cmd->add_option("--chat-template", o->chat_template);
+  cmd->add_option("--trace-out", o->trace_out, "write the requests as served (token ids) as a Marconi-schema trace for `simulate`");
   cmd->add_flag("--compare", o->compare, "run again with the prefix cache off and report both");
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   cmd->callback([o] {
@@ -288,6 +298,7 @@ void RegisterReplay(CLI::App& app) {
       eng.Stop();
       json j = r.ToJson();
       j["engine_computed_tokens"] = eng.Metrics().computed_tokens;
+      j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on ? eo.hybrid_policy : "off") : (cache_on ? "radix" : "off");
       if (const cache::RadixTree* tree = eng.tree(); tree && r.prompt_tokens > 0) {
         // What truncating matches to block boundaries would have served instead of
         // copy-on-write (first admissions only, as token_hit_rate).
@@ -295,6 +306,10 @@ void RegisterReplay(CLI::App& app) {
         j["cow_copies"] = tree->stats().cow_copies;
       }
       j["preemptions"] = eng.Metrics().preemptions;
+      if (cache_on && !o->trace_out.empty()) {
+        std::ofstream out(o->trace_out);
+        for (const sim::TraceRequest& t : r.trace) sim::WriteMarconiLine(out, t);
+      }
       report[cache_on ? "cache_on" : "cache_off"] = j;
       if (!o->json_out) std::fprintf(stderr, "cache %s: %s\n", cache_on ? "on" : "off", j.dump().c_str());
     }

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "runner/hybrid_cache_setup.h"
+#include "sim/model_shape.h"
 #include "cli/common.h"
 #include "engine/engine.h"
 #include "models/kv_store.h"
@@ -35,7 +36,8 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
 
 // State slots and the hybrid prefix cache for a model with Mamba2 layers (none otherwise).
 runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
-  auto h = runner::MakeHybridServing(model, o.max_running, o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy);
+  auto h = runner::MakeHybridServing(model, sim::ShapeOfModel(model), o.max_running,
+                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy);
   ExitIfError(h.status());
   return std::move(h).value();
 }

@@ -23,7 +23,7 @@ struct SimulateOptions {
   std::string trace, generate, out, model = "marconi-7b", cache_size = "40GB", policy = "marconi";
   std::string csv, plot, ttft_table, layers;
   double alpha = 0;
-  bool alpha_set = false, reference = false, json_out = false;
+  bool alpha_set = false, reference = false, json_out = false, checkpoints_only = false;
   int bootstrap_multiplier = 5, threads = 2, block_tokens = 512;
   int64_t d_state = 0;
   sim::WorkloadOptions workload;
@@ -178,6 +178,7 @@ int RunSimulate(SimulateOptions& o) {
   auto shape = sim::ResolveModelShape(o.model);
   if (!shape.ok()) return fail(shape.status());
   if (o.d_state > 0) shape->d_state = o.d_state;
+  if (o.checkpoints_only) shape->kv_elem_bytes = 0;  // the engine's setting: KV in its own pool
   if (!o.layers.empty()) {
     int ssm, attn, mlp;
     if (std::sscanf(o.layers.c_str(), "%d:%d:%d", &ssm, &attn, &mlp) != 3 || ssm < 0 || attn < 0 || mlp < 0)
@@ -272,6 +273,8 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--bootstrap-multiplier", o->bootstrap_multiplier, "marconi: tuning window = this x requests before the first eviction (15 for LMSys)");
   cmd->add_flag("--reference-accounting", o->reference, "reproduce the Marconi artifact's accounting, quirks included");
   cmd->add_option("--d-state", o->d_state, "override the model's SSM state size");
+  cmd->add_flag("--checkpoints-only", o->checkpoints_only,
+                "count only SSM checkpoints against the capacity (as the engine's checkpoint pool does)");
   cmd->add_option("--layers", o->layers, "override layer counts SSM:ATTENTION:MLP");
   cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: ../shared Jamba-1.5-Mini table)");
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per hash id of a Mooncake trace");

@@ -2,30 +2,9 @@
 
 namespace radixlm::runner {
 
-cache::HybridShape HybridShapeOf(const models::ModelConfig& c) {
-  cache::HybridShape s;
-  s.name = c.name;
-  s.d_model = c.d_model;
-  s.n_attn_layers = c.n_attention_layers();
-  s.n_ssm_layers = c.n_ssm_layers();
-  for (models::LayerKind k : c.layers) s.n_mlp_layers += k == models::LayerKind::kMlp;
-  s.n_heads = c.n_heads;
-  s.n_kv_heads = c.n_kv_heads;
-  s.head_dim = c.head_dim;
-  s.d_ff = c.ffn_dim;
-  s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
-  s.d_state = c.ssm_state;
-  s.n_groups = c.ssm_groups;
-  s.d_conv = c.ssm_conv;
-  s.ssm_heads = c.ssm_heads;
-  s.expand = c.d_model > 0 ? int64_t{c.ssm_heads} * c.ssm_head_dim / c.d_model : 2;
-  s.kv_elem_bytes = 4;     // the engine's KV store and state store are f32
-  s.state_elem_bytes = 4;
-  return s;
-}
-
-core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, int max_running,
-                                                int checkpoint_slots, const std::string& policy, double alpha) {
+core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& model_shape,
+                                                int max_running, int checkpoint_slots, const std::string& policy,
+                                                double alpha) {
   HybridServing out;
   if (model.n_ssm_layers() == 0) return out;
   if (checkpoint_slots <= 0) {
@@ -35,8 +14,7 @@ core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model
   RADIXLM_ASSIGN_OR_RETURN(cache::HybridPolicy p, cache::ParseHybridPolicy(policy));
   if (p != cache::HybridPolicy::kSglangPlus && p != cache::HybridPolicy::kMarconi && p != cache::HybridPolicy::kMarconiStatic)
     return core::InvalidArgument("policy '" + policy + "' cannot serve a model with Mamba2 layers (use sglang+, marconi or marconi-static)");
-  cache::HybridShape shape = HybridShapeOf(model);
-  // The d_inner the shape derives must be the model's exact one for the checkpoint size.
+  cache::HybridShape shape = model_shape;
   shape.kv_elem_bytes = 0;  // KV is the block tree's business
   const cache::CostModel cost(shape, cache::Accounting::kCorrected);
   cache::HybridCacheConfig cfg;

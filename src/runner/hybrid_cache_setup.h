@@ -13,15 +13,15 @@
 
 namespace radixlm::runner {
 
-cache::HybridShape HybridShapeOf(const models::ModelConfig& model);
-
 struct HybridServing {
   std::unique_ptr<models::SsmStateStore> states;
   std::unique_ptr<cache::HybridPrefixCache> cache;  // null: no prefix reuse
 };
 
-// policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache.
-core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, int max_running,
-                                                int checkpoint_slots, const std::string& policy, double alpha = 0);
+// policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache. shape:
+// the model's cache shape (sim::ShapeOfModel), which sizes checkpoints and ranks them.
+core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& shape,
+                                                int max_running, int checkpoint_slots, const std::string& policy,
+                                                double alpha = 0);
 
 }  // namespace radixlm::runner

@@ -92,17 +92,31 @@ core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec) {
     }
   }
   RADIXLM_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadConfig(spec));
+  return ShapeOfModel(config);
+}
+
+cache::HybridShape ShapeOfModel(const models::ModelConfig& c) {
   cache::HybridShape s;
-  s.name = config.name;
-  s.d_model = config.d_model;
-  s.n_heads = config.n_heads;
-  s.n_kv_heads = config.n_kv_heads;
-  s.head_dim = config.head_dim;
-  s.d_ff = config.ffn_dim;
-  s.gated_mlp = true;
-  s.n_attn_layers = config.n_attention_layers();
-  s.n_mlp_layers = config.n_blocks;
-  s.kv_elem_bytes = 4;  // the engine's KvStore holds f32 keys and values
+  s.name = c.name;
+  s.d_model = c.d_model;
+  s.n_attn_layers = c.n_attention_layers();
+  s.n_ssm_layers = c.n_ssm_layers();
+  for (models::LayerKind k : c.layers) s.n_mlp_layers += k == models::LayerKind::kMlp;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.d_ff = c.ffn_dim;
+  s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
+  if (c.n_ssm_layers() > 0) {
+    s.d_state = c.ssm_state;
+    s.n_groups = c.ssm_groups;
+    s.d_conv = c.ssm_conv;
+    s.ssm_heads = c.ssm_heads;
+    // d_inner = ssm_heads x head_dim; expressed through expand for the cost model.
+    s.expand = int64_t{c.ssm_heads} * c.ssm_head_dim / c.d_model;
+  }
+  s.kv_elem_bytes = 4;  // the engine's KV store and SSM state store hold f32
+  s.state_elem_bytes = 4;
   return s;
 }
 

@@ -17,9 +17,14 @@
 
 #include "cache/cost_model.h"
 #include "core/status.h"
+#include "models/model_config.h"
 
 namespace radixlm::sim {
 
 core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec);
+
+// The cache-relevant shape of a model the engine runs (f32 KV and SSM states, as the engine
+// stores them).
+cache::HybridShape ShapeOfModel(const models::ModelConfig& model);
 
 }  // namespace radixlm::sim
