@@ -187,6 +187,12 @@ std::vector<float> ToF32(const TensorEntry& e) {
 
 std::string Blk(int i, const char* what) { return "blk." + std::to_string(i) + "." + what; }
 
+StatusOr<std::vector<float>> GetShaped(const WeightSource& src, const std::string& name, const std::vector<int64_t>& shape) {
+  std::vector<float> scratch;
+  RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(name, shape, &scratch));
+  return ToF32(e);
+}
+
 StatusOr<std::vector<float>> GetVector(const WeightSource& src, const std::string& name, int64_t n) {
   std::vector<float> scratch;
   RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(name, {n}, &scratch));
@@ -236,11 +242,16 @@ StatusOr<Mamba2LayerWeights> BuildMamba2(const ModelConfig& c, const WeightSourc
     RADIXLM_ASSIGN_OR_RETURN(m.conv_b, GetVector(src, Blk(block, "ssm_conv1d.bias"), cd));
   }
   RADIXLM_ASSIGN_OR_RETURN(m.dt_bias, GetVector(src, Blk(block, "ssm_dt.bias"), H));
-  RADIXLM_ASSIGN_OR_RETURN(m.A, GetVector(src, Blk(block, "ssm_a"), H));
-  if (src.HfLayout())
+  // GGUF keeps A and D as [n_heads, 1] and the gated norm as [n_groups, d_inner / n_groups].
+  const bool hf = src.HfLayout();
+  const std::vector<int64_t> head_shape = hf ? std::vector<int64_t>{H} : std::vector<int64_t>{H, 1};
+  const std::vector<int64_t> norm_shape =
+      hf ? std::vector<int64_t>{di} : std::vector<int64_t>{dims.n_groups, di / dims.n_groups};
+  RADIXLM_ASSIGN_OR_RETURN(m.A, GetShaped(src, Blk(block, "ssm_a"), head_shape));
+  if (hf)
     for (float& a : m.A) a = -std::exp(a);  // the checkpoint holds A_log
-  RADIXLM_ASSIGN_OR_RETURN(m.D, GetVector(src, Blk(block, "ssm_d"), H));
-  RADIXLM_ASSIGN_OR_RETURN(m.gated_norm, GetVector(src, Blk(block, "ssm_norm.weight"), di));
+  RADIXLM_ASSIGN_OR_RETURN(m.D, GetShaped(src, Blk(block, "ssm_d"), head_shape));
+  RADIXLM_ASSIGN_OR_RETURN(m.gated_norm, GetShaped(src, Blk(block, "ssm_norm.weight"), norm_shape));
   RADIXLM_ASSIGN_OR_RETURN(m.out_proj, GetStacked(src, {Blk(block, "ssm_out.weight")}, {d}, di, storage));
   return m;
 }
@@ -320,11 +331,81 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
 
 // ---- config readers ------------------------------------------------------------------------
 
+// llama.cpp's hybrid GGUFs: which layers are recurrent comes from per-layer arrays
+// (attention.head_count_kv 0 = Mamba2; Nemotron-H's feed_forward_length > 0 = MLP).
+StatusOr<ModelConfig> HybridConfigFromGguf(const formats::GgufFile& g, const std::string& arch) {
+  ModelConfig c;
+  c.arch = arch;
+  const std::string a = arch + ".";
+  c.name = g.Find("general.name") ? g.Find("general.name")->AsString() : g.path();
+  RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t heads_ssm, g.GetInt(a + "ssm.time_step_rank"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t inner, g.GetInt(a + "ssm.inner_size"));
+  c.d_model = static_cast<int>(d);
+  c.n_blocks = static_cast<int>(blocks);
+  c.ssm_heads = static_cast<int>(heads_ssm);
+  c.ssm_head_dim = static_cast<int>(inner / std::max<int64_t>(1, heads_ssm));
+  c.ssm_state = static_cast<int>(g.GetIntOr(a + "ssm.state_size", 128));
+  c.ssm_groups = static_cast<int>(g.GetIntOr(a + "ssm.group_count", 1));
+  c.ssm_conv = static_cast<int>(g.GetIntOr(a + "ssm.conv_kernel", 4));
+  c.ssm_norm_group = static_cast<int>(inner / std::max(1, c.ssm_groups));  // llama.cpp normalises per group
+  c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.max_context = g.GetIntOr(a + "context_length", 1 << 20);
+  c.use_rope = false;
+  c.tied_embeddings = g.tensors().Find("output.weight") == nullptr;
+  const TensorEntry* emb = g.tensors().Find("token_embd.weight");
+  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
+  c.vocab_size = emb->shape[0];
+  c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
+  c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  // A per-layer value: an array, or one scalar for every layer.
+  auto per_layer = [&](const std::string& key, int64_t i) -> int64_t {
+    const formats::GgufValue* v = g.Find(a + key);
+    if (!v) return 0;
+    if (!v->array.empty()) return i < static_cast<int64_t>(v->array.size()) ? v->array[i].AsInt() : 0;
+    return v->AsInt();
+  };
+  for (int64_t i = 0; i < blocks; ++i) {
+    c.n_heads = std::max<int>(c.n_heads, static_cast<int>(per_layer("attention.head_count", i)));
+    c.n_kv_heads = std::max<int>(c.n_kv_heads, static_cast<int>(per_layer("attention.head_count_kv", i)));
+    c.ffn_dim = std::max<int>(c.ffn_dim, static_cast<int>(per_layer("feed_forward_length", i)));
+  }
+  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", c.n_heads ? d / c.n_heads : 0));
+  if (arch == "mamba2") {
+    c.block_per_sublayer = true;
+    c.layers.assign(blocks, LayerKind::kMamba2);
+  } else if (arch == "nemotron_h") {
+    c.block_per_sublayer = true;
+    c.mlp_act = ModelConfig::MlpAct::kRelu2;
+    for (int64_t i = 0; i < blocks; ++i) {
+      if (per_layer("attention.head_count_kv", i) > 0) c.layers.push_back(LayerKind::kAttention);
+      else if (per_layer("feed_forward_length", i) > 0) c.layers.push_back(LayerKind::kMlp);
+      else c.layers.push_back(LayerKind::kMamba2);
+    }
+  } else {  // granitehybrid: a mixer and a SwiGLU MLP per layer
+    if (g.Find(a + "expert_count") && g.GetIntOr(a + "expert_count", 0) > 0)
+      return core::Unimplemented(g.path() + ": Granite-4.0-H with MoE experts");
+    c.ffn_dim = static_cast<int>(g.GetIntOr(a + "expert_shared_feed_forward_length", c.ffn_dim));
+    for (int64_t i = 0; i < blocks; ++i) {
+      c.layers.push_back(per_layer("attention.head_count_kv", i) > 0 ? LayerKind::kAttention : LayerKind::kMamba2);
+      c.layers.push_back(LayerKind::kMlp);
+    }
+    c.embedding_multiplier = static_cast<float>(g.GetFloatOr(a + "embedding_scale", 1.0));
+    c.residual_multiplier = static_cast<float>(g.GetFloatOr(a + "residual_scale", 1.0));
+    c.attention_multiplier = static_cast<float>(g.GetFloatOr(a + "attention.scale", 0.0));
+    c.logits_scaling = static_cast<float>(g.GetFloatOr(a + "logit_scale", 1.0));
+  }
+  return c;
+}
+
 StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
   ModelConfig c;
   RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
+  if (c.arch == "mamba2" || c.arch == "nemotron_h" || c.arch == "granitehybrid") return HybridConfigFromGguf(g, c.arch);
   if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
-    return core::Unimplemented(g.path() + ": architecture '" + c.arch + "' is not supported (llama, qwen2, qwen3)");
+    return core::Unimplemented(g.path() + ": architecture '" + c.arch +
+                               "' is not supported (llama, qwen2, qwen3, mamba2, nemotron_h, granitehybrid)");
   const std::string a = c.arch + ".";
   c.name = g.Find("general.name") ? g.Find("general.name")->AsString() : g.path();
   RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
@@ -552,7 +633,7 @@ struct NamedTensor {
   std::vector<float> data;
 };
 
-std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status) {
+std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status, bool gguf_shapes) {
   const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
   const kernels::Mamba2Dims sd = c.ssm_dims();
   std::vector<std::pair<std::string, std::vector<int64_t>>> want = {{"token_embd.weight", {c.vocab_size, d}}};
@@ -585,9 +666,11 @@ std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& sr
       want.push_back({Blk(b, "ssm_conv1d.weight"), {sd.conv_dim(), sd.d_conv}});
       if (c.ssm_conv_bias) want.push_back({Blk(b, "ssm_conv1d.bias"), {sd.conv_dim()}});
       want.push_back({Blk(b, "ssm_dt.bias"), {sd.n_heads}});
-      want.push_back({Blk(b, "ssm_a"), {sd.n_heads}});
-      want.push_back({Blk(b, "ssm_d"), {sd.n_heads}});
-      want.push_back({Blk(b, "ssm_norm.weight"), {sd.d_inner()}});
+      const std::vector<int64_t> head = gguf_shapes ? std::vector<int64_t>{sd.n_heads, 1} : std::vector<int64_t>{sd.n_heads};
+      want.push_back({Blk(b, "ssm_a"), head});
+      want.push_back({Blk(b, "ssm_d"), head});
+      want.push_back({Blk(b, "ssm_norm.weight"), gguf_shapes ? std::vector<int64_t>{sd.n_groups, sd.d_inner() / sd.n_groups}
+                                                             : std::vector<int64_t>{sd.d_inner()}});
       want.push_back({Blk(b, "ssm_out.weight"), {d, sd.d_inner()}});
     }
   }
@@ -708,13 +791,18 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
   core::ThreadPool pool;
   RandomSource src(c, PresetSeed(spec.substr(7)), pool);
   Status st;
-  std::vector<NamedTensor> tensors = AllTensors(c, src, &st);
+  std::vector<NamedTensor> tensors = AllTensors(c, src, &st, format == ExportFormat::kGguf);
   RADIXLM_RETURN_IF_ERROR(st);
   if (c.rope_scaling.factor > 0 && format == ExportFormat::kGguf)
     tensors.push_back({"rope_freqs.weight", {c.head_dim / 2}, RopeFreqFactors(c)});
   // Storage conversion for f16/bf16 exports (norms and rope factors stay f32, as converters do).
   std::vector<std::vector<uint16_t>> half(tensors.size());
-  auto tensor_dtype = [&](const NamedTensor& t) { return t.shape.size() == 2 ? dtype : DType::kF32; };
+  auto tensor_dtype = [&](const NamedTensor& t) {
+    const bool small = t.name.find("norm") != std::string::npos || t.name.find("ssm_") != std::string::npos;
+    return t.shape.size() == 2 && (!small || t.name.find("ssm_in") != std::string::npos || t.name.find("ssm_out") != std::string::npos)
+               ? dtype
+               : DType::kF32;
+  };
   auto tensor_data = [&](size_t i) -> const void* {
     const NamedTensor& t = tensors[i];
     if (tensor_dtype(t) == DType::kF32) return t.data.data();
@@ -724,8 +812,60 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
     return half[i].data();
   };
   const bool hybrid = c.n_ssm_layers() > 0 || !c.use_rope;
-  if (format == ExportFormat::kGguf && hybrid)
-    return core::Unimplemented("GGUF export of " + c.arch + " models is not implemented (export --format hf)");
+  if (format == ExportFormat::kGguf && hybrid) {
+    if (c.arch == "granitehybrid" || c.arch == "nemotron_h" || c.arch == "mamba2") {
+      if (c.arch != "granitehybrid" && c.ssm_norm_group_size() != c.ssm_heads * c.ssm_head_dim / c.ssm_groups)
+        return core::Unimplemented("GGUF (llama.cpp) normalises the gated norm per group; " + c.name + " does not");
+    }
+    formats::GgufWriter wr;
+    using formats::GgufValue;
+    using formats::GgufType;
+    const std::string a = c.arch + ".";
+    wr.Set("general.architecture", GgufValue::Str(c.arch));
+    wr.Set("general.name", GgufValue::Str(c.name));
+    wr.Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
+    wr.Set(a + "embedding_length", GgufValue::U32(c.d_model));
+    wr.Set(a + "block_count", GgufValue::U32(c.n_blocks));
+    wr.Set(a + "ssm.conv_kernel", GgufValue::U32(c.ssm_conv));
+    wr.Set(a + "ssm.inner_size", GgufValue::U32(c.ssm_heads * c.ssm_head_dim));
+    wr.Set(a + "ssm.state_size", GgufValue::U32(c.ssm_state));
+    wr.Set(a + "ssm.time_step_rank", GgufValue::U32(c.ssm_heads));
+    wr.Set(a + "ssm.group_count", GgufValue::U32(c.ssm_groups));
+    wr.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
+    wr.Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
+    wr.Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
+    std::vector<GgufValue> heads, kv_heads, ffn;
+    const std::vector<int> blocks = c.SublayerBlocks();
+    std::vector<int> attn(c.n_blocks, 0), mlp(c.n_blocks, 0);
+    for (size_t li = 0; li < c.layers.size(); ++li) {
+      if (c.layers[li] == LayerKind::kAttention) attn[blocks[li]] = 1;
+      if (c.layers[li] == LayerKind::kMlp) mlp[blocks[li]] = 1;
+    }
+    for (int b = 0; b < c.n_blocks; ++b) {
+      heads.push_back(GgufValue::U32(attn[b] ? c.n_heads : 0));
+      kv_heads.push_back(GgufValue::U32(attn[b] ? c.n_kv_heads : 0));
+      ffn.push_back(GgufValue::U32(mlp[b] ? c.ffn_dim : 0));
+    }
+    wr.Set(a + "attention.head_count", GgufValue::Array(GgufType::kU32, heads));
+    wr.Set(a + "attention.head_count_kv", GgufValue::Array(GgufType::kU32, kv_heads));
+    if (c.arch == "nemotron_h") {
+      wr.Set(a + "feed_forward_length", GgufValue::Array(GgufType::kU32, ffn));
+    } else {
+      wr.Set(a + "feed_forward_length", GgufValue::U32(c.arch == "granitehybrid" ? c.ffn_dim : 0));
+    }
+    if (c.arch == "granitehybrid") {
+      wr.Set(a + "expert_shared_feed_forward_length", GgufValue::U32(c.ffn_dim));
+      wr.Set(a + "embedding_scale", GgufValue::F32(c.embedding_multiplier));
+      wr.Set(a + "residual_scale", GgufValue::F32(c.residual_multiplier));
+      wr.Set(a + "attention.scale", GgufValue::F32(c.attention_multiplier));
+      wr.Set(a + "logit_scale", GgufValue::F32(c.logits_scaling));
+    }
+    if (c.bos_id >= 0) wr.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(c.bos_id));
+    if (c.eos_id >= 0) wr.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(c.eos_id));
+    for (size_t i = 0; i < tensors.size(); ++i)
+      wr.AddTensor(tensors[i].name, tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i));
+    return wr.Write(out_path);
+  }
   if (format == ExportFormat::kGguf) {
     formats::GgufWriter wr;
     using formats::GgufValue;
