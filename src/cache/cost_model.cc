@@ -34,8 +34,9 @@ Flops CostModel::SsmFlops(int64_t tokens) const {
 int64_t CostModel::SsmStateBytesPerLayer() const {
   const int64_t d = shape_.d_model, n = shape_.d_state;
   if (acc_ == Accounting::kReference) return d * n * 2 + (2 * d + 2 * n) * 4 * 2;
-  // [ssm_heads, head_dim, d_state] recurrent state + [conv_dim, d_conv] convolution window.
-  return (shape_.DInner() * n + shape_.ConvDim() * shape_.d_conv) * shape_.state_elem_bytes;
+  // The engine's state layout (models/ssm_state.h): [ssm_heads, d_state, head_dim] recurrent
+  // state + the last d_conv - 1 inputs of the convolution, [d_conv - 1, conv_dim].
+  return (shape_.DInner() * n + shape_.ConvDim() * (shape_.d_conv - 1)) * shape_.state_elem_bytes;
 }
 
 int64_t CostModel::KvBytesPerLayer(int64_t tokens) const {

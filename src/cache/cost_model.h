@@ -5,7 +5,8 @@
 // Two accountings (docs/hybrid-cache.md lists every formula and difference):
 //  - kCorrected (default): attention with grouped-query widths, gated or plain MLP with its real
 //    intermediate size, Mamba2 with expand/groups/heads/conv, KV bytes from the kv width, and an
-//    SSM checkpoint of (d_inner*d_state + conv_dim*d_conv) elements per layer.
+//    SSM checkpoint of (d_inner*d_state + conv_dim*(d_conv-1)) elements per layer, the engine's
+//    state layout.
 //  - kReference: exactly what the Marconi artifact (ruipeterpan/marconi@0801661, utils.py)
 //    computes: MHA attention 8LD^2+4L^2D, MLP 16LD^2, Mamba 12LD^2+16LDN+10LD, KV 2*L*D*2 bytes,
 //    SSM state D*N*2 + (2D+2N)*4*2 bytes (it counts D*N, not expand*D*N, state elements).

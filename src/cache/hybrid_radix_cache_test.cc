@@ -61,8 +61,8 @@ TEST(CostModel, ReferenceMlpMarginalSubtractsTheParentsAttentionFlops) {
 
 TEST(CostModel, CorrectedStateCountsTheExpandedInnerWidth) {
   const CostModel fixed(Marconi7BShape(128), Accounting::kCorrected);
-  // [128 heads x 64 head_dim x 128 state] + [conv_dim 8448 x 4], fp16.
-  EXPECT_EQ(fixed.SsmStateBytesPerLayer(), (8192 * 128 + 8448 * 4) * 2);
+  // [128 heads x 64 head_dim x 128 state] + [d_conv - 1 = 3 inputs x conv_dim 8448], fp16.
+  EXPECT_EQ(fixed.SsmStateBytesPerLayer(), (8192 * 128 + 8448 * 3) * 2);
 }
 
 TEST(ExactRatio, RoundsLikePythonTrueDivisionOfIntegers) {

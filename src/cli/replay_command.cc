@@ -298,7 +298,8 @@ void RegisterReplay(CLI::App& app) {
       eng.Stop();
       json j = r.ToJson();
       j["engine_computed_tokens"] = eng.Metrics().computed_tokens;
-      j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on ? eo.hybrid_policy : "off") : (cache_on ? "radix" : "off");
+      j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on && eo.checkpoint_slots > 0 ? eo.hybrid_policy : "off")
+                                                   : (cache_on ? "radix" : "off");
       if (const cache::RadixTree* tree = eng.tree(); tree && r.prompt_tokens > 0) {
         // What truncating matches to block boundaries would have served instead of
         // copy-on-write (first admissions only, as token_hit_rate).
