@@ -36,10 +36,10 @@ void Grow(std::vector<T>& v, size_t n) {
 }
 }  // namespace
 
-void Transformer::Embed(const ForwardBatch& b) {
-  const int64_t n = b.token_ids.size(), d = config_.d_model;
+void Transformer::Embed(std::span<const int32_t> ids) {
+  const int64_t n = ids.size(), d = config_.d_model;
   for (int64_t t = 0; t < n; ++t) {
-    const int32_t id = b.token_ids[t];
+    const int32_t id = ids[t];
     RADIXLM_CHECK_MSG(id >= 0 && id < config_.vocab_size, "token id out of range");
     if (weights_.embedding.size() == 0) {
       weights_.lm_head.ReadRow(id, x_.data() + t * d);
@@ -54,8 +54,16 @@ void Transformer::Embed(const ForwardBatch& b) {
 
 void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore& kv, float* logits,
                           SsmStateStore* states) {
-  const int64_t n = b.token_ids.size();
-  RADIXLM_CHECK(b.positions.size() == static_cast<size_t>(n));
+  RADIXLM_CHECK(b.positions.size() == b.token_ids.size());
+  // With compaction every position-wise op runs on the plan's compact rows.
+  const CompactionPlan* plan = b.compaction;
+  if (plan) {
+    RADIXLM_CHECK_MSG(weights_.mamba.empty(), "prefix compaction needs a model without recurrent layers");
+    RADIXLM_CHECK(plan->original_rows() == static_cast<int64_t>(b.token_ids.size()));
+  }
+  const std::span<const int32_t> ids = plan ? std::span<const int32_t>(plan->compact_ids) : b.token_ids;
+  const std::span<const int32_t> positions = plan ? std::span<const int32_t>(plan->compact_positions) : b.positions;
+  const int64_t n = static_cast<int64_t>(ids.size());
   const double start = profile_ ? Seconds() : 0;
   const int64_t d = config_.d_model;
   const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim;
@@ -67,9 +75,9 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   Grow(gate_up_, n * 2 * config_.ffn_dim);
   Grow(act_, n * config_.ffn_dim);
   Grow(rope_cs_, n * rope_.rot_dim);
-  kernels::RopeCosSin(rope_, b.positions.data(), n, rope_cs_.data());
+  kernels::RopeCosSin(rope_, positions.data(), n, rope_cs_.data());
 
-  Embed(b);  // x: [n_tokens, d_model]
+  Embed(ids);  // x: [n_tokens, d_model]
   if (!weights_.mamba.empty()) {
     RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "Mamba2 layers need state slots");
   }
@@ -84,8 +92,8 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   const int64_t n_out = b.logit_rows.size();
   Grow(final_, n_out * d);
   for (int64_t i = 0; i < n_out; ++i) {
-    const int32_t row = b.logit_rows[i];
-    RADIXLM_CHECK(row >= 0 && row < n);
+    RADIXLM_CHECK(b.logit_rows[i] >= 0 && b.logit_rows[i] < static_cast<int64_t>(b.token_ids.size()));
+    const int32_t row = plan ? plan->scatter[b.logit_rows[i]] : b.logit_rows[i];
     kernels::RmsNorm(x_.data() + row * d, weights_.final_norm.data(), final_.data() + i * d, 1, d, config_.rms_eps);
   }
   Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
@@ -144,15 +152,33 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   }
 
   const kernels::KvLayerView layer = kv.Layer(w.kv_index);
+  // Compaction: attention runs in the original layout (each sequence's own KV blocks), so
+  // q/k/v unfold to the original rows and the output folds back to the compact rows.
+  const CompactionPlan* plan = b.compaction;
+  float* out = qkv_.data();  // [n, n_heads, head_dim] (qkv_ is free now)
+  if (plan) {
+    const int64_t rows = plan->original_rows();
+    Grow(q_full_, rows * q_dim);
+    Grow(k_full_, rows * kv_dim);
+    Grow(v_full_, rows * kv_dim);
+    Grow(o_full_, rows * q_dim);
+    kernels::GatherRows(q, plan->scatter.data(), rows, q_dim, q_full_.data());
+    kernels::GatherRows(k, plan->scatter.data(), rows, kv_dim, k_full_.data());
+    kernels::GatherRows(v, plan->scatter.data(), rows, kv_dim, v_full_.data());
+    q = q_full_.data();
+    k = k_full_.data();
+    v = v_full_.data();
+    out = o_full_.data();
+  }
   kernels::WriteKv(layer, b.seqs, b.positions.data(), k, v);
   const kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
                                         config_.attention_multiplier > 0
                                             ? config_.attention_multiplier
                                             : 1.0f / std::sqrt(static_cast<float>(hd))};
-  // Output to qkv_ (free now): [n, n_heads, head_dim].
   const double t0 = profile_ ? Seconds() : 0;
-  kernels::PagedAttention(pool, params, layer, b.seqs, b.positions.data(), q, qkv_.data(), nullptr);
+  kernels::PagedAttention(pool, params, layer, b.seqs, b.positions.data(), q, out, nullptr);
   if (profile_) profile_->attention_s += Seconds() - t0;
+  if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
   AddResidual(n);
 }

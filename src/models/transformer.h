@@ -20,6 +20,7 @@
 #include "kernels/gemm.h"
 #include "models/kv_store.h"
 #include "models/model_config.h"
+#include "models/prefix_compaction.h"
 #include "models/ssm_state.h"
 
 namespace radixlm::models {
@@ -42,6 +43,10 @@ struct ForwardBatch {
   std::vector<kernels::AttentionSeq> seqs;      // row ranges + block tables, cover all rows
   std::span<const int32_t> logit_rows;          // rows whose logits are returned, in order
   std::vector<SsmSeq> ssm;                      // one per seq when the model has Mamba2 layers
+  // Intra-batch prefix dedup (RadixMLP): position-wise work runs on the plan's compact rows;
+  // attention unfolds q/k/v to the original rows and folds its output back. Null = off.
+  // REQUIRES: the plan was built from this batch's ids, positions and seqs; no Mamba2 layers.
+  const CompactionPlan* compaction = nullptr;
 };
 
 struct AttentionLayerWeights {
@@ -111,7 +116,7 @@ class Transformer {
   void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,
             int64_t n);  // kernels::Gemm, timed when profiling
   ForwardProfile* profile_ = nullptr;
-  void Embed(const ForwardBatch& b);
+  void Embed(std::span<const int32_t> ids);
 
   ModelConfig config_;
   TransformerWeights weights_;
@@ -119,6 +124,7 @@ class Transformer {
   // Workspace, grown to the largest batch seen (the warmed-up path does not allocate).
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
   std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2: in_proj output, conv output, scan output
+  std::vector<float> q_full_, k_full_, v_full_, o_full_;  // compaction: attention in the original layout
 };
 
 }  // namespace radixlm::models

@@ -1,0 +1,35 @@
+// Intra-batch prefix deduplication (RadixMLP, Feil & Lipp 2026): a batch's sequences mapped
+// onto a prefix trie so position-wise work (embedding, norms, projections, RoPE, MLP) runs once
+// per unique (prefix path, token) row. Planned once per batch on the CPU; the forward consumes
+// the maps (ForwardBatch::compaction).
+//
+//   compact_ids / compact_positions [M]   the unique rows, in creation order
+//   gather  [M]   compact row j  <- original row gather[j] (its first occurrence)
+//   scatter [N]   original row i <- compact row scatter[i]
+//
+// A trie node is keyed by (token, position) under its parent: a *prefix* dedup, never a global
+// one — the same token at the same position after a different prefix stays separate. With no
+// sharing the maps are the identity. Valid only for causal models (a row's hidden state
+// depends on its prefix alone). Build: one pass, O(N x children per node) with a linear scan of
+// each node's children (faster than hashing for the small fan-outs batches have).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace radixlm::models {
+
+struct CompactionPlan {
+  std::vector<int32_t> compact_ids, compact_positions, gather, scatter;
+  int64_t original_rows() const { return static_cast<int64_t>(scatter.size()); }
+  int64_t compact_rows() const { return static_cast<int64_t>(gather.size()); }
+  double ratio() const { return original_rows() ? double(compact_rows()) / double(original_rows()) : 1.0; }
+};
+
+// ids, positions: [N]; seq_begin: [B + 1] row offsets (seq_begin[0] = 0, seq_begin[B] = N).
+// pad_multiple > 0 pads the compact arrays (token 0, position 0, gather 0) to a multiple.
+CompactionPlan BuildCompactionPlan(std::span<const int32_t> ids, std::span<const int32_t> positions,
+                                   std::span<const int64_t> seq_begin, int pad_multiple = 0);
+
+}  // namespace radixlm::models
