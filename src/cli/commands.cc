@@ -1,4 +1,5 @@
 #include "cli/commands.h"
+#include "models/prefix_compaction.h"
 
 #include <sys/resource.h>
 
@@ -214,19 +215,95 @@ void RegisterLogits(CLI::App& app) {
   });
 }
 
+// Prefill of `batch` sequences = one shared prefix + a random suffix each, in forwards of at
+// most max_batch_tokens tokens (whole sequences), with compaction off or on. Reports tokens/s
+// (original tokens), the observed compact/original ratio and the ideal ratio
+// r = B(P+S) / (P+BS).
+void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
+                     const std::string& mode, int max_batch_tokens, int repeats, bool json_out) {
+  const auto& c = model.config();
+  if (mode != "off" && mode != "gather") ExitIfError(core::InvalidArgument("--compaction is off or gather"));
+  const int len = prefix + suffix;
+  if (len <= 0 || len > max_batch_tokens) ExitIfError(core::InvalidArgument("a sequence must fit --max-batch-tokens"));
+  core::Rng rng(5);
+  std::vector<int32_t> shared(prefix);
+  for (auto& t : shared) t = static_cast<int32_t>(rng.Below(c.vocab_size));
+  std::vector<std::vector<int32_t>> seqs(batch);
+  for (auto& s : seqs) {
+    s = shared;
+    for (int i = 0; i < suffix; ++i) s.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
+  }
+  const int per_forward = std::max(1, max_batch_tokens / len);
+  KvSetup kv(c, int64_t{per_forward} * len + 16 * per_forward);
+  std::vector<double> rates;
+  int64_t original = 0, compact = 0;
+  for (int r = 0; r < repeats; ++r) {
+    original = compact = 0;
+    double seconds = 0;
+    for (int first = 0; first < batch; first += per_forward) {
+      const int count = std::min(per_forward, batch - first);
+      std::vector<int32_t> ids, pos, rows;
+      std::vector<int64_t> cu = {0};
+      std::vector<std::vector<int32_t>> tables;
+      models::ForwardBatch fb;
+      for (int s = first; s < first + count; ++s) {
+        for (int i = 0; i < len; ++i) {
+          ids.push_back(seqs[s][i]);
+          pos.push_back(i);
+        }
+        rows.push_back(static_cast<int32_t>(ids.size() - 1));
+        cu.push_back(static_cast<int64_t>(ids.size()));
+        tables.push_back(*kv.pool.Allocate((len + 15) / 16));
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      models::CompactionPlan plan;
+      if (mode == "gather") plan = models::BuildCompactionPlan(ids, pos, cu);
+      fb.token_ids = ids;
+      fb.positions = pos;
+      for (int s = 0; s < count; ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
+      fb.logit_rows = rows;
+      fb.compaction = mode == "gather" ? &plan : nullptr;
+      std::vector<float> logits(rows.size() * c.vocab_size);
+      model.Forward(pool, fb, kv.store, logits.data());
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      original += static_cast<int64_t>(ids.size());
+      compact += mode == "gather" ? plan.compact_rows() : static_cast<int64_t>(ids.size());
+      for (auto& t : tables) for (int32_t b : t) kv.pool.Release(b);
+    }
+    rates.push_back(original / seconds);
+  }
+  const double ideal = double(batch) * len / (prefix + double(batch) * suffix);
+  const json j = {{"model", c.name}, {"batch", batch}, {"shared_prefix", prefix}, {"suffix", suffix},
+                  {"compaction", mode}, {"sequences_per_forward", per_forward},
+                  {"tokens_per_s", Median(rates)}, {"observed_ratio", double(compact) / original},
+                  {"ideal_speedup_r", ideal}, {"threads", pool.size()}, {"repeats", repeats}};
+  std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
+}
+
 void RegisterBench(CLI::App& app) {
   struct Opts {
     ModelOptions model;
     int prompt_tokens = 512, gen_tokens = 64, repeats = 3;
     bool json_out = false;
+    // Intra-batch prefix dedup sweep (RadixMLP): batch > 0 switches to it.
+    int batch = 0, shared_prefix = 0, suffix = 64, max_batch_tokens = 8192;
+    std::string compaction = "gather";
   };
   auto* o = new Opts;
-  auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run");
+  auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run; "
+                                          "with --batch, prefill of a batch sharing a prefix with compaction off or on");
   AddModelOptions(cmd, &o->model);
   cmd->add_option("--prompt-tokens", o->prompt_tokens)->capture_default_str();
   cmd->add_option("--gen-tokens", o->gen_tokens)->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "runs; medians are reported")->capture_default_str();
   cmd->add_flag("--json", o->json_out, "print one JSON object");
+  cmd->add_option("--batch", o->batch, "sequences per batch (enables the prefix-dedup benchmark)");
+  cmd->add_option("--shared-prefix", o->shared_prefix, "tokens every sequence of the batch shares")->capture_default_str();
+  cmd->add_option("--suffix", o->suffix, "tokens of each sequence after the shared prefix")->capture_default_str();
+  cmd->add_option("--compaction", o->compaction, "off | gather (position-wise work on the prefix trie, attention unfolded)")
+      ->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward: the batch is split into forwards of at most this many")
+      ->capture_default_str();
   cmd->callback([o] {
     const auto t_load = std::chrono::steady_clock::now();
     auto m = LoadFromOptions(o->model);
@@ -235,6 +312,11 @@ void RegisterBench(CLI::App& app) {
     auto& model = **m;
     const auto& c = model.config();
     core::ThreadPool pool(o->model.threads);
+    if (o->batch > 0) {
+      BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens,
+                      o->repeats, o->json_out);
+      return;
+    }
 
     // Ceilings: register-only FMA rate, and our GEMM on the model's own prefill shapes
     // (the MLP projections of block 0 at M = prompt tokens).
