@@ -23,7 +23,9 @@ CompactionPlan BuildCompactionPlan(std::span<const int32_t> ids, std::span<const
   plan.compact_ids.reserve(n);
   plan.compact_positions.reserve(n);
   plan.gather.reserve(n);
+  plan.compact_seq.reserve(n);
   for (size_t s = 0; s + 1 < seq_begin.size(); ++s) {
+    plan.seq_compact_begin.push_back(static_cast<int64_t>(plan.gather.size()));
     int32_t parent = 0;
     for (int64_t i = seq_begin[s]; i < seq_begin[s + 1]; ++i) {
       const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(positions[i])) << 32) |
@@ -43,11 +45,13 @@ CompactionPlan BuildCompactionPlan(std::span<const int32_t> ids, std::span<const
         plan.compact_ids.push_back(ids[i]);
         plan.compact_positions.push_back(positions[i]);
         plan.gather.push_back(static_cast<int32_t>(i));
+        plan.compact_seq.push_back(static_cast<int32_t>(s));
       }
       plan.scatter.push_back(nodes[child].compact);
       parent = child;
     }
   }
+  plan.seq_compact_begin.push_back(static_cast<int64_t>(plan.gather.size()));
   if (pad_multiple > 0) {
     while (plan.gather.size() % pad_multiple != 0) {
       plan.compact_ids.push_back(0);

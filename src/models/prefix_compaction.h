@@ -22,6 +22,10 @@ namespace radixlm::models {
 
 struct CompactionPlan {
   std::vector<int32_t> compact_ids, compact_positions, gather, scatter;
+  // Compact rows are created sequence by sequence: sequence s created rows
+  // [seq_compact_begin[s], seq_compact_begin[s + 1]) (its suffix past what earlier ones share).
+  std::vector<int64_t> seq_compact_begin;
+  std::vector<int32_t> compact_seq;  // [M] the sequence that created each (real) compact row
   int64_t original_rows() const { return static_cast<int64_t>(scatter.size()); }
   int64_t compact_rows() const { return static_cast<int64_t>(gather.size()); }
   double ratio() const { return original_rows() ? double(compact_rows()) / double(original_rows()) : 1.0; }

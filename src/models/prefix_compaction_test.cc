@@ -134,6 +134,7 @@ TEST(CompactedForward, LogitsAreBitwiseEqualToTheUncompactedBatch) {
         cu.push_back(static_cast<int64_t>(ids.size()));
         tables.push_back(*blocks.Allocate((len + 15) / 16));
       }
+      bool trie = false;
       auto run = [&](const CompactionPlan* plan) {
         ForwardBatch fb;
         fb.token_ids = ids;
@@ -141,6 +142,7 @@ TEST(CompactedForward, LogitsAreBitwiseEqualToTheUncompactedBatch) {
         for (int s = 0; s < b; ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
         fb.logit_rows = rows;
         fb.compaction = plan;
+        fb.trie_attention = trie;
         std::vector<float> logits(rows.size() * V_);
         model->Forward(pool, fb, kv, logits.data());
         return logits;
@@ -150,9 +152,58 @@ TEST(CompactedForward, LogitsAreBitwiseEqualToTheUncompactedBatch) {
       EXPECT_LT(plan.ratio(), 1.0);
       const std::vector<float> compact = run(&plan);
       EXPECT_EQ(compact, plain) << spec << " trial " << trial;
+      trie = true;  // attention on compact rows too (separate tables: shared rows copied)
+      EXPECT_EQ(run(&plan), plain) << spec << " trie attention, trial " << trial;
+      trie = false;
       for (auto& t : tables) for (int32_t blk : t) blocks.Release(blk);
     }
   }
+}
+
+// Sequences sharing a 40-token prefix whose two full KV blocks are shared physically (as the
+// radix cache shares them): trie-space attention writes each shared row once.
+TEST(CompactedForward, TrieAttentionOverSharedPrefixBlocksMatchesThePlainBatch) {
+  auto model = LoadModel("random:tiny").value();
+  const int64_t V_ = model->config().vocab_size;
+  core::ThreadPool pool(2);
+  KvStore kv(model->config(), {64, 16});
+  cache::BlockPool blocks({64, 16});
+  core::Rng rng(4);
+  std::vector<int32_t> prefix(40);
+  for (auto& t : prefix) t = static_cast<int32_t>(rng.Below(V_));
+  const std::vector<int32_t> shared_blocks = *blocks.Allocate(2);  // positions 0..31
+  std::vector<int32_t> ids, pos, rows;
+  std::vector<int64_t> cu = {0};
+  std::vector<std::vector<int32_t>> tables;
+  for (int s = 0; s < 4; ++s) {
+    const int len = 40 + 3 + 5 * s;
+    for (int i = 0; i < len; ++i) {
+      ids.push_back(i < 40 ? prefix[i] : static_cast<int32_t>(rng.Below(V_)));
+      pos.push_back(i);
+      rows.push_back(static_cast<int32_t>(ids.size() - 1));
+    }
+    cu.push_back(static_cast<int64_t>(ids.size()));
+    std::vector<int32_t> t = shared_blocks;
+    const auto own = *blocks.Allocate((len + 15) / 16 - 2);
+    t.insert(t.end(), own.begin(), own.end());
+    tables.push_back(t);
+  }
+  auto run = [&](const CompactionPlan* plan, bool trie) {
+    ForwardBatch fb;
+    fb.token_ids = ids;
+    fb.positions = pos;
+    for (size_t s = 0; s < tables.size(); ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
+    fb.logit_rows = rows;
+    fb.compaction = plan;
+    fb.trie_attention = trie;
+    std::vector<float> logits(rows.size() * V_);
+    model->Forward(pool, fb, kv, logits.data());
+    return logits;
+  };
+  const auto plain = run(nullptr, false);
+  const CompactionPlan plan = BuildCompactionPlan(ids, pos, cu);
+  EXPECT_EQ(run(&plan, true), plain);
+  EXPECT_EQ(run(&plan, false), plain);
 }
 
 }  // namespace

@@ -78,6 +78,10 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   kernels::RopeCosSin(rope_, positions.data(), n, rope_cs_.data());
 
   Embed(ids);  // x: [n_tokens, d_model]
+  if (plan && b.trie_attention) {
+    kv_block_tokens_ = kv.block_tokens();
+    PlanTrieAttention(b);
+  }
   if (!weights_.mamba.empty()) {
     RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "Mamba2 layers need state slots");
   }
@@ -109,6 +113,34 @@ void Transformer::Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_
   const double t0 = profile_ ? Seconds() : 0;
   kernels::Gemm(pool, x, m, k, w, y, n);
   if (profile_) profile_->gemm_s += Seconds() - t0;
+}
+
+void Transformer::PlanTrieAttention(const ForwardBatch& b) {
+  const CompactionPlan& plan = *b.compaction;
+  const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
+  RADIXLM_CHECK(static_cast<int64_t>(plan.seq_compact_begin.size()) == n_seqs + 1);
+  const int bt = kv_block_tokens_;
+  compact_seqs_.clear();
+  for (int64_t s = 0; s < n_seqs; ++s)
+    compact_seqs_.push_back({plan.seq_compact_begin[s], plan.seq_compact_begin[s + 1] - plan.seq_compact_begin[s],
+                             b.seqs[s].block_table});
+  fix_seqs_.clear();
+  fix_rows_.clear();
+  fix_positions_.clear();
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const kernels::AttentionSeq& seq = b.seqs[s];
+    const int64_t begin = static_cast<int64_t>(fix_rows_.size());
+    for (int64_t i = seq.row_begin; i < seq.row_begin + seq.n_rows; ++i) {
+      const int32_t row = plan.scatter[i];
+      const int32_t creator = plan.compact_seq[row];
+      if (creator == s) continue;
+      const int32_t pos = b.positions[i];
+      if (b.seqs[creator].block_table[pos / bt] == seq.block_table[pos / bt]) continue;  // shared block
+      fix_rows_.push_back(row);
+      fix_positions_.push_back(pos);
+    }
+    fix_seqs_.push_back({begin, static_cast<int64_t>(fix_rows_.size()) - begin, seq.block_table});
+  }
 }
 
 void Transformer::AddResidual(int64_t n) {
@@ -152,6 +184,30 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   }
 
   const kernels::KvLayerView layer = kv.Layer(w.kv_index);
+  const kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
+                                        config_.attention_multiplier > 0
+                                            ? config_.attention_multiplier
+                                            : 1.0f / std::sqrt(static_cast<float>(hd))};
+  if (b.compaction && b.trie_attention) {
+    // Every compact row writes its K/V once (through its creator's table) and attends through
+    // that table; rows shared into a diverging block are copied there as well.
+    const CompactionPlan& plan = *b.compaction;
+    kernels::WriteKv(layer, compact_seqs_, plan.compact_positions.data(), k, v);
+    if (!fix_rows_.empty()) {
+      const int64_t nf = static_cast<int64_t>(fix_rows_.size());
+      Grow(k_full_, nf * kv_dim);
+      Grow(v_full_, nf * kv_dim);
+      kernels::GatherRows(k, fix_rows_.data(), nf, kv_dim, k_full_.data());
+      kernels::GatherRows(v, fix_rows_.data(), nf, kv_dim, v_full_.data());
+      kernels::WriteKv(layer, fix_seqs_, fix_positions_.data(), k_full_.data(), v_full_.data());
+    }
+    const double t0 = profile_ ? Seconds() : 0;
+    kernels::PagedAttention(pool, params, layer, compact_seqs_, plan.compact_positions.data(), q, qkv_.data(), nullptr);
+    if (profile_) profile_->attention_s += Seconds() - t0;
+    Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
+    AddResidual(n);
+    return;
+  }
   // Compaction: attention runs in the original layout (each sequence's own KV blocks), so
   // q/k/v unfold to the original rows and the output folds back to the compact rows.
   const CompactionPlan* plan = b.compaction;
@@ -171,10 +227,6 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
     out = o_full_.data();
   }
   kernels::WriteKv(layer, b.seqs, b.positions.data(), k, v);
-  const kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
-                                        config_.attention_multiplier > 0
-                                            ? config_.attention_multiplier
-                                            : 1.0f / std::sqrt(static_cast<float>(hd))};
   const double t0 = profile_ ? Seconds() : 0;
   kernels::PagedAttention(pool, params, layer, b.seqs, b.positions.data(), q, out, nullptr);
   if (profile_) profile_->attention_s += Seconds() - t0;

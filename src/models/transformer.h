@@ -47,6 +47,11 @@ struct ForwardBatch {
   // attention unfolds q/k/v to the original rows and folds its output back. Null = off.
   // REQUIRES: the plan was built from this batch's ids, positions and seqs; no Mamba2 layers.
   const CompactionPlan* compaction = nullptr;
+  // With compaction: attention also runs on the compact rows ("trie space"): each compact row
+  // attends through the block table of the sequence that created it, so no layer touches a
+  // duplicate row. K/V of shared rows are copied into a sequence's own block only where its
+  // table diverges from the creator's (callers that share prefix blocks avoid those copies).
+  bool trie_attention = false;
 };
 
 struct AttentionLayerWeights {
@@ -125,6 +130,12 @@ class Transformer {
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
   std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2: in_proj output, conv output, scan output
   std::vector<float> q_full_, k_full_, v_full_, o_full_;  // compaction: attention in the original layout
+  // Trie-space attention: per-sequence compact ranges, and shared rows to copy into a
+  // sequence's own (diverging) block: compact row, position, grouped by sequence.
+  std::vector<kernels::AttentionSeq> compact_seqs_, fix_seqs_;
+  std::vector<int32_t> fix_rows_, fix_positions_;
+  void PlanTrieAttention(const ForwardBatch& b);
+  int kv_block_tokens_ = 16;
 };
 
 }  // namespace radixlm::models
