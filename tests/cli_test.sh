@@ -40,7 +40,8 @@ fi
 expect info-hybrid 0 '"layer_kinds":\["mamba2","mlp","mamba2","attention","mlp","mamba2","mlp"\].*"ssm":\{"chunk"' -- "$bin" info random:nemotron-h-tiny --json
 expect generate-hybrid 0 '"tokens":\[' -- "$bin" generate -m random:granite-h-tiny --ids 1,2,3 -n 4 --json
 expect bench-compaction 0 '"compaction":"gather".*"observed_ratio":0\.3,' -- "$bin" bench -m random:tiny --batch 8 --shared-prefix 64 --suffix 16 --compaction gather --repeats 1 --json
-expect bench-compaction-bad 1 'off or gather' -- "$bin" bench -m random:tiny --batch 2 --compaction trie --repeats 1
+expect bench-compaction-trie 0 '"compaction":"trie".*"observed_ratio":0\.3,' -- "$bin" bench -m random:tiny --batch 8 --shared-prefix 64 --suffix 16 --compaction trie --repeats 1 --json
+expect bench-compaction-bad 1 'off, gather or trie' -- "$bin" bench -m random:tiny --batch 2 --compaction cascade --repeats 1
 expect bench-json 0 '"prefill_tokens_per_s".*' -- "$bin" bench -m random:tiny --prompt-tokens 32 --gen-tokens 4 --repeats 1 --json
 # Cache simulator: its JSON interface and its errors.
 printf '{"session_id": 0, "turn_id": 0, "ts": 0, "input_tokens": [1,2,3,4], "output_tokens": [5]}\n{"session_id": 0, "turn_id": 1, "ts": 1, "input_tokens": [1,2,3,4,5,6], "output_tokens": [7]}\n' > "$tmp/t.jsonl"

@@ -222,7 +222,9 @@ void RegisterLogits(CLI::App& app) {
 void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
                      const std::string& mode, int max_batch_tokens, int repeats, bool json_out) {
   const auto& c = model.config();
-  if (mode != "off" && mode != "gather") ExitIfError(core::InvalidArgument("--compaction is off or gather"));
+  if (mode != "off" && mode != "gather" && mode != "trie")
+    ExitIfError(core::InvalidArgument("--compaction is off, gather or trie"));
+  const bool compacted = mode != "off";
   const int len = prefix + suffix;
   if (len <= 0 || len > max_batch_tokens) ExitIfError(core::InvalidArgument("a sequence must fit --max-batch-tokens"));
   core::Rng rng(5);
@@ -246,6 +248,10 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
       std::vector<int64_t> cu = {0};
       std::vector<std::vector<int32_t>> tables;
       models::ForwardBatch fb;
+      // Trie mode shares the prefix's full KV blocks between the sequences, as the radix cache
+      // would; the other modes give every sequence its own blocks.
+      const int shared_blocks = mode == "trie" ? prefix / 16 : 0;
+      const std::vector<int32_t> common = shared_blocks ? *kv.pool.Allocate(shared_blocks) : std::vector<int32_t>{};
       for (int s = first; s < first + count; ++s) {
         for (int i = 0; i < len; ++i) {
           ids.push_back(seqs[s][i]);
@@ -253,22 +259,28 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
         }
         rows.push_back(static_cast<int32_t>(ids.size() - 1));
         cu.push_back(static_cast<int64_t>(ids.size()));
-        tables.push_back(*kv.pool.Allocate((len + 15) / 16));
+        std::vector<int32_t> table = common;
+        const auto own = *kv.pool.Allocate((len + 15) / 16 - shared_blocks);
+        table.insert(table.end(), own.begin(), own.end());
+        tables.push_back(std::move(table));
       }
       const auto t0 = std::chrono::steady_clock::now();
       models::CompactionPlan plan;
-      if (mode == "gather") plan = models::BuildCompactionPlan(ids, pos, cu);
+      if (compacted) plan = models::BuildCompactionPlan(ids, pos, cu);
       fb.token_ids = ids;
       fb.positions = pos;
       for (int s = 0; s < count; ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
       fb.logit_rows = rows;
-      fb.compaction = mode == "gather" ? &plan : nullptr;
+      fb.compaction = compacted ? &plan : nullptr;
+      fb.trie_attention = mode == "trie";
       std::vector<float> logits(rows.size() * c.vocab_size);
       model.Forward(pool, fb, kv.store, logits.data());
       seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       original += static_cast<int64_t>(ids.size());
-      compact += mode == "gather" ? plan.compact_rows() : static_cast<int64_t>(ids.size());
-      for (auto& t : tables) for (int32_t b : t) kv.pool.Release(b);
+      compact += compacted ? plan.compact_rows() : static_cast<int64_t>(ids.size());
+      for (auto& t : tables)
+        for (size_t k = shared_blocks; k < t.size(); ++k) kv.pool.Release(t[k]);
+      for (int32_t b : common) kv.pool.Release(b);
     }
     rates.push_back(original / seconds);
   }
@@ -300,7 +312,8 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "sequences per batch (enables the prefix-dedup benchmark)");
   cmd->add_option("--shared-prefix", o->shared_prefix, "tokens every sequence of the batch shares")->capture_default_str();
   cmd->add_option("--suffix", o->suffix, "tokens of each sequence after the shared prefix")->capture_default_str();
-  cmd->add_option("--compaction", o->compaction, "off | gather (position-wise work on the prefix trie, attention unfolded)")
+  cmd->add_option("--compaction", o->compaction,
+                  "off | gather (position-wise work on the prefix trie, attention unfolded) | trie (attention on the trie too)")
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward: the batch is split into forwards of at most this many")
       ->capture_default_str();
