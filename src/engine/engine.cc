@@ -182,7 +182,9 @@ bool Engine::EnsureBlocks(Req& r, int64_t upto) {
 
 void Engine::AdmitCheckpoints(Req& r) {
   if (!checkpoints_ || r.computed <= 0 || r.state_slot < 0) return;
-  // The working state holds the state after every computed token: the leaf checkpoint.
+  // The working state holds the state after every computed token: the leaf checkpoint. The
+  // cache holds at most checkpoint_slots checkpoints, so the two spare slots are always free.
+  RADIXLM_CHECK_MSG(checkpoint_free_.size() >= 2, "hybrid cache capacity exceeds its checkpoint slots");
   const int32_t leaf = checkpoint_free_.back();
   checkpoint_free_.pop_back();
   executor_.CopyState(r.state_slot, leaf);
