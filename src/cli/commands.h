@@ -16,5 +16,6 @@ void RegisterChat(CLI::App& app);
 void RegisterServe(CLI::App& app);
 void RegisterReplay(CLI::App& app);
 void RegisterSimulate(CLI::App& app);
+void RegisterRerank(CLI::App& app);
 
 }  // namespace radixlm::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterServe(app);
   radixlm::cli::RegisterReplay(app);
   radixlm::cli::RegisterSimulate(app);
+  radixlm::cli::RegisterRerank(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
