@@ -48,14 +48,16 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
 }
 
 // policy: for a model with Mamba2 layers, the hybrid cache policy ("" = no prefix reuse).
+// compaction: intra-step prefix dedup in the executor (threshold 0 = off).
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
-                    const std::string& policy = "") {
+                    const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0}) {
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens});
   auto hybrid = runner::MakeHybridServing(model.config(), sim::ShapeOfModel(model.config()), cfg.scheduler.max_running,
                                           policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+  exec.set_compaction(compaction);
   engine::Engine eng(cfg, exec, hybrid.cache.get());
   Outcome out;
   int step = 0;
@@ -125,6 +127,96 @@ TEST_F(EngineTest, PrefixCacheNeverChangesAnAnswer) {
   EXPECT_GT(preemptions_on, 0);
   EXPECT_GT(preemptions_off, 0);
   EXPECT_GT(evicted, 0);
+}
+
+// Intra-step prefix dedup in prefill: requests submitted together that share a prompt prefix
+// compute the shared rows once (trie-space or scatter/gather attention), composed with the
+// radix cache (cached rows are not computed at all), with chunked prefill, continuing chunks
+// whose contexts differ, and preemption. Every answer is bitwise the plain run's.
+TEST_F(EngineTest, IntraStepPrefixDedupNeverChangesAnAnswer) {
+  int64_t dedup_cache_on = 0, dedup_cache_off = 0, preemptions = 0;
+  for (uint64_t seed : {4, 5, 6}) {
+    Workload w = MakeWorkload(seed, model_->config().vocab_size);
+    for (size_t i = 0; i < w.submit_step.size(); ++i) w.submit_step[i] = static_cast<int>(i / 8) * 6;  // bursts of 8
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    off.scheduler.step_token_budget = 96 + 64 * static_cast<int>(seed % 3);  // several prompts per step, some chunked
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    engine::EngineConfig small = on;
+    small.num_blocks = 20;  // preemption
+    small.scheduler.max_running = 8;
+    const Outcome plain = RunWorkload(*model_, w, off);
+    for (const bool trie : {true, false}) {
+      const runner::PrefillCompaction always{.threshold = 1.0, .trie_attention = trie};
+      const Outcome a = RunWorkload(*model_, w, off, "", always), b = RunWorkload(*model_, w, on, "", always),
+                    c = RunWorkload(*model_, w, small, "", always),
+                    d = RunWorkload(*model_, w, on, "", {.threshold = 0.92, .trie_attention = trie});
+      for (size_t i = 0; i < w.requests.size(); ++i) {
+        EXPECT_EQ(a.outputs.at(i), plain.outputs.at(i)) << "cache off, request " << i << " trie " << trie;
+        EXPECT_EQ(b.outputs.at(i), plain.outputs.at(i)) << "cache on, request " << i << " trie " << trie;
+        EXPECT_EQ(c.outputs.at(i), plain.outputs.at(i)) << "small pool, request " << i << " trie " << trie;
+        EXPECT_EQ(d.outputs.at(i), plain.outputs.at(i)) << "threshold, request " << i << " trie " << trie;
+      }
+      EXPECT_EQ(a.metrics.computed_tokens, plain.metrics.computed_tokens) << "dedup is counted, not hidden";
+      dedup_cache_off += a.metrics.deduplicated_tokens;
+      dedup_cache_on += b.metrics.deduplicated_tokens;
+      preemptions += c.metrics.preemptions;
+    }
+    EXPECT_EQ(plain.metrics.deduplicated_tokens, 0);
+  }
+  EXPECT_GT(dedup_cache_off, 0);
+  EXPECT_GT(dedup_cache_on, 0) << "rows shared within a step are not in the cache yet";
+  EXPECT_GT(preemptions, 0);
+}
+
+// The executor on two steps of three sequences: contexts X0, X1, X0, then the same tokens T at
+// the same positions. Sequences 0 and 2 share everything; sequence 1 shares nothing in the
+// second step (its context differs), which a dedup keyed on (token, position) alone would get
+// wrong.
+TEST_F(EngineTest, StepDedupKeepsSequencesWithDifferentContextsApart) {
+  const auto& cfg = model_->config();
+  core::Rng rng(9);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng.Below(cfg.vocab_size));
+    return t;
+  };
+  const std::vector<std::vector<int32_t>> contexts = {random_tokens(20), random_tokens(20)};
+  const std::vector<int32_t> tail = random_tokens(12);
+  const int ctx_of[3] = {0, 1, 0};
+  auto run = [&](runner::PrefillCompaction c, int64_t* dedup) {
+    core::ThreadPool pool(2);
+    models::KvStore kv(cfg, {16, 8});
+    runner::ModelExecutor exec(*model_, pool, kv);
+    exec.set_compaction(c);
+    std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}};
+    std::vector<float> all, logits;
+    for (int step = 0; step < 2; ++step) {
+      std::vector<engine::StepSequence> seqs(3);
+      for (int i = 0; i < 3; ++i) {
+        const auto& ctx = contexts[ctx_of[i]];
+        seqs[i].tokens = step == 0 ? std::span<const int32_t>(ctx) : std::span<const int32_t>(tail);
+        seqs[i].start_position = step == 0 ? 0 : static_cast<int32_t>(ctx.size());
+        seqs[i].context = step == 0 ? std::span<const int32_t>() : std::span<const int32_t>(ctx);
+        seqs[i].block_table = tables[i];
+        seqs[i].want_logits = true;
+      }
+      exec.Execute({}, seqs, &logits);
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    *dedup = exec.deduplicated_rows();
+    return all;
+  };
+  int64_t dedup = 0;
+  const std::vector<float> plain = run({.threshold = 0}, &dedup);
+  EXPECT_EQ(dedup, 0);
+  const size_t v = static_cast<size_t>(cfg.vocab_size);
+  EXPECT_FALSE(std::equal(plain.begin() + 3 * v, plain.begin() + 4 * v, plain.begin() + 4 * v))
+      << "different contexts give different logits for the same tail";
+  for (const bool trie : {true, false}) {
+    EXPECT_EQ(run({.threshold = 1.0, .trie_attention = trie}, &dedup), plain) << "trie " << trie;
+    EXPECT_EQ(dedup, 20 + 12) << "sequence 2 repeats sequence 0 in both steps";
+  }
 }
 
 // Hybrid (Mamba2 + attention) models: each running request owns a recurrent-state slot; with

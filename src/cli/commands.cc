@@ -215,9 +215,11 @@ void RegisterLogits(CLI::App& app) {
   });
 }
 
-// Prefill of `batch` sequences = one shared prefix + a random suffix each, in forwards of at
-// most max_batch_tokens tokens (whole sequences), with compaction off or on. Reports tokens/s
-// (original tokens), the observed compact/original ratio and the ideal ratio
+// Prefill of `batch` sequences = one shared prefix + a random suffix each, in forwards filled
+// up to max_batch_tokens *computed* rows (original rows when off, compact rows when compacted)
+// and a KV pool of the same size: gather mode keeps every original row's K/V, trie mode shares
+// the prefix's full blocks as the radix cache would, so its forwards hold more sequences.
+// Reports tokens/s (original tokens), the observed compact/original ratio and the ideal ratio
 // r = B(P+S) / (P+BS).
 void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
                      const std::string& mode, int max_batch_tokens, int repeats, bool json_out) {
@@ -235,33 +237,55 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
     s = shared;
     for (int i = 0; i < suffix; ++i) s.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
   }
-  const int per_forward = std::max(1, max_batch_tokens / len);
-  KvSetup kv(c, int64_t{per_forward} * len + 16 * per_forward);
+  std::vector<int32_t> positions(len);
+  std::iota(positions.begin(), positions.end(), 0);
+  // Forwards: consecutive sequences while computed rows and KV blocks fit (the batch former's
+  // job, not timed).
+  const int bt = 16, seq_blocks = (len + bt - 1) / bt;
+  const int shared_blocks = mode == "trie" ? prefix / bt : 0;
+  const int32_t kv_blocks = (max_batch_tokens + bt - 1) / bt + batch;
+  std::vector<int> forward_begin = {0};
+  {
+    models::CompactionPlanBuilder builder;
+    int64_t rows = 0, blocks = 0;
+    for (int s = 0; s < batch; ++s) {
+      const int64_t add_rows = compacted ? builder.NewRows(seqs[s], positions) : len;
+      const int64_t add_blocks = s == forward_begin.back() ? seq_blocks : seq_blocks - shared_blocks;
+      if (s > forward_begin.back() && (rows + add_rows > max_batch_tokens || blocks + add_blocks > kv_blocks)) {
+        forward_begin.push_back(s);
+        builder = models::CompactionPlanBuilder();
+        rows = len;
+        blocks = seq_blocks;
+      } else {
+        rows += add_rows;
+        blocks += add_blocks;
+      }
+      builder.AddSequence(seqs[s], positions);
+    }
+    forward_begin.push_back(batch);
+  }
+  KvSetup kv(c, int64_t{kv_blocks} * bt, bt);
   std::vector<double> rates;
   int64_t original = 0, compact = 0;
   for (int r = 0; r < repeats; ++r) {
     original = compact = 0;
     double seconds = 0;
-    for (int first = 0; first < batch; first += per_forward) {
-      const int count = std::min(per_forward, batch - first);
+    for (size_t f = 0; f + 1 < forward_begin.size(); ++f) {
+      const int first = forward_begin[f], count = forward_begin[f + 1] - first;
       std::vector<int32_t> ids, pos, rows;
       std::vector<int64_t> cu = {0};
       std::vector<std::vector<int32_t>> tables;
       models::ForwardBatch fb;
-      // Trie mode shares the prefix's full KV blocks between the sequences, as the radix cache
-      // would; the other modes give every sequence its own blocks.
-      const int shared_blocks = mode == "trie" ? prefix / 16 : 0;
       const std::vector<int32_t> common = shared_blocks ? *kv.pool.Allocate(shared_blocks) : std::vector<int32_t>{};
       for (int s = first; s < first + count; ++s) {
-        for (int i = 0; i < len; ++i) {
-          ids.push_back(seqs[s][i]);
-          pos.push_back(i);
-        }
+        ids.insert(ids.end(), seqs[s].begin(), seqs[s].end());
+        pos.insert(pos.end(), positions.begin(), positions.end());
         rows.push_back(static_cast<int32_t>(ids.size() - 1));
         cu.push_back(static_cast<int64_t>(ids.size()));
         std::vector<int32_t> table = common;
-        const auto own = *kv.pool.Allocate((len + 15) / 16 - shared_blocks);
-        table.insert(table.end(), own.begin(), own.end());
+        const auto own = kv.pool.Allocate(seq_blocks - shared_blocks);
+        if (!own) ExitIfError(core::ResourceExhausted("bench KV pool too small"));
+        table.insert(table.end(), own->begin(), own->end());
         tables.push_back(std::move(table));
       }
       const auto t0 = std::chrono::steady_clock::now();
@@ -286,7 +310,8 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
   }
   const double ideal = double(batch) * len / (prefix + double(batch) * suffix);
   const json j = {{"model", c.name}, {"batch", batch}, {"shared_prefix", prefix}, {"suffix", suffix},
-                  {"compaction", mode}, {"sequences_per_forward", per_forward},
+                  {"compaction", mode}, {"forwards", forward_begin.size() - 1},
+                  {"max_batch_tokens", max_batch_tokens},
                   {"tokens_per_s", Median(rates)}, {"observed_ratio", double(compact) / original},
                   {"ideal_speedup_r", ideal}, {"threads", pool.size()}, {"repeats", repeats}};
   std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
@@ -315,7 +340,7 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--compaction", o->compaction,
                   "off | gather (position-wise work on the prefix trie, attention unfolded) | trie (attention on the trie too)")
       ->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward: the batch is split into forwards of at most this many")
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted), also the KV pool of a forward")
       ->capture_default_str();
   cmd->callback([o] {
     const auto t_load = std::chrono::steady_clock::now();

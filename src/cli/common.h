@@ -33,6 +33,9 @@ struct EngineOptions {
   // Models with Mamba2 layers: the hybrid cache policy and its checkpoint slots.
   std::string hybrid_policy = "marconi";
   int checkpoint_slots = 32;
+  // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
+  double prefill_compaction_threshold = 0.92;
+  std::string prefill_compaction = "trie";
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);

@@ -34,9 +34,11 @@
 
 namespace radixlm::cli {
 
+// Defined with the serve command (the engine options both commands share).
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
 engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
 runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o);
+runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o);
 
 namespace {
 
@@ -283,6 +285,7 @@ void RegisterReplay(CLI::App& app) {
       models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
       runner::HybridServing hybrid = MakeHybrid(model.config(), eo);
       runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+      exec.set_compaction(MakePrefillCompaction(eo));
       engine::Engine eng(ec, exec, hybrid.cache.get());
       serve::ServerConfig sc;
       sc.model_name = "replay";
@@ -298,6 +301,7 @@ void RegisterReplay(CLI::App& app) {
       eng.Stop();
       json j = r.ToJson();
       j["engine_computed_tokens"] = eng.Metrics().computed_tokens;
+      j["engine_deduplicated_tokens"] = eng.Metrics().deduplicated_tokens;  // of those, computed once for several
       j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on && eo.checkpoint_slots > 0 ? eo.hybrid_policy : "off")
                                                    : (cache_on ? "radix" : "off");
       if (const cache::RadixTree* tree = eng.tree(); tree && r.prompt_tokens > 0) {

@@ -32,6 +32,16 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "Mamba2 hybrids: cached SSM checkpoints (0 = no prefix reuse)")
       ->capture_default_str();
+  cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
+                  "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
+      ->check(CLI::IsMember({"trie", "gather"}))
+      ->capture_default_str();
+}
+
+runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
+  return {.threshold = o.prefill_compaction_threshold, .trie_attention = o.prefill_compaction == "trie"};
 }
 
 // State slots and the hybrid prefix cache for a model with Mamba2 layers (none otherwise).
@@ -86,6 +96,7 @@ void RegisterServe(CLI::App& app) {
     models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
     runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
     runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+    exec.set_compaction(MakePrefillCompaction(o->engine));
     engine::Engine eng(ec, exec, hybrid.cache.get());
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);

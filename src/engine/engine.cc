@@ -340,6 +340,7 @@ bool Engine::Step() {
     StepSequence s;
     s.tokens = std::span<const int32_t>(r.tokens.data() + r.computed, p.n);
     s.start_position = static_cast<int32_t>(r.computed);
+    s.context = std::span<const int32_t>(r.tokens.data(), r.computed);
     s.block_table = r.block_table;
     s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size());
     s.state_slot = r.state_slot;
@@ -401,6 +402,7 @@ void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds)
   std::lock_guard<std::mutex> lock(mu_);
   if (computed > 0) ++metrics_.steps;
   metrics_.computed_tokens += computed;
+  metrics_.deduplicated_tokens = executor_.deduplicated_rows();
   metrics_.generated_tokens += generated;
   metrics_.step_seconds_total += seconds;
   metrics_.waiting = static_cast<int64_t>(waiting_.size());

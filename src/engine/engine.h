@@ -55,6 +55,7 @@ struct EngineMetrics {
   int64_t waiting = 0, running = 0, steps = 0;
   int32_t blocks_in_use = 0, blocks_total = 0;
   int64_t tree_cached_tokens = 0, evicted_tokens = 0;
+  int64_t deduplicated_tokens = 0;  // of computed_tokens, rows another sequence of the step computed
   double step_seconds_total = 0;
 };
 

@@ -13,6 +13,9 @@ namespace radixlm::engine {
 struct StepSequence {
   std::span<const int32_t> tokens;       // tokens whose KV this step computes
   int32_t start_position = 0;            // position of tokens[0]
+  // The tokens before start_position (what the sequence's KV already holds). Two sequences
+  // with equal contexts may share this step's rows (intra-step prefix dedup).
+  std::span<const int32_t> context;
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
   bool want_logits = false;              // logits of the last token
   // Models with recurrent (Mamba2) layers: the sequence's working state slot, reset to the
@@ -47,6 +50,9 @@ class Executor {
   // Copies a whole recurrent state between slots (a finished request's final state into the
   // cache). REQUIRES: state_slots() > 0.
   virtual void CopyState(int32_t src, int32_t dst) {}
+  // Rows this executor did not compute because another sequence of the same step computed
+  // them (intra-step prefix dedup); cumulative.
+  virtual int64_t deduplicated_rows() const { return 0; }
 };
 
 }  // namespace radixlm::engine

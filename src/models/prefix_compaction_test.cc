@@ -106,6 +106,32 @@ TEST(CompactionPlan, DeterministicAndExactOnRandomBatches) {
   }
 }
 
+TEST(CompactionPlan, ContextGroupsNeverShareRows) {
+  // Two step chunks with the same tokens at the same positions, continuing different cached
+  // prefixes (groups 1 and 2), stay apart; a third in group 1 shares with the first.
+  const V ids = {4, 5, 6, 4, 5, 6, 4, 5, 7};
+  const V pos = {10, 11, 12, 10, 11, 12, 10, 11, 12};
+  const std::vector<int64_t> cu = {0, 3, 6, 9}, groups = {1, 2, 1};
+  const CompactionPlan p = BuildCompactionPlan(ids, pos, cu, 0, groups);
+  EXPECT_EQ(p.compact_rows(), 7);
+  EXPECT_EQ(p.scatter, (V{0, 1, 2, 3, 4, 5, 0, 1, 6}));
+  ExpectReconstructs(p, ids, pos);
+}
+
+TEST(CompactionPlan, BuilderCountsNewRowsBeforeAdding) {
+  CompactionPlanBuilder b;
+  const V a = {1, 2, 3, 4}, c = {1, 2, 9}, pa = {0, 1, 2, 3}, pc = {0, 1, 2};
+  EXPECT_EQ(b.NewRows(a, pa), 4);
+  EXPECT_EQ(b.AddSequence(a, pa), 4);
+  EXPECT_EQ(b.NewRows(c, pc), 1);
+  EXPECT_EQ(b.NewRows(c, pc, /*group=*/7), 3);
+  EXPECT_EQ(b.AddSequence(c, pc), 1);
+  EXPECT_EQ(b.compact_rows(), 5);
+  const CompactionPlan p = std::move(b).Finish();
+  EXPECT_EQ(p.seq_compact_begin, (std::vector<int64_t>{0, 4, 5}));
+  EXPECT_EQ(p.gather, (V{0, 1, 2, 3, 6}));
+}
+
 // ---- The forward with compaction equals the forward without it, bit for bit (every kernel
 // computes rows independently and attention runs on the same original rows).
 TEST(CompactedForward, LogitsAreBitwiseEqualToTheUncompactedBatch) {

@@ -1,6 +1,41 @@
 #include "runner/model_executor.h"
 
+#include <algorithm>
+
 namespace radixlm::runner {
+
+const models::CompactionPlan* ModelExecutor::PlanCompaction(std::span<const engine::StepSequence> seqs,
+                                                            std::span<const int64_t> seq_begin) {
+  if (states_ || compaction_.threshold <= 0 || seqs.size() < 2) return nullptr;
+  // Rows can be shared only between sequences whose first rows agree (token and position):
+  // a cheap test that skips decode-only steps before contexts are compared.
+  std::vector<std::pair<int32_t, int32_t>> firsts;
+  for (const engine::StepSequence& s : seqs)
+    if (!s.tokens.empty()) firsts.push_back({s.start_position, s.tokens[0]});
+  std::ranges::sort(firsts);
+  if (std::ranges::adjacent_find(firsts) == firsts.end()) return nullptr;
+  // Context groups: equal contexts (compared in full, hashed first) share a group id.
+  std::vector<int64_t> group(seqs.size());
+  std::vector<uint64_t> hash(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    uint64_t h = 1469598103934665603ull ^ seqs[i].context.size();
+    for (int32_t t : seqs[i].context) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+    hash[i] = h;
+    group[i] = static_cast<int64_t>(i);
+    for (size_t j = 0; j < i; ++j) {
+      if (group[j] == static_cast<int64_t>(j) && hash[j] == h &&
+          std::ranges::equal(seqs[j].context, seqs[i].context)) {
+        group[i] = static_cast<int64_t>(j);
+        break;
+      }
+    }
+  }
+  plan_ = models::BuildCompactionPlan(ids_, positions_, seq_begin, 0, group);
+  const bool use = compaction_.threshold >= 1.0 || plan_.ratio() < compaction_.threshold;
+  if (!use) return nullptr;
+  deduplicated_rows_ += plan_.original_rows() - plan_.compact_rows();
+  return &plan_;
+}
 
 void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
                             std::vector<float>* logits) {
@@ -9,6 +44,7 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
   positions_.clear();
   rows_.clear();
   models::ForwardBatch b;
+  std::vector<int64_t> seq_begin = {0};
   for (const engine::StepSequence& s : seqs) {
     const int64_t begin = static_cast<int64_t>(ids_.size());
     for (size_t i = 0; i < s.tokens.size(); ++i) {
@@ -17,6 +53,7 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
     }
     if (s.want_logits) rows_.push_back(static_cast<int32_t>(ids_.size() - 1));
     b.seqs.push_back({begin, static_cast<int64_t>(s.tokens.size()), s.block_table});
+    seq_begin.push_back(static_cast<int64_t>(ids_.size()));
     if (states_) {
       RADIXLM_CHECK_MSG(s.state_slot >= 0, "a model with Mamba2 layers needs a state slot per sequence");
       if (s.restore_from >= 0) {
@@ -32,6 +69,8 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
   b.token_ids = ids_;
   b.positions = positions_;
   b.logit_rows = rows_;
+  b.compaction = PlanCompaction(seqs, seq_begin);
+  b.trie_attention = b.compaction && compaction_.trie_attention;
   logits->resize(rows_.size() * model_.config().vocab_size);
   model_.Forward(pool_, b, kv_, logits->data(), states_);
 }

@@ -1,5 +1,13 @@
 // engine::Executor on a real model: runs the copy-on-write block copies in the KV store, turns
 // a step's sequences into one ForwardBatch, and runs the transformer.
+//
+// Intra-step prefix dedup (RadixMLP on prefill): sequences of a step whose contexts (tokens
+// already in their KV) are equal form a group; rows with the same (token, position) path
+// within a group are computed once, with attention in trie space. Rows the radix cache
+// already holds never reach the executor, so the two compose: cached rows are not computed
+// at all, rows new to the cache but shared within the step are computed once. Used when the
+// step's compact/original ratio is below the threshold; never for models with Mamba2 layers
+// (their state is per sequence).
 #pragma once
 
 #include "core/thread_pool.h"
@@ -9,12 +17,18 @@
 
 namespace radixlm::runner {
 
+struct PrefillCompaction {
+  double threshold = 0.92;  // compact a step when compact/original rows < this; 0 = never, 1 = always
+  bool trie_attention = true;
+};
+
 class ModelExecutor : public engine::Executor {
  public:
   // states: the SSM state slots of a model with Mamba2 layers (null otherwise).
   ModelExecutor(models::Transformer& model, core::ThreadPool& pool, models::KvStore& kv,
                 models::SsmStateStore* states = nullptr)
       : model_(model), pool_(pool), kv_(kv), states_(states) {}
+  void set_compaction(PrefillCompaction c) { compaction_ = c; }
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
                std::vector<float>* logits) override;
   int64_t vocab_size() const override { return model_.config().vocab_size; }
@@ -22,6 +36,7 @@ class ModelExecutor : public engine::Executor {
   int32_t state_slots() const override { return states_ ? states_->n_slots() : 0; }
   int32_t prefill_alignment() const override { return states_ ? model_.config().ssm_chunk : 0; }
   void CopyState(int32_t src, int32_t dst) override { states_->Copy(src, dst); }
+  int64_t deduplicated_rows() const override { return deduplicated_rows_; }
 
  private:
   models::Transformer& model_;
@@ -29,6 +44,12 @@ class ModelExecutor : public engine::Executor {
   models::KvStore& kv_;
   models::SsmStateStore* states_;
   std::vector<int32_t> ids_, positions_, rows_;
+  PrefillCompaction compaction_;
+  int64_t deduplicated_rows_ = 0;
+  // The plan for this step, or null when it would not pay (or cannot be used).
+  const models::CompactionPlan* PlanCompaction(std::span<const engine::StepSequence> seqs,
+                                               std::span<const int64_t> seq_begin);
+  models::CompactionPlan plan_;
 };
 
 }  // namespace radixlm::runner

@@ -420,6 +420,8 @@ std::string Server::MetricsText() const {
   metric("radixlm_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
   metric("radixlm_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", m.cached_prompt_tokens);
   metric("radixlm_computed_tokens_total", "counter", "Tokens whose KV the model computed (prefill + decode).", m.computed_tokens);
+  metric("radixlm_deduplicated_tokens_total", "counter",
+         "Prefill rows shared within a step and computed once (included in computed_tokens).", m.deduplicated_tokens);
   metric("radixlm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
   metric("radixlm_cache_hit_rate", "gauge", "cache_hit_tokens_total / prompt_tokens_total.",
          m.prompt_tokens ? double(m.cached_prompt_tokens) / m.prompt_tokens : 0.0);
