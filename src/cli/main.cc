@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterReplay(app);
   radixlm::cli::RegisterSimulate(app);
   radixlm::cli::RegisterRerank(app);
+  radixlm::cli::RegisterEmbed(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

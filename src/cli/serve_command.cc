@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "models/kv_store.h"
 #include "runner/model_executor.h"
+#include "runner/scoring_queue.h"
 #include "serve/server.h"
 #include "tokenizer/chat_template.h"
 
@@ -68,7 +69,11 @@ void RegisterServe(CLI::App& app) {
     ModelOptions model;
     EngineOptions engine;
     serve::ServerConfig server;
-    std::string chat_template;
+    std::string chat_template, embed_pooling = "last";
+    int64_t scoring_batch_tokens = 8192;
+    double scoring_threshold = 0.92;
+    std::string scoring_compaction = "trie";
+    bool no_scoring = false;
   };
   auto* o = new Opts;
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
@@ -83,6 +88,22 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
+  cmd->add_flag("--no-scoring", o->no_scoring, "disable /v1/embeddings, /embed and /rerank");
+  cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens,
+                  "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input")
+      ->capture_default_str();
+  cmd->add_option("--scoring-threshold", o->scoring_threshold,
+                  "compact an embedding/rerank forward when compact/original rows < this (0 never, 1 always)")
+      ->capture_default_str();
+  cmd->add_option("--scoring-compaction", o->scoring_compaction, "attention of compacted scoring forwards: trie | gather")
+      ->check(CLI::IsMember({"trie", "gather"}))
+      ->capture_default_str();
+  cmd->add_option("--embed-pooling", o->embed_pooling, "last (end-of-text appended, Qwen3-Embedding) | mean")
+      ->check(CLI::IsMember({"last", "mean"}))
+      ->capture_default_str();
+  cmd->add_option("--embed-instruction", o->server.embed_query_instruction,
+                  "embed every input as a query with this instruction (requests may pass their own)");
+  cmd->add_option("--rerank-instruction", o->server.rerank_instruction)->capture_default_str();
   cmd->callback([o] {
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
@@ -100,7 +121,17 @@ void RegisterServe(CLI::App& app) {
     engine::Engine eng(ec, exec, hybrid.cache.get());
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);
-    serve::Server server(o->server, eng, tok, format);
+    o->server.embed_pooling = o->embed_pooling == "last" ? engine::Pooling::kLastToken : engine::Pooling::kMean;
+    const runner::ScoringConfig scoring_config{.max_batch_tokens = o->scoring_batch_tokens,
+                                               .threshold = o->scoring_threshold,
+                                               .trie_attention = o->scoring_compaction == "trie"};
+    // The runner (and its KV store for one forward) is made on the first scoring request.
+    std::unique_ptr<runner::ScoringQueue> scoring;
+    if (!o->no_scoring)
+      scoring = std::make_unique<runner::ScoringQueue>(
+          [&model, &pool, scoring_config] { return std::make_unique<runner::ScoringRunner>(model, pool, scoring_config); },
+          std::min<int64_t>(o->scoring_batch_tokens, model.config().max_context));
+    serve::Server server(o->server, eng, tok, format, scoring.get());
     g_server = &server;
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);

@@ -54,6 +54,7 @@ void Transformer::Embed(std::span<const int32_t> ids) {
 
 void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore& kv, float* logits,
                           SsmStateStore* states) {
+  std::lock_guard<std::mutex> lock(forward_mu_);
   RADIXLM_CHECK(b.positions.size() == b.token_ids.size());
   // With compaction every position-wise op runs on the plan's compact rows.
   const CompactionPlan* plan = b.compaction;
@@ -92,6 +93,11 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     else Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n);
   }
 
+  for (size_t i = 0; i < b.hidden_rows.size(); ++i) {
+    RADIXLM_CHECK(b.hidden && b.hidden_rows[i] >= 0 && b.hidden_rows[i] < static_cast<int64_t>(b.token_ids.size()));
+    const int32_t row = plan ? plan->scatter[b.hidden_rows[i]] : b.hidden_rows[i];
+    kernels::RmsNorm(x_.data() + row * d, weights_.final_norm.data(), b.hidden + i * d, 1, d, config_.rms_eps);
+  }
   // Final norm and lm_head only on the rows that need logits.
   const int64_t n_out = b.logit_rows.size();
   Grow(final_, n_out * d);
@@ -100,7 +106,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     const int32_t row = plan ? plan->scatter[b.logit_rows[i]] : b.logit_rows[i];
     kernels::RmsNorm(x_.data() + row * d, weights_.final_norm.data(), final_.data() + i * d, 1, d, config_.rms_eps);
   }
-  Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
+  if (n_out > 0) Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
   if (config_.logits_scaling != 1.0f) {
     const float inv = 1.0f / config_.logits_scaling;
     for (int64_t i = 0; i < n_out * config_.vocab_size; ++i) logits[i] *= inv;

@@ -8,10 +8,12 @@
 //
 // Batch invariance: every kernel used here computes each row independently in a fixed
 // reduction order, so a sequence's logits are bitwise identical alone or in any batch.
-// Thread-safety: Forward uses the pool passed in and a per-model workspace; one call at a time.
+// Thread-safety: Forward uses the pool passed in and a per-model workspace; concurrent calls
+// (the engine thread and the scoring service) are serialised by a mutex.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -42,6 +44,10 @@ struct ForwardBatch {
   std::span<const int32_t> positions;           // [n_tokens]
   std::vector<kernels::AttentionSeq> seqs;      // row ranges + block tables, cover all rows
   std::span<const int32_t> logit_rows;          // rows whose logits are returned, in order
+  // Rows whose final-normed hidden states are written to `hidden` [hidden_rows.size(), d_model]
+  // (embeddings: no lm_head needed).
+  std::span<const int32_t> hidden_rows;
+  float* hidden = nullptr;
   std::vector<SsmSeq> ssm;                      // one per seq when the model has Mamba2 layers
   // Intra-batch prefix dedup (RadixMLP): position-wise work runs on the plan's compact rows;
   // attention unfolds q/k/v to the original rows and folds its output back. Null = off.
@@ -121,6 +127,7 @@ class Transformer {
   void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,
             int64_t n);  // kernels::Gemm, timed when profiling
   ForwardProfile* profile_ = nullptr;
+  std::mutex forward_mu_;
   void Embed(std::span<const int32_t> ids);
 
   ModelConfig config_;

@@ -10,23 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/http_error.h"
+
 namespace radixlm::serve {
 namespace {
 
 using nlohmann::json;
-
-// An OpenAI-style error.
-struct ApiError {
-  int status = 400;
-  std::string message, type = "invalid_request_error", param, code;
-};
-
-void SendError(httplib::Response& res, const ApiError& e) {
-  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-              {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
-  res.status = e.status;
-  res.set_content(json({{"error", err}}).dump(), "application/json");
-}
 
 // Engine events for one request, handed from the engine thread to the HTTP thread.
 class Channel {
@@ -143,8 +132,8 @@ int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chr
 }  // namespace
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
-               std::optional<tokenizer::ChatFormat> chat_format)
-    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(chat_format),
+               std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring)
+    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(chat_format), scoring_(scoring),
       http_(std::make_unique<httplib::Server>()) {
   const int workers = config_.max_concurrent_requests + 8;  // headroom so 429s and /metrics still answer
   http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
@@ -215,6 +204,7 @@ void Server::Routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(MetricsText(), "text/plain; version=0.0.4");
   });
+  ScoringRoutes();
   for (const bool chat : {false, true}) {
     s.Post(chat ? "/v1/chat/completions" : "/v1/completions", [this, chat](const httplib::Request& req, httplib::Response& res) {
       // Concurrency limit.
@@ -434,6 +424,18 @@ std::string Server::MetricsText() const {
   metric("radixlm_preemptions_total", "counter", "Requests preempted for lack of KV blocks.", m.preemptions);
   metric("radixlm_steps_total", "counter", "Engine steps that computed tokens.", m.steps);
   metric("radixlm_step_seconds_total", "counter", "Time spent in engine steps.", m.step_seconds_total);
+  if (scoring_) {
+    const engine::ScoringStats st = scoring_->stats();
+    metric("radixlm_scoring_inputs_total", "counter", "Inputs embedded or reranked.", st.sequences);
+    metric("radixlm_scoring_tokens_total", "counter", "Tokens of embedded or reranked inputs.", st.original_rows);
+    metric("radixlm_scoring_computed_tokens_total", "counter",
+           "Rows the scoring forwards computed (after intra-batch prefix dedup).", st.computed_rows);
+    metric("radixlm_scoring_forwards_total", "counter", "Scoring forwards.", st.forwards);
+    metric("radixlm_scoring_compacted_forwards_total", "counter", "Scoring forwards run compacted.", st.compacted_forwards);
+    metric("radixlm_scoring_batches_total", "counter", "Batches the scoring queue formed.", st.batches);
+    metric("radixlm_scoring_merged_requests_total", "counter", "Requests that shared a batch with another.", st.merged_jobs);
+    metric("radixlm_scoring_seconds_total", "counter", "Time spent in scoring forwards.", st.seconds);
+  }
   return o.str();
 }
 

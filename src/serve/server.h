@@ -1,5 +1,7 @@
 // OpenAI-compatible HTTP server (cpp-httplib): /v1/completions and /v1/chat/completions
-// (streaming as server-sent events or not), /v1/models, /health, /metrics (Prometheus text).
+// (streaming as server-sent events or not), /v1/models, /health, /metrics (Prometheus text);
+// with a scoring service, /v1/embeddings (OpenAI) and /embed, /rerank (text-embeddings-
+// inference's API) on the Qwen3-Embedding / Qwen3-Reranker formats (serve/scoring_routes.cc).
 // The server sees the engine and the tokenizer only: it validates and tokenizes a request,
 // submits it, and turns the engine's token events into JSON or SSE chunks. Usage reports
 // prompt_tokens_details.cached_tokens as OpenAI does. Errors are OpenAI-style JSON
@@ -15,6 +17,7 @@
 
 #include "core/status.h"
 #include "engine/engine.h"
+#include "engine/scoring_service.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,13 +36,18 @@ struct ServerConfig {
   int max_concurrent_requests = 64;     // beyond this: 429
   int default_max_tokens = 256;
   std::vector<int32_t> stop_ids;        // always end generation (EOS, end-of-turn tokens)
+  // Embedding / reranking defaults (requests may override the instructions).
+  std::string rerank_instruction = "Given a web search query, retrieve relevant passages that answer the query";
+  std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
+  engine::Pooling embed_pooling = engine::Pooling::kLastToken;
 };
 
 class Server {
  public:
   // chat_format: nullopt when the model has no chat template (chat requests then get a 400).
+  // scoring: serves /v1/embeddings, /embed and /rerank when non-null (borrowed).
   Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
-         std::optional<tokenizer::ChatFormat> chat_format);
+         std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring = nullptr);
   ~Server();
   // Binds and serves until Stop(); returns an error if the address cannot be bound.
   core::Status Listen();
@@ -50,12 +58,14 @@ class Server {
 
  private:
   void Routes();
+  void ScoringRoutes();  // serve/scoring_routes.cc
   std::string MetricsText() const;
 
   ServerConfig config_;
   engine::Engine& engine_;
   const tokenizer::Tokenizer& tok_;
   std::optional<tokenizer::ChatFormat> chat_format_;
+  engine::ScoringService* scoring_ = nullptr;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> http_requests_{0}, http_errors_{0};

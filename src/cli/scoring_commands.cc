@@ -1,0 +1,225 @@
+// radixlm rerank and radixlm embed: offline scoring over JSONL files with intra-batch prefix
+// deduplication (RadixMLP), on runner::ScoringRunner.
+//   rerank: every query/passage pair rendered with the Qwen3-Reranker template, scored
+//     sigmoid(logit(yes) - logit(no)) at the last token (ids looked up in the tokenizer).
+//   embed: Qwen3-Embedding inputs (optional query instruction, end-of-text appended for
+//     last-token pooling), pooled and L2-normalised.
+// Inputs are packed into forwards of at most --max-batch-tokens computed rows; a forward runs
+// compacted when its compact/original row ratio is below --threshold (0 never, 1 always).
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "runner/scoring.h"
+#include "tokenizer/scoring_format.h"
+
+namespace radixlm::cli {
+namespace {
+
+using nlohmann::json;
+
+struct RerankQuery {
+  std::string query;
+  std::vector<std::string> documents;
+};
+
+// JSONL of {"query", "documents": [...]}, or a JSON array of {"query", "hits": [{"content"}]}
+// (rank_llm's BM25 run files, as in ../shared/data/rerank).
+core::StatusOr<std::vector<RerankQuery>> ReadQueries(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return core::NotFound("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  std::vector<RerankQuery> out;
+  auto add = [&](const json& j) {
+    RerankQuery q;
+    q.query = j.at("query").get<std::string>();
+    if (j.contains("documents"))
+      for (const auto& d : j["documents"]) q.documents.push_back(d.get<std::string>());
+    if (j.contains("hits"))
+      for (const auto& h : j["hits"]) q.documents.push_back(h.at("content").get<std::string>());
+    out.push_back(std::move(q));
+  };
+  try {
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] == '[') {
+      for (const auto& j : json::parse(text)) add(j);
+    } else {
+      std::istringstream lines(text);
+      int line_no = 0;
+      for (std::string line; std::getline(lines, line);) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        try {
+          add(json::parse(line));
+        } catch (const json::exception& e) {
+          return core::InvalidArgument(path + ":" + std::to_string(line_no) + ": " + e.what());
+        }
+      }
+    }
+  } catch (const json::exception& e) {
+    return core::InvalidArgument(path + ": " + e.what());
+  }
+  return out;
+}
+
+struct ScoringOptions {
+  int max_batch_tokens = 8192;
+  double threshold = 0.92;
+  std::string compaction = "trie";
+};
+
+void AddScoringOptions(CLI::App* cmd, ScoringOptions* o) {
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted)")
+      ->capture_default_str();
+  cmd->add_option("--compaction", o->compaction, "attention when a forward compacts: trie | gather")
+      ->check(CLI::IsMember({"trie", "gather"}))
+      ->capture_default_str();
+  cmd->add_option("--threshold", o->threshold, "compact a forward when compact/original rows < this (0 never, 1 always)")
+      ->capture_default_str();
+}
+
+runner::ScoringConfig MakeScoringConfig(const ScoringOptions& o) {
+  return {.max_batch_tokens = o.max_batch_tokens, .threshold = o.threshold, .trie_attention = o.compaction == "trie"};
+}
+
+nlohmann::json StatsJson(const runner::ScoringStats& st, double seconds) {
+  return {{"forwards", st.forwards}, {"compacted_forwards", st.compacted_forwards}, {"tokens", st.original_rows},
+          {"computed_tokens", st.computed_rows}, {"compact_ratio", st.ratio()}, {"seconds", seconds}};
+}
+
+}  // namespace
+
+void RegisterRerank(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    ScoringOptions scoring;
+    std::string input, out;
+    std::string instruction{tokenizer::kDefaultRerankInstruction};
+    int queries = 0, passages = 0;
+    bool json_out = false;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("rerank", "score query/passage pairs with the Qwen3-Reranker template (prefix dedup within batches)");
+  AddModelOptions(cmd, &o->model);
+  AddTokenizerOptions(cmd, &o->model);
+  AddScoringOptions(cmd, &o->scoring);
+  cmd->add_option("--input", o->input, "JSONL {query, documents} or a JSON array {query, hits[{content}]}")->required();
+  cmd->add_option("--out", o->out, "write one JSON line per query with its scores");
+  cmd->add_option("--instruction", o->instruction)->capture_default_str();
+  cmd->add_option("--queries", o->queries, "at most this many queries (0 = all)");
+  cmd->add_option("--passages", o->passages, "at most this many passages per query (0 = all)");
+  cmd->add_flag("--json", o->json_out, "print a JSON summary");
+  cmd->callback([o] {
+    auto queries = ReadQueries(o->input);
+    ExitIfError(queries.status());
+    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
+    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
+    auto format = tokenizer::MakeRerankerFormat(tok);
+    ExitIfError(format.status());
+    std::vector<size_t> query_of;
+    std::vector<std::vector<int32_t>> pairs;
+    const size_t nq = o->queries > 0 ? std::min<size_t>(o->queries, queries->size()) : queries->size();
+    for (size_t qi = 0; qi < nq; ++qi) {
+      const RerankQuery& q = (*queries)[qi];
+      const size_t nd = o->passages > 0 ? std::min<size_t>(o->passages, q.documents.size()) : q.documents.size();
+      for (size_t di = 0; di < nd; ++di) {
+        pairs.push_back(tokenizer::RenderRerankPair(*format, tok, o->instruction, q.query, q.documents[di],
+                                                    o->scoring.max_batch_tokens));
+        query_of.push_back(qi);
+      }
+    }
+    core::ThreadPool pool(o->model.threads);
+    runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto logits = runner.YesNoLogits(pairs, format->yes_id, format->no_id);
+    ExitIfError(logits.status());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o->out.empty()) {
+      std::ofstream out(o->out);
+      for (size_t qi = 0, p = 0; qi < nq; ++qi) {
+        json s = json::array();
+        while (p < pairs.size() && query_of[p] == qi) s.push_back(1.0 / (1.0 + std::exp(-(*logits)[p++])));
+        out << json{{"query", (*queries)[qi].query}, {"scores", s}}.dump() << "\n";
+      }
+      if (!out) ExitIfError(core::IoError("cannot write " + o->out));
+    }
+    json summary = StatsJson(runner.stats(), seconds);
+    summary.update({{"model", loaded.model->config().name}, {"pairs", pairs.size()}, {"queries", nq},
+                    {"compaction", o->scoring.compaction}, {"threshold", o->scoring.threshold},
+                    {"pairs_per_s", seconds > 0 ? pairs.size() / seconds : 0.0}, {"yes_id", format->yes_id},
+                    {"no_id", format->no_id}});
+    std::printf("%s\n", summary.dump(o->json_out ? -1 : 2).c_str());
+  });
+}
+
+void RegisterEmbed(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    ScoringOptions scoring;
+    std::string input, out, instruction, pooling = "last";
+    bool no_normalize = false, truncate = false, json_out = false;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("embed", "embed texts (Qwen3-Embedding format, last-token or mean pooling; prefix dedup within batches)");
+  AddModelOptions(cmd, &o->model);
+  AddTokenizerOptions(cmd, &o->model);
+  AddScoringOptions(cmd, &o->scoring);
+  cmd->add_option("--input", o->input, "JSONL: one {\"text\": ...} object or JSON string per line")->required();
+  cmd->add_option("--out", o->out, "write one JSON line {index, embedding} per input");
+  cmd->add_option("--instruction", o->instruction, "embed as queries: 'Instruct: {instruction}\\nQuery:{text}'");
+  cmd->add_option("--pooling", o->pooling, "last (end-of-text appended) | mean")->check(CLI::IsMember({"last", "mean"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-normalize", o->no_normalize, "skip L2 normalisation");
+  cmd->add_flag("--truncate", o->truncate, "cut inputs longer than --max-batch-tokens instead of failing");
+  cmd->add_flag("--json", o->json_out, "print a JSON summary");
+  cmd->callback([o] {
+    std::ifstream in(o->input);
+    if (!in) ExitIfError(core::NotFound("cannot open " + o->input));
+    std::vector<std::string> texts;
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        const json j = json::parse(line);
+        texts.push_back(j.is_string() ? j.get<std::string>() : j.at("text").get<std::string>());
+      } catch (const json::exception& e) {
+        ExitIfError(core::InvalidArgument(o->input + ":" + std::to_string(line_no) + ": " + e.what()));
+      }
+    }
+    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
+    const bool last = o->pooling == "last";
+    std::vector<std::vector<int32_t>> inputs;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto ids = tokenizer::RenderEmbeddingInput(*loaded.tokenizer, o->instruction, texts[i], last,
+                                                 o->scoring.max_batch_tokens, o->truncate);
+      if (!ids.ok()) ExitIfError(core::OutOfRange("input " + std::to_string(i) + ": " + ids.status().message()));
+      inputs.push_back(std::move(*ids));
+    }
+    core::ThreadPool pool(o->model.threads);
+    runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto emb = runner.Embed(inputs, last ? runner::Pooling::kLastToken : runner::Pooling::kMean, !o->no_normalize);
+    ExitIfError(emb.status());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o->out.empty()) {
+      std::ofstream out(o->out);
+      for (size_t i = 0; i < emb->size(); ++i) out << json{{"index", i}, {"embedding", (*emb)[i]}}.dump() << "\n";
+      if (!out) ExitIfError(core::IoError("cannot write " + o->out));
+    }
+    json summary = StatsJson(runner.stats(), seconds);
+    summary.update({{"model", loaded.model->config().name}, {"inputs", inputs.size()}, {"pooling", o->pooling},
+                    {"dimensions", loaded.model->config().d_model}, {"compaction", o->scoring.compaction},
+                    {"threshold", o->scoring.threshold}, {"inputs_per_s", seconds > 0 ? inputs.size() / seconds : 0.0}});
+    std::printf("%s\n", summary.dump(o->json_out ? -1 : 2).c_str());
+  });
+}
+
+}  // namespace radixlm::cli

@@ -1,0 +1,78 @@
+// Scoring forwards for embedding and reranking: no generation, no cache, one forward per
+// packed group of sequences, with intra-batch prefix dedup (RadixMLP).
+//
+// Owns: a KV store sized for one forward (block ids handed out afresh every forward).
+// Packing: sequences in order, a forward filled while its *computed* rows (compact rows when
+// it will be compacted, else original rows) fit max_batch_tokens and its KV rows fit the store
+// (2 x max_batch_tokens). A forward is compacted when its compact/original ratio is below
+// `threshold` (0 = never, 1 = always), with attention in trie space (the forward's common
+// prefix blocks shared, as the radix cache shares them) or in the original layout.
+// Invariant: results do not depend on packing or compaction (every kernel computes rows
+// independently: outputs are bitwise those of each sequence run alone).
+// Callers: `radixlm embed|rerank` and the server's ScoringQueue. Not thread-safe: one call at
+// a time (the model itself serialises forwards with the engine).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/scoring_service.h"
+#include "models/kv_store.h"
+#include "models/transformer.h"
+
+namespace radixlm::runner {
+
+struct ScoringConfig {
+  int64_t max_batch_tokens = 8192;
+  double threshold = 0.92;
+  bool trie_attention = true;
+  int32_t block_tokens = 16;
+};
+
+using engine::Pooling;
+using engine::ScoringStats;  // the runner fills the forward-level fields
+
+class ScoringRunner {
+ public:
+  ScoringRunner(models::Transformer& model, core::ThreadPool& pool, ScoringConfig config);
+
+  // Pooled final-normed hidden states, one [d_model] vector per sequence; L2-normalised when
+  // `normalize`. Errors (nothing computed): an empty sequence, one longer than
+  // max_batch_tokens or the model's context, a token outside the vocabulary.
+  core::StatusOr<std::vector<std::vector<float>>> Embed(std::span<const std::vector<int32_t>> seqs, Pooling pooling,
+                                                        bool normalize);
+  // logit(yes) - logit(no) at each sequence's last token: a yes/no reranker's relevance
+  // logit (sigmoid of it = softmax over the two logits). Same errors as Embed.
+  core::StatusOr<std::vector<double>> YesNoLogits(std::span<const std::vector<int32_t>> seqs, int32_t yes_id,
+                                                  int32_t no_id);
+
+  // OK when Embed / YesNoLogits would accept these inputs.
+  core::Status Validate(std::span<const std::vector<int32_t>> seqs) const;
+
+  const ScoringStats& stats() const { return stats_; }
+  const ScoringConfig& config() const { return config_; }
+  const models::ModelConfig& model_config() const { return model_.config(); }
+
+ private:
+  // Runs every sequence; for each forward calls out(first, count, plan-independent outputs).
+  struct Outputs {
+    bool all_hidden_rows = false, last_hidden = false;
+    int32_t yes = -1, no = -1;
+  };
+  using OnForward = std::function<void(size_t first, size_t count, const std::vector<float>& hidden,
+                                       const std::vector<float>& logits)>;
+  std::vector<size_t> Pack(std::span<const std::vector<int32_t>> seqs) const;  // forward starts + end
+  void Run(std::span<const std::vector<int32_t>> seqs, const Outputs& what, const OnForward& out);
+
+  models::Transformer& model_;
+  core::ThreadPool& pool_;
+  ScoringConfig config_;
+  models::KvStore kv_;
+  ScoringStats stats_;
+};
+
+}  // namespace radixlm::runner

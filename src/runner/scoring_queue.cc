@@ -1,0 +1,124 @@
+#include "runner/scoring_queue.h"
+
+namespace radixlm::runner {
+
+ScoringQueue::ScoringQueue(RunnerFactory factory, int64_t max_input_tokens, int64_t max_batch_inputs)
+    : factory_(std::move(factory)),
+      max_input_tokens_(max_input_tokens),
+      max_batch_inputs_(max_batch_inputs),
+      worker_([this] { Work(); }) {}
+
+ScoringQueue::~ScoringQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  for (Pending& p : queue_) p.promise.set_value(core::ResourceExhausted("the scoring service is shutting down"));
+}
+
+bool ScoringQueue::SameBatchKind(const ScoringJob& a, const ScoringJob& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == ScoringJob::Kind::kEmbed) return a.pooling == b.pooling && a.normalize == b.normalize;
+  return a.yes_id == b.yes_id && a.no_id == b.no_id;
+}
+
+std::future<core::StatusOr<ScoringResult>> ScoringQueue::Submit(ScoringJob job) {
+  Pending p{std::move(job), {}};
+  auto future = p.promise.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      p.promise.set_value(core::ResourceExhausted("the scoring service is shutting down"));
+      return future;
+    }
+    queue_.push_back(std::move(p));
+  }
+  cv_.notify_one();
+  return future;
+}
+
+ScoringStats ScoringQueue::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void ScoringQueue::Work() {
+  while (true) {
+    std::vector<Pending> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      // The oldest job, then queued jobs of the same kind while the input budget lasts.
+      int64_t inputs = 0;
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        const bool first = batch.empty();
+        if (!first && (!SameBatchKind(batch.front().job, it->job) ||
+                       inputs + static_cast<int64_t>(it->job.inputs.size()) > max_batch_inputs_)) {
+          ++it;
+          continue;
+        }
+        inputs += static_cast<int64_t>(it->job.inputs.size());
+        batch.push_back(std::move(*it));
+        it = queue_.erase(it);
+      }
+    }
+    if (!runner_) runner_ = factory_();
+    // Validate each job alone; the valid ones run as one batch.
+    std::vector<std::vector<int32_t>> inputs;
+    std::vector<Pending*> valid;
+    for (Pending& p : batch) {
+      if (core::Status st = runner_->Validate(p.job.inputs); !st.ok()) {
+        p.promise.set_value(st);
+        continue;
+      }
+      valid.push_back(&p);
+      for (auto& in : p.job.inputs) inputs.push_back(std::move(in));
+    }
+    if (!valid.empty()) {
+      const ScoringJob& kind = valid.front()->job;
+      ScoringResult all;
+      core::Status st = core::Status::Ok();
+      if (kind.kind == ScoringJob::Kind::kEmbed) {
+        auto r = runner_->Embed(inputs, kind.pooling, kind.normalize);
+        if (r.ok()) all.embeddings = std::move(*r);
+        else st = r.status();
+      } else {
+        auto r = runner_->YesNoLogits(inputs, kind.yes_id, kind.no_id);
+        if (r.ok()) all.logits = std::move(*r);
+        else st = r.status();
+      }
+      size_t offset = 0;
+      for (Pending* p : valid) {
+        if (!st.ok()) {
+          p->promise.set_value(st);
+          continue;
+        }
+        const size_t n = p->job.inputs.size();
+        ScoringResult mine;
+        if (kind.kind == ScoringJob::Kind::kEmbed)
+          mine.embeddings.assign(std::make_move_iterator(all.embeddings.begin() + offset),
+                                 std::make_move_iterator(all.embeddings.begin() + offset + n));
+        else
+          mine.logits.assign(all.logits.begin() + offset, all.logits.begin() + offset + n);
+        offset += n;
+        p->promise.set_value(std::move(mine));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    const ScoringStats& r = runner_->stats();
+    stats_.sequences = r.sequences;
+    stats_.forwards = r.forwards;
+    stats_.compacted_forwards = r.compacted_forwards;
+    stats_.original_rows = r.original_rows;
+    stats_.computed_rows = r.computed_rows;
+    stats_.seconds = r.seconds;
+    stats_.batches += 1;
+    stats_.jobs += static_cast<int64_t>(batch.size());
+    if (batch.size() > 1) stats_.merged_jobs += static_cast<int64_t>(batch.size());
+  }
+}
+
+}  // namespace radixlm::runner

@@ -1,0 +1,33 @@
+// Error responses shared by the server's routes: OpenAI style ({"error": {message, type,
+// param, code}}) for the /v1 API, text-embeddings-inference style ({"error", "error_type"})
+// for /embed and /rerank, so each API's clients parse the errors they expect.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace radixlm::serve {
+
+struct ApiError {
+  int status = 400;
+  std::string message, type = "invalid_request_error", param, code;
+};
+
+inline void SendError(httplib::Response& res, const ApiError& e) {
+  using nlohmann::json;
+  json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+  res.status = e.status;
+  res.set_content(json({{"error", err}}).dump(), "application/json");
+}
+
+// error_type: "Validation" (422 / 413), "Overloaded" (429), "Backend" (500), "Unhealthy" (503).
+inline void SendTeiError(httplib::Response& res, int status, const std::string& message, const std::string& error_type) {
+  res.status = status;
+  res.set_content(nlohmann::json({{"error", message}, {"error_type", error_type}}).dump(), "application/json");
+}
+
+}  // namespace radixlm::serve
