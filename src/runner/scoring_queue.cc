@@ -75,49 +75,52 @@ void ScoringQueue::Work() {
         continue;
       }
       valid.push_back(&p);
-      for (auto& in : p.job.inputs) inputs.push_back(std::move(in));
+      for (auto& in : p.job.inputs) inputs.push_back(in);
     }
+    ScoringResult all;
+    core::Status st = core::Status::Ok();
     if (!valid.empty()) {
-      const ScoringJob& kind = valid.front()->job;
-      ScoringResult all;
-      core::Status st = core::Status::Ok();
-      if (kind.kind == ScoringJob::Kind::kEmbed) {
-        auto r = runner_->Embed(inputs, kind.pooling, kind.normalize);
+      const ScoringJob& first = valid.front()->job;
+      if (first.kind == ScoringJob::Kind::kEmbed) {
+        auto r = runner_->Embed(inputs, first.pooling, first.normalize);
         if (r.ok()) all.embeddings = std::move(*r);
         else st = r.status();
       } else {
-        auto r = runner_->YesNoLogits(inputs, kind.yes_id, kind.no_id);
+        auto r = runner_->YesNoLogits(inputs, first.yes_id, first.no_id);
         if (r.ok()) all.logits = std::move(*r);
         else st = r.status();
       }
-      size_t offset = 0;
-      for (Pending* p : valid) {
-        if (!st.ok()) {
-          p->promise.set_value(st);
-          continue;
-        }
-        const size_t n = p->job.inputs.size();
-        ScoringResult mine;
-        if (kind.kind == ScoringJob::Kind::kEmbed)
-          mine.embeddings.assign(std::make_move_iterator(all.embeddings.begin() + offset),
-                                 std::make_move_iterator(all.embeddings.begin() + offset + n));
-        else
-          mine.logits.assign(all.logits.begin() + offset, all.logits.begin() + offset + n);
-        offset += n;
-        p->promise.set_value(std::move(mine));
-      }
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    const ScoringStats& r = runner_->stats();
-    stats_.sequences = r.sequences;
-    stats_.forwards = r.forwards;
-    stats_.compacted_forwards = r.compacted_forwards;
-    stats_.original_rows = r.original_rows;
-    stats_.computed_rows = r.computed_rows;
-    stats_.seconds = r.seconds;
-    stats_.batches += 1;
-    stats_.jobs += static_cast<int64_t>(batch.size());
-    if (batch.size() > 1) stats_.merged_jobs += static_cast<int64_t>(batch.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const ScoringStats& r = runner_->stats();
+      stats_.sequences = r.sequences;
+      stats_.forwards = r.forwards;
+      stats_.compacted_forwards = r.compacted_forwards;
+      stats_.original_rows = r.original_rows;
+      stats_.computed_rows = r.computed_rows;
+      stats_.seconds = r.seconds;
+      stats_.batches += 1;
+      stats_.jobs += static_cast<int64_t>(batch.size());
+      if (batch.size() > 1) stats_.merged_jobs += static_cast<int64_t>(batch.size());
+    }
+    // Answered after the stats are updated, so a client that reads /metrics next sees its job.
+    size_t offset = 0;
+    for (Pending* p : valid) {
+      if (!st.ok()) {
+        p->promise.set_value(st);
+        continue;
+      }
+      const size_t n = p->job.inputs.size();
+      ScoringResult mine;
+      if (p->job.kind == ScoringJob::Kind::kEmbed)
+        mine.embeddings.assign(std::make_move_iterator(all.embeddings.begin() + offset),
+                               std::make_move_iterator(all.embeddings.begin() + offset + n));
+      else
+        mine.logits.assign(all.logits.begin() + offset, all.logits.begin() + offset + n);
+      offset += n;
+      p->promise.set_value(std::move(mine));
+    }
   }
 }
 
