@@ -17,15 +17,24 @@ int32_t CompactionPlanBuilder::Root(int64_t group) const {
   return -1;
 }
 
+int32_t CompactionPlanBuilder::FindChild(int32_t parent, uint64_t key, int32_t* last) const {
+  int32_t child = nodes_[parent].first_child;
+  *last = -1;
+  while (child >= 0 && nodes_[child].key != key) {
+    *last = child;
+    child = nodes_[child].next_sibling;
+  }
+  return child;
+}
+
 int64_t CompactionPlanBuilder::NewRows(std::span<const int32_t> ids, std::span<const int32_t> positions,
                                        int64_t group) const {
   RADIXLM_CHECK(ids.size() == positions.size());
   int32_t node = Root(group);
   size_t matched = 0;
   while (node >= 0 && matched < ids.size()) {
-    const uint64_t key = Key(ids[matched], positions[matched]);
-    int32_t child = nodes_[node].first_child;
-    while (child >= 0 && nodes_[child].key != key) child = nodes_[child].next_sibling;
+    int32_t last;
+    const int32_t child = FindChild(node, Key(ids[matched], positions[matched]), &last);
     if (child < 0) break;
     node = child;
     ++matched;
@@ -48,12 +57,8 @@ int64_t CompactionPlanBuilder::AddSequence(std::span<const int32_t> ids, std::sp
   plan_.seq_compact_begin.push_back(before);
   for (size_t k = 0; k < ids.size(); ++k) {
     const uint64_t key = Key(ids[k], positions[k]);
-    int32_t child = nodes_[parent].first_child;
-    int32_t last = -1;
-    while (child >= 0 && nodes_[child].key != key) {
-      last = child;
-      child = nodes_[child].next_sibling;
-    }
+    int32_t last;
+    int32_t child = FindChild(parent, key, &last);
     if (child < 0) {
       child = static_cast<int32_t>(nodes_.size());
       nodes_.push_back({key, -1, -1, static_cast<int32_t>(plan_.gather.size())});

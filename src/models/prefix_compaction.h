@@ -52,6 +52,8 @@ class CompactionPlanBuilder {
     int32_t first_child, next_sibling, compact;
   };
   int32_t Root(int64_t group) const;  // -1 if the group has no root yet
+  // The child of `parent` with this key, or -1; *last = the last child scanned (append point).
+  int32_t FindChild(int32_t parent, uint64_t key, int32_t* last) const;
   std::vector<Node> nodes_;
   std::vector<std::pair<int64_t, int32_t>> roots_;  // (group, node); few groups per batch
   CompactionPlan plan_;

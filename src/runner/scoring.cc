@@ -126,11 +126,11 @@ void ScoringRunner::Run(std::span<const std::vector<int32_t>> seqs, const Output
     fb.token_ids = ids;
     fb.positions = pos;
     for (size_t k = 0; k < count; ++k) fb.seqs.push_back({cu[k], cu[k + 1] - cu[k], tables[k]});
-    if (what.yes >= 0) fb.logit_rows = last_rows;
-    if (what.all_hidden_rows) {
+    if (what.logits) fb.logit_rows = last_rows;
+    if (what.pooling == Pooling::kMean) {
       hidden_rows.resize(ids.size());
       std::iota(hidden_rows.begin(), hidden_rows.end(), 0);
-    } else if (what.last_hidden) {
+    } else if (what.pooling == Pooling::kLastToken) {
       hidden_rows = last_rows;
     }
     hidden.resize(hidden_rows.size() * c.d_model);
@@ -155,10 +155,7 @@ core::StatusOr<std::vector<std::vector<float>>> ScoringRunner::Embed(std::span<c
   if (auto st = Validate(seqs); !st.ok()) return st;
   const int64_t d = model_.config().d_model;
   std::vector<std::vector<float>> result(seqs.size());
-  Outputs what;
-  what.all_hidden_rows = pooling == Pooling::kMean;
-  what.last_hidden = pooling == Pooling::kLastToken;
-  Run(seqs, what, [&](size_t first, size_t count, const std::vector<float>& hidden, const std::vector<float>&) {
+  Run(seqs, {.pooling = pooling}, [&](size_t first, size_t count, const std::vector<float>& hidden, const std::vector<float>&) {
     size_t row = 0;
     for (size_t k = 0; k < count; ++k) {
       std::vector<double> acc(d, 0.0);
@@ -186,10 +183,7 @@ core::StatusOr<std::vector<double>> ScoringRunner::YesNoLogits(std::span<const s
     return core::InvalidArgument("yes/no token ids outside the vocabulary");
   if (auto st = Validate(seqs); !st.ok()) return st;
   std::vector<double> result(seqs.size());
-  Outputs what;
-  what.yes = yes_id;
-  what.no = no_id;
-  Run(seqs, what, [&](size_t first, size_t count, const std::vector<float>&, const std::vector<float>& logits) {
+  Run(seqs, {.logits = true}, [&](size_t first, size_t count, const std::vector<float>&, const std::vector<float>& logits) {
     for (size_t k = 0; k < count; ++k)
       result[first + k] = static_cast<double>(logits[k * vocab + yes_id]) - logits[k * vocab + no_id];
   });

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -58,10 +59,12 @@ class ScoringRunner {
   const models::ModelConfig& model_config() const { return model_.config(); }
 
  private:
-  // Runs every sequence; for each forward calls out(first, count, plan-independent outputs).
+  // What a forward returns: hidden states for pooling (none, each sequence's last row, or
+  // every row) and/or the last rows' logits. Run calls out(first, count, hidden, logits) per
+  // forward, outputs in sequence order.
   struct Outputs {
-    bool all_hidden_rows = false, last_hidden = false;
-    int32_t yes = -1, no = -1;
+    std::optional<Pooling> pooling;
+    bool logits = false;
   };
   using OnForward = std::function<void(size_t first, size_t count, const std::vector<float>& hidden,
                                        const std::vector<float>& logits)>;

@@ -75,7 +75,7 @@ void ScoringQueue::Work() {
         continue;
       }
       valid.push_back(&p);
-      for (auto& in : p.job.inputs) inputs.push_back(in);
+      for (auto& in : p.job.inputs) inputs.push_back(std::move(in));  // the job keeps its count
     }
     ScoringResult all;
     core::Status st = core::Status::Ok();
@@ -93,14 +93,11 @@ void ScoringQueue::Work() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      const ScoringStats& r = runner_->stats();
-      stats_.sequences = r.sequences;
-      stats_.forwards = r.forwards;
-      stats_.compacted_forwards = r.compacted_forwards;
-      stats_.original_rows = r.original_rows;
-      stats_.computed_rows = r.computed_rows;
-      stats_.seconds = r.seconds;
-      stats_.batches += 1;
+      const ScoringStats service = stats_;
+      stats_ = runner_->stats();  // forward-level counters; the service's own carried over
+      stats_.batches = service.batches + 1;
+      stats_.jobs = service.jobs;
+      stats_.merged_jobs = service.merged_jobs;
       stats_.jobs += static_cast<int64_t>(batch.size());
       if (batch.size() > 1) stats_.merged_jobs += static_cast<int64_t>(batch.size());
     }

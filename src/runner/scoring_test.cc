@@ -139,8 +139,17 @@ TEST_F(ScoringTest, QueueMergesConcurrentRequestsAndIsolatesBadOnes) {
   for (int j = 0; j < 6; ++j) jobs.push_back(RandomBatch(rng, model_->config().vocab_size));
   jobs[3] = Seqs{{1, 2}, {}};  // invalid: an empty input
   ScoringRunner reference(*model_, pool, {.threshold = 0});
-  ScoringQueue queue([&] { return std::make_unique<ScoringRunner>(*model_, pool, ScoringConfig{.threshold = 0.92}); },
-                     8192);
+  // The worker takes job 0 alone and then builds its runner; the factory holds it there until
+  // jobs 1-5 are queued, so they (all of one kind) form the second batch together.
+  std::promise<void> first_taken, all_submitted;
+  std::shared_future<void> submitted = all_submitted.get_future().share();
+  ScoringQueue queue(
+      [&, submitted] {
+        first_taken.set_value();
+        submitted.wait();
+        return std::make_unique<ScoringRunner>(*model_, pool, ScoringConfig{.threshold = 0.92});
+      },
+      8192);
   std::vector<std::future<core::StatusOr<ScoringResult>>> futures;
   for (const Seqs& j : jobs) {
     ScoringJob job;
@@ -149,7 +158,9 @@ TEST_F(ScoringTest, QueueMergesConcurrentRequestsAndIsolatesBadOnes) {
     job.no_id = 7;
     job.inputs = j;
     futures.push_back(queue.Submit(std::move(job)));
+    if (futures.size() == 1) first_taken.get_future().wait();
   }
+  all_submitted.set_value();
   for (size_t j = 0; j < jobs.size(); ++j) {
     auto r = futures[j].get();
     if (j == 3) {
@@ -160,7 +171,8 @@ TEST_F(ScoringTest, QueueMergesConcurrentRequestsAndIsolatesBadOnes) {
     EXPECT_EQ(r->logits, reference.YesNoLogits(jobs[j], 3, 7).value()) << "job " << j;
   }
   EXPECT_EQ(queue.stats().jobs, 6);
-  EXPECT_LE(queue.stats().batches, 6);
+  EXPECT_EQ(queue.stats().batches, 2);
+  EXPECT_EQ(queue.stats().merged_jobs, 5);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/http_error.h"
+#include "serve/http_common.h"
 #include "serve/server.h"
 #include "tokenizer/scoring_format.h"
 
@@ -45,18 +45,6 @@ std::string Base64(const std::vector<float>& v) {
   }
   return out;
 }
-
-// Counts a request against the server's concurrency limit for as long as it lives.
-class InFlight {
- public:
-  InFlight(std::atomic<int>& n, int limit) : n_(n), ok_(++n <= limit) {}
-  ~InFlight() { --n_; }
-  bool ok() const { return ok_; }
-
- private:
-  std::atomic<int>& n_;
-  bool ok_;
-};
 
 // Why a job failed, as (HTTP status, message): too long -> 413, otherwise 422.
 int StatusFor(const core::Status& st) {
@@ -102,6 +90,41 @@ void Server::ScoringRoutes() {
     if (!body->is_object()) return "the request body must be a JSON object";
     return "";
   };
+
+  // The TEI routes' common start (enabled, under the concurrency limit, a JSON object body)
+  // and end (a failed job); each answers the error itself and returns null / nullopt.
+  auto tei_fail = [this](httplib::Response& res, int status, const std::string& msg, const char* type = "Validation") {
+    ++http_errors_;
+    SendTeiError(res, status, msg, type);
+  };
+  auto tei_start = [=, this](const httplib::Request& req, httplib::Response& res,
+                             json* body) -> std::unique_ptr<InFlight> {
+    if (auto why = unavailable()) {
+      tei_fail(res, 501, *why, "Unhealthy");
+      return nullptr;
+    }
+    auto guard = std::make_unique<InFlight>(in_flight_, config_.max_concurrent_requests);
+    if (!guard->ok()) {
+      tei_fail(res, 429, "Model is overloaded", "Overloaded");
+      return nullptr;
+    }
+    if (std::string e = parse_body(req, body); !e.empty()) {
+      tei_fail(res, 422, e);
+      return nullptr;
+    }
+    return guard;
+  };
+  auto tei_run = [=](httplib::Response& res, engine::ScoringJob job) -> std::optional<engine::ScoringResult> {
+    auto r = run(std::move(job));
+    if (r.ok()) return std::move(*r);
+    tei_fail(res, StatusFor(r.status()), r.status().message(),
+             r.status().code() == core::StatusCode::kResourceExhausted ? "Unhealthy" : "Validation");
+    return std::nullopt;
+  };
+
+  // The reranker template and yes/no ids: tokenized once (an error here is answered per request).
+  const auto rerank_format = std::make_shared<const core::StatusOr<tokenizer::RerankerFormat>>(
+      tokenizer::MakeRerankerFormat(tok_));
 
   s.Post("/v1/embeddings", [=, this](const httplib::Request& req, httplib::Response& res) {
     auto fail = [&](const ApiError& e) {
@@ -190,15 +213,10 @@ void Server::ScoringRoutes() {
   });
 
   s.Post("/embed", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto fail = [&](int status, const std::string& msg, const char* type = "Validation") {
-      ++http_errors_;
-      SendTeiError(res, status, msg, type);
-    };
-    if (auto why = unavailable()) return fail(501, *why, "Unhealthy");
-    InFlight guard(in_flight_, config_.max_concurrent_requests);
-    if (!guard.ok()) return fail(429, "Model is overloaded", "Overloaded");
+    auto fail = [&](int status, const std::string& msg) { tei_fail(res, status, msg); };
     json body;
-    if (std::string e = parse_body(req, &body); !e.empty()) return fail(422, e);
+    const auto guard = tei_start(req, res, &body);
+    if (!guard) return;
     std::string error;
     const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
     bool normalize = true, truncate = false;
@@ -223,21 +241,16 @@ void Server::ScoringRoutes() {
       if (!ids.ok()) return fail(413, "Input validation error: inputs " + std::to_string(i) + ": " + ids.status().message());
       job.inputs.push_back(std::move(*ids));
     }
-    auto r = run(std::move(job));
-    if (!r.ok()) return fail(StatusFor(r.status()), r.status().message(), r.status().code() == core::StatusCode::kResourceExhausted ? "Unhealthy" : "Validation");
+    const auto r = tei_run(res, std::move(job));
+    if (!r) return;
     res.set_content(json(r->embeddings).dump(), "application/json");
   });
 
   s.Post("/rerank", [=, this](const httplib::Request& req, httplib::Response& res) {
-    auto fail = [&](int status, const std::string& msg, const char* type = "Validation") {
-      ++http_errors_;
-      SendTeiError(res, status, msg, type);
-    };
-    if (auto why = unavailable()) return fail(501, *why, "Unhealthy");
-    InFlight guard(in_flight_, config_.max_concurrent_requests);
-    if (!guard.ok()) return fail(429, "Model is overloaded", "Overloaded");
+    auto fail = [&](int status, const std::string& msg) { tei_fail(res, status, msg); };
     json body;
-    if (std::string e = parse_body(req, &body); !e.empty()) return fail(422, e);
+    const auto guard = tei_start(req, res, &body);
+    if (!guard) return;
     std::string error;
     const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.rerank_instruction);
     bool raw = false, return_text = false, truncate = false;
@@ -249,8 +262,8 @@ void Server::ScoringRoutes() {
     if (!body.contains("texts") || !body["texts"].is_array() || body["texts"].empty() ||
         !std::all_of(body["texts"].begin(), body["texts"].end(), [](const json& x) { return x.is_string(); }))
       return fail(422, "'texts' must be a non-empty list of strings");
-    auto format = tokenizer::MakeRerankerFormat(tok_);
-    if (!format.ok()) return fail(501, format.status().message(), "Backend");
+    const auto& format = *rerank_format;
+    if (!format.ok()) return tei_fail(res, 501, format.status().message(), "Backend");
     const std::string query = body["query"].get<std::string>();
     const int64_t limit = scoring_->max_input_tokens();
     engine::ScoringJob job;
@@ -269,8 +282,8 @@ void Server::ScoringRoutes() {
       }
       job.inputs.push_back(std::move(ids));
     }
-    auto r = run(std::move(job));
-    if (!r.ok()) return fail(StatusFor(r.status()), r.status().message(), r.status().code() == core::StatusCode::kResourceExhausted ? "Unhealthy" : "Validation");
+    const auto r = tei_run(res, std::move(job));
+    if (!r) return;
     std::vector<size_t> order(r->logits.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r->logits[a] > r->logits[b]; });

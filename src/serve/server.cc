@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/http_error.h"
+#include "serve/http_common.h"
 
 namespace radixlm::serve {
 namespace {
@@ -207,21 +207,12 @@ void Server::Routes() {
   ScoringRoutes();
   for (const bool chat : {false, true}) {
     s.Post(chat ? "/v1/chat/completions" : "/v1/completions", [this, chat](const httplib::Request& req, httplib::Response& res) {
-      // Concurrency limit.
-      if (++in_flight_ > config_.max_concurrent_requests) {
-        --in_flight_;
-        ++http_errors_;
-        SendError(res, {429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
-        return;
-      }
-      struct Release {
-        std::atomic<int>& n;
-        ~Release() { --n; }
-      } release{in_flight_};
       auto fail = [&](const ApiError& e) {
         ++http_errors_;
         SendError(res, e);
       };
+      const InFlight guard(in_flight_, config_.max_concurrent_requests);
+      if (!guard.ok()) return fail({429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
       json body = json::parse(req.body, nullptr, false);
       if (body.is_discarded()) return fail({400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"});
       if (!body.is_object()) return fail({400, "the request body must be a JSON object"});

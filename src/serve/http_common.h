@@ -1,15 +1,31 @@
-// Error responses shared by the server's routes: OpenAI style ({"error": {message, type,
+// What the server's routes share: the concurrency limit (InFlight), and error responses in
+// OpenAI style ({"error": {message, type,
 // param, code}}) for the /v1 API, text-embeddings-inference style ({"error", "error_type"})
 // for /embed and /rerank, so each API's clients parse the errors they expect.
 #pragma once
 
 #include <httplib.h>
 
+#include <atomic>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace radixlm::serve {
+
+// Counts a request against the server's concurrency limit for as long as it lives.
+class InFlight {
+ public:
+  InFlight(std::atomic<int>& n, int limit) : n_(n), ok_(++n <= limit) {}
+  ~InFlight() { --n_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  bool ok() const { return ok_; }  // false: over the limit (answer 429)
+
+ private:
+  std::atomic<int>& n_;
+  bool ok_;
+};
 
 struct ApiError {
   int status = 400;
