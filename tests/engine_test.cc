@@ -219,6 +219,44 @@ TEST_F(EngineTest, StepDedupKeepsSequencesWithDifferentContextsApart) {
   }
 }
 
+// The step budget charges a chunk only for rows no other sequence of the step computes: a
+// burst of six prompts with one 48-token system prompt, under a 16-token budget, prefills the
+// system prompt together (one set of rows) instead of one request after another. Fewer steps,
+// the same answers, with the radix cache off and on.
+TEST_F(EngineTest, StepBudgetChargesOnlyRowsNotSharedInTheStep) {
+  core::Rng rng(11);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = static_cast<int32_t>(rng.Below(model_->config().vocab_size));
+    return t;
+  };
+  const std::vector<int32_t> system = random_tokens(48);
+  Workload w;
+  for (int i = 0; i < 6; ++i) {
+    engine::RequestParams p;
+    p.prompt = system;
+    const std::vector<int32_t> question = random_tokens(4 + i);
+    p.prompt.insert(p.prompt.end(), question.begin(), question.end());
+    p.max_tokens = 3;
+    w.requests.push_back(p);
+    w.submit_step.push_back(0);
+  }
+  for (const bool cache : {false, true}) {
+    engine::EngineConfig cfg{.num_blocks = 256, .block_tokens = 8, .prefix_cache = cache};
+    cfg.scheduler.step_token_budget = 16;
+    const Outcome plain = RunWorkload(*model_, w, cfg);
+    const Outcome shared = RunWorkload(*model_, w, cfg, "", {.threshold = 1.0});
+    for (size_t i = 0; i < w.requests.size(); ++i)
+      EXPECT_EQ(shared.outputs.at(i), plain.outputs.at(i)) << "request " << i << " cache " << cache;
+    EXPECT_GE(shared.metrics.deduplicated_tokens, 5 * 48) << "cache " << cache;
+    EXPECT_LT(shared.metrics.steps, plain.metrics.steps) << "cache " << cache;
+    // Charged rows stay within the budget, decodes aside (one each, charged even past it).
+    EXPECT_LE(shared.metrics.computed_tokens - shared.metrics.deduplicated_tokens,
+              16 * shared.metrics.steps + shared.metrics.generated_tokens)
+        << "cache " << cache;
+  }
+}
+
 // Hybrid (Mamba2 + attention) models: each running request owns a recurrent-state slot; with
 // continuous batching, chunked prefill (chunks ending on the scan grid), a small pool that
 // forces preemption (the state is recomputed from scratch) and fewer state slots than

@@ -280,11 +280,30 @@ bool Engine::Step() {
   struct Planned { Req* r; int64_t n; };
   std::vector<Planned> plan;
   std::vector<BlockCopy> copies;
+  // Rows of a chunk from `start` that a sequence already planned in this step computes (equal
+  // context tokens[0, start), equal tokens after it). An executor that shares them computes
+  // them once, so they are not charged: a burst of prompts with one system prompt prefills
+  // together instead of one after another.
+  const bool shares = executor_.shares_step_prefixes();
+  auto shared_with_plan = [&](const std::vector<int32_t>& tokens, int64_t start) -> int64_t {
+    if (!shares || start >= static_cast<int64_t>(tokens.size())) return 0;
+    int64_t best = 0;
+    for (const Planned& p : plan) {
+      const std::vector<int32_t>& other = p.r->tokens;
+      if (p.r->computed != start || other[start] != tokens[start]) continue;  // cheap test first
+      const int64_t end = std::min<int64_t>(start + p.n, static_cast<int64_t>(tokens.size()));
+      const int64_t common = std::mismatch(tokens.begin(), tokens.begin() + end, other.begin()).first - tokens.begin();
+      if (common > start) best = std::max(best, common - start);
+    }
+    return best;
+  };
   for (size_t i = 0; i < running_.size(); ++i) {
     Req& r = *running_[i];
     const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
     const bool decode = remaining == 1;
-    int64_t n = decode ? 1 : AlignedChunk(r.computed, std::min(remaining, std::max<int64_t>(budget, 0)), remaining);
+    const int64_t shared = decode ? 0 : shared_with_plan(r.tokens, r.computed);
+    int64_t n = decode ? 1
+                       : AlignedChunk(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
     if (n <= 0) continue;
     while (!EnsureBlocks(r, r.computed + n)) {
       // Out of blocks: preempt the newest running request (not this one if others exist).
@@ -304,24 +323,31 @@ bool Engine::Step() {
       continue;
     }
     plan.push_back({&r, n});
-    budget -= n;
+    budget -= std::max<int64_t>(n - shared, 0);
   }
 
-  // 2. Admit waiting requests, cache-aware, while budget and batch slots remain.
-  if (budget > 0 && static_cast<int>(running_.size()) < config_.scheduler.max_running && !waiting_.empty()) {
+  // 2. Admit waiting requests, cache-aware, while budget (or rows shared with the plan) and
+  // batch slots remain.
+  if ((budget > 0 || shares) && static_cast<int>(running_.size()) < config_.scheduler.max_running &&
+      !waiting_.empty()) {
     std::vector<scheduler::WaitingRequest> views;
     for (const auto& w : waiting_) views.push_back({w->arrival, CachedPrefix(*w), w->waited_steps});
     std::vector<char> admitted(waiting_.size(), 0);
     for (size_t idx : scheduler::AdmissionOrder(views, config_.scheduler)) {
-      if (budget <= 0 || static_cast<int>(running_.size()) >= config_.scheduler.max_running) break;
+      if (static_cast<int>(running_.size()) >= config_.scheduler.max_running) break;
       Req& r = *waiting_[idx];
+      // Out of budget, a request is still admitted when its first rows are shared with the plan
+      // (it starts where its cached prefix ends); otherwise keep the order and wait.
+      if (budget <= 0 && shared_with_plan(r.tokens, views[idx].cached_tokens) == 0) break;
       if (!Admit(r, &copies)) break;  // no room: keep the order (no overtaking), wait
       admitted[idx] = 1;
       const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
-      const int64_t n = AlignedChunk(r.computed, std::min(remaining, budget), remaining);
-      plan.push_back({&r, n});
-      budget -= n;
+      const int64_t shared = shared_with_plan(r.tokens, r.computed);
+      const int64_t n = AlignedChunk(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
       running_.push_back(std::move(waiting_[idx]));
+      if (n <= 0) continue;  // admitted with no rows this step: it starts in the next
+      plan.push_back({&r, n});
+      budget -= std::max<int64_t>(n - shared, 0);
     }
     for (size_t i = 0; i < waiting_.size(); ++i)
       if (!admitted[i]) ++waiting_[i]->waited_steps;

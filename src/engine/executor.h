@@ -53,6 +53,9 @@ class Executor {
   // Rows this executor did not compute because another sequence of the same step computed
   // them (intra-step prefix dedup); cumulative.
   virtual int64_t deduplicated_rows() const { return 0; }
+  // True when rows repeated within a step (same context, same tokens at the same positions)
+  // are computed once: the scheduler then charges a prefill chunk only for its new rows.
+  virtual bool shares_step_prefixes() const { return false; }
 };
 
 }  // namespace radixlm::engine

@@ -37,6 +37,7 @@ class ModelExecutor : public engine::Executor {
   int32_t prefill_alignment() const override { return states_ ? model_.config().ssm_chunk : 0; }
   void CopyState(int32_t src, int32_t dst) override { states_->Copy(src, dst); }
   int64_t deduplicated_rows() const override { return deduplicated_rows_; }
+  bool shares_step_prefixes() const override { return !states_ && compaction_.threshold > 0; }
 
  private:
   models::Transformer& model_;
