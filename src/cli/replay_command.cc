@@ -72,7 +72,8 @@ core::StatusOr<std::vector<Conversation>> LoadWorkload(const std::string& name, 
       json j = json::parse(line, nullptr, false);
       if (j.is_discarded()) continue;
       Conversation c{"mtbench-" + std::to_string(j.value("question_id", 0)), {}, true};
-      for (const json& t : j["turns"]) c.turns.push_back({{{"user", t.get<std::string>()}}});
+      for (const json& t : j["turns"])
+        if (static_cast<int>(c.turns.size()) < max_turns) c.turns.push_back({{{"user", t.get<std::string>()}}});
       out.push_back(std::move(c));
     }
   } else if (name == "swe-agent") {
@@ -99,6 +100,20 @@ core::StatusOr<std::vector<Conversation>> LoadWorkload(const std::string& name, 
     return core::InvalidArgument("unknown workload '" + name + "' (mtbench, swe-agent)");
   }
   return out;
+}
+
+// A chat service's shared system prompt: the first message of every request, unless the
+// conversation already starts with a system message of its own.
+void AddSystemPrompt(std::vector<Conversation>& convs, const std::string& prompt) {
+  auto prepend = [&](std::vector<tokenizer::ChatMessage>& history) {
+    if (history.empty() || history.front().role != "system") history.insert(history.begin(), {"system", prompt});
+  };
+  for (Conversation& c : convs) {
+    if (c.turns.empty()) continue;
+    if (c.model_answers_in_history) prepend(c.turns.front().history);  // later turns extend the first
+    else
+      for (Turn& t : c.turns) prepend(t.history);
+  }
 }
 
 // Unbounded token trie: the oracle cache.
@@ -246,7 +261,7 @@ void RegisterReplay(CLI::App& app) {
   struct Opts {
     ModelOptions model;
     EngineOptions engine;
-    std::string workload = "swe-agent", data_dir, chat_template, trace_out;
+    std::string workload = "swe-agent", data_dir, chat_template, trace_out, system_prompt;
     int clients = 4, max_tokens = 16, conversations = 1000, turns = 1000;
     bool compare = false, json_out = false;
   };
@@ -262,6 +277,8 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories");
   cmd->add_option("--turns", o->turns, "at most this many turns per trajectory");
   cmd->add_option("--chat-template", o->chat_template);
+  cmd->add_option("--system-prompt", o->system_prompt,
+                  "system message put first in every conversation that has none (a service's shared prompt)");
   cmd->add_option("--trace-out", o->trace_out, "write the requests as served (token ids) as a Marconi-schema trace for `simulate`");
   cmd->add_flag("--compare", o->compare, "run again with the prefix cache off and report both");
   cmd->add_flag("--json", o->json_out, "print one JSON object");
@@ -269,6 +286,7 @@ void RegisterReplay(CLI::App& app) {
     if (o->data_dir.empty()) o->data_dir = std::string(RADIXLM_SOURCE_DIR) + "/../shared/data";
     auto convs = LoadWorkload(o->workload, o->data_dir, o->conversations, o->turns);
     ExitIfError(convs.status());
+    if (!o->system_prompt.empty()) AddSystemPrompt(*convs, o->system_prompt);
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
@@ -278,7 +296,8 @@ void RegisterReplay(CLI::App& app) {
     json report = {{"model", model.config().name}, {"workload", o->workload}, {"conversations", convs->size()},
                    {"clients", o->clients}, {"max_tokens", o->max_tokens}, {"kv_tokens", o->engine.kv_tokens}};
     for (const bool cache_on : {true, false}) {
-      if (!cache_on && !o->compare) break;
+      // --compare runs both; otherwise the one --no-prefix-cache asks for.
+      if (!o->compare && cache_on == o->engine.no_prefix_cache) continue;
       EngineOptions eo = o->engine;
       eo.no_prefix_cache = !cache_on;
       const engine::EngineConfig ec = MakeEngineConfig(eo);
