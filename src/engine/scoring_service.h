@@ -29,6 +29,7 @@ struct ScoringResult {
 struct ScoringStats {
   int64_t sequences = 0, forwards = 0, compacted_forwards = 0;
   int64_t original_rows = 0, computed_rows = 0;  // computed = compact rows of compacted forwards
+  int64_t output_rows = 0;  // hidden-state and logit rows read out: one per distinct computed row
   double seconds = 0;
   int64_t batches = 0, jobs = 0, merged_jobs = 0;  // service level; merged: shared a batch with another job
   double ratio() const { return original_rows ? double(computed_rows) / original_rows : 1.0; }

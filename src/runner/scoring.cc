@@ -20,6 +20,31 @@ size_t CommonPrefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return k;
 }
 
+// Output rows read out once per computed row: `rows` (original rows) become the rows to ask the
+// model for, one per distinct computed row, and for each of `rows` the index of its output.
+// Without this a forward of many identical inputs (free in trie mode) would read out one
+// logits row per input, unbounded; with it output memory is bounded by computed rows, as on
+// the plain path. Values are unchanged: the model reads every row through `scatter` anyway.
+struct OutputRows {
+  std::vector<int32_t> request;  // original rows, first occurrence of each computed row
+  std::vector<int32_t> index;    // [rows.size()] -> position in `request`
+};
+
+OutputRows ReadOutOnce(std::span<const int32_t> rows, const models::CompactionPlan* plan, size_t computed_rows) {
+  OutputRows o;
+  std::vector<int32_t> slot(computed_rows, -1);  // computed row -> position in `request`
+  o.index.reserve(rows.size());
+  for (int32_t r : rows) {
+    int32_t& at = slot[plan ? plan->scatter[r] : r];
+    if (at < 0) {
+      at = static_cast<int32_t>(o.request.size());
+      o.request.push_back(r);
+    }
+    o.index.push_back(at);
+  }
+  return o;
+}
+
 }  // namespace
 
 ScoringRunner::ScoringRunner(models::Transformer& model, core::ThreadPool& pool, ScoringConfig config)
@@ -99,7 +124,7 @@ void ScoringRunner::Run(std::span<const std::vector<int32_t>> seqs, const Output
   for (size_t f = 0; f + 1 < starts.size(); ++f) {
     const auto t0 = std::chrono::steady_clock::now();
     const size_t first = starts[f], count = starts[f + 1] - first;
-    std::vector<int32_t> ids, pos, last_rows, hidden_rows;
+    std::vector<int32_t> ids, pos, last_rows;
     std::vector<int64_t> cu = {0};
     size_t lcp = seqs[first].size();
     for (size_t s = first; s < first + count; ++s) {
@@ -126,27 +151,33 @@ void ScoringRunner::Run(std::span<const std::vector<int32_t>> seqs, const Output
     fb.token_ids = ids;
     fb.positions = pos;
     for (size_t k = 0; k < count; ++k) fb.seqs.push_back({cu[k], cu[k + 1] - cu[k], tables[k]});
-    if (what.logits) fb.logit_rows = last_rows;
+    const models::CompactionPlan* used = compacted ? &plan : nullptr;
+    const size_t computed = compacted ? plan.compact_rows() : ids.size();
+    OutputRows logit_rows, hidden_rows;
+    if (what.logits) logit_rows = ReadOutOnce(last_rows, used, computed);
     if (what.pooling == Pooling::kMean) {
-      hidden_rows.resize(ids.size());
-      std::iota(hidden_rows.begin(), hidden_rows.end(), 0);
+      std::vector<int32_t> every(ids.size());
+      std::iota(every.begin(), every.end(), 0);
+      hidden_rows = ReadOutOnce(every, used, computed);
     } else if (what.pooling == Pooling::kLastToken) {
-      hidden_rows = last_rows;
+      hidden_rows = ReadOutOnce(last_rows, used, computed);
     }
-    hidden.resize(hidden_rows.size() * c.d_model);
-    fb.hidden_rows = hidden_rows;
+    fb.logit_rows = logit_rows.request;
+    hidden.resize(hidden_rows.request.size() * c.d_model);  // [distinct rows, d_model]
+    fb.hidden_rows = hidden_rows.request;
     fb.hidden = hidden.data();
-    fb.compaction = compacted ? &plan : nullptr;
+    fb.compaction = used;
     fb.trie_attention = compacted && config_.trie_attention;
-    logits.resize(fb.logit_rows.size() * c.vocab_size);
+    logits.resize(fb.logit_rows.size() * c.vocab_size);  // [distinct last rows, vocab_size]
     model_.Forward(pool_, fb, kv_, logits.data());
     stats_.forwards += 1;
     stats_.compacted_forwards += compacted;
     stats_.sequences += static_cast<int64_t>(count);
     stats_.original_rows += static_cast<int64_t>(ids.size());
-    stats_.computed_rows += compacted ? plan.compact_rows() : static_cast<int64_t>(ids.size());
+    stats_.computed_rows += static_cast<int64_t>(computed);
+    stats_.output_rows += static_cast<int64_t>(logit_rows.request.size() + hidden_rows.request.size());
     stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    out(first, count, hidden, logits);
+    out(first, count, {hidden, hidden_rows.index, logits, logit_rows.index});
   }
 }
 
@@ -155,13 +186,13 @@ core::StatusOr<std::vector<std::vector<float>>> ScoringRunner::Embed(std::span<c
   if (auto st = Validate(seqs); !st.ok()) return st;
   const int64_t d = model_.config().d_model;
   std::vector<std::vector<float>> result(seqs.size());
-  Run(seqs, {.pooling = pooling}, [&](size_t first, size_t count, const std::vector<float>& hidden, const std::vector<float>&) {
+  Run(seqs, {.pooling = pooling}, [&](size_t first, size_t count, const ForwardOutputs& f) {
     size_t row = 0;
     for (size_t k = 0; k < count; ++k) {
       std::vector<double> acc(d, 0.0);
       const size_t rows = pooling == Pooling::kMean ? seqs[first + k].size() : 1;
       for (size_t r = 0; r < rows; ++r, ++row)
-        for (int64_t j = 0; j < d; ++j) acc[j] += hidden[row * d + j];
+        for (int64_t j = 0; j < d; ++j) acc[j] += f.hidden[f.hidden_of[row] * d + j];
       double norm = 0;
       for (double& a : acc) {
         a /= static_cast<double>(rows);
@@ -183,9 +214,11 @@ core::StatusOr<std::vector<double>> ScoringRunner::YesNoLogits(std::span<const s
     return core::InvalidArgument("yes/no token ids outside the vocabulary");
   if (auto st = Validate(seqs); !st.ok()) return st;
   std::vector<double> result(seqs.size());
-  Run(seqs, {.logits = true}, [&](size_t first, size_t count, const std::vector<float>&, const std::vector<float>& logits) {
-    for (size_t k = 0; k < count; ++k)
-      result[first + k] = static_cast<double>(logits[k * vocab + yes_id]) - logits[k * vocab + no_id];
+  Run(seqs, {.logits = true}, [&](size_t first, size_t count, const ForwardOutputs& f) {
+    for (size_t k = 0; k < count; ++k) {
+      const float* row = f.logits.data() + static_cast<int64_t>(f.logits_of[k]) * vocab;
+      result[first + k] = static_cast<double>(row[yes_id]) - row[no_id];
+    }
   });
   return result;
 }

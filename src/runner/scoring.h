@@ -60,14 +60,20 @@ class ScoringRunner {
 
  private:
   // What a forward returns: hidden states for pooling (none, each sequence's last row, or
-  // every row) and/or the last rows' logits. Run calls out(first, count, hidden, logits) per
-  // forward, outputs in sequence order.
+  // every row) and/or the last rows' logits, read out once per computed row (duplicates of a
+  // row share its output, so output memory is bounded by computed rows). Run calls
+  // out(first, count, outputs) per forward, in sequence order.
   struct Outputs {
     std::optional<Pooling> pooling;
     bool logits = false;
   };
-  using OnForward = std::function<void(size_t first, size_t count, const std::vector<float>& hidden,
-                                       const std::vector<float>& logits)>;
+  struct ForwardOutputs {
+    std::span<const float> hidden;        // [distinct rows, d_model]
+    std::span<const int32_t> hidden_of;   // pooled rows in order (every row or each last row) -> row of hidden
+    std::span<const float> logits;        // [distinct last rows, vocab_size]
+    std::span<const int32_t> logits_of;   // [count] sequence -> row of logits
+  };
+  using OnForward = std::function<void(size_t first, size_t count, const ForwardOutputs& outputs)>;
   std::vector<size_t> Pack(std::span<const std::vector<int32_t>> seqs) const;  // forward starts + end
   void Run(std::span<const std::vector<int32_t>> seqs, const Outputs& what, const OnForward& out);
 

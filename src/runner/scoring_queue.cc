@@ -1,5 +1,8 @@
 #include "runner/scoring_queue.h"
 
+#include <exception>
+#include <string>
+
 namespace radixlm::runner {
 
 ScoringQueue::ScoringQueue(RunnerFactory factory, int64_t max_input_tokens, int64_t max_batch_inputs)
@@ -65,7 +68,19 @@ void ScoringQueue::Work() {
         it = queue_.erase(it);
       }
     }
-    if (!runner_) runner_ = factory_();
+    // A runner that cannot be made, or a batch that cannot get its memory, fails that batch's
+    // jobs with an error; the service (and the server's generation) goes on.
+    auto failed = [](const std::exception& e) {
+      return core::ResourceExhausted(std::string("the scoring batch could not run: ") + e.what());
+    };
+    if (!runner_) {
+      try {
+        runner_ = factory_();
+      } catch (const std::exception& e) {
+        for (Pending& p : batch) p.promise.set_value(failed(e));
+        continue;
+      }
+    }
     // Validate each job alone; the valid ones run as one batch.
     std::vector<std::vector<int32_t>> inputs;
     std::vector<Pending*> valid;
@@ -81,14 +96,18 @@ void ScoringQueue::Work() {
     core::Status st = core::Status::Ok();
     if (!valid.empty()) {
       const ScoringJob& first = valid.front()->job;
-      if (first.kind == ScoringJob::Kind::kEmbed) {
-        auto r = runner_->Embed(inputs, first.pooling, first.normalize);
-        if (r.ok()) all.embeddings = std::move(*r);
-        else st = r.status();
-      } else {
-        auto r = runner_->YesNoLogits(inputs, first.yes_id, first.no_id);
-        if (r.ok()) all.logits = std::move(*r);
-        else st = r.status();
+      try {
+        if (first.kind == ScoringJob::Kind::kEmbed) {
+          auto r = runner_->Embed(inputs, first.pooling, first.normalize);
+          if (r.ok()) all.embeddings = std::move(*r);
+          else st = r.status();
+        } else {
+          auto r = runner_->YesNoLogits(inputs, first.yes_id, first.no_id);
+          if (r.ok()) all.logits = std::move(*r);
+          else st = r.status();
+        }
+      } catch (const std::exception& e) {
+        st = failed(e);
       }
     }
     {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <new>
 
 #include "core/random.h"
 #include "models/loader.h"
@@ -121,6 +122,27 @@ TEST_F(ScoringTest, PackingRespectsTheComputedRowBudget) {
   EXPECT_EQ(plain.stats().computed_rows, 16 * 56);
 }
 
+TEST_F(ScoringTest, DuplicateInputsAreReadOutOnce) {
+  // Equal inputs whose length fills whole blocks cost a trie-compacted forward nothing, so
+  // thousands of them share one forward; their outputs must not grow with their number.
+  core::ThreadPool pool(2);
+  const std::vector<int32_t> input = {5, 9, 2, 7, 1, 8, 3, 6, 4, 10, 12, 14, 16, 18, 20, 22,
+                                      11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33, 35, 37, 39, 41};
+  const Seqs batch(3000, input);
+  ScoringRunner alone(*model_, pool, {.threshold = 0});
+  const double score = alone.YesNoLogits(Seqs{input}, 3, 7).value()[0];
+  const std::vector<float> mean = alone.Embed(Seqs{input}, Pooling::kMean, true).value()[0];
+  ScoringRunner compact(*model_, pool, {.max_batch_tokens = 64, .threshold = 1.0, .trie_attention = true});
+  const auto scores = compact.YesNoLogits(batch, 3, 7).value();
+  EXPECT_EQ(compact.stats().forwards, 1);
+  EXPECT_EQ(compact.stats().computed_rows, 32);
+  EXPECT_EQ(compact.stats().output_rows, 1) << "one logits row for 3,000 equal inputs";
+  for (double s : scores) ASSERT_EQ(s, score);
+  const auto means = compact.Embed(batch, Pooling::kMean, true).value();
+  EXPECT_EQ(compact.stats().output_rows, 1 + 32) << "mean pooling reads each computed row once";
+  for (const auto& m : means) ASSERT_EQ(m, mean);
+}
+
 TEST_F(ScoringTest, BadInputsAreRejectedClearly) {
   core::ThreadPool pool(1);
   ScoringRunner r(*model_, pool, {.max_batch_tokens = 32});
@@ -173,6 +195,31 @@ TEST_F(ScoringTest, QueueMergesConcurrentRequestsAndIsolatesBadOnes) {
   EXPECT_EQ(queue.stats().jobs, 6);
   EXPECT_EQ(queue.stats().batches, 2);
   EXPECT_EQ(queue.stats().merged_jobs, 5);
+}
+
+TEST_F(ScoringTest, QueueFailsABatchThatCannotRunAndGoesOn) {
+  core::ThreadPool pool(1);
+  int made = 0;
+  ScoringQueue queue(
+      [&]() -> std::unique_ptr<ScoringRunner> {
+        if (made++ == 0) throw std::bad_alloc();  // the first runner's KV store is refused
+        return std::make_unique<ScoringRunner>(*model_, pool, ScoringConfig{.threshold = 0.92});
+      },
+      8192);
+  auto job = [] {
+    ScoringJob j;
+    j.kind = ScoringJob::Kind::kYesNo;
+    j.yes_id = 3;
+    j.no_id = 7;
+    j.inputs = Seqs{{1, 2, 3}};
+    return j;
+  };
+  const auto refused = queue.Submit(job()).get();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), core::StatusCode::kResourceExhausted);
+  const auto served = queue.Submit(job()).get();
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_EQ(served->logits.size(), 1u);
 }
 
 }  // namespace
