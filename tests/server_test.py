@@ -120,6 +120,10 @@ def check_scoring(base):
         ("/v1/embeddings", {"input": "x", "encoding_format": "hex"}, 400, "encoding_format"),
         ("/v1/embeddings", {"input": ["word " * 600]}, 400, "limit is 512"),
         ("/v1/embeddings", {"input": [[1, 2, 999999999]]}, 400, "outside the vocabulary"),
+        ("/v1/embeddings", {"input": "x", "encoding_format": 5}, 400, "'encoding_format' must be a string"),
+        # 2^32 + 1 must not wrap to token 1 and be served as if it were.
+        ("/v1/embeddings", {"input": [4294967297]}, 400, "'input' must be"),
+        ("/v1/embeddings", {"input": [[1, 4294967297]]}, 400, "'input' must be"),
     ]
     for path, req, want, words in bad:
         status, text = post(base, path, req)
@@ -182,6 +186,7 @@ def main():
             ("bad messages", post(base, "/v1/chat/completions", {"messages": "hi"}), 400, "'messages'"),
             ("bad role", post(base, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}), 400, "role"),
             ("token id out of range", post(base, "/v1/completions", {"prompt": [999999999]}), 400, "outside the vocabulary"),
+            ("token id beyond int32", post(base, "/v1/completions", {"prompt": [4294967297]}), 400, "'prompt' must be"),
             ("body too large", post(base, "/v1/completions", None, raw=json.dumps({"prompt": "x" * 200000}).encode()), 413, ""),
             ("unknown route", post(base, "/v1/nothing", {}), 404, ""),
         ]

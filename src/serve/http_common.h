@@ -1,4 +1,5 @@
-// What the server's routes share: the concurrency limit (InFlight), and error responses in
+// What the server's routes share: the concurrency limit (InFlight), token-id lists in requests,
+// and error responses in
 // OpenAI style ({"error": {message, type,
 // param, code}}) for the /v1 API, text-embeddings-inference style ({"error", "error_type"})
 // for /embed and /rerank, so each API's clients parse the errors they expect.
@@ -7,6 +8,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +29,22 @@ class InFlight {
   std::atomic<int>& n_;
   bool ok_;
 };
+
+// True when `x` is a non-empty array of integers that fit int32_t, so get<std::vector<int32_t>>()
+// returns exactly the ids sent (nlohmann narrows without a check: 4294967296 would become 0).
+// Whether the ids are in the vocabulary is the engine's check, with its own error.
+inline bool IsTokenIdList(const nlohmann::json& x) {
+  if (!x.is_array() || x.empty()) return false;
+  for (const nlohmann::json& t : x) {
+    if (t.is_number_unsigned()) {
+      if (t.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return false;
+    } else if (!t.is_number_integer() || t.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
+               t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return false;
+    }
+  }
+  return true;
+}
 
 struct ApiError {
   int status = 400;

@@ -139,7 +139,8 @@ void Server::ScoringRoutes() {
     std::string error;
     const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
     if (!error.empty()) return fail({400, error, "invalid_request_error", "instruction", "invalid_type"});
-    const std::string encoding = body.value("encoding_format", std::string("float"));
+    const std::string encoding = OptionalString(body, "encoding_format", &error).value_or("float");
+    if (!error.empty()) return fail({400, error, "invalid_request_error", "encoding_format", "invalid_type"});
     if (encoding != "float" && encoding != "base64")
       return fail({400, "'encoding_format' must be 'float' or 'base64'", "invalid_request_error", "encoding_format", "invalid_value"});
     if (!body.contains("input")) return fail({400, "'input' is required", "invalid_request_error", "input", "missing"});
@@ -159,17 +160,14 @@ void Server::ScoringRoutes() {
       job.inputs.push_back(std::move(*ids));
       return true;
     };
-    auto is_ids = [](const json& x) {
-      return x.is_array() && !x.empty() && std::all_of(x.begin(), x.end(), [](const json& t) { return t.is_number_integer(); });
-    };
     if (in.is_string()) {
       if (!add_text(in.get<std::string>())) return;
-    } else if (is_ids(in)) {
+    } else if (IsTokenIdList(in)) {
       job.inputs.push_back(in.get<std::vector<int32_t>>());
     } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); })) {
       for (const json& x : in)
         if (!add_text(x.get<std::string>())) return;
-    } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), is_ids)) {
+    } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), IsTokenIdList)) {
       for (const json& x : in) job.inputs.push_back(x.get<std::vector<int32_t>>());
     } else {
       return fail({400, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of ids",

@@ -248,8 +248,8 @@ void Server::Routes() {
         const json& pr = body["prompt"];
         if (pr.is_string()) {
           parsed->prompt = tok_.Encode(pr.get<std::string>(), /*add_special=*/true);
-        } else if (pr.is_array() && !pr.empty() && std::all_of(pr.begin(), pr.end(), [](const json& x) { return x.is_number_integer(); })) {
-          for (const auto& x : pr) parsed->prompt.push_back(x.get<int32_t>());
+        } else if (IsTokenIdList(pr)) {
+          parsed->prompt = pr.get<std::vector<int32_t>>();
         } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
           parsed->prompt = tok_.Encode(pr[0].get<std::string>(), true);
         } else {
