@@ -91,6 +91,7 @@ void RegisterServe(CLI::App& app) {
   cmd->add_flag("--no-scoring", o->no_scoring, "disable /v1/embeddings, /embed and /rerank");
   cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens,
                   "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--scoring-threshold", o->scoring_threshold,
                   "compact an embedding/rerank forward when compact/original rows < this (0 never, 1 always)")
