@@ -1,5 +1,4 @@
 #include "cli/commands.h"
-#include "models/prefix_compaction.h"
 
 #include <sys/resource.h>
 
@@ -7,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +17,7 @@
 #include "kernels/peak.h"
 #include "models/kv_store.h"
 #include "runner/generator.h"
+#include "runner/scoring.h"
 #include "tokenizer/chat_template.h"
 
 namespace radixlm::cli {
@@ -39,9 +38,10 @@ double Median(std::vector<double> v) {
 
 // A KV store + block pool sized for `tokens` positions of one sequence.
 struct KvSetup {
-  KvSetup(const models::ModelConfig& c, int64_t tokens, int block_tokens = 16)
-      : blocks(static_cast<int32_t>((tokens + block_tokens - 1) / block_tokens)),
-        store(c, {blocks, block_tokens}), pool({blocks, block_tokens}) {}
+  static constexpr int kBlockTokens = 16;
+  KvSetup(const models::ModelConfig& c, int64_t tokens)
+      : blocks(static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens)),
+        store(c, {blocks, kBlockTokens}), pool({blocks, kBlockTokens}) {}
   int32_t blocks;
   models::KvStore store;
   cache::BlockPool pool;
@@ -215,18 +215,18 @@ void RegisterLogits(CLI::App& app) {
   });
 }
 
-// Prefill of `batch` sequences = one shared prefix + a random suffix each, in forwards filled
-// up to max_batch_tokens *computed* rows (original rows when off, compact rows when compacted)
-// and a KV pool of the same size: gather mode keeps every original row's K/V, trie mode shares
-// the prefix's full blocks as the radix cache would, so its forwards hold more sequences.
-// Reports tokens/s (original tokens), the observed compact/original ratio and the ideal ratio
-// r = B(P+S) / (P+BS).
+// Prefill of `batch` sequences = one shared prefix + a random suffix each, run as the scoring
+// runner runs them: forwards filled up to max_batch_tokens *computed* rows (original rows when
+// off, compact rows when compacted) and KV blocks of a forward's rows plus one per sequence;
+// gather mode keeps every original row's K/V, trie mode shares the prefix's full blocks as the
+// radix cache would, so its forwards hold more sequences. Each forward also computes its last
+// rows' logits. Reports tokens/s (original tokens over the runner's forward time: plan, tables
+// and forward), the observed compact/original ratio and the ideal ratio r = B(P+S) / (P+BS).
 void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
                      const std::string& mode, int max_batch_tokens, int repeats, bool json_out) {
   const auto& c = model.config();
   if (mode != "off" && mode != "gather" && mode != "trie")
     ExitIfError(core::InvalidArgument("--compaction is off, gather or trie"));
-  const bool compacted = mode != "off";
   const int len = prefix + suffix;
   if (len <= 0 || len > max_batch_tokens) ExitIfError(core::InvalidArgument("a sequence must fit --max-batch-tokens"));
   core::Rng rng(5);
@@ -237,82 +237,30 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
     s = shared;
     for (int i = 0; i < suffix; ++i) s.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
   }
-  std::vector<int32_t> positions(len);
-  std::iota(positions.begin(), positions.end(), 0);
-  // Forwards: consecutive sequences while computed rows and KV blocks fit (the batch former's
-  // job, not timed).
-  const int bt = 16, seq_blocks = (len + bt - 1) / bt;
-  const int shared_blocks = mode == "trie" ? prefix / bt : 0;
-  const int32_t kv_blocks = (max_batch_tokens + bt - 1) / bt + batch;
-  std::vector<int> forward_begin = {0};
-  {
-    models::CompactionPlanBuilder builder;
-    int64_t rows = 0, blocks = 0;
-    for (int s = 0; s < batch; ++s) {
-      const int64_t add_rows = compacted ? builder.NewRows(seqs[s], positions) : len;
-      const int64_t add_blocks = s == forward_begin.back() ? seq_blocks : seq_blocks - shared_blocks;
-      if (s > forward_begin.back() && (rows + add_rows > max_batch_tokens || blocks + add_blocks > kv_blocks)) {
-        forward_begin.push_back(s);
-        builder = models::CompactionPlanBuilder();
-        rows = len;
-        blocks = seq_blocks;
-      } else {
-        rows += add_rows;
-        blocks += add_blocks;
-      }
-      builder.AddSequence(seqs[s], positions);
-    }
-    forward_begin.push_back(batch);
-  }
-  KvSetup kv(c, int64_t{kv_blocks} * bt, bt);
+  const int64_t bt = 16;
+  runner::ScoringRunner scorer(model, pool,
+                               {.max_batch_tokens = max_batch_tokens,
+                                .kv_rows = ((max_batch_tokens + bt - 1) / bt + batch) * bt,
+                                .threshold = mode == "off" ? 0.0 : 1.0,  // 1 = compact every forward
+                                .trie_attention = mode == "trie",
+                                .block_tokens = static_cast<int32_t>(bt)});
   std::vector<double> rates;
-  int64_t original = 0, compact = 0;
+  runner::ScoringStats run;
   for (int r = 0; r < repeats; ++r) {
-    original = compact = 0;
-    double seconds = 0;
-    for (size_t f = 0; f + 1 < forward_begin.size(); ++f) {
-      const int first = forward_begin[f], count = forward_begin[f + 1] - first;
-      std::vector<int32_t> ids, pos, rows;
-      std::vector<int64_t> cu = {0};
-      std::vector<std::vector<int32_t>> tables;
-      models::ForwardBatch fb;
-      const std::vector<int32_t> common = shared_blocks ? *kv.pool.Allocate(shared_blocks) : std::vector<int32_t>{};
-      for (int s = first; s < first + count; ++s) {
-        ids.insert(ids.end(), seqs[s].begin(), seqs[s].end());
-        pos.insert(pos.end(), positions.begin(), positions.end());
-        rows.push_back(static_cast<int32_t>(ids.size() - 1));
-        cu.push_back(static_cast<int64_t>(ids.size()));
-        std::vector<int32_t> table = common;
-        const auto own = kv.pool.Allocate(seq_blocks - shared_blocks);
-        if (!own) ExitIfError(core::ResourceExhausted("bench KV pool too small"));
-        table.insert(table.end(), own->begin(), own->end());
-        tables.push_back(std::move(table));
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      models::CompactionPlan plan;
-      if (compacted) plan = models::BuildCompactionPlan(ids, pos, cu);
-      fb.token_ids = ids;
-      fb.positions = pos;
-      for (int s = 0; s < count; ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
-      fb.logit_rows = rows;
-      fb.compaction = compacted ? &plan : nullptr;
-      fb.trie_attention = mode == "trie";
-      std::vector<float> logits(rows.size() * c.vocab_size);
-      model.Forward(pool, fb, kv.store, logits.data());
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      original += static_cast<int64_t>(ids.size());
-      compact += compacted ? plan.compact_rows() : static_cast<int64_t>(ids.size());
-      for (auto& t : tables)
-        for (size_t k = shared_blocks; k < t.size(); ++k) kv.pool.Release(t[k]);
-      for (int32_t b : common) kv.pool.Release(b);
-    }
-    rates.push_back(original / seconds);
+    const runner::ScoringStats before = scorer.stats();
+    ExitIfError(scorer.YesNoLogits(seqs, 0, 1).status());
+    const runner::ScoringStats& after = scorer.stats();
+    run = {.forwards = after.forwards - before.forwards,
+           .original_rows = after.original_rows - before.original_rows,
+           .computed_rows = after.computed_rows - before.computed_rows,
+           .seconds = after.seconds - before.seconds};
+    rates.push_back(run.original_rows / run.seconds);
   }
   const double ideal = double(batch) * len / (prefix + double(batch) * suffix);
   const json j = {{"model", c.name}, {"batch", batch}, {"shared_prefix", prefix}, {"suffix", suffix},
-                  {"compaction", mode}, {"forwards", forward_begin.size() - 1},
+                  {"compaction", mode}, {"forwards", run.forwards},
                   {"max_batch_tokens", max_batch_tokens},
-                  {"tokens_per_s", Median(rates)}, {"observed_ratio", double(compact) / original},
+                  {"tokens_per_s", Median(rates)}, {"observed_ratio", double(run.computed_rows) / run.original_rows},
                   {"ideal_speedup_r", ideal}, {"threads", pool.size()}, {"repeats", repeats}};
   std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
 }
@@ -341,6 +289,7 @@ void RegisterBench(CLI::App& app) {
                   "off | gather (position-wise work on the prefix trie, attention unfolded) | trie (attention on the trie too)")
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted), also the KV pool of a forward")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->callback([o] {
     const auto t_load = std::chrono::steady_clock::now();

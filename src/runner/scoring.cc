@@ -51,9 +51,11 @@ ScoringRunner::ScoringRunner(models::Transformer& model, core::ThreadPool& pool,
     : model_(model),
       pool_(pool),
       config_(config),
-      kv_(model.config(), {static_cast<int>(Blocks(2 * config.max_batch_tokens, config.block_tokens)),
-                           config.block_tokens}) {
+      kv_(model.config(),
+          {static_cast<int>(Blocks(config.kv_rows > 0 ? config.kv_rows : 2 * config.max_batch_tokens, config.block_tokens)),
+           config.block_tokens}) {
   RADIXLM_CHECK(config.max_batch_tokens > 0 && config.block_tokens > 0);
+  RADIXLM_CHECK(config.kv_rows == 0 || config.kv_rows >= config.max_batch_tokens);
 }
 
 core::Status ScoringRunner::Validate(std::span<const std::vector<int32_t>> seqs) const {

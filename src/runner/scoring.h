@@ -4,7 +4,7 @@
 // Owns: a KV store sized for one forward (block ids handed out afresh every forward).
 // Packing: sequences in order, a forward filled while its *computed* rows (compact rows when
 // it will be compacted, else original rows) fit max_batch_tokens and its KV rows fit the store
-// (2 x max_batch_tokens). A forward is compacted when its compact/original ratio is below
+// (kv_rows, by default 2 x max_batch_tokens). A forward is compacted when its compact/original ratio is below
 // `threshold` (0 = never, 1 = always), with attention in trie space (the forward's common
 // prefix blocks shared, as the radix cache shares them) or in the original layout.
 // Invariant: results do not depend on packing or compaction (every kernel computes rows
@@ -29,6 +29,9 @@ namespace radixlm::runner {
 
 struct ScoringConfig {
   int64_t max_batch_tokens = 8192;
+  // KV rows the store holds for one forward; 0 = 2 x max_batch_tokens. REQUIRES: 0 or at least
+  // max_batch_tokens (a forward's first sequence always fits).
+  int64_t kv_rows = 0;
   double threshold = 0.92;
   bool trie_attention = true;
   int32_t block_tokens = 16;
