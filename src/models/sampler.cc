@@ -26,6 +26,9 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   }
   candidates_.resize(keep);
   const float max_logit = candidates_[0].first;
+  // A temperature so small that logits / temperature overflows float is greedy sampling (its
+  // limit); the softmax below would turn the overflow into NaN and pick the worst candidate.
+  if (!std::isfinite(max_logit)) return Argmax(logits);
   double total = 0;
   for (auto& c : candidates_) total += (c.first = std::exp(c.first - max_logit));
   if (params_.top_p < 1.0f) {  // smallest prefix whose probability reaches top_p

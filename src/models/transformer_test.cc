@@ -244,5 +244,13 @@ TEST(SamplerTest, GreedyTopKTopPAndSeeds) {
   EXPECT_GT(distinct_from_greedy, 0);
 }
 
+TEST(SamplerTest, TemperatureTooSmallForFloatIsGreedy) {
+  // 3 / 1e-40 overflows float: without the guard the softmax is NaN and the last candidate
+  // (the least likely token, id 4) would be picked every time.
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.0f, -1.0f};
+  Sampler tiny({.temperature = 1e-40f, .seed = 7});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(tiny.Sample(logits), 1);
+}
+
 }  // namespace
 }  // namespace radixlm::models
