@@ -187,6 +187,16 @@ def main():
             ("bad role", post(base, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}), 400, "role"),
             ("token id out of range", post(base, "/v1/completions", {"prompt": [999999999]}), 400, "outside the vocabulary"),
             ("token id beyond int32", post(base, "/v1/completions", {"prompt": [4294967297]}), 400, "'prompt' must be"),
+            # Integers that would narrow to another value, and values of another JSON type, are refused.
+            ("max_tokens beyond int", post(base, "/v1/completions", {"prompt": "x", "max_tokens": 4294967297}), 400, "out of range"),
+            ("max_tokens a boolean", post(base, "/v1/completions", {"prompt": "x", "max_tokens": True}), 400, "wrong type"),
+            ("top_k a float", post(base, "/v1/completions", {"prompt": "x", "top_k": 2.5}), 400, "wrong type"),
+            ("include_usage a string", post(base, "/v1/completions", {"prompt": "x", "stream_options": {"include_usage": "yes"}}),
+             400, "'include_usage'"),
+            ("image content part", post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "x"}}]}]}), 400, "text only"),
+            ("logprobs unsupported", post(base, "/v1/completions", {"prompt": "x", "logprobs": 2}), 400, "not supported"),
+            ("echo unsupported", post(base, "/v1/completions", {"prompt": "x", "echo": True}), 400, "not supported"),
             ("body too large", post(base, "/v1/completions", None, raw=json.dumps({"prompt": "x" * 200000}).encode()), 413, ""),
             ("unknown route", post(base, "/v1/nothing", {}), 404, ""),
         ]
@@ -202,6 +212,35 @@ def main():
         # A stop string ends the text.
         status, text = post(base, "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 8, "stop": ["\u0000never"]})
         check(status == 200 and json.loads(text)["choices"][0]["finish_reason"] == "length", "stop strings that never occur do not stop")
+
+        # Options at their "off" values are accepted.
+        status, _ = post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
+                                                        "response_format": {"type": "text"}, "logprobs": False})
+        check(status == 200, "response_format text and logprobs false are accepted")
+        # No seed: a fresh one per request; the same seed: the same sample.
+        def sample(extra):
+            status, text = post(base, "/v1/completions", dict({"prompt": [1, 2, 3], "max_tokens": 8, "temperature": 1.0,
+                                                               "return_token_ids": True}, **extra))
+            return json.loads(text)["choices"][0]["token_ids"] if status == 200 else None
+        check(sample({}) != sample({}), "requests without a seed sample differently")
+        check(sample({"seed": 5}) == sample({"seed": 5}) is not None, "requests with one seed sample alike")
+        # A stream's chunks together carry every generated id, also those of tokens that add no
+        # text. A stop string = the whole answer + a character it lacks holds every delta back
+        # (each is a prefix of the stop string) until the end: only the last chunk has text.
+        body = {"prompt": [1, 2, 3], "max_tokens": 24, "temperature": 0, "return_token_ids": True}
+        status, text = post(base, "/v1/completions", body)
+        answer = json.loads(text)["choices"][0]["text"] if status == 200 else ""
+        body["stop"] = [answer + "\u0001"]
+        status, text = post(base, "/v1/completions", body)
+        whole = json.loads(text)["choices"][0]["token_ids"] if status == 200 else []
+        streamed = [t for e in stream(base, "/v1/completions", body) if e != "[DONE]"
+                    for c in json.loads(e)["choices"] for t in c.get("token_ids", [])]
+        check(len(whole) == 24 and streamed == whole, "streamed token_ids equal the whole answer's (%d vs %d)" % (len(streamed), len(whole)))
+        # Without max_tokens, a prompt near the request limit (the 8,192-token KV pool) gets what is left.
+        status, text = post(base, "/v1/completions", {"prompt": [7] * 8150, "temperature": 0})
+        usage = json.loads(text).get("usage", {}) if status == 200 else {}
+        check(status == 200 and 0 < usage.get("completion_tokens", 0) <= 42,
+              "no max_tokens and a long prompt: clamped to the room left (%d %s)" % (status, usage or text[:80]))
 
         metrics = urllib.request.urlopen(base + "/metrics").read().decode()
         needed = ["radixlm_cache_hit_tokens_total", "radixlm_computed_tokens_total", "radixlm_kv_blocks_in_use",

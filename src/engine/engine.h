@@ -18,6 +18,7 @@
 // in a background loop). Token callbacks run on the engine thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -83,6 +84,11 @@ class Engine {
   const cache::RadixTree* tree() const { return tree_.get(); }
   const cache::BlockPool& pool() const { return pool_; }
   const EngineConfig& config() const { return config_; }
+  // The most tokens (prompt + max_tokens) one request can hold: the model's context or the
+  // whole KV pool, whichever is smaller; Submit refuses more.
+  int64_t max_request_tokens() const {
+    return std::min(executor_.max_context(), int64_t{config_.num_blocks} * config_.block_tokens);
+  }
 
  private:
   struct Req {

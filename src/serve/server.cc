@@ -4,9 +4,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <limits>
 #include <mutex>
+#include <random>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -48,18 +52,39 @@ struct Parsed {
   engine::RequestParams params;
   std::vector<std::string> stop_strings;
   bool stream = false, return_token_ids = false, include_usage = true;
+  bool default_max_tokens = false;  // max_tokens not given: clamped to the context left
 };
 
+// Reads an optional field of type T. Strict, because nlohmann converts freely (true -> 1,
+// 2.9 -> 2, 4294967297 -> 1 for an int): a value of another JSON type, or an integer outside
+// T's range, is a 400, never a silently different request.
 template <typename T>
 bool Field(const json& body, const char* name, T* out, ApiError* err) {
   if (!body.contains(name) || body[name].is_null()) return true;
-  try {
-    *out = body[name].get<T>();
-    return true;
-  } catch (const json::exception&) {
-    *err = {400, std::string("'") + name + "' has the wrong type", "invalid_request_error", name, "invalid_type"};
-    return false;
+  const json& v = body[name];
+  bool fits;
+  if constexpr (std::is_same_v<T, bool>) {
+    fits = v.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+           : v.is_number_integer() ? v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                         v.get<int64_t>() <= std::numeric_limits<T>::max()
+                                   : false;
+    if (!fits && v.is_number_integer()) {
+      *err = {400, std::string("'") + name + "' is out of range", "invalid_request_error", name, "invalid_value"};
+      return false;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    fits = v.is_number();
+  } else {
+    fits = true;
   }
+  if (fits) {
+    *out = v.get<T>();
+    return true;
+  }
+  *err = {400, std::string("'") + name + "' has the wrong type", "invalid_request_error", name, "invalid_type"};
+  return false;
 }
 
 bool ParseCommon(const json& body, const ServerConfig& cfg, Parsed* p, ApiError* err) {
@@ -76,7 +101,9 @@ bool ParseCommon(const json& body, const ServerConfig& cfg, Parsed* p, ApiError*
   }
   int max_tokens = cfg.default_max_tokens;
   if (!Field(body, "max_tokens", &max_tokens, err)) return false;
-  if (body.contains("max_completion_tokens") && !Field(body, "max_completion_tokens", &max_tokens, err)) return false;
+  if (!Field(body, "max_completion_tokens", &max_tokens, err)) return false;
+  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  p->default_max_tokens = !given("max_tokens") && !given("max_completion_tokens");
   if (max_tokens < 1) {
     *err = {400, "'max_tokens' must be at least 1", "invalid_request_error", "max_tokens", "invalid_value"};
     return false;
@@ -84,7 +111,8 @@ bool ParseCommon(const json& body, const ServerConfig& cfg, Parsed* p, ApiError*
   p->params.max_tokens = max_tokens;
   float temperature = 1.0f, top_p = 1.0f;
   int top_k = 0, n = 1;
-  int64_t seed = 0;
+  // No seed means a fresh one (OpenAI's meaning); a seed makes sampling reproducible.
+  int64_t seed = static_cast<int64_t>(std::random_device{}() >> 1);
   if (!Field(body, "temperature", &temperature, err) || !Field(body, "top_p", &top_p, err) ||
       !Field(body, "top_k", &top_k, err) || !Field(body, "seed", &seed, err) || !Field(body, "n", &n, err) ||
       !Field(body, "stream", &p->stream, err) || !Field(body, "return_token_ids", &p->return_token_ids, err))
@@ -96,6 +124,20 @@ bool ParseCommon(const json& body, const ServerConfig& cfg, Parsed* p, ApiError*
   if (n != 1) {
     *err = {400, "only n = 1 is supported", "invalid_request_error", "n", "unsupported_value"};
     return false;
+  }
+  // Options this server does not implement are refused rather than ignored, so a client never
+  // takes an answer without them for one with them. Their "off" values pass.
+  for (const char* name : {"logprobs", "top_logprobs", "echo", "best_of", "logit_bias", "suffix", "tools", "response_format"}) {
+    if (!body.contains(name)) continue;
+    const json& v = body[name];
+    const std::string key = name;
+    const bool off = v.is_null() || v == false || (v.is_number_integer() && v == (key == "best_of" ? 1 : 0) && key != "logprobs") ||
+                     ((v.is_object() || v.is_array()) && v.empty()) || (v.is_string() && v.get<std::string>().empty()) ||
+                     (key == "response_format" && v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
+    if (!off) {
+      *err = {400, "'" + key + "' is not supported by this server", "invalid_request_error", key, "unsupported_parameter"};
+      return false;
+    }
   }
   p->params.sampling = {temperature, top_k, top_p, static_cast<uint64_t>(seed)};
   if (body.contains("stop") && !body["stop"].is_null()) {
@@ -109,8 +151,13 @@ bool ParseCommon(const json& body, const ServerConfig& cfg, Parsed* p, ApiError*
       return false;
     }
   }
-  if (body.contains("stream_options") && body["stream_options"].is_object())
-    p->include_usage = body["stream_options"].value("include_usage", true);
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    if (!body["stream_options"].is_object()) {
+      *err = {400, "'stream_options' must be an object", "invalid_request_error", "stream_options", "invalid_type"};
+      return false;
+    }
+    if (!Field(body["stream_options"], "include_usage", &p->include_usage, err)) return false;
+  }
   p->params.stop_ids = cfg.stop_ids;
   return true;
 }
@@ -211,8 +258,10 @@ void Server::Routes() {
         ++http_errors_;
         SendError(res, e);
       };
-      const InFlight guard(in_flight_, config_.max_concurrent_requests);
-      if (!guard.ok()) return fail({429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
+      // Shared with the stream's content provider, which runs after this handler returns: a
+      // streaming request counts against the limit until its stream ends.
+      const auto guard = std::make_shared<InFlight>(in_flight_, config_.max_concurrent_requests);
+      if (!guard->ok()) return fail({429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
       json body = json::parse(req.body, nullptr, false);
       if (body.is_discarded()) return fail({400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"});
       if (!body.is_object()) return fail({400, "the request body must be a JSON object"});
@@ -230,9 +279,13 @@ void Server::Routes() {
           if (m.contains("content") && m["content"].is_string()) {
             content = m["content"].get<std::string>();
           } else if (m.contains("content") && m["content"].is_array()) {  // [{type: text, text}, ...]
-            for (const json& part : m["content"])
-              if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string())
-                content += part["text"].get<std::string>();
+            for (const json& part : m["content"]) {
+              if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+                  !part["text"].is_string())
+                return fail({400, "content parts must be {\"type\": \"text\", \"text\": string}; this model reads text only",
+                             "invalid_request_error", "messages", "invalid_type"});
+              content += part["text"].get<std::string>();
+            }
           } else if (!(m.contains("content") && m["content"].is_null())) {
             return fail({400, "each message needs 'content' (a string or a list of text parts)", "invalid_request_error", "messages", "invalid_type"});
           }
@@ -257,6 +310,10 @@ void Server::Routes() {
         }
       }
       parsed->params.prompt = parsed->prompt;
+      if (parsed->default_max_tokens) {  // the client asked for no length: never ask more than fits for it
+        const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(parsed->prompt.size());
+        if (left >= 1 && left < parsed->params.max_tokens) parsed->params.max_tokens = static_cast<int>(left);
+      }
       auto channel = std::make_shared<Channel>();
       auto id = engine_.Submit(parsed->params, [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
       if (!id.ok()) {
@@ -330,6 +387,7 @@ void Server::Routes() {
       // finish reason, then a usage chunk, then [DONE].
       const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
       res.set_chunked_content_provider("text/event-stream", [=, this](size_t, httplib::DataSink& sink) {
+        (void)guard;  // held until the stream ends
         auto send = [&](const json& j) {
           const std::string line = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
           return sink.write(line.data(), line.size());
@@ -346,6 +404,12 @@ void Server::Routes() {
           return json({{"id", rid}, {"object", chunk_object}, {"created", created}, {"model", config_.model_name}, {"choices", {choice}}});
         };
         bool first = true;
+        size_t ids_sent = 0;  // a chunk carries every id since the last one (some tokens add no text)
+        auto attach_ids = [&](json& c) {
+          if (!parsed->return_token_ids) return;
+          c["choices"][0]["token_ids"] = std::vector<int32_t>(dec->ids.begin() + ids_sent, dec->ids.end());
+          ids_sent = dec->ids.size();
+        };
         engine::TokenEvent ev;
         while (true) {
           if (!channel->Pop(&ev, std::chrono::milliseconds(200))) {
@@ -361,7 +425,7 @@ void Server::Routes() {
           const bool done = ev.finish != engine::FinishReason::kNone;
           if ((!delta.empty() || first) && !done) {
             json c = chunk(delta, nullptr, first);
-            if (parsed->return_token_ids && ev.token >= 0) c["choices"][0]["token_ids"] = {ev.token};
+            attach_ids(c);
             if (!send(c)) {
               engine_.Cancel(engine_id);
               continue;  // keep draining until the final event
@@ -370,7 +434,7 @@ void Server::Routes() {
           }
           if (done) {
             json c = chunk(delta, finish_reason(ev), first);
-            if (parsed->return_token_ids && ev.token >= 0) c["choices"][0]["token_ids"] = {ev.token};
+            attach_ids(c);
             send(c);
             if (parsed->include_usage) {
               send({{"id", rid}, {"object", chunk_object}, {"created", created}, {"model", config_.model_name},
