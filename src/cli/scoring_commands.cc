@@ -23,6 +23,10 @@ namespace {
 
 using nlohmann::json;
 
+// A parser's message cut to a readable length: for an unterminated string nlohmann quotes
+// everything it read, which can be a whole megabyte line.
+std::string Brief(const std::string& what) { return what.size() <= 300 ? what : what.substr(0, 300) + "..."; }
+
 struct RerankQuery {
   std::string query;
   std::vector<std::string> documents;
@@ -37,35 +41,54 @@ core::StatusOr<std::vector<RerankQuery>> ReadQueries(const std::string& path) {
   ss << in.rdbuf();
   const std::string text = ss.str();
   std::vector<RerankQuery> out;
-  auto add = [&](const json& j) {
+  // One query; a shape other than the two above is an error, not a query with no passages.
+  auto add = [&](const json& j, const std::string& where) -> core::Status {
+    auto bad = [&](const std::string& why) { return core::InvalidArgument(where + ": " + why); };
+    if (!j.is_object() || !j.contains("query") || !j["query"].is_string()) return bad("needs a string 'query'");
     RerankQuery q;
-    q.query = j.at("query").get<std::string>();
-    if (j.contains("documents"))
-      for (const auto& d : j["documents"]) q.documents.push_back(d.get<std::string>());
-    if (j.contains("hits"))
-      for (const auto& h : j["hits"]) q.documents.push_back(h.at("content").get<std::string>());
+    q.query = j["query"].get<std::string>();
+    if (j.contains("documents")) {
+      if (!j["documents"].is_array()) return bad("'documents' must be a list of strings");
+      for (const auto& d : j["documents"]) {
+        if (!d.is_string()) return bad("'documents' must be a list of strings");
+        q.documents.push_back(d.get<std::string>());
+      }
+    } else if (j.contains("hits") && j["hits"].is_array()) {
+      for (const auto& h : j["hits"]) {
+        if (!h.is_object() || !h.contains("content") || !h["content"].is_string())
+          return bad("each of 'hits' needs a string 'content'");
+        q.documents.push_back(h["content"].get<std::string>());
+      }
+    } else {
+      return bad("needs 'documents' (a list of strings) or 'hits' (a list of {content})");
+    }
     out.push_back(std::move(q));
+    return core::Status::Ok();
   };
   try {
     const size_t first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '[') {
-      for (const auto& j : json::parse(text)) add(j);
+      const json all = json::parse(text);
+      for (size_t i = 0; i < all.size(); ++i)
+        if (core::Status st = add(all[i], path + " element " + std::to_string(i)); !st.ok()) return st;
     } else {
       std::istringstream lines(text);
       int line_no = 0;
       for (std::string line; std::getline(lines, line);) {
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const std::string where = path + ":" + std::to_string(line_no);
         try {
-          add(json::parse(line));
+          if (core::Status st = add(json::parse(line), where); !st.ok()) return st;
         } catch (const json::exception& e) {
-          return core::InvalidArgument(path + ":" + std::to_string(line_no) + ": " + e.what());
+          return core::InvalidArgument(where + ": " + Brief(e.what()));
         }
       }
     }
   } catch (const json::exception& e) {
-    return core::InvalidArgument(path + ": " + e.what());
+    return core::InvalidArgument(path + ": " + Brief(e.what()));
   }
+  if (out.empty()) return core::InvalidArgument(path + ": no queries");
   return out;
 }
 
@@ -184,24 +207,32 @@ void RegisterEmbed(CLI::App& app) {
     std::ifstream in(o->input);
     if (!in) ExitIfError(core::NotFound("cannot open " + o->input));
     std::vector<std::string> texts;
+    std::vector<int> text_line;  // each text's line in the file, for errors
     int line_no = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string where = o->input + ":" + std::to_string(line_no) + ": ";
       try {
         const json j = json::parse(line);
-        texts.push_back(j.is_string() ? j.get<std::string>() : j.at("text").get<std::string>());
+        if (j.is_string()) texts.push_back(j.get<std::string>());
+        else if (j.is_object() && j.contains("text") && j["text"].is_string()) texts.push_back(j["text"].get<std::string>());
+        else ExitIfError(core::InvalidArgument(where + "expected a JSON string or {\"text\": string}"));
       } catch (const json::exception& e) {
-        ExitIfError(core::InvalidArgument(o->input + ":" + std::to_string(line_no) + ": " + e.what()));
+        ExitIfError(core::InvalidArgument(where + Brief(e.what())));
       }
+      text_line.push_back(line_no);
     }
+    if (texts.empty()) ExitIfError(core::InvalidArgument(o->input + ": no inputs"));
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     const bool last = o->pooling == "last";
     std::vector<std::vector<int32_t>> inputs;
     for (size_t i = 0; i < texts.size(); ++i) {
       auto ids = tokenizer::RenderEmbeddingInput(*loaded.tokenizer, o->instruction, texts[i], last,
                                                  o->scoring.max_batch_tokens, o->truncate);
-      if (!ids.ok()) ExitIfError(core::OutOfRange("input " + std::to_string(i) + ": " + ids.status().message()));
+      if (!ids.ok())
+        ExitIfError(core::OutOfRange(o->input + ":" + std::to_string(text_line[i]) + ": " + ids.status().message()));
+      if (ids->empty()) ExitIfError(core::InvalidArgument(o->input + ":" + std::to_string(text_line[i]) + ": empty input"));
       inputs.push_back(std::move(*ids));
     }
     core::ThreadPool pool(o->model.threads);

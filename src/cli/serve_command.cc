@@ -84,7 +84,9 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--port", o->server.port)->capture_default_str();
   cmd->add_option("--model-name", o->server.model_name, "name clients use in 'model' (default: the model spec)");
   cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY'");
-  cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429")->capture_default_str();
+  cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
