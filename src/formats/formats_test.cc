@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -178,6 +179,73 @@ TEST(SafetensorsTest, TruncatedAndMalformedFilesAreErrors) {
   auto st = ReadSafetensorsFile(path, &store);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("needs 256"), std::string::npos) << st.message();
+}
+
+// A GGUF built byte by byte, for headers no writer would produce.
+struct RawGguf {
+  std::string bytes;
+  template <typename T>
+  RawGguf& Put(T v) {
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    return *this;
+  }
+  RawGguf& Str(const std::string& s) {
+    Put<uint64_t>(s.size());
+    bytes += s;
+    return *this;
+  }
+  static RawGguf Header(uint64_t n_tensors, uint64_t n_kv) {
+    RawGguf g;
+    g.Put<uint32_t>(0x46554747).Put<uint32_t>(3).Put<uint64_t>(n_tensors).Put<uint64_t>(n_kv);
+    return g;
+  }
+};
+
+TEST(GgufTest, HostileCountsAndSizesAreErrorsNotAllocations) {
+  TempDir dir;
+  const std::string path = dir.File("hostile.gguf");
+  auto open_error = [&](const RawGguf& g) {
+    WriteAll(path, g.bytes + std::string(64, '\0'));
+    auto f = GgufFile::Open(path);
+    return f.ok() ? std::string("opened") : f.status().message();
+  };
+  // An array of 2^28 bytes declared in a 100-byte file (was: ~21 GB of values allocated first).
+  RawGguf array = RawGguf::Header(0, 1);
+  array.Str("a").Put<uint32_t>(9).Put<uint32_t>(0).Put<uint64_t>(1ull << 28);
+  EXPECT_NE(open_error(array).find("array of 268435456 items"), std::string::npos) << open_error(array);
+  // A million tensors declared in a 100-byte file.
+  EXPECT_NE(open_error(RawGguf::Header(1u << 20, 0)).find("implausible header"), std::string::npos);
+  // Dimensions whose product overflows 64 bits (2^40 x 2^22 x 4 bytes = 2^64 = 0): not "0 bytes, fits".
+  RawGguf overflow = RawGguf::Header(1, 0);
+  overflow.Str("t").Put<uint32_t>(2).Put<uint64_t>(1ull << 22).Put<uint64_t>(1ull << 40).Put<uint32_t>(0).Put<uint64_t>(0);
+  EXPECT_NE(open_error(overflow).find("implausibly large"), std::string::npos) << open_error(overflow);
+  // An offset that wraps data_start + offset around to 0.
+  RawGguf wrap = RawGguf::Header(1, 0);
+  wrap.Str("t").Put<uint32_t>(1).Put<uint64_t>(4).Put<uint32_t>(0);
+  const uint64_t data_start = (wrap.bytes.size() + 8 + 31) / 32 * 32;
+  wrap.Put<uint64_t>(0 - data_start);
+  EXPECT_NE(open_error(wrap).find("runs past the end"), std::string::npos) << open_error(wrap);
+}
+
+TEST(SafetensorsTest, OverflowingShapesAndDeepNestingAreErrors) {
+  TempDir dir;
+  const std::string path = dir.File("model.safetensors");
+  auto read_error = [&](const std::string& header) {
+    std::string file(8, '\0');
+    const uint64_t len = header.size();
+    std::memcpy(file.data(), &len, 8);
+    WriteAll(path, file + header);
+    TensorStore store;
+    const core::Status st = ReadSafetensorsFile(path, &store);
+    return st.ok() ? std::string("read") : st.message();
+  };
+  // 2^40 x 2^22 x 4 bytes wraps to 0, which data_offsets [0, 0] would have matched.
+  const std::string big = read_error(R"({"t": {"dtype": "F32", "shape": [1099511627776, 4194304], "data_offsets": [0, 0]}})");
+  EXPECT_NE(big.find("implausibly large"), std::string::npos) << big;
+  // A dtype nested 200,000 levels deep: an error message, not a stack overflow printing it.
+  const std::string deep = read_error(R"({"t": {"dtype": )" + std::string(200000, '[') + std::string(200000, ']') +
+                                      R"(, "shape": [1], "data_offsets": [0, 4]}})");
+  EXPECT_NE(deep.find("unsupported dtype of type array"), std::string::npos) << deep.substr(0, 200);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ class Reader {
  public:
   Reader(const uint8_t* data, size_t size, const std::string& path) : d_(data), n_(size), path_(path) {}
   size_t pos() const { return pos_; }
+  size_t remaining() const { return pos_ <= n_ ? n_ - pos_ : 0; }
   core::Status Error(const std::string& what) const {
     return core::DataLoss(path_ + ": " + what + " at byte " + std::to_string(pos_) +
                           " (file is " + std::to_string(n_) + " bytes; truncated or not GGUF?)");
@@ -51,6 +52,17 @@ class Reader {
   size_t n_, pos_ = 0;
   const std::string& path_;
 };
+
+// The fewest bytes one value of `type` takes in a file: strings a length, arrays a type and a count.
+size_t MinEncodedBytes(GgufType type) {
+  switch (type) {
+    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
+    case GgufType::kU16: case GgufType::kI16: return 2;
+    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
+    case GgufType::kArray: return 12;
+    default: return 8;  // 64-bit scalars, string lengths
+  }
+}
 
 core::Status ReadValue(Reader& r, GgufType type, GgufValue* out, int depth) {
   out->type = type;
@@ -85,7 +97,10 @@ core::Status ReadValue(Reader& r, GgufType type, GgufValue* out, int depth) {
       RADIXLM_RETURN_IF_ERROR(r.Read(&elem));
       RADIXLM_RETURN_IF_ERROR(r.Read(&n));
       if (elem > static_cast<uint32_t>(GgufType::kF64)) return r.Error("unknown array element type " + std::to_string(elem));
-      if (n > kMaxArrayItems) return r.Error("array of " + std::to_string(n) + " items");
+      // Every item takes at least its encoded minimum in the file: a count the remaining bytes
+      // cannot hold is refused before anything is allocated for it.
+      if (n > kMaxArrayItems || n > r.remaining() / MinEncodedBytes(static_cast<GgufType>(elem)))
+        return r.Error("array of " + std::to_string(n) + " items");
       out->array_type = static_cast<GgufType>(elem);
       out->array.resize(n);
       for (uint64_t i = 0; i < n; ++i) RADIXLM_RETURN_IF_ERROR(ReadValue(r, out->array_type, &out->array[i], depth + 1));
@@ -171,7 +186,9 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
   uint64_t n_tensors = 0, n_kv = 0;
   RADIXLM_RETURN_IF_ERROR(r.Read(&n_tensors));
   RADIXLM_RETURN_IF_ERROR(r.Read(&n_kv));
-  if (n_tensors > (1u << 20) || n_kv > (1u << 20))
+  // A metadata entry takes at least 13 bytes and a tensor description 32; counts the file
+  // cannot hold are refused before anything is allocated for them.
+  if (n_tensors > (1u << 20) || n_kv > (1u << 20) || n_kv > r.remaining() / 13 || n_tensors > r.remaining() / 32)
     return core::DataLoss(path + ": implausible header (" + std::to_string(n_tensors) + " tensors, " +
                           std::to_string(n_kv) + " metadata keys)");
   for (uint64_t i = 0; i < n_kv; ++i) {
@@ -221,10 +238,13 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
       return core::Unimplemented(path + ": tensor '" + info.name + "' has type " + GgmlTypeName(info.type) +
                                  "; radixlm reads F32, F16 and BF16 GGUF tensors");
     }
-    e.nbytes = static_cast<size_t>(e.numel()) * core::DTypeSize(e.dtype);
+    if (!ShapeBytes(e.shape, e.dtype, &e.nbytes))
+      return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " is implausibly large");
     if (info.offset % alignment != 0)
       return core::DataLoss(path + ": tensor '" + info.name + "' offset is not aligned");
-    if (data_start + info.offset > file->size() || e.nbytes > file->size() - data_start - info.offset)
+    // Compared by subtraction: offset is untrusted and data_start + offset could wrap.
+    if (data_start > file->size() || info.offset > file->size() - data_start ||
+        e.nbytes > file->size() - data_start - info.offset)
       return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() +
                             " runs past the end of the file (truncated?)");
     e.data = file->data() + data_start + info.offset;

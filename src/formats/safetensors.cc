@@ -57,17 +57,19 @@ core::Status ReadSafetensorsFile(const std::string& path, TensorStore* store) {
     e.name = name;
     e.file = path;
     if (!info["dtype"].is_string() || !DTypeFromName(info["dtype"].get<std::string>(), &e.dtype))
-      return bad("unsupported dtype " + info["dtype"].dump() + " (radixlm reads F32, F16, BF16)");
+      return bad("unsupported dtype " + (info["dtype"].is_string() ? info["dtype"].dump() : std::string("of type ") + info["dtype"].type_name()) +
+                 " (radixlm reads F32, F16, BF16)");
     if (!info["shape"].is_array()) return bad("shape is not a list");
     for (const auto& d : info["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad("bad dimension " + d.dump());
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return bad(std::string("bad dimension (") + (d.is_number() ? d.dump() : d.type_name()) + ")");
       e.shape.push_back(d.get<int64_t>());
     }
     const auto& off = info["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       return bad("data_offsets is not [begin, end]");
     const uint64_t b = off[0].get<uint64_t>(), en = off[1].get<uint64_t>();
-    e.nbytes = static_cast<size_t>(e.numel()) * core::DTypeSize(e.dtype);
+    if (!ShapeBytes(e.shape, e.dtype, &e.nbytes)) return bad("shape " + e.ShapeString() + " is implausibly large");
     if (en < b || en - b != e.nbytes)
       return bad("data_offsets span " + std::to_string(en - b) + " bytes, shape " + e.ShapeString() +
                  " needs " + std::to_string(e.nbytes));

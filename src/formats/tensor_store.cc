@@ -10,6 +10,16 @@ std::string ShapeToString(const std::vector<int64_t>& shape) {
 
 std::string TensorEntry::ShapeString() const { return ShapeToString(shape); }
 
+bool ShapeBytes(const std::vector<int64_t>& shape, core::DType dtype, size_t* bytes) {
+  constexpr uint64_t kLimit = uint64_t{1} << 60;
+  uint64_t n = core::DTypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > kLimit) return false;
+  }
+  *bytes = static_cast<size_t>(n);
+  return true;
+}
+
 core::Status TensorStore::Add(TensorEntry entry) {
   if (entries_.count(entry.name))
     return core::DataLoss(entry.file + ": tensor '" + entry.name + "' appears twice");

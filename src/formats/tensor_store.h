@@ -30,6 +30,10 @@ struct TensorEntry {
   std::string ShapeString() const;
 };
 
+// Bytes of a tensor of `shape` and `dtype`; false when the product overflows or exceeds 2^60
+// (file shapes are untrusted: an overflowing product must not pass as a small size).
+bool ShapeBytes(const std::vector<int64_t>& shape, core::DType dtype, size_t* bytes);
+
 class TensorStore {
  public:
   void AddFile(std::unique_ptr<core::MappedFile> file) { files_.push_back(std::move(file)); }
