@@ -1,9 +1,11 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -31,8 +33,9 @@ bool ByteLevelToBytes(std::string_view piece, std::string* out) {
 
 // SentencePiece pieces: "▁" is a space, "<0xNN>" a raw byte.
 std::string SpmPieceToBytes(const std::string& piece) {
-  if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>') {
-    return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>' && hex(piece[3]) >= 0 && hex(piece[4]) >= 0) {
+    return std::string(1, static_cast<char>(hex(piece[3]) * 16 + hex(piece[4])));
   }
   std::string out;
   for (size_t i = 0; i < piece.size();) {
@@ -70,7 +73,19 @@ std::string SanitizeUtf8(std::string_view text) {
 core::StatusOr<json> ReadJson(const std::string& path) {
   std::ifstream in(path);
   if (!in) return core::NotFound(path + ": cannot open");
-  json j = json::parse(in, nullptr, false);
+  // Bounded nesting: the loaders walk and dump() these trees recursively, so a file nested a
+  // million levels deep would overflow the stack.
+  constexpr int kMaxDepth = 256;
+  const json::parser_callback_t limit = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth) throw std::length_error("JSON nested deeper than 256 levels");
+    return true;
+  };
+  json j;
+  try {
+    j = json::parse(in, limit, false);
+  } catch (const std::length_error& e) {
+    return core::DataLoss(path + ": " + e.what());
+  }
   if (j.is_discarded()) return core::DataLoss(path + ": not valid JSON");
   return j;
 }
@@ -87,8 +102,10 @@ class TokenizerBuilder {
   }
   Tokenizer& t() { return *t_; }
 
-  // Sets token `id` spelled `piece` in the file's vocabulary.
+  // Sets token `id` spelled `piece` in the file's vocabulary. An id outside [0, 2^24) is the
+  // file's error, reported by Finish().
   void SetPiece(int32_t id, const std::string& piece) {
+    if (!CheckId(id, piece)) return;
     if (id >= static_cast<int32_t>(t_->token_bytes_.size())) t_->token_bytes_.resize(id + 1);
     std::string bytes;
     if (t_->kind_ == TokenizerKind::kByteLevelBpe) {
@@ -100,6 +117,7 @@ class TokenizerBuilder {
     t_->piece_to_id_[piece] = id;
   }
   void AddAdded(const std::string& content, int32_t id, bool special) {
+    if (!CheckId(id, content)) return;
     t_->added_.push_back({content, id, special});
     if (id >= static_cast<int32_t>(t_->token_bytes_.size())) t_->token_bytes_.resize(id + 1);
     t_->token_bytes_[id] = content;
@@ -113,6 +131,7 @@ class TokenizerBuilder {
     return core::Status::Ok();
   }
   core::Status Finish() {
+    if (!error_.ok()) return error_;
     Tokenizer& t = *t_;
     if (t.kind_ == TokenizerKind::kByteLevelBpe) {
       const auto& table = ByteToCodepoint();
@@ -139,7 +158,14 @@ class TokenizerBuilder {
   std::unique_ptr<Tokenizer> Release() { return std::move(t_); }
 
  private:
+  bool CheckId(int32_t id, const std::string& piece) {
+    if (id >= 0 && id < (1 << 24)) return true;
+    if (error_.ok()) error_ = core::DataLoss(t_->name_ + ": token '" + piece.substr(0, 40) + "' has id " + std::to_string(id));
+    return false;
+  }
+
   std::unique_ptr<Tokenizer> t_;
+  core::Status error_ = core::Status::Ok();  // the first bad id, returned by Finish()
 };
 
 void Tokenizer::BuildAddedIndex() {
@@ -226,15 +252,15 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
     };
     t.bos_id_ = token_of("bos_token");
     t.eos_id_ = token_of("eos_token");
-    if (post.value("type", "") == "TemplateProcessing") {
+    if (post.is_object() && post.value("type", "") == "TemplateProcessing") {  // often null
       const json& single = post.at("single");
       if (!single.empty() && single.front().contains("SpecialToken")) {
         t.add_bos_ = true;
-        t.bos_id_ = t.TokenId(single.front()["SpecialToken"]["id"].get<std::string>());
+        t.bos_id_ = t.TokenId(single.front().at("SpecialToken").at("id").get<std::string>());
       }
       if (single.size() > 1 && single.back().contains("SpecialToken")) {
         t.add_eos_ = true;
-        t.eos_id_ = t.TokenId(single.back()["SpecialToken"]["id"].get<std::string>());
+        t.eos_id_ = t.TokenId(single.back().at("SpecialToken").at("id").get<std::string>());
       }
     } else {
       t.add_bos_ = config.value("add_bos_token", false) && t.bos_id_ >= 0;
@@ -244,8 +270,8 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
       t.chat_template_ = config["chat_template"].get<std::string>();
     RADIXLM_RETURN_IF_ERROR(b.Finish());
     return b.Release();
-  } catch (const json::exception& e) {
-    return core::DataLoss(path + ": " + e.what());
+  } catch (const std::exception& e) {  // JSON type errors, and anything a malformed file makes a reader throw
+    return core::DataLoss(path + ": " + std::string(e.what()).substr(0, 300));
   }
 }
 
@@ -279,7 +305,9 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGpt2Files(const std::s
   return b.Release();
 }
 
-core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::GgufFile& g) {
+// A function-try-block: a value of another type than the reader expects (AsString on a
+// number) is the file's error, not a terminated process.
+core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::GgufFile& g) try {
   RADIXLM_ASSIGN_OR_RETURN(std::string model, g.GetString("tokenizer.ggml.model"));
   const formats::GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != formats::GgufType::kArray || tokens->array_type != formats::GgufType::kString)
@@ -323,7 +351,12 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
     if (!scores || scores->array.size() != n) return core::DataLoss(g.path() + ": llama tokenizer without matching tokenizer.ggml.scores");
     std::vector<std::pair<double, int32_t>> by_score;
     for (size_t i = 0; i < n; ++i)
-      if (type_of(i) == 1) by_score.push_back({-scores->array[i].AsDouble(), static_cast<int32_t>(i)});
+      if (type_of(i) == 1) {
+        const double score = scores->array[i].AsDouble();
+        // A NaN would make the sort's order inconsistent (undefined behaviour).
+        if (!std::isfinite(score)) return core::DataLoss(g.path() + ": tokenizer.ggml.scores[" + std::to_string(i) + "] is not finite");
+        by_score.push_back({-score, static_cast<int32_t>(i)});
+      }
     std::sort(by_score.begin(), by_score.end());
     std::vector<int32_t> rank(n, -1);
     int32_t r = -1;
@@ -351,6 +384,8 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
     t.chat_template_ = tmpl->AsString();
   RADIXLM_RETURN_IF_ERROR(b.Finish());
   return b.Release();
+} catch (const std::exception& e) {
+  return core::DataLoss(g.path() + ": malformed tokenizer metadata (" + std::string(e.what()).substr(0, 300) + ")");
 }
 
 std::vector<std::string> Tokenizer::NamedFamilies() { return {"qwen3", "llama3", "llama2", "gpt2"}; }

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
+#include "formats/gguf.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/unicode.h"
 
@@ -119,6 +123,57 @@ TEST(ChatTemplateTest, RendersEachFamilysFormat) {
             "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Bye [/INST]");
   EXPECT_FALSE(RenderChat(ChatFormat::kLlama2, std::vector<ChatMessage>{{"assistant", "x"}}, true).ok());
   EXPECT_FALSE(RenderChat(ChatFormat::kChatMl, std::vector<ChatMessage>{{"robot", "x"}}, true).ok());
+}
+
+TEST(TokenizerTest, MalformedTokenizerFilesAreErrorsNotCrashes) {
+  char tmpl[] = "/tmp/radixlm_tok_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto load = [&](const std::string& text) {
+    const std::string path = dir + "/tokenizer.json";
+    std::ofstream(path) << text;
+    auto t = Tokenizer::FromHfJson(path);
+    return t.ok() ? std::string("loaded") : t.status().message();
+  };
+  const std::string bpe = R"("model": {"type": "BPE", "merges": [], "vocab": )";
+  // A negative id wrote token_bytes_[-1].
+  EXPECT_NE(load("{" + bpe + R"({"a": 0, "b": -1}}})").find("has id -1"), std::string::npos);
+  EXPECT_NE(load("{" + bpe + R"({"a": 0}}, "added_tokens": [{"content": "x", "id": -7}]})").find("has id -7"), std::string::npos);
+  // "<0xZZ>" threw out of std::stoi; it is an ordinary piece.
+  EXPECT_EQ(load("{" + bpe + R"({"<0xZZ>": 0, "a": 1}}})"), "loaded");
+  // A template special token without an id read a missing key through const operator[].
+  EXPECT_NE(load("{" + bpe + R"({"a": 0}}, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {}}]}})")
+                .find("tokenizer.json"), std::string::npos);
+  // Nested 100,000 levels deep: the loader's recursive walk would overflow the stack.
+  const std::string deep = load("{" + bpe + R"({"a": 0}}, "pre_tokenizer": )" + std::string(100000, '[') +
+                                std::string(100000, ']') + "}");
+  EXPECT_NE(deep.find("nested deeper than 256 levels"), std::string::npos) << deep.substr(0, 200);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TokenizerTest, GgufScoresMustBeFinite) {
+  char tmpl[] = "/tmp/radixlm_tok_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  formats::GgufWriter w;
+  w.Set("tokenizer.ggml.model", formats::GgufValue::Str("llama"));
+  w.Set("tokenizer.ggml.tokens", formats::GgufValue::Array(formats::GgufType::kString,
+                                                           {formats::GgufValue::Str("a"), formats::GgufValue::Str("b")}));
+  w.Set("tokenizer.ggml.scores", formats::GgufValue::Array(formats::GgufType::kF32, {formats::GgufValue::F32(NAN),
+                                                                                      formats::GgufValue::F32(0)}));
+  const float x = 0;
+  w.AddTensor("t", core::DType::kF32, {1}, &x);
+  ASSERT_TRUE(w.Write(dir + "/t.gguf").ok());
+  auto g = formats::GgufFile::Open(dir + "/t.gguf");
+  ASSERT_TRUE(g.ok());
+  auto t = Tokenizer::FromGguf(*g);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("scores[0] is not finite"), std::string::npos) << t.status().message();
+  // A piece list stored as numbers: an error, not bad_variant_access out of AsString.
+  w.Set("tokenizer.ggml.tokens", formats::GgufValue::Array(formats::GgufType::kU32, {formats::GgufValue::U32(1)}));
+  ASSERT_TRUE(w.Write(dir + "/n.gguf").ok());
+  auto g2 = formats::GgufFile::Open(dir + "/n.gguf");
+  ASSERT_TRUE(g2.ok());
+  EXPECT_FALSE(Tokenizer::FromGguf(*g2).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
