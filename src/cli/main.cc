@@ -1,6 +1,9 @@
 // radixlm: the command-line program. Composition root only: subcommands live in commands.cc.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
+
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
@@ -18,6 +21,13 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterSimulate(app);
   radixlm::cli::RegisterRerank(app);
   radixlm::cli::RegisterEmbed(app);
-  CLI11_PARSE(app, argc, argv);
+  // Errors a user can cause come back as Status; this is the last line for anything that
+  // still escapes (memory refused, say): one clear message and exit 1, not std::terminate.
+  try {
+    CLI11_PARSE(app, argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "radixlm: error: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

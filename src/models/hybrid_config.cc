@@ -18,9 +18,15 @@ StatusOr<ModelConfig> HybridConfigFromHf(const json& j, const std::string& type,
       if (j.contains(k) && j[k].is_number()) return j[k].get<int64_t>();
     return fallback;
   };
+  // An untrusted size, checked before any arithmetic uses it.
+  auto sized = [&](const char* key, int64_t value, int64_t hi, int* out) {
+    RADIXLM_RETURN_IF_ERROR(CheckSize(path + ": " + key, value, 1, hi));
+    *out = static_cast<int>(value);
+    return core::Status::Ok();
+  };
   try {
     c.vocab_size = j.at("vocab_size").get<int64_t>();
-    c.d_model = j.at("hidden_size").get<int>();
+    RADIXLM_RETURN_IF_ERROR(sized("hidden_size", j.at("hidden_size").get<int64_t>(), kMaxDim, &c.d_model));
     c.tied_embeddings = j.value("tie_word_embeddings", false);
     c.max_context = first({"max_position_embeddings"}, 1 << 20);
     if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int32_t>();
@@ -29,27 +35,27 @@ StatusOr<ModelConfig> HybridConfigFromHf(const json& j, const std::string& type,
     if (type == "mamba2") {
       c.arch = "mamba2";
       c.block_per_sublayer = true;
-      c.ssm_heads = static_cast<int>(j.at("num_heads").get<int64_t>());
+      RADIXLM_RETURN_IF_ERROR(sized("num_heads", j.at("num_heads").get<int64_t>(), kMaxHeads, &c.ssm_heads));
       c.ssm_head_dim = static_cast<int>(first({"head_dim"}, 64));
       c.ssm_state = static_cast<int>(first({"state_size"}, 128));
       c.ssm_groups = static_cast<int>(first({"n_groups"}, 1));
       c.ssm_conv = static_cast<int>(first({"conv_kernel"}, 4));
       c.ssm_conv_bias = j.value("use_conv_bias", true);
       c.rms_eps = j.value("layer_norm_epsilon", 1e-5f);
-      c.n_blocks = j.at("num_hidden_layers").get<int>();
+      RADIXLM_RETURN_IF_ERROR(sized("num_hidden_layers", j.at("num_hidden_layers").get<int64_t>(), kMaxBlocks, &c.n_blocks));
       c.layers.assign(c.n_blocks, LayerKind::kMamba2);
       c.ssm_norm_group = 0;  // HF's MambaRMSNormGated normalises the whole d_inner
     } else if (type == "nemotron_h") {
       c.arch = "nemotron_h";
       c.block_per_sublayer = true;
-      c.ssm_heads = static_cast<int>(first({"mamba_num_heads"}, 0));
-      c.ssm_head_dim = static_cast<int>(first({"mamba_head_dim"}, 64));
+      RADIXLM_RETURN_IF_ERROR(sized("mamba_num_heads", first({"mamba_num_heads"}, 0), kMaxHeads, &c.ssm_heads));
+      RADIXLM_RETURN_IF_ERROR(sized("mamba_head_dim", first({"mamba_head_dim"}, 64), 4096, &c.ssm_head_dim));
       c.ssm_state = static_cast<int>(first({"ssm_state_size", "mamba_d_state"}, 128));
-      c.ssm_groups = static_cast<int>(first({"n_groups", "mamba_n_groups"}, 1));
+      RADIXLM_RETURN_IF_ERROR(sized("n_groups", first({"n_groups", "mamba_n_groups"}, 1), kMaxHeads, &c.ssm_groups));
       c.ssm_conv = static_cast<int>(first({"conv_kernel", "mamba_d_conv"}, 4));
       c.ssm_conv_bias = j.value("use_conv_bias", true);
-      c.ssm_norm_group = c.ssm_heads * c.ssm_head_dim / std::max(1, c.ssm_groups);  // grouped (Zamba2RMSNormGated)
-      c.n_heads = j.at("num_attention_heads").get<int>();
+      c.ssm_norm_group = c.ssm_heads * c.ssm_head_dim / c.ssm_groups;  // grouped (Zamba2RMSNormGated)
+      RADIXLM_RETURN_IF_ERROR(sized("num_attention_heads", j.at("num_attention_heads").get<int64_t>(), kMaxHeads, &c.n_heads));
       c.n_kv_heads = static_cast<int>(first({"num_key_value_heads"}, c.n_heads));
       c.head_dim = static_cast<int>(first({"head_dim", "attention_head_dim"}, c.d_model / c.n_heads));
       c.ffn_dim = j.at("intermediate_size").get<int>();
@@ -74,7 +80,7 @@ StatusOr<ModelConfig> HybridConfigFromHf(const json& j, const std::string& type,
       c.ssm_groups = static_cast<int>(first({"mamba_n_groups"}, 1));
       c.ssm_conv = static_cast<int>(first({"mamba_d_conv"}, 4));
       c.ssm_conv_bias = j.value("mamba_conv_bias", true);
-      c.n_heads = j.at("num_attention_heads").get<int>();
+      RADIXLM_RETURN_IF_ERROR(sized("num_attention_heads", j.at("num_attention_heads").get<int64_t>(), kMaxHeads, &c.n_heads));
       c.n_kv_heads = static_cast<int>(first({"num_key_value_heads"}, c.n_heads));
       c.head_dim = c.d_model / c.n_heads;
       c.ffn_dim = static_cast<int>(first({"shared_intermediate_size", "intermediate_size"}, 0));
@@ -106,19 +112,25 @@ StatusOr<ModelConfig> HybridConfigFromGguf(const formats::GgufFile& g, const std
   ModelConfig c;
   c.arch = arch;
   const std::string a = arch + ".";
-  c.name = g.Find("general.name") ? g.Find("general.name")->AsString() : g.path();
+  const StatusOr<std::string> name = g.GetString("general.name");  // optional; the path when absent or not text
+  c.name = name.ok() ? *name : g.path();
   RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t heads_ssm, g.GetInt(a + "ssm.time_step_rank"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t inner, g.GetInt(a + "ssm.inner_size"));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "ssm.time_step_rank", heads_ssm, 1, kMaxHeads));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "ssm.inner_size", inner, 1, kMaxDim));
   c.d_model = static_cast<int>(d);
   c.n_blocks = static_cast<int>(blocks);
   c.ssm_heads = static_cast<int>(heads_ssm);
-  c.ssm_head_dim = static_cast<int>(inner / std::max<int64_t>(1, heads_ssm));
+  c.ssm_head_dim = static_cast<int>(inner / heads_ssm);
   c.ssm_state = static_cast<int>(g.GetIntOr(a + "ssm.state_size", 128));
   c.ssm_groups = static_cast<int>(g.GetIntOr(a + "ssm.group_count", 1));
   c.ssm_conv = static_cast<int>(g.GetIntOr(a + "ssm.conv_kernel", 4));
-  c.ssm_norm_group = static_cast<int>(inner / std::max(1, c.ssm_groups));  // llama.cpp normalises per group
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "ssm.group_count", c.ssm_groups, 1, kMaxHeads));
+  c.ssm_norm_group = static_cast<int>(inner / c.ssm_groups);  // llama.cpp normalises per group
   c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
   c.max_context = g.GetIntOr(a + "context_length", 1 << 20);
   c.use_rope = false;

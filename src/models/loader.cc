@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -305,7 +306,12 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     }
   }
   RADIXLM_ASSIGN_OR_RETURN(w.final_norm, GetVector(src, "output_norm.weight", d));
-  const bool tied = c.tied_embeddings || !src.Has("output.weight");
+  // Untied embeddings need their own output matrix: using the input table in its place would
+  // load without a word and compute other logits (transformers, too, refuses to guess here).
+  const bool tied = c.tied_embeddings;
+  if (!tied && !src.Has("output.weight"))
+    return core::DataLoss(c.name + ": the embeddings are not tied (tie_word_embeddings false) but the model has no "
+                          "output matrix (lm_head.weight / output.weight)");
   RADIXLM_ASSIGN_OR_RETURN(w.lm_head, GetStacked(src, {tied ? "token_embd.weight" : "output.weight"}, {c.vocab_size}, d, storage));
   if (!tied) {
     std::vector<float> scratch;
@@ -340,17 +346,22 @@ StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
     return core::Unimplemented(g.path() + ": architecture '" + c.arch +
                                "' is not supported (llama, qwen2, qwen3, mamba2, nemotron_h, granitehybrid)");
   const std::string a = c.arch + ".";
-  c.name = g.Find("general.name") ? g.Find("general.name")->AsString() : g.path();
+  const StatusOr<std::string> name = g.GetString("general.name");  // optional; the path when absent or not text
+  c.name = name.ok() ? *name : g.path();
   RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t ffn, g.GetInt(a + "feed_forward_length"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
   c.d_model = static_cast<int>(d);
   c.n_blocks = static_cast<int>(blocks);
   c.ffn_dim = static_cast<int>(ffn);
   c.n_heads = static_cast<int>(heads);
   c.n_kv_heads = static_cast<int>(g.GetIntOr(a + "attention.head_count_kv", heads));
-  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", heads ? d / heads : 0));
+  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", d / heads));
   const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
   if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
   c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
@@ -376,7 +387,9 @@ StatusOr<ModelConfig> ConfigFromHf(const std::string& dir) {
   json j = json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return core::DataLoss(path.string() + ": not valid JSON");
   ModelConfig c;
-  const std::string type = j.value("model_type", "");
+  if (!j.contains("model_type") || !j["model_type"].is_string())
+    return core::DataLoss(path.string() + ": 'model_type' is missing or not a string");
+  const std::string type = j["model_type"].get<std::string>();
   if (type == "mamba2" || type == "nemotron_h" || type == "granitemoehybrid") return HybridConfigFromHf(j, type, path.string(), dir);
   if (type != "llama" && type != "qwen2" && type != "qwen3")
     return core::Unimplemented(path.string() + ": model_type '" + type +
@@ -385,10 +398,13 @@ StatusOr<ModelConfig> ConfigFromHf(const std::string& dir) {
   c.name = dir;
   try {
     c.vocab_size = j.at("vocab_size").get<int64_t>();
-    c.d_model = j.at("hidden_size").get<int>();
-    c.n_blocks = j.at("num_hidden_layers").get<int>();
-    c.ffn_dim = j.at("intermediate_size").get<int>();
-    c.n_heads = j.at("num_attention_heads").get<int>();
+    // Read wide and checked before use: get<int>() would narrow 4294967296 to 0.
+    for (auto [key, out, hi] : {std::tuple{"hidden_size", &c.d_model, kMaxDim}, {"num_hidden_layers", &c.n_blocks, kMaxBlocks},
+                                {"intermediate_size", &c.ffn_dim, kMaxDim}, {"num_attention_heads", &c.n_heads, kMaxHeads}}) {
+      const int64_t v = j.at(key).get<int64_t>();
+      RADIXLM_RETURN_IF_ERROR(CheckSize(path.string() + ": " + key, v, 1, hi));
+      *out = static_cast<int>(v);
+    }
     c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
     c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.d_model / c.n_heads;
     c.rms_eps = j.value("rms_norm_eps", 1e-6f);
@@ -432,14 +448,36 @@ std::vector<std::string> RandomPresetNames() {
   return names;
 }
 
-StatusOr<ModelConfig> LoadConfig(const std::string& spec) {
-  if (IsRandom(spec)) return PresetConfig(spec.substr(7));
-  if (fs::is_directory(spec)) return ConfigFromHf(spec);
-  RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
-  return ConfigFromGguf(g);
+namespace {
+
+// Model files are untrusted input: whatever a malformed one makes a reader throw (a JSON type
+// error, an allocation refused) becomes an error naming the model, never a terminated process.
+template <typename Fn>
+auto Guarded(const std::string& spec, Fn&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const std::exception& e) {
+    return core::DataLoss("model '" + spec + "': malformed or too large (" + std::string(e.what()).substr(0, 300) + ")");
+  }
 }
 
-StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options) {
+}  // namespace
+
+StatusOr<ModelConfig> LoadConfig(const std::string& spec) {
+  if (IsRandom(spec)) return PresetConfig(spec.substr(7));
+  StatusOr<ModelConfig> c = Guarded(spec, [&]() -> StatusOr<ModelConfig> {
+    if (fs::is_directory(spec)) return ConfigFromHf(spec);
+    RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
+    return ConfigFromGguf(g);
+  });
+  if (c.ok())
+    if (const std::string problem = c->Validate(); !problem.empty()) return core::InvalidArgument(spec + ": " + problem);
+  return c;
+}
+
+namespace {
+
+StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spec, const LoadOptions& options) {
   if (IsRandom(spec)) {
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
     core::ThreadPool pool;
@@ -461,6 +499,12 @@ StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const 
   StoreSource src(&g.tensors(), /*hf_names=*/false);
   const TensorEntry* emb = g.tensors().Find("token_embd.weight");
   return Build(c, src, options.dtype.value_or(DefaultStorage(emb->dtype)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options) {
+  return Guarded(spec, [&] { return LoadModelUnguarded(spec, options); });
 }
 
 // ---- export --------------------------------------------------------------------------------

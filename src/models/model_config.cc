@@ -75,9 +75,22 @@ double ModelConfig::LinearFlopsPerToken(bool with_lm_head) const {
   return f;
 }
 
+core::Status CheckSize(const std::string& what, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return core::Status::Ok();
+  return core::DataLoss(what + " is " + std::to_string(value) + "; expected " + std::to_string(lo) + " to " +
+                        std::to_string(hi));
+}
+
 std::string ModelConfig::Validate() const {
   if (vocab_size <= 0 || d_model <= 0) return "sizes must be positive";
   if (layers.empty()) return "model has no layers";
+  // Upper bounds first, so the products below cannot overflow.
+  if (vocab_size > kMaxVocab || d_model > kMaxDim || ffn_dim > kMaxDim || layers.size() > 3 * size_t{kMaxBlocks})
+    return "implausible sizes (vocabulary, width, MLP or layer count)";
+  if (n_heads > kMaxHeads || n_kv_heads > kMaxHeads || head_dim > kMaxDim || ssm_heads > kMaxHeads ||
+      ssm_head_dim > kMaxDim || ssm_state > kMaxDim || ssm_groups > kMaxHeads || ssm_conv > 1024 ||
+      int64_t{ssm_heads} * ssm_head_dim > kMaxDim || int64_t{n_heads} * head_dim > kMaxDim)
+    return "implausible attention or Mamba2 sizes";
   if (n_attention_layers() > 0) {
     if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return "attention sizes must be positive";
     if (n_heads % n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/status.h"
 #include "kernels/ops.h"
 #include "kernels/ssm.h"
 
@@ -72,6 +73,12 @@ struct ModelConfig {
   double LinearFlopsPerToken(bool with_lm_head) const;
   std::string Validate() const;  // empty when consistent
 };
+
+// Sizes read from a file are untrusted: each is checked against a plausible range before any
+// arithmetic uses it (a zero head count would divide by zero, a negative block count ask for
+// 2^64 layers). `what` names the file and the field in the error.
+constexpr int64_t kMaxBlocks = 4096, kMaxDim = 1 << 20, kMaxHeads = 4096, kMaxVocab = 1 << 24;
+core::Status CheckSize(const std::string& what, int64_t value, int64_t lo, int64_t hi);
 
 // Dense decoder: n_blocks x [attention, mlp].
 std::vector<LayerKind> DenseLayers(int n_blocks);

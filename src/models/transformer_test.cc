@@ -6,7 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <numeric>
+
+#include <nlohmann/json.hpp>
 
 #include "cache/block_pool.h"
 #include "core/random.h"
@@ -204,6 +208,63 @@ TEST_F(ExportTest, LoaderErrorsNameTheFileTensorAndProblem) {
             std::string::npos) << m.status().message();
   EXPECT_NE(LoadModel("random:nope").status().message().find("no random preset 'nope'"), std::string::npos);
   EXPECT_EQ(LoadModel(dir_ + "/absent.gguf").status().code(), core::StatusCode::kNotFound);
+}
+
+TEST_F(ExportTest, MalformedConfigsAreErrorsNotCrashes) {
+  // Each of these divided by zero, asked for 2^64 layers, or threw out of the loader.
+  const std::string llama = R"("model_type": "llama", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 8,
+                                 "num_hidden_layers": 1, "num_attention_heads": 2)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"model_type": 1})", "model_type"},
+      {"{" + llama + R"(, "num_attention_heads": 0})", "num_attention_heads is 0"},
+      {"{" + llama + R"(, "num_hidden_layers": -1})", "num_hidden_layers is -1"},
+      {"{" + llama + R"(, "hidden_size": 4294967296})", "hidden_size is 4294967296"},
+      {R"({"model_type": "nemotron_h", "vocab_size": 32, "hidden_size": 16, "num_attention_heads": 0, "head_dim": 8,
+           "mamba_num_heads": 2, "intermediate_size": 8, "hybrid_override_pattern": "M*"})", "num_attention_heads is 0"},
+      {R"({"model_type": "granitemoehybrid", "vocab_size": 32, "hidden_size": 16, "num_attention_heads": 0,
+           "mamba_n_heads": 2, "layer_types": ["mamba"]})", "num_attention_heads is 0"},
+      {R"({"model_type": "mamba2", "vocab_size": 32, "hidden_size": 16, "num_heads": 2, "num_hidden_layers": -1})",
+       "num_hidden_layers is -1"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string d = dir_ + "/c" + std::to_string(i);
+    fs::create_directories(d);
+    std::ofstream(d + "/config.json") << cases[i].first;
+    auto c = LoadConfig(d);
+    ASSERT_FALSE(c.ok()) << cases[i].first;
+    EXPECT_NE(c.status().message().find(cases[i].second), std::string::npos) << c.status().message();
+  }
+  // GGUF: INT64_MIN / -1 traps; a head count below 1 is refused before any division.
+  formats::GgufWriter w;
+  w.Set("general.architecture", formats::GgufValue::Str("llama"));
+  w.Set("llama.embedding_length", formats::GgufValue::Of(formats::GgufType::kI64, std::numeric_limits<int64_t>::min()));
+  w.Set("llama.block_count", formats::GgufValue::U32(1));
+  w.Set("llama.feed_forward_length", formats::GgufValue::U32(8));
+  w.Set("llama.attention.head_count", formats::GgufValue::I32(-1));
+  std::vector<float> emb(16 * 16, 0.1f);
+  w.AddTensor("token_embd.weight", core::DType::kF32, {16, 16}, emb.data());
+  ASSERT_TRUE(w.Write(dir_ + "/trap.gguf").ok());
+  auto g = LoadConfig(dir_ + "/trap.gguf");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("embedding_length is -9223372036854775808"), std::string::npos) << g.status().message();
+  w.Set("llama.embedding_length", formats::GgufValue::U32(16));
+  w.Set("llama.attention.head_count", formats::GgufValue::U32(2));
+  w.Set("general.name", formats::GgufValue::U32(7));  // not text: the path names the model (was bad_variant_access)
+  ASSERT_TRUE(w.Write(dir_ + "/name.gguf").ok());
+  auto named = LoadConfig(dir_ + "/name.gguf");
+  ASSERT_TRUE(named.ok()) << named.status().message();
+  EXPECT_EQ(named->name, dir_ + "/name.gguf");
+}
+
+TEST_F(ExportTest, UntiedEmbeddingsWithoutAnOutputMatrixAreAnError) {
+  ASSERT_TRUE(ExportModel("random:tiny", ExportFormat::kHfFolder, dir_ + "/hf").ok());  // tied, no lm_head
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir_ + "/hf/config.json"));
+  ASSERT_EQ(cfg["tie_word_embeddings"], true);
+  cfg["tie_word_embeddings"] = false;
+  std::ofstream(dir_ + "/hf/config.json") << cfg.dump();
+  auto m = LoadModel(dir_ + "/hf");
+  ASSERT_FALSE(m.ok()) << "the input table was used as the output matrix without a word";
+  EXPECT_NE(m.status().message().find("no output matrix"), std::string::npos) << m.status().message();
 }
 
 TEST(SharedDataTest, LlamaCppWrittenGgufLoadsAndRuns) {
