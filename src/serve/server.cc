@@ -52,7 +52,7 @@ struct Parsed {
   engine::RequestParams params;
   std::vector<std::string> stop_strings;
   bool stream = false, return_token_ids = false, include_usage = true;
-  bool default_max_tokens = false;  // max_tokens not given: clamped to the context left
+  bool default_max_tokens = false;  // max_tokens not given: cut to the room the request has
 };
 
 // Reads an optional field of type T. Strict, because nlohmann converts freely (true -> 1,
