@@ -78,6 +78,43 @@ TEST(TraceReader, ExpandsMooncakeBlocksSoEqualHashesShareTokens) {
   EXPECT_FALSE(reader->Next(&c).ok());  // 1 hash cannot cover 9 tokens of blocks of 3
 }
 
+TEST(TraceReader, RefusesValuesItWouldMisreadOrThatOverflow) {
+  // Each of these was read as something else (4294967297 as token 1, 1.5 as 1, a bare number
+  // as a one-token list, nan as a time) or wrapped (hash 2^55 x 512, output ids past int32).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"ts": 0, "input_tokens": [4294967297], "output_tokens": []})", "not a 32-bit token id"},
+      {R"({"ts": 0, "input_tokens": [1.5], "output_tokens": []})", "not a 32-bit token id"},
+      {R"({"ts": 0, "input_tokens": 7, "output_tokens": []})", "needs ts, input_tokens and output_tokens"},
+      {R"({"ts": nan, "input_tokens": [1], "output_tokens": []})", "not a finite number"},
+      {R"({"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [36028797018963968]})", "hash id out of range"},
+      {R"({"timestamp": 0, "input_length": 0, "output_length": 2000000000, "hash_ids": []})", "output_length 2000000000"},
+  };
+  for (const auto& [line, why] : cases) {
+    auto rd = TraceReader::Open(WriteTemp("misread.jsonl", line + "\n"), TraceFormat::kAuto, 512);
+    ASSERT_TRUE(rd.ok());
+    TraceRequest r;
+    auto more = rd->Next(&r);
+    ASSERT_FALSE(more.ok()) << line;
+    EXPECT_NE(more.status().message().find(why), std::string::npos) << more.status().message();
+    EXPECT_NE(more.status().message().find("misread.jsonl:1:"), std::string::npos) << more.status().message();
+  }
+  // A blank first line does not hide the format, and a line without ids never inherits the last one's.
+  auto rd = TraceReader::Open(WriteTemp("blank.jsonl", "\n" R"({"timestamp": 0, "input_length": 2, "output_length": 1, "hash_ids": [3]})" "\n"),
+                              TraceFormat::kAuto, 2);
+  ASSERT_TRUE(rd.ok());
+  EXPECT_EQ(rd->format(), TraceFormat::kMooncake);
+  TraceRequest r;
+  ASSERT_TRUE(*rd->Next(&r));
+  EXPECT_EQ(r.input, (std::vector<int32_t>{6, 7}));
+  auto marconi = TraceReader::Open(WriteTemp("ids.jsonl", R"({"session_id": 9, "turn_id": 2, "ts": 0, "input_tokens": [1], "output_tokens": []})"
+                                                           "\n" R"({"ts": 1, "input_tokens": [1], "output_tokens": []})" "\n"));
+  ASSERT_TRUE(marconi.ok());
+  ASSERT_TRUE(*marconi->Next(&r));
+  ASSERT_TRUE(*marconi->Next(&r));
+  EXPECT_EQ(r.session_id, 0);
+  EXPECT_EQ(r.turn_id, 0);
+}
+
 TEST(Workloads, SameSeedSameTraceAndSwebenchRewritesHistoryMidSequence) {
   WorkloadOptions o;
   o.kind = "swebench";

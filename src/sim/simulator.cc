@@ -27,6 +27,7 @@ core::StatusOr<TtftModel> TtftModel::FitCsv(const std::string& path) {
     xs.push_back(x);
   }
   if (n < 2) return core::InvalidArgument(path + ": fewer than two rows");
+  if (n * sxx - sx * sx <= 0) return core::InvalidArgument(path + ": every row has the same seqlen; no line fits");
   const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
   double a = (sy - b * sx) / n;
   // Marconi shifts the line up if it predicts a negative time anywhere on the table.

@@ -2,7 +2,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cmath>
+#include <stdexcept>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -89,9 +91,19 @@ class FlatObjectScanner {
   size_t p_ = 0;
 };
 
+// Token ids: an array of integers that fit int32 (get<int32_t>() would read 4294967297 as 1,
+// 1.5 as 1, and a bare number as a one-token list).
 std::vector<int32_t> IntArray(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& a = j.at(key);
+  if (!a.is_array()) throw std::invalid_argument(std::string("'") + key + "' must be a list of token ids");
   std::vector<int32_t> v;
-  for (const auto& x : j.at(key)) v.push_back(x.get<int32_t>());
+  v.reserve(a.size());
+  for (const auto& x : a) {
+    if (!x.is_number_integer() || (x.is_number_unsigned() ? x.get<uint64_t>() > INT32_MAX
+                                                           : x.get<int64_t>() < INT32_MIN || x.get<int64_t>() > INT32_MAX))
+      throw std::invalid_argument(std::string("'") + key + "' holds a value that is not a 32-bit token id");
+    v.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
   return v;
 }
 
@@ -107,12 +119,18 @@ core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceForm
   r.block_tokens_ = mooncake_block_tokens;
   r.format_ = format;
   if (format == TraceFormat::kAuto) {
+    // The first non-blank line decides; it is kept for Next() rather than re-read, so a pipe
+    // (--trace <(zcat t.gz)), which cannot seek back, works too.
     std::string first;
-    std::getline(*r.in_, first);
+    while (std::getline(*r.in_, first)) {
+      ++r.line_no_;
+      if (first.find_first_not_of(" \t\r") != std::string::npos) break;
+    }
     r.format_ = first.find("\"hash_ids\"") != std::string::npos ? TraceFormat::kMooncake
                                                                 : TraceFormat::kMarconi;
-    r.in_->clear();
-    r.in_->seekg(0);
+    r.pending_ = std::move(first);
+    r.pending_line_no_ = r.line_no_;
+    r.line_no_ = 0;
   }
   // Output ids of block-hash traces start past every id an input block can produce.
   r.next_output_id_ = 1 << 30;
@@ -121,6 +139,7 @@ core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceForm
 
 core::Status TraceReader::ParseMarconi(const std::string& line, TraceRequest* out) {
   bool has_input = false, has_output = false, has_ts = false;
+  out->session_id = out->turn_id = 0;  // absent keys are 0, never the previous line's values
   FlatObjectScanner scanner(line);
   const bool fast = scanner.Scan(
       [&](const std::string& key, double v) {
@@ -163,6 +182,10 @@ core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* o
     out->session_id = mooncake_index_;
     out->turn_id = 0;
     const int64_t b = block_tokens_;
+    // Output ids are handed out from 2^30 up: a length that would run them past int32 is refused.
+    if (output_length > INT32_MAX - next_output_id_)
+      return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": output_length " +
+                                   std::to_string(output_length) + " exceeds what the trace's output ids can number");
     if (input_length < 0 || output_length < 0 ||
         static_cast<int64_t>(hashes.size()) != (input_length + b - 1) / b)
       return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " +
@@ -172,7 +195,7 @@ core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* o
     out->input.clear();
     for (size_t i = 0; i < hashes.size(); ++i) {
       const int64_t len = std::min<int64_t>(b, input_length - static_cast<int64_t>(i) * b);
-      if (hashes[i] < 0 || (hashes[i] + 1) * b > (int64_t{1} << 30))
+      if (hashes[i] < 0 || hashes[i] > (int64_t{1} << 30) / b - 1)  // (h + 1) * b could wrap
         return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": hash id out of range");
       for (int64_t k = 0; k < len; ++k) out->input.push_back(static_cast<int32_t>(hashes[i] * b + k));
     }
@@ -187,11 +210,21 @@ core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* o
 
 core::StatusOr<bool> TraceReader::Next(TraceRequest* out) {
   std::string line;
-  while (std::getline(*in_, line)) {
-    ++line_no_;
+  while (true) {
+    if (pending_line_no_ > 0) {  // the line format detection read
+      line = std::move(pending_);
+      line_no_ = pending_line_no_;
+      pending_line_no_ = 0;
+    } else if (std::getline(*in_, line)) {
+      ++line_no_;
+    } else {
+      break;
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     RADIXLM_RETURN_IF_ERROR(format_ == TraceFormat::kMooncake ? ParseMooncake(line, out)
                                                       : ParseMarconi(line, out));
+    if (!std::isfinite(out->ts))  // from_chars reads nan and inf, which JSON has not
+      return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": ts is not a finite number");
     if (out->ts < last_ts_)
       return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) +
                                    ": requests must be in arrival order (ts went back)");

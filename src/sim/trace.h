@@ -51,6 +51,8 @@ class TraceReader {
   TraceFormat format_ = TraceFormat::kAuto;
   int block_tokens_ = 512;
   int64_t line_no_ = 0;
+  std::string pending_;          // the first non-blank line, read to detect the format
+  int64_t pending_line_no_ = 0;  // its line number; 0 when none is pending
   int64_t mooncake_index_ = 0;
   int32_t next_output_id_ = 0;
   double last_ts_ = -1e300;
