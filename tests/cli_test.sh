@@ -77,6 +77,9 @@ expect simulate-alpha 0 '"alpha":0\.0' -- "$bin" simulate --trace "$tmp/t.jsonl"
 expect simulate-bad-size 1 "cache size '2XB'" -- "$bin" simulate --trace "$tmp/t.jsonl" --cache-size 2XB
 expect simulate-bad-policy 1 "unknown cache policy 'fifo'" -- "$bin" simulate --trace "$tmp/t.jsonl" --policy fifo
 expect simulate-lru-hybrid 1 'needs an attention-only model' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy lru
+expect simulate-no-policy 1 'names no policy' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy ""
+expect simulate-alpha-nan 1 'finite number' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy marconi-static --alpha nan
+expect replay-turns-zero 105 'turns: Value 0 not in range 1 to' -- "$bin" replay -m random:tiny --turns 0
 printf '{"ts": 0, "input_tokens": [1,2' > "$tmp/bad.jsonl"
 expect simulate-bad-trace 1 'bad.jsonl:1:' -- "$bin" simulate --trace "$tmp/bad.jsonl"
 expect simulate-generate 0 'wrote [0-9]+ requests' -- "$bin" simulate --generate swebench --sessions 2 --sps 1 --art 5 --seed 1 --out "$tmp/g.jsonl"

@@ -289,7 +289,7 @@ void RegisterBench(CLI::App& app) {
                   "off | gather (position-wise work on the prefix trie, attention unfolded) | trie (attention on the trie too)")
       ->capture_default_str();
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted), also the KV pool of a forward")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   cmd->callback([o] {
     const auto t_load = std::chrono::steady_clock::now();

@@ -66,12 +66,19 @@ std::string ContentText(const json& c) {
 core::StatusOr<std::vector<Conversation>> LoadWorkload(const std::string& name, const std::string& data, int max_conv, int max_turns) {
   std::vector<Conversation> out;
   if (name == "mtbench") {
-    std::ifstream in(fs::path(data) / "chat/mt_bench_questions.jsonl");
-    if (!in) return core::NotFound(data + "/chat/mt_bench_questions.jsonl: cannot open");
+    const std::string path = data + "/chat/mt_bench_questions.jsonl";
+    std::ifstream in(path);
+    if (!in) return core::NotFound(path + ": cannot open");
+    int line_no = 0;
     for (std::string line; std::getline(in, line) && static_cast<int>(out.size()) < max_conv;) {
-      json j = json::parse(line, nullptr, false);
-      if (j.is_discarded()) continue;
-      Conversation c{"mtbench-" + std::to_string(j.value("question_id", 0)), {}, true};
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const json j = json::parse(line, nullptr, false);
+      const bool ok = j.is_object() && j.contains("turns") && j["turns"].is_array() &&
+                      std::all_of(j["turns"].begin(), j["turns"].end(), [](const json& t) { return t.is_string(); });
+      if (!ok) return core::InvalidArgument(path + ":" + std::to_string(line_no) + ": expected {question_id, turns: [strings]}");
+      const json& id = j.contains("question_id") ? j["question_id"] : json();
+      Conversation c{"mtbench-" + (id.is_number_integer() ? std::to_string(id.get<int64_t>()) : std::to_string(line_no)), {}, true};
       for (const json& t : j["turns"])
         if (static_cast<int>(c.turns.size()) < max_turns) c.turns.push_back({{{"user", t.get<std::string>()}}});
       out.push_back(std::move(c));
@@ -84,12 +91,14 @@ core::StatusOr<std::vector<Conversation>> LoadWorkload(const std::string& name, 
     for (const fs::path& p : files) {
       if (static_cast<int>(out.size()) >= max_conv) break;
       std::ifstream in(p);
-      json j = json::parse(in, nullptr, false);
-      if (j.is_discarded() || !j.contains("history")) continue;
+      const json j = json::parse(in, nullptr, false);
+      if (!j.is_object() || !j.contains("history") || !j["history"].is_array() ||
+          !std::all_of(j["history"].begin(), j["history"].end(), [](const json& m) { return m.is_object(); }))
+        return core::InvalidArgument(p.string() + ": not a SWE-agent trajectory (expected a 'history' list of messages)");
       Conversation c{p.stem().string(), {}, false};
       std::vector<tokenizer::ChatMessage> history;
       for (const json& m : j["history"]) {
-        const std::string role = m.value("role", "user");
+        const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "user";
         if (role == "assistant" && !history.empty()) c.turns.push_back({history});
         history.push_back({role == "system" || role == "user" || role == "assistant" ? role : "tool", ContentText(m.value("content", json()))});
       }
@@ -274,8 +283,8 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_option("--data", o->data_dir, "shared data folder (default: ../shared/data beside the source tree)");
   cmd->add_option("--clients", o->clients, "concurrent clients")->capture_default_str();
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request")->capture_default_str();
-  cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories");
-  cmd->add_option("--turns", o->turns, "at most this many turns per trajectory");
+  cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--turns", o->turns, "at most this many turns per trajectory")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--chat-template", o->chat_template);
   cmd->add_option("--system-prompt", o->system_prompt,
                   "system message put first in every conversation that has none (a service's shared prompt)");
@@ -333,6 +342,7 @@ void RegisterReplay(CLI::App& app) {
       if (cache_on && !o->trace_out.empty()) {
         std::ofstream out(o->trace_out);
         for (const sim::TraceRequest& t : r.trace) sim::WriteMarconiLine(out, t);
+        if (!out) ExitIfError(core::IoError("cannot write " + o->trace_out));
       }
       report[cache_on ? "cache_on" : "cache_off"] = j;
       if (!o->json_out) std::fprintf(stderr, "cache %s: %s\n", cache_on ? "on" : "off", j.dump().c_str());

@@ -100,7 +100,7 @@ struct ScoringOptions {
 
 void AddScoringOptions(CLI::App* cmd, ScoringOptions* o) {
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   cmd->add_option("--compaction", o->compaction, "attention when a forward compacts: trie | gather")
       ->check(CLI::IsMember({"trie", "gather"}))

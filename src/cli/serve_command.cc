@@ -84,8 +84,8 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--port", o->server.port)->capture_default_str();
   cmd->add_option("--model-name", o->server.model_name, "name clients use in 'model' (default: the model spec)");
   cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY'");
-  cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429")
-      ->check(CLI::PositiveNumber)
+  cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429 (one worker thread each)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
@@ -93,7 +93,7 @@ void RegisterServe(CLI::App& app) {
   cmd->add_flag("--no-scoring", o->no_scoring, "disable /v1/embeddings, /embed and /rerank");
   cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens,
                   "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   cmd->add_option("--scoring-threshold", o->scoring_threshold,
                   "compact an embedding/rerank forward when compact/original rows < this (0 never, 1 always)")

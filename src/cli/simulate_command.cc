@@ -194,6 +194,10 @@ int RunSimulate(SimulateOptions& o) {
     if (!fitted.ok()) return fail(fitted.status());
     ttft = *fitted;
   }
+  // CLI11 reads nan and inf as numbers; none of these means anything then, nor a negative alpha.
+  if (!std::isfinite(o.alpha) || o.alpha < 0) return fail(core::InvalidArgument("--alpha must be a finite number >= 0"));
+  if (!std::isfinite(o.workload.sessions_per_second) || !std::isfinite(o.workload.mean_agent_gap_s))
+    return fail(core::InvalidArgument("--sps and --art must be finite numbers"));
   const cache::Accounting accounting = o.reference ? cache::Accounting::kReference : cache::Accounting::kCorrected;
   const cache::CostModel cost(*shape, accounting);
   core::ThreadPool pool(o.threads);
@@ -216,6 +220,7 @@ int RunSimulate(SimulateOptions& o) {
       return fail(core::InvalidArgument("marconi-static needs --alpha"));
     sims.emplace_back(config, cost, ttft);
   }
+  if (sims.empty()) return fail(core::InvalidArgument("--policy names no policy"));
   if (o.trace.empty()) {
     core::Status s = sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
       for (auto& sim : sims) sim.Feed(r);
@@ -270,7 +275,8 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--policy", o->policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
   cmd->add_option_function<double>("--alpha", [o](double a) { o->alpha = a, o->alpha_set = true; },
                                    "FLOP-efficiency weight (marconi-static; marconi's starting value)");
-  cmd->add_option("--bootstrap-multiplier", o->bootstrap_multiplier, "marconi: tuning window = this x requests before the first eviction (15 for LMSys)");
+  cmd->add_option("--bootstrap-multiplier", o->bootstrap_multiplier, "marconi: tuning window = this x requests before the first eviction (15 for LMSys)")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--reference-accounting", o->reference, "reproduce the Marconi artifact's accounting, quirks included");
   cmd->add_option("--d-state", o->d_state, "override the model's SSM state size");
   cmd->add_flag("--checkpoints-only", o->checkpoints_only,
