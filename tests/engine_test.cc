@@ -345,6 +345,36 @@ TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {
   EXPECT_EQ(eng.pool().blocks_in_use(), 0);
 }
 
+TEST_F(EngineTest, ARequestThatFitsThePoolIsNeverPinnedOutByItsOwnMatch) {
+  // 10 blocks of 16. A leaves a 100-token prompt node (7 blocks) and its output node in the
+  // tree. B shares A's first 20 tokens and needs all 10 blocks: its match would lock the whole
+  // prompt node, so no eviction frees enough, and with nothing running it waited forever
+  // (RunUntilIdle: "engine made no progress").
+  core::ThreadPool pool(2);
+  auto run = [&](int32_t blocks, bool cache, const std::vector<std::vector<int32_t>>& prompts, std::vector<int> max_tokens) {
+    models::KvStore kv(model_->config(), {blocks, 16});
+    runner::ModelExecutor exec(*model_, pool, kv);
+    engine::Engine eng({.num_blocks = blocks, .block_tokens = 16, .prefix_cache = cache}, exec);
+    std::vector<std::vector<int32_t>> outs(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_TRUE(eng.Submit({.prompt = prompts[i], .max_tokens = max_tokens[i]}, [&, i](const engine::TokenEvent& ev) {
+                     if (ev.token >= 0) outs[i].push_back(ev.token);
+                   }).ok());
+      eng.RunUntilIdle();
+    }
+    return outs;
+  };
+  core::Rng rng(12);
+  std::vector<int32_t> a(100), b;
+  for (auto& t : a) t = static_cast<int32_t>(rng.Below(150000));
+  b.assign(a.begin(), a.begin() + 20);
+  for (int k = 0; k < 130; ++k) b.push_back(static_cast<int32_t>(rng.Below(150000)));
+  const auto cached = run(10, true, {a, b}, {60, 10});
+  const auto plain = run(64, false, {b}, {10});
+  ASSERT_EQ(cached[1].size(), 10u);
+  EXPECT_EQ(cached[1], plain[0]);
+}
+
 TEST_F(EngineTest, RejectsBadRequestsClearlyAndCancelsCleanly) {
   core::ThreadPool pool(2);
   models::KvStore kv(model_->config(), {64, 16});

@@ -131,7 +131,15 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
       const int64_t kv = tree_->Match(r.tokens, n - 1).length;
       limit = checkpoints_->CheckpointAtOrBelow(r.tokens, kv, &ckpt_node, &ckpt_slot);
     }
-    const cache::Reservation res = tree_->Reserve(r.tokens, limit, n);
+    cache::Reservation res = tree_->Reserve(r.tokens, limit, n);
+    // A match locks its deepest node whole, the tail this request does not use too, so a request
+    // that fits the pool (Submit checked) could stay infeasible for good. With nothing running no
+    // other lock exists: without a match everything is evictable and it must fit.
+    if (!res.feasible && running_.empty()) {
+      limit = 0;
+      ckpt_node = ckpt_slot = -1;
+      res = tree_->Reserve(r.tokens, 0, n);
+    }
     if (!res.feasible) return false;
     if (checkpoints_) {
       // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
