@@ -265,7 +265,7 @@ HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
 
 void HybridRadixCache::MaybeTune() {
   if (config_.policy != HybridPolicy::kMarconi || tuned_ || bootstrap_window_ < 0 ||
-      static_cast<int64_t>(history_.size()) != bootstrap_window_)
+      static_cast<int64_t>(history_.size()) < bootstrap_window_)  // >=: the engine looks up several requests between two finishes
     return;
   // Replay the window on copies of the snapshot for every alpha of the grid.
   constexpr int kGrid = 21;

@@ -275,6 +275,39 @@ TEST(HybridCache, RandomOperationsKeepTreeAndAccountingConsistent) {
   }
 }
 
+TEST(HybridCache, MarconiTunesEvenWhenLookupsRunAheadOfFinishes) {
+  // The engine looks up every request it admits and admits states only when one finishes, so
+  // the lookup count can step over the bootstrap window between two finishes. Tuning must still
+  // happen (it fired only at exact equality, and the window then grew without end). Requests
+  // go one at a time until the first eviction sets the window, then in groups whose size makes
+  // the count step over it.
+  const CostModel cost(Marconi7BShape(128), Accounting::kCorrected);
+  HybridCacheConfig config = Config(HybridPolicy::kMarconi, cost.CheckpointBytes() * 8.0 + cost.KvBytes(4000));
+  auto cache = MakeHybridCache(config, cost);
+  constexpr int kRequests = 400;
+  std::vector<Tokens> inputs, outputs;
+  for (int i = 0; i < kRequests; ++i) {
+    inputs.push_back(Cat(Seq(1 + 1000 * (i % 3), 200 + (i % 7) * 50), Seq(100000 + i * 300, 60)));
+    outputs.push_back(Seq(500000 + i * 100, 30));
+  }
+  int next = 0;
+  while (cache->Stats().bootstrap_window < 0 && next < kRequests) {
+    cache->Lookup(inputs[next]);
+    cache->Admit(Cat(inputs[next], outputs[next]));
+    ++next;
+  }
+  const int64_t window = cache->Stats().bootstrap_window;
+  ASSERT_GT(window, next) << "no eviction, or the window closed at once";
+  ASSERT_LE(window, kRequests - 16);
+  int group = 3;
+  while ((window - next) % group == 0) ++group;  // the count jumps over the window
+  for (; next + group <= kRequests && !cache->Stats().alpha_tuned; next += group) {
+    for (int i = next; i < next + group; ++i) cache->Lookup(inputs[i]);
+    for (int i = next; i < next + group; ++i) cache->Admit(Cat(inputs[i], outputs[i]));
+  }
+  EXPECT_TRUE(cache->Stats().alpha_tuned) << "window " << window << ", groups of " << group;
+}
+
 TEST(HybridCache, MarconiTunesAlphaOnceFromTheBootstrapWindow) {
   const CostModel cost(Marconi7BShape(128), Accounting::kCorrected);
   core::ThreadPool pool(2);
