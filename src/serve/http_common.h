@@ -7,6 +7,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -30,20 +31,19 @@ class InFlight {
   bool ok_;
 };
 
+// True when `v` is a JSON integer that T holds exactly. nlohmann's get<T>() narrows without a
+// check (4294967296 as int32 is 0), so every integer a request gives is checked with this first.
+template <typename T>
+bool IntegerFits(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  return v.is_number_integer() && v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+         v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+}
+
 // True when `x` is a non-empty array of integers that fit int32_t, so get<std::vector<int32_t>>()
-// returns exactly the ids sent (nlohmann narrows without a check: 4294967296 would become 0).
-// Whether the ids are in the vocabulary is the engine's check, with its own error.
+// returns exactly the ids sent. Whether they are in the vocabulary is the engine's check.
 inline bool IsTokenIdList(const nlohmann::json& x) {
-  if (!x.is_array() || x.empty()) return false;
-  for (const nlohmann::json& t : x) {
-    if (t.is_number_unsigned()) {
-      if (t.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return false;
-    } else if (!t.is_number_integer() || t.get<int64_t>() < std::numeric_limits<int32_t>::min() ||
-               t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return false;
-    }
-  }
-  return true;
+  return x.is_array() && !x.empty() && std::all_of(x.begin(), x.end(), IntegerFits<int32_t>);
 }
 
 struct ApiError {

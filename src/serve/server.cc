@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <limits>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -66,10 +65,7 @@ bool Field(const json& body, const char* name, T* out, ApiError* err) {
   if constexpr (std::is_same_v<T, bool>) {
     fits = v.is_boolean();
   } else if constexpr (std::is_integral_v<T>) {
-    fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-           : v.is_number_integer() ? v.get<int64_t>() >= std::numeric_limits<T>::min() &&
-                                         v.get<int64_t>() <= std::numeric_limits<T>::max()
-                                   : false;
+    fits = IntegerFits<T>(v);
     if (!fits && v.is_number_integer()) {
       *err = {400, std::string("'") + name + "' is out of range", "invalid_request_error", name, "invalid_value"};
       return false;
