@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/quant.h"
+
 namespace radixlm::core {
 
 std::string_view DTypeName(DType t) {
@@ -10,14 +12,51 @@ std::string_view DTypeName(DType t) {
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kI32: return "i32";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
   }
   return "?";
+}
+
+int64_t BlockElems(DType t) {
+  switch (t) {
+    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0: return 32;
+    case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: return 256;
+    default: return 1;
+  }
+}
+
+size_t BlockBytes(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return sizeof(BlockQ4_0);
+    case DType::kQ4_1: return sizeof(BlockQ4_1);
+    case DType::kQ5_0: return sizeof(BlockQ5_0);
+    case DType::kQ5_1: return sizeof(BlockQ5_1);
+    case DType::kQ8_0: return sizeof(BlockQ8_0);
+    case DType::kQ2_K: return sizeof(BlockQ2_K);
+    case DType::kQ3_K: return sizeof(BlockQ3_K);
+    case DType::kQ4_K: return sizeof(BlockQ4_K);
+    case DType::kQ5_K: return sizeof(BlockQ5_K);
+    case DType::kQ6_K: return sizeof(BlockQ6_K);
+    default: return DTypeSize(t);
+  }
 }
 
 bool ParseDType(std::string_view name, DType* out) {
   if (name == "f32" || name == "float32") { *out = DType::kF32; return true; }
   if (name == "f16" || name == "float16") { *out = DType::kF16; return true; }
   if (name == "bf16" || name == "bfloat16") { *out = DType::kBF16; return true; }
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    if (name == DTypeName(t)) { *out = t; return true; }
   return false;
 }
 
@@ -87,6 +126,7 @@ void ConvertToF32(DType from, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
       return;
     }
+    default: DequantizeRow(from, src, dst, static_cast<int64_t>(n)); return;
   }
 }
 

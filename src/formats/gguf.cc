@@ -11,8 +11,24 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint64_t kMaxArrayItems = 1ull << 28;
 constexpr uint64_t kMaxStringBytes = 1ull << 30;
 
-// ggml_type ids of the tensor types radixlm reads, and names for the ones it rejects.
-constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlBF16 = 30;
+// ggml_type ids of the tensor types radixlm reads (ggml.h's enum ggml_type), and names for
+// the ones it rejects.
+constexpr struct { uint32_t id; core::DType dtype; } kGgmlTypes[] = {
+    {0, core::DType::kF32},   {1, core::DType::kF16},   {30, core::DType::kBF16}, {2, core::DType::kQ4_0},
+    {3, core::DType::kQ4_1},  {6, core::DType::kQ5_0},  {7, core::DType::kQ5_1},  {8, core::DType::kQ8_0},
+    {10, core::DType::kQ2_K}, {11, core::DType::kQ3_K}, {12, core::DType::kQ4_K}, {13, core::DType::kQ5_K},
+    {14, core::DType::kQ6_K}};
+bool DTypeOfGgml(uint32_t id, core::DType* out) {
+  for (const auto& t : kGgmlTypes)
+    if (t.id == id) { *out = t.dtype; return true; }
+  return false;
+}
+uint32_t GgmlOfDType(core::DType d) {
+  for (const auto& t : kGgmlTypes)
+    if (t.dtype == d) return t.id;
+  RADIXLM_CHECK_MSG(false, "dtype has no ggml type");
+  return 0;
+}
 const char* GgmlTypeName(uint32_t t) {
   static const char* names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1",
                                 "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
@@ -231,13 +247,14 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
     e.name = info.name;
     e.shape = info.shape;
     e.file = path;
-    if (info.type == kGgmlF32) e.dtype = core::DType::kF32;
-    else if (info.type == kGgmlF16) e.dtype = core::DType::kF16;
-    else if (info.type == kGgmlBF16) e.dtype = core::DType::kBF16;
-    else {
+    if (!DTypeOfGgml(info.type, &e.dtype))
       return core::Unimplemented(path + ": tensor '" + info.name + "' has type " + GgmlTypeName(info.type) +
-                                 "; radixlm reads F32, F16 and BF16 GGUF tensors");
-    }
+                                 "; radixlm reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
+                                 "Q5_K and Q6_K GGUF tensors");
+    if (e.shape.back() % core::BlockElems(e.dtype) != 0)
+      return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " of type " +
+                            GgmlTypeName(info.type) + " has rows that are not whole blocks of " +
+                            std::to_string(core::BlockElems(e.dtype)));
     if (!ShapeBytes(e.shape, e.dtype, &e.nbytes))
       return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " is implausibly large");
     if (info.offset % alignment != 0)
@@ -313,13 +330,12 @@ core::Status GgufWriter::Write(const std::string& path) const {
     PutString(head, t.name);
     Put<uint32_t>(head, t.shape.size());
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) Put<uint64_t>(head, *it);
-    const uint32_t type = t.dtype == core::DType::kF32 ? kGgmlF32 : t.dtype == core::DType::kF16 ? kGgmlF16 : kGgmlBF16;
-    Put<uint32_t>(head, type);
+    Put<uint32_t>(head, GgmlOfDType(t.dtype));
     Put<uint64_t>(head, offset);
     offsets.push_back(offset);
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    offset += (n * core::DTypeSize(t.dtype) + kAlign - 1) / kAlign * kAlign;
+    size_t bytes = 0;
+    RADIXLM_CHECK(ShapeBytes(t.shape, t.dtype, &bytes));
+    offset += (bytes + kAlign - 1) / kAlign * kAlign;
   }
   head.resize((head.size() + kAlign - 1) / kAlign * kAlign, '\0');
   const std::string tmp = path + ".tmp";
@@ -328,9 +344,8 @@ core::Status GgufWriter::Write(const std::string& path) const {
   bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
   static const char zeros[kAlign] = {};
   for (const Pending& t : tensors_) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    const size_t bytes = n * core::DTypeSize(t.dtype);
+    size_t bytes = 0;
+    RADIXLM_CHECK(ShapeBytes(t.shape, t.dtype, &bytes));
     ok = ok && std::fwrite(t.data, 1, bytes, f) == bytes;
     const size_t pad = (kAlign - bytes % kAlign) % kAlign;
     ok = ok && std::fwrite(zeros, 1, pad, f) == pad;

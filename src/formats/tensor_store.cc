@@ -12,8 +12,12 @@ std::string TensorEntry::ShapeString() const { return ShapeToString(shape); }
 
 bool ShapeBytes(const std::vector<int64_t>& shape, core::DType dtype, size_t* bytes) {
   constexpr uint64_t kLimit = uint64_t{1} << 60;
-  uint64_t n = core::DTypeSize(dtype);
-  for (int64_t d : shape) {
+  // A quantised row is whole blocks: bytes = blocks per row * block bytes * other dims.
+  const int64_t per_block = core::BlockElems(dtype);
+  if (shape.empty() ? per_block != 1 : shape.back() < 0 || shape.back() % per_block != 0) return false;
+  uint64_t n = core::BlockBytes(dtype);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = i + 1 == shape.size() ? shape[i] / per_block : shape[i];
     if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || n > kLimit) return false;
   }
   *bytes = static_cast<size_t>(n);

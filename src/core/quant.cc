@@ -1,0 +1,223 @@
+#include "core/quant.h"
+
+#include <cstring>
+
+#include "core/status.h"
+
+// Built with -ffp-contract=off (CMakeLists): y = S * u - M must round the product and the
+// subtraction separately, as the format's definition does, not as one fused operation.
+
+namespace radixlm::core {
+
+QuantFormat FormatOf(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return {32, 32, 4, 8, QuantScales::kBlock};
+    case DType::kQ4_1: return {32, 32, 4, 0, QuantScales::kBlockMin};
+    case DType::kQ5_0: return {32, 32, 5, 16, QuantScales::kBlock};
+    case DType::kQ5_1: return {32, 32, 5, 0, QuantScales::kBlockMin};
+    case DType::kQ8_0: return {32, 32, 8, 128, QuantScales::kBlock};
+    case DType::kQ2_K: return {256, 16, 2, 0, QuantScales::kSuperMin};
+    case DType::kQ3_K: return {256, 16, 3, 4, QuantScales::kSuperSigned};
+    case DType::kQ4_K: return {256, 32, 4, 0, QuantScales::kSuperMin};
+    case DType::kQ5_K: return {256, 32, 5, 0, QuantScales::kSuperMin};
+    case DType::kQ6_K: return {256, 16, 6, 32, QuantScales::kSuperSigned};
+    default: break;
+  }
+  RADIXLM_CHECK_MSG(false, "not a quantised dtype");
+  return {};
+}
+
+void UnpackScaleMinK4(const uint8_t q[12], int j, uint8_t* sc, uint8_t* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *mn = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+void UnpackScalesQ3K(const uint8_t q[12], int8_t out[16]) {
+  // Low 4 bits: bytes 0..7 (low nibbles for scales 0..7, high nibbles for 8..15); high 2 bits:
+  // bytes 8..11, two bits per scale, scale i in byte 8 + i % 4 at bit 2 * (i / 4).
+  for (int i = 0; i < 16; ++i) {
+    const int low = i < 8 ? (q[i] & 0xF) : (q[i - 8] >> 4);
+    const int high = (q[8 + i % 4] >> (2 * (i / 4))) & 3;
+    out[i] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+namespace {
+
+void DecodeNibbles(const uint8_t qs[16], uint8_t* u) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = qs[j] & 0xF;
+    u[j + 16] = qs[j] >> 4;
+  }
+}
+
+void AddQ5HighBits(const uint8_t qh_bytes[4], uint8_t* u) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 32; ++j) u[j] |= static_cast<uint8_t>(((qh >> j) & 1) << 4);
+}
+
+// Element order of Q2_K / Q3_K: two halves of 128; in each, four 2-bit planes (shift 0, 2, 4,
+// 6) of 32 bytes, each plane two sub-blocks of 16 elements (bytes 0..15, then 16..31).
+template <typename Fn>
+void ForEachCrumb(const uint8_t qs[64], Fn&& fn) {
+  for (int half = 0; half < 2; ++half)
+    for (int plane = 0; plane < 4; ++plane)
+      for (int l = 0; l < 32; ++l) {
+        const int e = half * 128 + plane * 32 + l;
+        fn(e, (qs[half * 32 + l] >> (2 * plane)) & 3, half * 4 + plane, l);
+      }
+}
+
+}  // namespace
+
+void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
+  for (int s = 0; s < 16; ++s) { out->sc[s] = 1; out->mn[s] = 0; }
+  out->dmin = 0;
+  switch (t) {
+    case DType::kQ4_0: {
+      auto* b = static_cast<const BlockQ4_0*>(block);
+      out->d = b->d;
+      DecodeNibbles(b->qs, out->u);
+      return;
+    }
+    case DType::kQ4_1: {
+      auto* b = static_cast<const BlockQ4_1*>(block);
+      out->d = b->d;
+      out->dmin = b->m;
+      DecodeNibbles(b->qs, out->u);
+      return;
+    }
+    case DType::kQ5_0: {
+      auto* b = static_cast<const BlockQ5_0*>(block);
+      out->d = b->d;
+      DecodeNibbles(b->qs, out->u);
+      AddQ5HighBits(b->qh, out->u);
+      return;
+    }
+    case DType::kQ5_1: {
+      auto* b = static_cast<const BlockQ5_1*>(block);
+      out->d = b->d;
+      out->dmin = b->m;
+      DecodeNibbles(b->qs, out->u);
+      AddQ5HighBits(b->qh, out->u);
+      return;
+    }
+    case DType::kQ8_0: {
+      auto* b = static_cast<const BlockQ8_0*>(block);
+      out->d = b->d;
+      for (int j = 0; j < 32; ++j) out->u[j] = static_cast<uint8_t>(b->qs[j] + 128);
+      return;
+    }
+    case DType::kQ2_K: {
+      auto* b = static_cast<const BlockQ2_K*>(block);
+      out->d = b->d;
+      out->dmin = b->dmin;
+      for (int s = 0; s < 16; ++s) {
+        out->sc[s] = b->scales[s] & 0xF;
+        out->mn[s] = b->scales[s] >> 4;
+      }
+      ForEachCrumb(b->qs, [&](int e, int q, int, int) { out->u[e] = static_cast<uint8_t>(q); });
+      return;
+    }
+    case DType::kQ3_K: {
+      auto* b = static_cast<const BlockQ3_K*>(block);
+      out->d = b->d;
+      int8_t sc[16];
+      UnpackScalesQ3K(b->scales, sc);
+      for (int s = 0; s < 16; ++s) out->sc[s] = sc[s];
+      // The high bit of element (plane p of half h, byte l) is bit 4h + p of hmask[l]; the
+      // format subtracts 4 where it is clear, i.e. u = q + 4 * bit with offset 4.
+      ForEachCrumb(b->qs, [&](int e, int q, int bitpos, int l) {
+        out->u[e] = static_cast<uint8_t>(q | (((b->hmask[l] >> bitpos) & 1) << 2));
+      });
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five = t == DType::kQ5_K;
+      auto* b4 = static_cast<const BlockQ4_K*>(block);
+      auto* b5 = static_cast<const BlockQ5_K*>(block);
+      out->d = five ? b5->d : b4->d;
+      out->dmin = five ? b5->dmin : b4->dmin;
+      const uint8_t* scales = five ? b5->scales : b4->scales;
+      const uint8_t* qs = five ? b5->qs : b4->qs;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, mn;
+        UnpackScaleMinK4(scales, j, &sc, &mn);
+        out->sc[j] = sc;
+        out->mn[j] = mn;
+      }
+      // Four chunks of 64: 32 bytes, low nibbles first (sub-block 2c), high nibbles (2c + 1);
+      // Q5_K's fifth bit of element l of sub-block s is bit s of qh[l].
+      for (int c = 0; c < 4; ++c)
+        for (int l = 0; l < 32; ++l) {
+          uint8_t lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
+          if (five) {
+            lo |= static_cast<uint8_t>(((b5->qh[l] >> (2 * c)) & 1) << 4);
+            hi |= static_cast<uint8_t>(((b5->qh[l] >> (2 * c + 1)) & 1) << 4);
+          }
+          out->u[64 * c + l] = lo;
+          out->u[64 * c + 32 + l] = hi;
+        }
+      return;
+    }
+    case DType::kQ6_K: {
+      auto* b = static_cast<const BlockQ6_K*>(block);
+      out->d = b->d;
+      for (int s = 0; s < 16; ++s) out->sc[s] = b->scales[s];
+      // Two halves of 128: ql 64 bytes (low nibbles: elements 0..63, high nibbles: 64..127),
+      // qh 32 bytes holding the top two bits of four elements each.
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = b->ql + 64 * h;
+        const uint8_t* qh = b->qh + 32 * h;
+        uint8_t* u = out->u + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          u[l] = static_cast<uint8_t>((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+          u[l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+          u[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+          u[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+      }
+      return;
+    }
+    default: break;
+  }
+  RADIXLM_CHECK_MSG(false, "not a quantised dtype");
+}
+
+SubScale SubScaleOf(const QuantFormat& f, const DecodedBlock& b, int s) {
+  const float d = F16ToF32(b.d);
+  switch (f.scales) {
+    case QuantScales::kBlock: return {d, 0, false};
+    case QuantScales::kBlockMin: return {d, F16ToF32(b.dmin), true};
+    case QuantScales::kSuperMin:
+      return {d * static_cast<float>(b.sc[s]), -(F16ToF32(b.dmin) * static_cast<float>(b.mn[s])), true};
+    case QuantScales::kSuperSigned: return {d * static_cast<float>(b.sc[s]), 0, false};
+  }
+  return {};
+}
+
+void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
+  const QuantFormat f = FormatOf(t);
+  RADIXLM_CHECK(n % f.block == 0);
+  const size_t bytes = BlockBytes(t);
+  DecodedBlock b;
+  for (int64_t i = 0; i < n / f.block; ++i) {
+    DecodeBlock(t, static_cast<const uint8_t*>(x) + i * bytes, &b);
+    for (int s = 0; s < f.n_subs(); ++s) {
+      const SubScale ss = SubScaleOf(f, b, s);
+      for (int j = s * f.sub; j < (s + 1) * f.sub; ++j) {
+        const float v = ss.scale * static_cast<float>(static_cast<int>(b.u[j]) - f.offset);
+        y[i * f.block + j] = ss.has_bias ? v + ss.bias : v;
+      }
+    }
+  }
+}
+
+}  // namespace radixlm::core

@@ -1,0 +1,90 @@
+// GGML's block-quantised weight formats as GGUF files store them (the layouts of
+// ggml/src/ggml-common.h, dequantisation as ggml's dequantize_row_*): Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0 (blocks of 32) and the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (super-blocks of 256
+// with 16 or 8 sub-blocks). These are everything inside the Q4_K_M / Q5_K_M / Q6_K / Q8_0
+// files people download.
+//
+// Every format decodes to one canonical form, which the kernels' repacking also reads:
+//   unsigned integer codes u (2..8 bits) and, per sub-block of `sub` elements, a float scale S
+//   and possibly a float bias, with the value
+//     block scale    (Q4_0, Q5_0, Q8_0):  y = d * (u - offset)
+//     scale + min    (Q4_1, Q5_1):        y = d * u + m
+//     super + min    (Q2_K, Q4_K, Q5_K):  y = (d * sc) * u - (dmin * mn)
+//     super signed   (Q3_K, Q6_K):        y = (d * sc) * (u - offset)
+//   d, m, dmin are the block's f16 fields; sc, mn the sub-block's small integers. Each product
+//   is exact in f32 (an f16 times an integer of at most 8 bits), so this form is bit for bit
+//   ggml's dequantisation order: a product, then one subtraction or addition.
+// tests/reference/quant_ref.py reads the same bytes independently (numpy) and the test
+// compares every format bitwise.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace radixlm::core {
+
+inline constexpr int kQK = 32;    // elements per block of the *_0 / *_1 formats
+inline constexpr int kQKK = 256;  // elements per K-quant super-block
+
+#pragma pack(push, 1)
+struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };
+struct BlockQ4_1 { uint16_t d, m; uint8_t qs[16]; };
+struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ8_0 { uint16_t d; int8_t qs[32]; };
+struct BlockQ2_K { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; };
+struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; };
+struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
+struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+#pragma pack(pop)
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+enum class QuantScales : uint8_t {
+  kBlock,          // d per block
+  kBlockMin,       // d and m per block
+  kSuperMin,       // d, dmin per super-block; unsigned sc, mn per sub-block
+  kSuperSigned,    // d per super-block; signed sc per sub-block
+};
+
+struct QuantFormat {
+  int block = 0;   // elements per block
+  int sub = 0;     // elements per sub-block (one scale)
+  int bits = 0;    // bits per code
+  int offset = 0;  // subtracted from u (block and super-signed scales)
+  QuantScales scales = QuantScales::kBlock;
+  int n_subs() const { return block / sub; }
+};
+// REQUIRES: IsQuantized(t).
+QuantFormat FormatOf(DType t);
+
+// One block in canonical form.
+struct DecodedBlock {
+  uint8_t u[kQKK];           // codes, [block]
+  uint16_t d = 0, dmin = 0;  // f16 bits: scale; m (block-min) or dmin (super-min); 0 otherwise
+  int16_t sc[16] = {};       // per sub-block integer scale (K-quants), 1 otherwise
+  int16_t mn[16] = {};       // per sub-block integer min (super-min), 0 otherwise
+};
+void DecodeBlock(DType t, const void* block, DecodedBlock* out);
+
+// The float scale and bias of sub-block s of a decoded block: y = S * (u - offset) + B, where
+// has_bias is false for the block and super-signed families (no addition happens there).
+struct SubScale {
+  float scale = 0, bias = 0;
+  bool has_bias = false;
+};
+SubScale SubScaleOf(const QuantFormat& f, const DecodedBlock& b, int s);
+
+// y[0, n) = dequantised x. REQUIRES: IsQuantized(t), n % BlockElems(t) == 0.
+void DequantizeRow(DType t, const void* x, float* y, int64_t n);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (ggml's
+// get_scale_min_k4), and the 16 signed 6-bit scales of a Q3_K block (minus 32).
+void UnpackScaleMinK4(const uint8_t scales[12], int j, uint8_t* sc, uint8_t* mn);
+void UnpackScalesQ3K(const uint8_t scales[12], int8_t out[16]);
+
+}  // namespace radixlm::core
