@@ -20,15 +20,15 @@ core::ThreadPool& Pool() {
 
 void BM_Gemm(benchmark::State& state, GemmCase c) {
   core::Rng rng(1);
-  std::vector<float> w(c.n * c.k), x(c.m * c.k), y(c.m * c.n);
-  for (float& v : w) v = rng.Normal(0, 0.02f);
+  std::vector<float> x(c.m * c.k), y(c.m * c.n);
   for (float& v : x) v = rng.Normal(0, 1);
-  const PackedWeight pw = PackedWeight::Pack(w.data(), core::DType::kF32, c.n, c.k, c.weights);
+  const PackedWeight pw = PackCase(c, 1);
   for (auto _ : state) {
     Gemm(Pool(), x.data(), c.m, c.k, pw, y.data(), c.n);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * c.m * c.n * c.k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(pw.nbytes()), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // Causal prefill of `rows` tokens (or one decode row at position `rows - 1`), Qwen3-0.6B heads.
@@ -57,8 +57,7 @@ void BM_Attention(benchmark::State& state, int rows, bool decode) {
 const int kRegistered = [] {
   for (const GemmCase& c : GemmCases(/*include_large=*/true)) {
     if (c.m * c.n * c.k < (1 << 20)) continue;  // the tiny correctness shapes are not worth timing
-    const std::string name = "Gemm/" + std::string(core::DTypeName(c.weights)) + "/M" + std::to_string(c.m) + "_N" +
-                             std::to_string(c.n) + "_K" + std::to_string(c.k);
+    const std::string name = "Gemm/" + c.Name();
     benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, c)->Unit(benchmark::kMillisecond)->UseRealTime();
   }
   for (int rows : {512, 4096}) {

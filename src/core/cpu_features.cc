@@ -30,8 +30,12 @@ const CpuFeatures& DetectedCpu() {
   static const CpuFeatures features = [] {
     CpuFeatures f;
     __builtin_cpu_init();
-    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    f.avx512f = f.avx2_fma && __builtin_cpu_supports("avx512f");
+    f.avx512bw = f.avx512f && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512dq");
+    f.avx512_vnni = f.avx512bw && __builtin_cpu_supports("avx512vnni");
+    f.avx512_bf16 = f.avx512bw && __builtin_cpu_supports("avx512bf16");
     return f;
   }();
   return features;

@@ -7,8 +7,11 @@ namespace radixlm::core {
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 struct CpuFeatures {
-  bool avx2_fma = false;
+  bool avx2_fma = false;  // with F16C (every AVX2 CPU has it)
   bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512_vnni = false;  // vpdpbusd: int8 dot products
+  bool avx512_bf16 = false;  // vdpbf16ps, vcvtne2ps2bf16
 };
 
 const CpuFeatures& DetectedCpu();

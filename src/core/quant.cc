@@ -9,24 +9,6 @@
 
 namespace radixlm::core {
 
-QuantFormat FormatOf(DType t) {
-  switch (t) {
-    case DType::kQ4_0: return {32, 32, 4, 8, QuantScales::kBlock};
-    case DType::kQ4_1: return {32, 32, 4, 0, QuantScales::kBlockMin};
-    case DType::kQ5_0: return {32, 32, 5, 16, QuantScales::kBlock};
-    case DType::kQ5_1: return {32, 32, 5, 0, QuantScales::kBlockMin};
-    case DType::kQ8_0: return {32, 32, 8, 128, QuantScales::kBlock};
-    case DType::kQ2_K: return {256, 16, 2, 0, QuantScales::kSuperMin};
-    case DType::kQ3_K: return {256, 16, 3, 4, QuantScales::kSuperSigned};
-    case DType::kQ4_K: return {256, 32, 4, 0, QuantScales::kSuperMin};
-    case DType::kQ5_K: return {256, 32, 5, 0, QuantScales::kSuperMin};
-    case DType::kQ6_K: return {256, 16, 6, 32, QuantScales::kSuperSigned};
-    default: break;
-  }
-  RADIXLM_CHECK_MSG(false, "not a quantised dtype");
-  return {};
-}
-
 void UnpackScaleMinK4(const uint8_t q[12], int j, uint8_t* sc, uint8_t* mn) {
   if (j < 4) {
     *sc = q[j] & 63;
@@ -77,7 +59,10 @@ void ForEachCrumb(const uint8_t qs[64], Fn&& fn) {
 }  // namespace
 
 void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
-  for (int s = 0; s < 16; ++s) { out->sc[s] = 1; out->mn[s] = 0; }
+  for (int s = 0; s < 16; ++s) {
+    out->sc[s] = 1;
+    out->mn[s] = 0;
+  }
   out->dmin = 0;
   switch (t) {
     case DType::kQ4_0: {
@@ -205,6 +190,7 @@ SubScale SubScaleOf(const QuantFormat& f, const DecodedBlock& b, int s) {
 
 void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
   const QuantFormat f = FormatOf(t);
+  RADIXLM_CHECK_MSG(f.block > 0, "not a quantised dtype");
   RADIXLM_CHECK(n % f.block == 0);
   const size_t bytes = BlockBytes(t);
   DecodedBlock b;

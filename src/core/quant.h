@@ -57,10 +57,25 @@ struct QuantFormat {
   int bits = 0;    // bits per code
   int offset = 0;  // subtracted from u (block and super-signed scales)
   QuantScales scales = QuantScales::kBlock;
-  int n_subs() const { return block / sub; }
+  constexpr int n_subs() const { return block / sub; }
+  constexpr bool has_min() const { return scales == QuantScales::kBlockMin || scales == QuantScales::kSuperMin; }
 };
-// REQUIRES: IsQuantized(t).
-QuantFormat FormatOf(DType t);
+// REQUIRES: IsQuantized(t) (a plain type gives an empty format).
+constexpr QuantFormat FormatOf(DType t) {
+  switch (t) {
+    case DType::kQ4_0: return {32, 32, 4, 8, QuantScales::kBlock};
+    case DType::kQ4_1: return {32, 32, 4, 0, QuantScales::kBlockMin};
+    case DType::kQ5_0: return {32, 32, 5, 16, QuantScales::kBlock};
+    case DType::kQ5_1: return {32, 32, 5, 0, QuantScales::kBlockMin};
+    case DType::kQ8_0: return {32, 32, 8, 128, QuantScales::kBlock};
+    case DType::kQ2_K: return {256, 16, 2, 0, QuantScales::kSuperMin};
+    case DType::kQ3_K: return {256, 16, 3, 4, QuantScales::kSuperSigned};
+    case DType::kQ4_K: return {256, 32, 4, 0, QuantScales::kSuperMin};
+    case DType::kQ5_K: return {256, 32, 5, 0, QuantScales::kSuperMin};
+    case DType::kQ6_K: return {256, 16, 6, 32, QuantScales::kSuperSigned};
+    default: return {};
+  }
+}
 
 // One block in canonical form.
 struct DecodedBlock {

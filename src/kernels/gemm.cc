@@ -1,268 +1,394 @@
+// The GEMM driver: packing of f32 and bf16 weights, segment bookkeeping, activation
+// preparation, the split of work over threads and tiles, and the double-precision oracle.
+// Micro-kernels live in gemm_{scalar,avx2,avx512}.cc, quantised packing in gemm_quant.cc.
 #include "kernels/gemm.h"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "kernels/gemm_internal.h"
 
 namespace radixlm::kernels {
 namespace {
 
 using core::DType;
+using gemm::MicroArgs;
 
-// K is processed in blocks so a panel slice (kKBlock x 16) stays in L1 while activation rows
-// of an M block stream from L2. Fixed constants: the reduction order must not depend on M.
-constexpr int64_t kKBlock = 256;
-constexpr int64_t kMBlock = 120;  // a multiple of 6
+// Rows of activations per pass over a panel group: the group's weights stay in L2 while the
+// block's rows stream through it. A fixed constant: tiling never changes a row's arithmetic.
+constexpr int64_t kMBlock = 96;
 
-// ---- micro-kernels -------------------------------------------------------------------------
-// Each computes rows [MR] x panels [NP*16] over k in [k0, k1), accumulating into y when
-// `accumulate` (k0 > 0), so each output element is one FMA chain in k order.
+int64_t PaddedK(int64_t K) { return (K + 1) / 2 * 2; }
 
-template <typename WT>
-inline float LoadW(const WT* p) {
-  if constexpr (sizeof(WT) == 4) return *p;
-  else return core::Bf16ToF32(*p);
-}
-
-template <typename WT, int MR, int NP>
-void MicroScalar(const float* x, int64_t ldx, const WT* const* panels, int64_t k0, int64_t k1,
-                 float* y, int64_t ldy, bool accumulate) {
-  float acc[MR][NP * kPanelCols];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NP * kPanelCols; ++c) acc[r][c] = accumulate ? y[r * ldy + c] : 0.f;
-  for (int64_t k = k0; k < k1; ++k) {
-    for (int p = 0; p < NP; ++p) {
-      const WT* b = panels[p] + k * kPanelCols;
-      for (int r = 0; r < MR; ++r) {
-        const float a = x[r * ldx + k];
-        for (int c = 0; c < kPanelCols; ++c) acc[r][p * kPanelCols + c] += a * LoadW(b + c);
-      }
+void PackPlainRows(const void* src, DType src_dtype, int64_t rows, int64_t n_in, WeightSegment* seg,
+                   core::ThreadPool* pool) {
+  const bool bf16 = seg->storage == DType::kBF16;
+  const int64_t kp = bf16 ? PaddedK(n_in) : n_in;
+  seg->panel_bytes = kp * kPanelCols * (bf16 ? 2 : 4);
+  seg->buf.Resize(static_cast<size_t>(seg->n_panels()) * seg->panel_bytes);
+  const size_t src_row_bytes = core::RowBytes(src_dtype, n_in);
+  auto pack = [&](int64_t p0, int64_t p1) {
+    std::vector<float> tile(static_cast<size_t>(kPanelCols) * n_in);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t r0 = p * kPanelCols, take = std::min<int64_t>(kPanelCols, rows - r0);
+      for (int64_t i = 0; i < take; ++i)
+        core::ConvertToF32(src_dtype, static_cast<const uint8_t*>(src) + (r0 + i) * src_row_bytes,
+                           tile.data() + i * n_in, n_in);
+      uint8_t* out = seg->buf.data() + p * seg->panel_bytes;
+      for (int64_t i = 0; i < take; ++i)
+        for (int64_t k = 0; k < n_in; ++k) {
+          const float v = tile[i * n_in + k];
+          if (bf16) reinterpret_cast<uint16_t*>(out)[((k / 2) * kPanelCols + i) * 2 + (k & 1)] = core::F32ToBf16(v);
+          else reinterpret_cast<float*>(out)[k * kPanelCols + i] = v;
+        }
     }
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NP * kPanelCols; ++c) y[r * ldy + c] = acc[r][c];
-}
-
-template <typename WT>
-__attribute__((target("avx2,fma"))) inline __m256 LoadW8(const WT* p) {
-  if constexpr (sizeof(WT) == 4) {
-    return _mm256_loadu_ps(p);
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
-
-// The accumulators are one flat array initialised on separate branches, with every loop
-// marked for complete unrolling: with a 2-D array or a conditional initialiser gcc 12 keeps
-// a stack copy of each accumulator and stores it every iteration (measured: 3x slower).
-template <typename WT, int MR, int NP>
-__attribute__((target("avx2,fma"))) void MicroAvx2(const float* x, int64_t ldx,
-                                                   const WT* const* panels, int64_t k0,
-                                                   int64_t k1, float* y, int64_t ldy,
-                                                   bool accumulate) {
-  constexpr int NC = NP * 2;
-  __m256 acc[MR * NC];
-  if (accumulate) {
-#pragma GCC unroll 24
-    for (int i = 0; i < MR * NC; ++i) acc[i] = _mm256_loadu_ps(y + (i / NC) * ldy + (i % NC) * 8);
-  } else {
-#pragma GCC unroll 24
-    for (int i = 0; i < MR * NC; ++i) acc[i] = _mm256_setzero_ps();
-  }
-  const WT* pb[NP];
-#pragma GCC unroll 4
-  for (int p = 0; p < NP; ++p) pb[p] = panels[p] + k0 * kPanelCols;
-  const float* xr = x + k0;
-  for (int64_t k = k0; k < k1; ++k, ++xr) {
-    __m256 b[NC];
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) {
-      b[2 * p] = LoadW8(pb[p]);
-      b[2 * p + 1] = LoadW8(pb[p] + 8);
-      pb[p] += kPanelCols;
-    }
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      const __m256 a = _mm256_broadcast_ss(xr + r * ldx);
-#pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) acc[r * NC + c] = _mm256_fmadd_ps(a, b[c], acc[r * NC + c]);
-    }
-  }
-#pragma GCC unroll 24
-  for (int i = 0; i < MR * NC; ++i) _mm256_storeu_ps(y + (i / NC) * ldy + (i % NC) * 8, acc[i]);
-}
-
-template <typename WT>
-using MicroFn = void (*)(const float*, int64_t, const WT* const*, int64_t, int64_t, float*,
-                         int64_t, bool);
-
-// Panels per call for a row chunk of `mr` rows: few rows get more panels so there are enough
-// independent FMA chains to hide latency (decode, M = 1, uses 4 panels = 8 chains).
-constexpr int PanelsFor(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : mr == 3 ? 2 : 1; }
-
-template <typename WT, int MR, int NP>
-MicroFn<WT> Pick(bool avx2) {
-  return avx2 ? &MicroAvx2<WT, MR, NP> : &MicroScalar<WT, MR, NP>;
-}
-
-template <typename WT>
-MicroFn<WT> PickMicro(int mr, int np, bool avx2) {
-  switch (mr * 8 + np) {
-    case 1 * 8 + 4: return Pick<WT, 1, 4>(avx2);
-    case 2 * 8 + 3: return Pick<WT, 2, 3>(avx2);
-    case 3 * 8 + 2: return Pick<WT, 3, 2>(avx2);
-    case 1 * 8 + 1: return Pick<WT, 1, 1>(avx2);
-    case 2 * 8 + 1: return Pick<WT, 2, 1>(avx2);
-    case 3 * 8 + 1: return Pick<WT, 3, 1>(avx2);
-    case 4 * 8 + 1: return Pick<WT, 4, 1>(avx2);
-    case 5 * 8 + 1: return Pick<WT, 5, 1>(avx2);
-    case 6 * 8 + 1: return Pick<WT, 6, 1>(avx2);
-  }
-  RADIXLM_CHECK_MSG(false, "no GEMM micro-kernel for this shape");
-  return nullptr;
-}
-
-// Computes rows [m0, m1) x panels [p0, p1) into y (full width ldy, columns from p0*16).
-// Loop order (k block, m block, panel, row chunk): a panel's k-slice (16 KB f32) stays in L1
-// while the row chunks of the m block (<= 120 KB of activations) stream from L2.
-template <typename WT>
-void GemmPanels(const float* x, int64_t ldx, const PackedWeight& w, int64_t m0, int64_t m1,
-                int64_t p0, int64_t p1, float* y, int64_t ldy) {
-  const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
-  const int64_t K = w.n_in(), N = w.n_out();
-  const bool ragged = (N % kPanelCols) != 0;
-  const int64_t full_end = (ragged && p1 == w.n_panels()) ? p1 - 1 : p1;
-  alignas(64) float tail[6 * kPanelCols];
-  const WT* panels[4];
-  // The ragged last panel goes through a 16-column tile.
-  auto ragged_panel = [&](int64_t m, int mr, int64_t kb, int64_t ke) {
-    const int64_t p = full_end, cols = N - p * kPanelCols;
-    panels[0] = static_cast<const WT*>(w.panel(p));
-    float* yt = y + m * ldy + p * kPanelCols;
-    if (kb > 0)
-      for (int r = 0; r < mr; ++r) std::memcpy(tail + r * kPanelCols, yt + r * ldy, cols * 4);
-    PickMicro<WT>(mr, 1, avx2)(x + m * ldx, ldx, panels, kb, ke, tail, kPanelCols, kb > 0);
-    for (int r = 0; r < mr; ++r) std::memcpy(yt + r * ldy, tail + r * kPanelCols, cols * 4);
   };
-  for (int64_t kb = 0; kb < K; kb += kKBlock) {
-    const int64_t ke = std::min(K, kb + kKBlock);
-    for (int64_t mb = m0; mb < m1; mb += kMBlock) {
-      const int64_t me = std::min(m1, mb + kMBlock);
-      if (me - mb <= 3) {
-        // Few rows (decode): several panels per call for enough independent FMA chains.
-        const int mr = static_cast<int>(me - mb);
-        const int np_full = PanelsFor(mr);
-        for (int64_t p = p0; p < full_end;) {
-          const int np = (p + np_full <= full_end) ? np_full : 1;
-          for (int i = 0; i < np; ++i) panels[i] = static_cast<const WT*>(w.panel(p + i));
-          PickMicro<WT>(mr, np, avx2)(x + mb * ldx, ldx, panels, kb, ke, y + mb * ldy + p * kPanelCols, ldy, kb > 0);
-          p += np;
-        }
-        if (full_end < p1) ragged_panel(mb, mr, kb, ke);
-        continue;
-      }
-      for (int64_t p = p0; p < full_end; ++p) {
-        panels[0] = static_cast<const WT*>(w.panel(p));
-        for (int64_t m = mb; m < me; m += 6) {
-          const int mr = static_cast<int>(std::min<int64_t>(6, me - m));
-          PickMicro<WT>(mr, 1, avx2)(x + m * ldx, ldx, panels, kb, ke, y + m * ldy + p * kPanelCols, ldy, kb > 0);
-        }
-      }
-      if (full_end < p1)
-        for (int64_t m = mb; m < me; m += 6) ragged_panel(m, static_cast<int>(std::min<int64_t>(6, me - m)), kb, ke);
-    }
+  if (pool) pool->ParallelFor(seg->n_panels(), [&](int, int64_t b, int64_t e) { pack(b, e); });
+  else pack(0, seg->n_panels());
+}
+
+float PlainAt(const WeightSegment& seg, int64_t n, int64_t k) {
+  const uint8_t* panel = seg.panel(n / kPanelCols);
+  const int64_t c = n % kPanelCols;
+  if (seg.storage == DType::kF32) return reinterpret_cast<const float*>(panel)[k * kPanelCols + c];
+  return core::Bf16ToF32(reinterpret_cast<const uint16_t*>(panel)[((k / 2) * kPanelCols + c) * 2 + (k & 1)]);
+}
+
+// Thread-local activation workspaces: Gemm runs on one thread per pool at a time, and the
+// warmed-up path does not allocate.
+struct Workspace {
+  std::vector<uint16_t> xb;
+  gemm::QuantActs q;
+};
+Workspace& LocalWorkspace() {
+  static thread_local Workspace ws;
+  return ws;
+}
+
+// The arguments of `base` moved down to activation row m.
+MicroArgs AtRow(const MicroArgs& base, int64_t m) {
+  MicroArgs a = base;
+  if (a.xf) a.xf += m * a.ldx;
+  if (a.xb) a.xb += m * a.ldxb;
+  if (a.xq) {
+    a.xq += m * a.ldq;
+    a.xd += m * (a.ldq / 32);
+    if (a.corr) a.corr += m * a.ld_terms;
+    if (a.dsum) a.dsum += m * a.ld_terms;
   }
+  return a;
+}
+
+// Runs panels [p0, p1) of `seg` for rows [m0, m1). The ragged last panel of a segment whose
+// rows are not a multiple of 16 goes through a 16-column tile.
+void RunPanels(const WeightSegment& seg, core::Isa cap, const MicroArgs& base, int64_t m0, int64_t m1,
+               int64_t p0, int64_t p1, float* y, int64_t ldy) {
+  const core::Isa isa = gemm::TierOf(seg, cap);
+  const int64_t ragged_cols = seg.n_rows % kPanelCols;
+  const int64_t full_end = (ragged_cols != 0 && p1 == seg.n_panels()) ? p1 - 1 : p1;
+  auto call = [&](int64_t m, int mr, int64_t p, int np) {
+    MicroArgs a = AtRow(base, m);
+    a.p0 = p;
+    a.mr = mr;
+    a.np = np;
+    a.y = y + m * ldy + seg.row_begin + p * kPanelCols;
+    a.ldy = ldy;
+    gemm::PickMicro(seg, isa, mr, np)(a);
+  };
+  auto ragged = [&](int64_t m, int mr) {
+    alignas(64) float tile[16 * kPanelCols];
+    MicroArgs a = AtRow(base, m);
+    a.p0 = full_end;
+    a.mr = mr;
+    a.np = 1;
+    a.y = tile;
+    a.ldy = kPanelCols;
+    gemm::PickMicro(seg, isa, mr, 1)(a);
+    float* out = y + m * ldy + seg.row_begin + full_end * kPanelCols;
+    for (int r = 0; r < mr; ++r) std::memcpy(out + r * ldy, tile + r * kPanelCols, ragged_cols * 4);
+  };
+  const int mr_max = gemm::MaxRows(seg, isa);
+  const bool few = m1 - m0 <= 3;
+  const int np_full = gemm::PanelsFor(seg, isa, few ? static_cast<int>(m1 - m0) : mr_max);
+  for (int64_t mb = m0; mb < m1; mb += kMBlock) {
+    const int64_t me = std::min(m1, mb + kMBlock);
+    for (int64_t p = p0; p < full_end;) {
+      const int np = p + np_full <= full_end ? np_full : 1;
+      for (int64_t m = mb; m < me; m += mr_max) call(m, static_cast<int>(std::min<int64_t>(mr_max, me - m)), p, np);
+      p += np;
+    }
+    if (full_end < p1)
+      for (int64_t m = mb; m < me; m += mr_max) ragged(m, static_cast<int>(std::min<int64_t>(mr_max, me - m)));
+  }
+}
+
+// Prepares the activation forms the segments need into the calling thread's workspace.
+MicroArgs PrepareActivations(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx,
+                             const PackedWeight& w) {
+  Workspace& ws = LocalWorkspace();
+  MicroArgs a;
+  a.K = w.n_in();
+  a.xf = x;
+  a.ldx = ldx;
+  bool need_bf16 = false, need_q = false;
+  for (const WeightSegment& s : w.segments()) {
+    need_bf16 |= s.storage == DType::kBF16 && s.bf16_mode == Bf16Mode::kBf16Activations;
+    need_q |= core::IsQuantized(s.storage);
+  }
+  if (need_bf16) {
+    a.ldxb = PaddedK(a.K);
+    if (ws.xb.size() < static_cast<size_t>(M * a.ldxb)) ws.xb.resize(M * a.ldxb);
+    pool.ParallelFor(M, [&](int, int64_t b, int64_t e) { gemm::Bf16Rows(x, ldx, a.K, b, e, ws.xb.data(), a.ldxb); });
+    a.xb = ws.xb.data();
+  }
+  if (need_q) {
+    gemm::QuantActs& q = ws.q;
+    q.K = a.K;
+    if (q.q.size() < static_cast<size_t>(M * a.K)) q.q.resize(M * a.K);
+    if (q.d.size() < static_cast<size_t>(M * a.K / 32)) q.d.resize(M * a.K / 32);
+    // One set of sub-block terms per (sub-block size, offset) among the segments.
+    size_t n_terms = 0;
+    for (const WeightSegment& s : w.segments()) {
+      if (!core::IsQuantized(s.storage)) continue;
+      const core::QuantFormat f = core::FormatOf(s.storage);
+      bool seen = false;
+      for (size_t i = 0; i < n_terms; ++i) seen |= q.terms[i].sub == f.sub && q.terms[i].offset == f.offset;
+      if (seen) continue;
+      if (q.terms.size() <= n_terms) q.terms.emplace_back();
+      gemm::QuantActs::Terms& t = q.terms[n_terms++];
+      t.sub = f.sub;
+      t.offset = f.offset;
+      if (t.corr.size() < static_cast<size_t>(M * a.K / f.sub)) {
+        t.corr.resize(M * a.K / f.sub);
+        t.dsum.resize(M * a.K / f.sub);
+      }
+    }
+    for (size_t i = n_terms; i < q.terms.size(); ++i) q.terms[i].sub = 0;  // unused this call
+    pool.ParallelFor(M, [&](int, int64_t b, int64_t e) { gemm::QuantiseRows(x, ldx, b, e, &q); });
+    a.xq = q.q.data();
+    a.xd = q.d.data();
+    a.ldq = a.K;
+  }
+  return a;
 }
 
 }  // namespace
 
-PackedWeight PackedWeight::Pack(const void* w, DType src_dtype, int64_t n_out, int64_t n_in,
-                                DType storage) {
-  return PackStacked(&w, &n_out, 1, src_dtype, n_in, storage);
+bool HasBf16Dot() { return core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_bf16; }
+bool HasVnni() { return core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_vnni; }
+
+PackedWeight PackedWeight::Pack(const void* w, DType src_dtype, int64_t n_out, int64_t n_in, DType storage,
+                                Bf16Mode bf16_mode) {
+  Options o;
+  o.keep_quantised = core::IsQuantized(storage);
+  o.storage = o.keep_quantised ? DType::kF32 : storage;
+  o.bf16_mode = bf16_mode;
+  return PackParts({{w, src_dtype, n_out}}, n_in, o);
 }
 
-PackedWeight PackedWeight::PackStacked(const void* const* parts, const int64_t* part_rows,
-                                       int n_parts, DType src_dtype, int64_t n_in, DType storage) {
-  RADIXLM_CHECK(storage == DType::kF32 || storage == DType::kBF16);
+PackedWeight PackedWeight::PackParts(const std::vector<Part>& parts, int64_t n_in, const Options& options,
+                                     core::ThreadPool* pool) {
+  RADIXLM_CHECK(options.storage == DType::kF32 || options.storage == DType::kBF16);
+  RADIXLM_CHECK(options.bf16_mode == Bf16Mode::kExact || options.storage == DType::kBF16);
   PackedWeight pw;
   pw.n_in_ = n_in;
-  pw.storage_ = storage;
-  for (int i = 0; i < n_parts; ++i) pw.n_out_ += part_rows[i];
-  pw.buf_.Resize(static_cast<size_t>(pw.n_panels()) * kPanelCols * n_in * core::DTypeSize(storage));
-  int64_t row0 = 0;
-  for (int i = 0; i < n_parts; ++i) {
-    pw.PackRows(parts[i], src_dtype, row0, part_rows[i]);
-    row0 += part_rows[i];
+  // Consecutive parts of one storage type form one segment (their rows packed as one matrix).
+  struct Run { DType storage; int64_t row_begin, rows; std::vector<size_t> parts; };
+  std::vector<Run> runs;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const DType storage = options.keep_quantised && core::IsQuantized(parts[i].dtype) ? parts[i].dtype : options.storage;
+    if (runs.empty() || runs.back().storage != storage) runs.push_back({storage, pw.n_out_, 0, {}});
+    runs.back().rows += parts[i].rows;
+    runs.back().parts.push_back(i);
+    pw.n_out_ += parts[i].rows;
+  }
+  for (const Run& run : runs) {
+    WeightSegment seg;
+    seg.row_begin = run.row_begin;
+    seg.n_rows = run.rows;
+    seg.storage = run.storage;
+    seg.bf16_mode = run.storage == DType::kBF16 ? options.bf16_mode : Bf16Mode::kExact;
+    // A run of several parts is packed from one contiguous copy of their rows in one dtype.
+    std::vector<uint8_t> joined;
+    const void* src = parts[run.parts[0]].data;
+    DType src_dtype = parts[run.parts[0]].dtype;
+    bool same = true;
+    for (size_t i : run.parts) same &= parts[i].dtype == src_dtype;
+    if (run.parts.size() > 1) {
+      if (!same) src_dtype = DType::kF32;
+      const size_t row_bytes = core::RowBytes(src_dtype, n_in);
+      joined.resize(row_bytes * run.rows);
+      size_t at = 0;
+      for (size_t i : run.parts) {
+        const Part& part = parts[i];
+        if (same) {
+          std::memcpy(joined.data() + at, part.data, row_bytes * part.rows);
+        } else {
+          for (int64_t r = 0; r < part.rows; ++r)
+            core::ConvertToF32(part.dtype, static_cast<const uint8_t*>(part.data) + r * core::RowBytes(part.dtype, n_in),
+                               reinterpret_cast<float*>(joined.data() + at + r * row_bytes), n_in);
+        }
+        at += row_bytes * part.rows;
+      }
+      src = joined.data();
+    }
+    if (core::IsQuantized(seg.storage)) gemm::PackQuantised(src, seg.storage, seg.n_rows, n_in, &seg, pool);
+    else PackPlainRows(src, src_dtype, seg.n_rows, n_in, &seg, pool);
+    pw.segments_.push_back(std::move(seg));
   }
   return pw;
 }
 
-void PackedWeight::PackRows(const void* w, DType src_dtype, int64_t row0, int64_t rows) {
-  // Rows are converted 16 at a time (one panel's worth) so writes to the panel are contiguous.
-  const size_t src_row_bytes = n_in_ * core::DTypeSize(src_dtype);
-  std::vector<float> tile(static_cast<size_t>(kPanelCols) * n_in_);
-  for (int64_t r = 0; r < rows;) {
-    const int64_t n = row0 + r, p = n / kPanelCols, c0 = n % kPanelCols;
-    const int64_t take = std::min<int64_t>(rows - r, kPanelCols - c0);
-    for (int64_t i = 0; i < take; ++i)
-      core::ConvertToF32(src_dtype, static_cast<const uint8_t*>(w) + (r + i) * src_row_bytes,
-                         tile.data() + i * n_in_, n_in_);
-    const size_t base = static_cast<size_t>(p) * n_in_ * kPanelCols + c0;
-    for (int64_t k = 0; k < n_in_; ++k)
-      for (int64_t i = 0; i < take; ++i) {
-        const float v = tile[i * n_in_ + k];
-        if (storage_ == DType::kF32) buf_.as<float>()[base + k * kPanelCols + i] = v;
-        else buf_.as<uint16_t>()[base + k * kPanelCols + i] = core::F32ToBf16(v);
-      }
-    r += take;
-  }
+DType PackedWeight::storage() const {
+  const WeightSegment* best = nullptr;
+  for (const WeightSegment& s : segments_)
+    if (!best || s.n_rows > best->n_rows) best = &s;
+  return best ? best->storage : DType::kF32;
+}
+
+size_t PackedWeight::nbytes() const {
+  size_t n = 0;
+  for (const WeightSegment& s : segments_) n += s.buf.size();
+  return n;
+}
+
+const WeightSegment& PackedWeight::SegmentOf(int64_t n) const {
+  for (const WeightSegment& s : segments_)
+    if (n < s.row_begin + s.n_rows) return s;
+  RADIXLM_CHECK_MSG(false, "row out of range");
+  return segments_.back();
 }
 
 float PackedWeight::At(int64_t n, int64_t k) const {
-  const size_t idx = (static_cast<size_t>(n / kPanelCols) * n_in_ + k) * kPanelCols + n % kPanelCols;
-  return storage_ == DType::kF32 ? buf_.as<float>()[idx] : core::Bf16ToF32(buf_.as<uint16_t>()[idx]);
+  const WeightSegment& s = SegmentOf(n);
+  if (core::IsQuantized(s.storage)) {
+    const core::QuantFormat f = core::FormatOf(s.storage);
+    core::DecodedBlock b;
+    gemm::QuantisedDecodeLane(s, n_in_, n - s.row_begin, k / f.block, &b);
+    const int j = static_cast<int>(k % f.block);
+    const core::SubScale ss = core::SubScaleOf(f, b, j / f.sub);
+    const float v = ss.scale * static_cast<float>(static_cast<int>(b.u[j]) - f.offset);
+    return ss.has_bias ? v + ss.bias : v;
+  }
+  return PlainAt(s, n - s.row_begin, k);
 }
 
 void PackedWeight::ReadRow(int64_t n, float* out) const {
-  const size_t base = static_cast<size_t>(n / kPanelCols) * n_in_ * kPanelCols + n % kPanelCols;
-  if (storage_ == DType::kF32) {
-    const float* p = buf_.as<float>() + base;
-    for (int64_t k = 0; k < n_in_; ++k) out[k] = p[k * kPanelCols];
-  } else {
-    const uint16_t* p = buf_.as<uint16_t>() + base;
-    for (int64_t k = 0; k < n_in_; ++k) out[k] = core::Bf16ToF32(p[k * kPanelCols]);
+  const WeightSegment& s = SegmentOf(n);
+  if (core::IsQuantized(s.storage)) {
+    gemm::QuantisedReadRow(s, n_in_, n - s.row_begin, out);
+    return;
   }
+  for (int64_t k = 0; k < n_in_; ++k) out[k] = PlainAt(s, n - s.row_begin, k);
 }
 
-void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const PackedWeight& w,
-          float* y, int64_t ldy) {
+void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const PackedWeight& w, float* y,
+          int64_t ldy) {
   if (M <= 0) return;
-  // Split output panels across threads in groups of 4 so few-row calls keep their wide
-  // micro-kernel; with few panels per thread split rows instead.
-  const int64_t groups = (w.n_panels() + 3) / 4;
-  const bool split_rows = groups < 2 * pool.size() && M >= 6 * pool.size();
-  pool.ParallelFor(split_rows ? (M + 5) / 6 : groups, [&](int, int64_t b, int64_t e) {
-    int64_t m0 = 0, m1 = M, p0 = 0, p1 = w.n_panels();
-    if (split_rows) { m0 = b * 6; m1 = std::min(M, e * 6); }
-    else { p0 = b * 4; p1 = std::min(w.n_panels(), e * 4); }
-    if (w.storage() == DType::kF32) GemmPanels<float>(x, ldx, w, m0, m1, p0, p1, y, ldy);
-    else GemmPanels<uint16_t>(x, ldx, w, m0, m1, p0, p1, y, ldy);
+  const core::Isa isa = core::ActiveIsa();
+  MicroArgs base = PrepareActivations(pool, x, M, ldx, w);
+  const gemm::QuantActs& q = LocalWorkspace().q;
+  // Work items: groups of 4 panels of each segment (few-row calls keep their wide
+  // micro-kernels); with too few groups for the threads, rows are split instead.
+  struct Item { int seg; int64_t p0, p1; };
+  std::vector<Item> items;  // small: one per 4 panels
+  for (size_t s = 0; s < w.segments().size(); ++s)
+    for (int64_t p = 0; p < w.segments()[s].n_panels(); p += 4)
+      items.push_back({static_cast<int>(s), p, std::min(w.segments()[s].n_panels(), p + 4)});
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  const bool split_rows = n_items < 2 * pool.size() && M >= 8 * pool.size();
+  auto args_for = [&](const WeightSegment& seg) {
+    MicroArgs a = base;
+    a.seg = &seg;
+    if (core::IsQuantized(seg.storage)) {
+      const core::QuantFormat f = core::FormatOf(seg.storage);
+      const gemm::QuantActs::Terms& t = q.TermsFor(f.sub, f.offset);
+      a.corr = t.corr.data();
+      a.dsum = t.dsum.data();
+      a.ld_terms = a.K / f.sub;
+    }
+    return a;
+  };
+  if (split_rows) {
+    pool.ParallelFor((M + 7) / 8, [&](int, int64_t b, int64_t e) {
+      for (const WeightSegment& seg : w.segments())
+        RunPanels(seg, isa, args_for(seg), b * 8, std::min(M, e * 8), 0, seg.n_panels(), y, ldy);
+    });
+    return;
+  }
+  pool.ParallelFor(n_items, [&](int, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      // Consecutive items of one segment run as one range (wider panel calls).
+      int64_t j = i;
+      while (j + 1 < e && items[j + 1].seg == items[i].seg) ++j;
+      const WeightSegment& seg = w.segments()[items[i].seg];
+      RunPanels(seg, isa, args_for(seg), 0, M, items[i].p0, items[j].p1, y, ldy);
+      i = j;
+    }
   });
 }
 
-void GemmReference(const float* x, int64_t M, int64_t ldx, const PackedWeight& w, float* y,
-                   int64_t ldy) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < w.n_out(); ++n) {
+void GemmReference(const float* x, int64_t M, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy) {
+  std::vector<float> row(w.n_in());
+  for (int64_t n = 0; n < w.n_out(); ++n) {
+    w.ReadRow(n, row.data());
+    for (int64_t m = 0; m < M; ++m) {
       double s = 0;
-      for (int64_t k = 0; k < w.n_in(); ++k) s += static_cast<double>(x[m * ldx + k]) * w.At(n, k);
+      for (int64_t k = 0; k < w.n_in(); ++k) s += static_cast<double>(x[m * ldx + k]) * row[k];
       y[m * ldy + n] = static_cast<float>(s);
     }
+  }
 }
+
+namespace gemm {
+
+const QuantActs::Terms& QuantActs::TermsFor(int sub, int offset) const {
+  for (const Terms& t : terms)
+    if (t.sub == sub && t.offset == offset) return t;
+  RADIXLM_CHECK_MSG(false, "activation terms not prepared");
+  return terms[0];
+}
+
+core::Isa TierOf(const WeightSegment& seg, core::Isa isa) {
+  const core::CpuFeatures& cpu = core::DetectedCpu();
+  if (core::IsQuantized(seg.storage)) {
+    if (isa >= core::Isa::kAvx512 && cpu.avx512bw && cpu.avx512_vnni) return core::Isa::kAvx512;
+    return isa >= core::Isa::kAvx2 ? core::Isa::kAvx2 : core::Isa::kScalar;
+  }
+  if (seg.storage == DType::kBF16 && seg.bf16_mode == Bf16Mode::kBf16Activations)
+    return isa >= core::Isa::kAvx512 && cpu.avx512_bf16 ? core::Isa::kAvx512 : core::Isa::kScalar;
+  return isa;
+}
+
+int MaxRows(const WeightSegment& seg, core::Isa tier) {
+  if (tier == core::Isa::kAvx512) return 8;
+  if (tier == core::Isa::kAvx2) return core::IsQuantized(seg.storage) ? 4 : 6;
+  return 4;
+}
+
+int PanelsFor(const WeightSegment& seg, core::Isa tier, int rows) {
+  const bool quant = core::IsQuantized(seg.storage);
+  if (tier == core::Isa::kAvx512) {
+    if (quant) return rows == 1 ? 4 : rows <= 3 ? 2 : 1;
+    return rows == 1 ? 8 : rows == 2 ? 4 : 3;
+  }
+  if (tier == core::Isa::kAvx2) {
+    if (quant) return rows == 1 ? 2 : 1;
+    return rows == 1 ? 4 : rows == 2 ? 3 : rows == 3 ? 2 : 1;
+  }
+  return 1;
+}
+
+MicroFn PickMicro(const WeightSegment& seg, core::Isa tier, int mr, int np) {
+  MicroFn fn = tier == core::Isa::kAvx512 ? Avx512Micro(seg, mr, np)
+               : tier == core::Isa::kAvx2 ? Avx2Micro(seg, mr, np)
+                                          : ScalarMicro(seg, mr, np);
+  RADIXLM_CHECK_MSG(fn != nullptr, "no GEMM micro-kernel for this shape");
+  return fn;
+}
+
+}  // namespace gemm
 
 }  // namespace radixlm::kernels

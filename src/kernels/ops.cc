@@ -133,7 +133,7 @@ void SiluMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
 
 void EmbeddingLookup(const void* table, core::DType dtype, int64_t dim, const int32_t* ids,
                      int64_t n_tokens, float* out, float scale) {
-  const size_t row_bytes = dim * core::DTypeSize(dtype);
+  const size_t row_bytes = core::RowBytes(dtype, dim);  // quantised tables dequantise a row
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* o = out + t * dim;
     core::ConvertToF32(dtype, static_cast<const uint8_t*>(table) + ids[t] * row_bytes, o, dim);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -201,33 +203,43 @@ StatusOr<std::vector<float>> GetVector(const WeightSource& src, const std::strin
   return ToF32(e);
 }
 
+DType DefaultStorage(DType file_dtype) { return file_dtype == DType::kF32 ? DType::kF32 : DType::kBF16; }
+
+// How linear weights are stored: a forced type (--dtype) or each tensor's own (quantised
+// tensors stay quantised; f16/bf16 become bf16; f32 stays f32), and how bf16 meets activations.
+struct WeightPlan {
+  std::optional<DType> forced;
+  kernels::Bf16Mode bf16_mode = kernels::Bf16Mode::kExact;
+};
+
 // Packs the named [rows_i, n_in] matrices stacked along the output dimension, straight from
 // the file's dtype (no f32 copy of a whole tensor, which for a 151936 x 1024 embedding would
-// add 622 MB to the peak).
+// add 622 MB to the peak). Parts of different quantised types stay fused as segments.
 StatusOr<kernels::PackedWeight> GetStacked(const WeightSource& src, const std::vector<std::string>& names,
-                                           const std::vector<int64_t>& rows, int64_t n_in, DType storage) {
+                                           const std::vector<int64_t>& rows, int64_t n_in, const WeightPlan& plan) {
   std::vector<std::vector<float>> scratch(names.size());
-  std::vector<std::vector<float>> converted(names.size());
-  std::vector<TensorEntry> entries;
+  std::vector<kernels::PackedWeight::Part> parts;
+  DType plain = DType::kBF16;  // storage of unquantised parts when none forces it
+  bool any_plain = false;
   for (size_t i = 0; i < names.size(); ++i) {
     RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(names[i], {rows[i], n_in}, &scratch[i]));
-    entries.push_back(e);
-  }
-  const bool same_dtype = std::all_of(entries.begin(), entries.end(), [&](const TensorEntry& e) { return e.dtype == entries[0].dtype; });
-  std::vector<const void*> parts;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (!same_dtype && entries[i].dtype != DType::kF32) {
-      converted[i] = ToF32(entries[i]);
-      parts.push_back(converted[i].data());
-    } else {
-      parts.push_back(entries[i].data);
+    if (core::IsQuantized(e.dtype) && n_in % core::BlockElems(e.dtype) != 0)
+      return core::DataLoss(e.file + ": tensor '" + e.name + "' rows are not whole quantisation blocks");
+    if (!core::IsQuantized(e.dtype) && !any_plain) {
+      plain = DefaultStorage(e.dtype);
+      any_plain = true;
     }
+    parts.push_back({e.data, e.dtype, rows[i]});
   }
-  return kernels::PackedWeight::PackStacked(parts.data(), rows.data(), static_cast<int>(parts.size()),
-                                            same_dtype ? entries[0].dtype : DType::kF32, n_in, storage);
+  kernels::PackedWeight::Options o;
+  o.keep_quantised = !plan.forced.has_value();
+  o.storage = plan.forced.value_or(plain);
+  o.bf16_mode = o.storage == DType::kBF16 ? plan.bf16_mode : kernels::Bf16Mode::kExact;
+  core::ThreadPool pool;
+  return kernels::PackedWeight::PackParts(parts, n_in, o, &pool);
 }
 
-StatusOr<Mamba2LayerWeights> BuildMamba2(const ModelConfig& c, const WeightSource& src, int block, DType storage) {
+StatusOr<Mamba2LayerWeights> BuildMamba2(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
   const kernels::Mamba2Dims dims = c.ssm_dims();
   const int64_t d = c.d_model, di = dims.d_inner(), cd = dims.conv_dim(), H = dims.n_heads, K = dims.d_conv;
   Mamba2LayerWeights m;
@@ -258,7 +270,7 @@ StatusOr<Mamba2LayerWeights> BuildMamba2(const ModelConfig& c, const WeightSourc
   return m;
 }
 
-StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, DType storage) {
+StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage) {
   const std::string problem = c.Validate();
   if (!problem.empty()) return core::InvalidArgument(c.name + ": " + problem);
   TransformerWeights w;
@@ -316,15 +328,24 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
   if (!tied) {
     std::vector<float> scratch;
     RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get("token_embd.weight", {c.vocab_size, d}, &scratch));
-    // Keep the table in the packed weights' dtype (f32 -> bf16 conversion when asked).
-    w.embedding_dtype = storage;
-    w.embedding.Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(storage));
-    std::vector<float> row(d);
-    for (int64_t r = 0; r < c.vocab_size; ++r) {
-      core::ConvertToF32(e.dtype, static_cast<const uint8_t*>(e.data) + r * d * core::DTypeSize(e.dtype), row.data(), d);
-      for (int64_t k = 0; k < d; ++k) {
-        if (storage == DType::kF32) w.embedding.as<float>()[r * d + k] = row[k];
-        else w.embedding.as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
+    // A quantised table stays quantised (a row is dequantised per lookup); otherwise it is kept
+    // in the linear weights' type (f32 -> bf16 conversion when asked).
+    if (core::IsQuantized(e.dtype) && !storage.forced) {
+      if (d % core::BlockElems(e.dtype) != 0) return core::DataLoss(e.file + ": token_embd.weight rows are not whole blocks");
+      w.embedding_dtype = e.dtype;
+      w.embedding.Resize(core::RowBytes(e.dtype, d) * c.vocab_size);
+      std::memcpy(w.embedding.data(), e.data, w.embedding.size());
+    } else {
+      const DType table = storage.forced.value_or(DefaultStorage(core::IsQuantized(e.dtype) ? DType::kBF16 : e.dtype));
+      w.embedding_dtype = table;
+      w.embedding.Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(table));
+      std::vector<float> row(d);
+      for (int64_t r = 0; r < c.vocab_size; ++r) {
+        core::ConvertToF32(e.dtype, static_cast<const uint8_t*>(e.data) + r * core::RowBytes(e.dtype, d), row.data(), d);
+        for (int64_t k = 0; k < d; ++k) {
+          if (table == DType::kF32) w.embedding.as<float>()[r * d + k] = row[k];
+          else w.embedding.as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
+        }
       }
     }
   }
@@ -436,8 +457,6 @@ StatusOr<ModelConfig> ConfigFromHf(const std::string& dir) {
   return c;
 }
 
-DType DefaultStorage(DType file_dtype) { return file_dtype == DType::kF32 ? DType::kF32 : DType::kBF16; }
-
 bool IsRandom(const std::string& spec) { return spec.rfind("random:", 0) == 0; }
 
 }  // namespace
@@ -477,19 +496,29 @@ StatusOr<ModelConfig> LoadConfig(const std::string& spec) {
 
 namespace {
 
+// Random presets are generated in f32 and stored as f32 unless asked; files keep their types.
+WeightPlan PlanOf(const LoadOptions& options, std::optional<DType> default_storage) {
+  WeightPlan plan;
+  plan.forced = options.dtype;
+  if (!plan.forced && default_storage) plan.forced = DefaultStorage(*default_storage);
+  plan.bf16_mode = options.bf16_activations.value_or(kernels::HasBf16Dot()) ? kernels::Bf16Mode::kBf16Activations
+                                                                           : kernels::Bf16Mode::kExact;
+  return plan;
+}
+
 StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spec, const LoadOptions& options) {
   if (IsRandom(spec)) {
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
     core::ThreadPool pool;
     RandomSource src(c, PresetSeed(spec.substr(7)), pool);
-    return Build(c, src, options.dtype.value_or(DType::kF32));
+    return Build(c, src, PlanOf(options, DType::kF32));
   }
   if (fs::is_directory(spec)) {
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromHf(spec));
     RADIXLM_ASSIGN_OR_RETURN(auto store, formats::ReadSafetensorsFolder(spec));
     StoreSource src(store.get(), /*hf_names=*/true, c.arch);
     const TensorEntry* any = store->Find(HfName(c.arch, "token_embd.weight"));
-    return Build(c, src, options.dtype.value_or(DefaultStorage(any ? any->dtype : DType::kF32)));
+    return Build(c, src, PlanOf(options, any ? any->dtype : DType::kF32));
   }
   if (!fs::exists(spec))
     return core::NotFound("model '" + spec + "': no such file or folder (or use random:NAME; presets: " +
@@ -497,8 +526,7 @@ StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spe
   RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
   RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(g));
   StoreSource src(&g.tensors(), /*hf_names=*/false);
-  const TensorEntry* emb = g.tensors().Find("token_embd.weight");
-  return Build(c, src, options.dtype.value_or(DefaultStorage(emb->dtype)));
+  return Build(c, src, PlanOf(options, std::nullopt));
 }
 
 }  // namespace

@@ -22,8 +22,13 @@
 namespace radixlm::models {
 
 struct LoadOptions {
-  // Storage dtype of the linear weights; default: f32 for f32 files, bf16 for f16/bf16 files.
+  // Storage dtype of the linear weights (f32 or bf16, converting or dequantising); default:
+  // each tensor's own: quantised GGUF types stay quantised, f16/bf16 become bf16, f32 stays f32.
   std::optional<core::DType> dtype;
+  // bf16 weights with bf16-rounded activations (vdpbf16ps, llama.cpp's arithmetic) or with f32
+  // activations (exact). Default: bf16 activations where the CPU has AVX512_BF16.
+  // REQUIRES: true only where kernels::HasBf16Dot() (else the scalar emulation runs, slowly).
+  std::optional<bool> bf16_activations;
 };
 
 core::StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options = {});

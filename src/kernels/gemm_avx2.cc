@@ -1,0 +1,255 @@
+// AVX2 micro-kernels: f32 and bf16 weights with f32 activations (ymm FMA), and the quantised
+// formats with vpmaddubsw/vpmaddwd integer dot products (for CPUs without AVX-512 VNNI).
+// A panel's 16 outputs are two ymm; each lane runs the scalar oracle's operation sequence.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/gemm_internal.h"
+
+#define RADIXLM_AVX2_FMA __attribute__((target("avx2,fma,f16c")))
+
+namespace radixlm::kernels::gemm {
+namespace {
+
+using core::DType;
+using core::QuantScales;
+
+// The accumulators are one flat array initialised on separate branches, with every loop
+// marked for complete unrolling: with a 2-D array or a conditional initialiser gcc 12 keeps
+// a stack copy of each accumulator and stores it every iteration (measured: 3x slower).
+template <bool BF16, int MR, int NP>
+RADIXLM_AVX2_FMA void FloatMicro(const MicroArgs& a) {
+  constexpr int NC = NP * 2;
+  __m256 acc[MR * NC];
+#pragma GCC unroll 24
+  for (int i = 0; i < MR * NC; ++i) acc[i] = _mm256_setzero_ps();
+  const uint8_t* pan[NP];
+#pragma GCC unroll 4
+  for (int p = 0; p < NP; ++p) pan[p] = a.seg->panel(a.p0 + p);
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t k = 0; k < a.K; ++k) {
+    __m256 b[NC];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      if constexpr (BF16) {
+        // Pairs (k even, k odd) per lane: k's half, widened.
+        const uint8_t* v = pan[p] + (k / 2) * 64;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32));
+        if (k & 1) {
+          b[2 * p] = _mm256_castsi256_ps(_mm256_and_si256(lo, hi_mask));
+          b[2 * p + 1] = _mm256_castsi256_ps(_mm256_and_si256(hi, hi_mask));
+        } else {
+          b[2 * p] = _mm256_castsi256_ps(_mm256_slli_epi32(lo, 16));
+          b[2 * p + 1] = _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+        }
+      } else {
+        const float* w = reinterpret_cast<const float*>(pan[p]) + k * kPanelCols;
+        b[2 * p] = _mm256_loadu_ps(w);
+        b[2 * p + 1] = _mm256_loadu_ps(w + 8);
+      }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a.xf + r * a.ldx + k);
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) acc[r * NC + c] = _mm256_fmadd_ps(x, b[c], acc[r * NC + c]);
+    }
+  }
+#pragma GCC unroll 24
+  for (int i = 0; i < MR * NC; ++i) _mm256_storeu_ps(a.y + (i / NC) * a.ldy + (i % NC) * 8, acc[i]);
+}
+
+// Byte b of the result is 0xff where bit b of the 32-bit mask is set.
+RADIXLM_AVX2_FMA inline __m256i ExpandMask(uint32_t m) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(m)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bits = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+}
+
+// Codes of k-group g (0..7) of a chunk, rows 8 * half .. 8 * half + 7.
+template <DType T>
+RADIXLM_AVX2_FMA inline __m256i GroupCodes(const uint8_t* chunk, int g, int half) {
+  constexpr QuantLayout L = LayoutOf(T);
+  constexpr int low_bits = L.f.bits == 8 ? 8 : L.f.bits >= 4 ? 4 : 2;
+  __m256i v;
+  if constexpr (low_bits == 8) {
+    v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * g + 32 * half));
+  } else if constexpr (low_bits == 4) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * (g % 4) + 32 * half));
+    v = _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (g / 4)), _mm256_set1_epi8(0x0f));
+  } else {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * (g % 2) + 32 * half));
+    v = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (g / 2)), _mm256_set1_epi8(0x03));
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < L.high_planes; ++h) {
+    uint32_t m;
+    std::memcpy(&m, chunk + L.low_bytes + 64 * h + 8 * g + 4 * half, 4);
+    v = _mm256_or_si256(v, _mm256_and_si256(ExpandMask(m), _mm256_set1_epi8(static_cast<char>(1 << (low_bits + h)))));
+  }
+  return v;
+}
+
+template <DType T, int MR, int NP>
+RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
+  constexpr QuantLayout L = LayoutOf(T);
+  constexpr core::QuantFormat F = L.f;
+  constexpr int kNs = F.n_subs();
+  constexpr int kSubsPerChunk = 32 / F.sub;
+  constexpr int kGroupsPerSub = F.sub / 4;
+  const int64_t n_blocks = a.K / F.block;
+  const int64_t ldd = a.ldq / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR * NP * 2];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR * NP * 2; ++i) acc[i] = _mm256_setzero_ps();
+  for (int p = 0; p < NP; ++p) {
+    const uint8_t* pan = a.seg->panel(a.p0 + p);
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+      const uint8_t* blk = pan + bi * L.block_bytes;
+      for (int c = 0; c < F.block / 32; ++c) {
+        const uint8_t* chunk = blk + L.header_bytes + c * L.chunk_bytes;
+        for (int s = 0; s < kSubsPerChunk; ++s) {
+          const int si = c * kSubsPerChunk + s;
+          const int64_t e0 = bi * F.block + c * 32 + s * F.sub;
+          const int64_t sub_index = e0 / F.sub;
+#pragma GCC unroll 2
+          for (int half = 0; half < 2; ++half) {
+            const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
+            __m256 ws = dv, mv = _mm256_setzero_ps();
+            if constexpr (F.scales == QuantScales::kBlockMin)
+              mv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
+            if constexpr (F.scales == QuantScales::kSuperMin) {
+              const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
+              ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 64 + si * 16 + 8 * half)))));
+              mv = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                           reinterpret_cast<const __m128i*>(blk + 64 + (kNs + si) * 16 + 8 * half)))));
+            }
+            if constexpr (F.scales == QuantScales::kSuperSigned)
+              ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 32 + si * 16 + 8 * half)))));
+            __m256i isum[MR];
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int g = 0; g < kGroupsPerSub; ++g) {
+              __m256i w = GroupCodes<T>(chunk, s * kGroupsPerSub + g, half);
+              __m256i sign_src = w;
+              if constexpr (F.bits == 8) {  // u8 = q + 128: back to signed, then |q| x sign(q) * x
+                sign_src = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+                w = _mm256_abs_epi8(sign_src);
+              }
+#pragma GCC unroll 8
+              for (int r = 0; r < MR; ++r) {
+                int32_t x4;
+                std::memcpy(&x4, a.xq + r * a.ldq + e0 + 4 * g, 4);
+                __m256i x = _mm256_set1_epi32(x4);
+                if constexpr (F.bits == 8) x = _mm256_sign_epi8(x, sign_src);
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
+              }
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; ++r) {
+              __m256i is = isum[r];
+              // 8-bit codes were multiplied as signed values already: no offset to remove.
+              if constexpr (F.offset != 0 && F.bits != 8)
+                is = _mm256_sub_epi32(is, _mm256_set1_epi32(a.corr[r * a.ld_terms + sub_index]));
+              const __m256 scale = _mm256_mul_ps(ws, _mm256_set1_ps(a.xd[r * ldd + e0 / 32]));
+              __m256& out = acc[(r * NP + p) * 2 + half];
+              out = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), scale, out);
+              if constexpr (F.scales == QuantScales::kBlockMin)
+                out = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), out);
+              if constexpr (F.scales == QuantScales::kSuperMin)
+                out = _mm256_fnmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), out);
+            }
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+    for (int p = 0; p < NP; ++p) {
+      _mm256_storeu_ps(a.y + r * a.ldy + p * kPanelCols, acc[(r * NP + p) * 2]);
+      _mm256_storeu_ps(a.y + r * a.ldy + p * kPanelCols + 8, acc[(r * NP + p) * 2 + 1]);
+    }
+}
+
+// Float types: rows 1..6 with 1 panel, and 1 x 4, 2 x 3, 3 x 2 for decode.
+template <bool BF16>
+MicroFn FloatTable(int mr, int np) {
+#define RADIXLM_CASE(R, P) \
+  case R * 16 + P: return &FloatMicro<BF16, R, P>;
+  switch (mr * 16 + np) {
+    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1)
+    RADIXLM_CASE(5, 1) RADIXLM_CASE(6, 1) RADIXLM_CASE(1, 4) RADIXLM_CASE(2, 3) RADIXLM_CASE(3, 2)
+  }
+#undef RADIXLM_CASE
+  return nullptr;
+}
+
+// Quantised types: rows 1..4 with 1 panel, and 1 x 2 for decode.
+template <DType T>
+MicroFn QuantTable(int mr, int np) {
+#define RADIXLM_CASE(R, P) \
+  case R * 16 + P: return &QuantMicro<T, R, P>;
+  switch (mr * 16 + np) {
+    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1) RADIXLM_CASE(1, 2)
+  }
+#undef RADIXLM_CASE
+  return nullptr;
+}
+
+}  // namespace
+
+MicroFn Avx2Micro(const WeightSegment& seg, int mr, int np) {
+  switch (seg.storage) {
+    case DType::kF32: return FloatTable<false>(mr, np);
+    case DType::kBF16: return seg.bf16_mode == Bf16Mode::kExact ? FloatTable<true>(mr, np) : nullptr;
+    case DType::kQ4_0: return QuantTable<DType::kQ4_0>(mr, np);
+    case DType::kQ4_1: return QuantTable<DType::kQ4_1>(mr, np);
+    case DType::kQ5_0: return QuantTable<DType::kQ5_0>(mr, np);
+    case DType::kQ5_1: return QuantTable<DType::kQ5_1>(mr, np);
+    case DType::kQ8_0: return QuantTable<DType::kQ8_0>(mr, np);
+    case DType::kQ2_K: return QuantTable<DType::kQ2_K>(mr, np);
+    case DType::kQ3_K: return QuantTable<DType::kQ3_K>(mr, np);
+    case DType::kQ4_K: return QuantTable<DType::kQ4_K>(mr, np);
+    case DType::kQ5_K: return QuantTable<DType::kQ5_K>(mr, np);
+    case DType::kQ6_K: return QuantTable<DType::kQ6_K>(mr, np);
+    default: return nullptr;
+  }
+}
+
+RADIXLM_AVX2_FMA void QuantiseRowAvx2(const float* x, int64_t K, int8_t* q, float* d, int32_t* sum16) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    d[b] = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    int32_t qi[32];
+    for (int i = 0; i < 4; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 8 * i), _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id)));
+    int32_t s0 = 0, s1 = 0;
+    for (int i = 0; i < 16; ++i) s0 += qi[i];
+    for (int i = 16; i < 32; ++i) s1 += qi[i];
+    for (int i = 0; i < 32; ++i) q[b * 32 + i] = static_cast<int8_t>(qi[i]);
+    sum16[2 * b] = s0;
+    sum16[2 * b + 1] = s1;
+  }
+}
+
+}  // namespace radixlm::kernels::gemm

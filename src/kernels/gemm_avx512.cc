@@ -1,0 +1,298 @@
+// AVX-512 micro-kernels: f32 and bf16 weights (zmm FMA; vdpbf16ps for bf16 activations) and
+// the quantised formats (VNNI vpdpbusd on the repacked panels). One zmm holds a panel's 16
+// outputs; each lane runs exactly the scalar oracle's operation sequence (gemm_scalar.cc).
+// Compiled per function for the AVX-512 subsets used, so one binary runs anywhere; called
+// only after dispatch (gemm::TierOf).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/gemm_internal.h"
+
+#define RADIXLM_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,fma,f16c")))
+
+namespace radixlm::kernels::gemm {
+namespace {
+
+using core::DType;
+using core::QuantScales;
+
+// ---- f32 and bf16 weights ------------------------------------------------------------------
+
+enum class FloatKind { kF32, kBf16Exact, kBf16Dot };
+
+template <FloatKind KIND, int MR, int NP>
+RADIXLM_AVX512 void FloatMicro(const MicroArgs& a) {
+  __m512 acc[MR * NP];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR * NP; ++i) acc[i] = _mm512_setzero_ps();
+  const uint8_t* pan[NP];
+#pragma GCC unroll 8
+  for (int p = 0; p < NP; ++p) pan[p] = a.seg->panel(a.p0 + p);
+  if constexpr (KIND == FloatKind::kF32) {
+    for (int64_t k = 0; k < a.K; ++k) {
+      __m512 w[NP];
+#pragma GCC unroll 8
+      for (int p = 0; p < NP; ++p) w[p] = _mm512_loadu_ps(reinterpret_cast<const float*>(pan[p]) + k * kPanelCols);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m512 x = _mm512_set1_ps(a.xf[r * a.ldx + k]);
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p) acc[r * NP + p] = _mm512_fmadd_ps(x, w[p], acc[r * NP + p]);
+      }
+    }
+  } else if constexpr (KIND == FloatKind::kBf16Exact) {
+    // A pair vector holds (k even, k odd) per lane: even = low half shifted up, odd = high half.
+    const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const int64_t full_pairs = a.K / 2;
+    for (int64_t kk = 0; kk < full_pairs; ++kk) {
+      __m512 we[NP], wo[NP];
+#pragma GCC unroll 8
+      for (int p = 0; p < NP; ++p) {
+        const __m512i v = _mm512_loadu_si512(pan[p] + kk * 64);
+        we[p] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        wo[p] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m512 x0 = _mm512_set1_ps(a.xf[r * a.ldx + 2 * kk]);
+        const __m512 x1 = _mm512_set1_ps(a.xf[r * a.ldx + 2 * kk + 1]);
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p) {
+          acc[r * NP + p] = _mm512_fmadd_ps(x0, we[p], acc[r * NP + p]);
+          acc[r * NP + p] = _mm512_fmadd_ps(x1, wo[p], acc[r * NP + p]);
+        }
+      }
+    }
+    if (a.K % 2) {  // the last k has no odd partner
+      const int64_t kk = full_pairs;
+#pragma GCC unroll 8
+      for (int p = 0; p < NP; ++p) {
+        const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(pan[p] + kk * 64), 16));
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r)
+          acc[r * NP + p] = _mm512_fmadd_ps(_mm512_set1_ps(a.xf[r * a.ldx + 2 * kk]), we, acc[r * NP + p]);
+      }
+    }
+  } else {
+    const int64_t pairs = (a.K + 1) / 2;
+    for (int64_t kk = 0; kk < pairs; ++kk) {
+      __m512bh w[NP];
+#pragma GCC unroll 8
+      for (int p = 0; p < NP; ++p) w[p] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(pan[p] + kk * 64));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, a.xb + r * a.ldxb + 2 * kk, 4);
+        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p) acc[r * NP + p] = _mm512_dpbf16_ps(acc[r * NP + p], w[p], x);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(a.y + r * a.ldy + p * kPanelCols, acc[r * NP + p]);
+}
+
+// ---- quantised weights -----------------------------------------------------------------------
+
+// The eight code vectors (k-groups 0..7, bytes 4r + i) of one 32-element chunk.
+template <DType T>
+RADIXLM_AVX512 inline void UnpackChunk(const uint8_t* chunk, __m512i* codes) {
+  constexpr QuantLayout L = LayoutOf(T);
+  if constexpr (L.f.bits == 8) {
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) codes[g] = _mm512_loadu_si512(chunk + 64 * g);
+  } else if constexpr (L.low_bytes == 256) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512i raw = _mm512_loadu_si512(chunk + 64 * v);
+      codes[v] = _mm512_and_si512(raw, m4);
+      codes[v + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    }
+  } else {
+    const __m512i m2 = _mm512_set1_epi8(0x03);
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      const __m512i raw = _mm512_loadu_si512(chunk + 64 * v);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) codes[v + 2 * j] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * j), m2);
+    }
+  }
+  if constexpr (L.high_planes > 0) {
+    constexpr int low_bits = L.f.bits == 8 ? 8 : L.f.bits >= 4 ? 4 : 2;
+#pragma GCC unroll 2
+    for (int h = 0; h < L.high_planes; ++h) {
+      const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (low_bits + h)));
+      const uint8_t* masks = chunk + L.low_bytes + 64 * h;
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        uint64_t m;
+        std::memcpy(&m, masks + 8 * g, 8);
+        codes[g] = _mm512_mask_add_epi8(codes[g], _cvtu64_mask64(m), codes[g], bit);
+      }
+    }
+  }
+}
+
+RADIXLM_AVX512 inline __m512 F16Vec(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <DType T, int MR, int NP>
+RADIXLM_AVX512 void QuantMicro(const MicroArgs& a) {
+  constexpr QuantLayout L = LayoutOf(T);
+  constexpr core::QuantFormat F = L.f;
+  constexpr int kNs = F.n_subs();
+  constexpr int kSubsPerChunk = 32 / F.sub;      // 1 or 2
+  constexpr int kGroupsPerSub = F.sub / 4;       // 8 or 4
+  const int64_t n_blocks = a.K / F.block;
+  const int64_t ldd = a.ldq / 32;
+  __m512 acc[MR * NP];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR * NP; ++i) acc[i] = _mm512_setzero_ps();
+  const uint8_t* pan[NP];
+#pragma GCC unroll 8
+  for (int p = 0; p < NP; ++p) pan[p] = a.seg->panel(a.p0 + p);
+  for (int64_t bi = 0; bi < n_blocks; ++bi) {
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) {
+      const uint8_t* blk = pan[p] + bi * L.block_bytes;
+      const __m512 dv = F16Vec(blk);
+      __m512 dmv = _mm512_setzero_ps();
+      if constexpr (F.scales == QuantScales::kBlockMin || F.scales == QuantScales::kSuperMin) dmv = F16Vec(blk + 32);
+      for (int c = 0; c < F.block / 32; ++c) {
+        __m512i codes[8];
+        UnpackChunk<T>(blk + L.header_bytes + c * L.chunk_bytes, codes);
+#pragma GCC unroll 2
+        for (int s = 0; s < kSubsPerChunk; ++s) {
+          const int si = c * kSubsPerChunk + s;  // sub-block within the block
+          __m512 ws = dv, mv = dmv;
+          if constexpr (F.scales == QuantScales::kSuperMin) {
+            ws = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + si * 16)))));
+            mv = _mm512_mul_ps(dmv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + (kNs + si) * 16)))));
+          } else if constexpr (F.scales == QuantScales::kSuperSigned) {
+            ws = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + si * 16)))));
+          }
+          const int64_t e0 = bi * F.block + c * 32 + s * F.sub;  // first element of the sub-block
+          const int64_t sub_index = e0 / F.sub;
+#pragma GCC unroll 16
+          for (int r = 0; r < MR; ++r) {
+            const int8_t* xq = a.xq + r * a.ldq + e0;
+            // Two partial sums (exact integers) halve the dependency chain.
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int g = 0; g < kGroupsPerSub; g += 2) {
+              int32_t x0, x1;
+              std::memcpy(&x0, xq + 4 * g, 4);
+              std::memcpy(&x1, xq + 4 * g + 4, 4);
+              s0 = _mm512_dpbusd_epi32(s0, codes[s * kGroupsPerSub + g], _mm512_set1_epi32(x0));
+              s1 = _mm512_dpbusd_epi32(s1, codes[s * kGroupsPerSub + g + 1], _mm512_set1_epi32(x1));
+            }
+            __m512i isum = _mm512_add_epi32(s0, s1);
+            if constexpr (F.offset != 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(a.corr[r * a.ld_terms + sub_index]));
+            const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(a.xd[r * ldd + e0 / 32]));
+            __m512& out = acc[r * NP + p];
+            out = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, out);
+            if constexpr (F.scales == QuantScales::kBlockMin)
+              out = _mm512_fmadd_ps(mv, _mm512_set1_ps(a.dsum[r * a.ld_terms + sub_index]), out);
+            if constexpr (F.scales == QuantScales::kSuperMin)
+              out = _mm512_fnmadd_ps(mv, _mm512_set1_ps(a.dsum[r * a.ld_terms + sub_index]), out);
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(a.y + r * a.ldy + p * kPanelCols, acc[r * NP + p]);
+}
+
+// ---- tables ------------------------------------------------------------------------------------
+// Float types: rows 1..8 with 3 panels or 1, and 1 x 8, 2 x 4, 3 x 3 for decode.
+template <FloatKind KIND>
+MicroFn FloatTable(int mr, int np) {
+#define RADIXLM_CASE(R, P) \
+  case R * 16 + P: return &FloatMicro<KIND, R, P>;
+  switch (mr * 16 + np) {
+    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1)
+    RADIXLM_CASE(5, 1) RADIXLM_CASE(6, 1) RADIXLM_CASE(7, 1) RADIXLM_CASE(8, 1)
+    RADIXLM_CASE(1, 3) RADIXLM_CASE(2, 3) RADIXLM_CASE(3, 3) RADIXLM_CASE(4, 3)
+    RADIXLM_CASE(5, 3) RADIXLM_CASE(6, 3) RADIXLM_CASE(7, 3) RADIXLM_CASE(8, 3)
+    RADIXLM_CASE(1, 8) RADIXLM_CASE(2, 4)
+  }
+#undef RADIXLM_CASE
+  return nullptr;
+}
+
+// Quantised types: rows 1..8 with 1 panel, and 1 x 4, 2 x 2, 3 x 2 for decode.
+template <DType T>
+MicroFn QuantTable(int mr, int np) {
+#define RADIXLM_CASE(R, P) \
+  case R * 16 + P: return &QuantMicro<T, R, P>;
+  switch (mr * 16 + np) {
+    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1)
+    RADIXLM_CASE(5, 1) RADIXLM_CASE(6, 1) RADIXLM_CASE(7, 1) RADIXLM_CASE(8, 1)
+    RADIXLM_CASE(1, 4) RADIXLM_CASE(2, 2) RADIXLM_CASE(3, 2)
+  }
+#undef RADIXLM_CASE
+  return nullptr;
+}
+
+}  // namespace
+
+MicroFn Avx512Micro(const WeightSegment& seg, int mr, int np) {
+  switch (seg.storage) {
+    case DType::kF32: return FloatTable<FloatKind::kF32>(mr, np);
+    case DType::kBF16:
+      return seg.bf16_mode == Bf16Mode::kBf16Activations ? FloatTable<FloatKind::kBf16Dot>(mr, np)
+                                                        : FloatTable<FloatKind::kBf16Exact>(mr, np);
+    case DType::kQ4_0: return QuantTable<DType::kQ4_0>(mr, np);
+    case DType::kQ4_1: return QuantTable<DType::kQ4_1>(mr, np);
+    case DType::kQ5_0: return QuantTable<DType::kQ5_0>(mr, np);
+    case DType::kQ5_1: return QuantTable<DType::kQ5_1>(mr, np);
+    case DType::kQ8_0: return QuantTable<DType::kQ8_0>(mr, np);
+    case DType::kQ2_K: return QuantTable<DType::kQ2_K>(mr, np);
+    case DType::kQ3_K: return QuantTable<DType::kQ3_K>(mr, np);
+    case DType::kQ4_K: return QuantTable<DType::kQ4_K>(mr, np);
+    case DType::kQ5_K: return QuantTable<DType::kQ5_K>(mr, np);
+    case DType::kQ6_K: return QuantTable<DType::kQ6_K>(mr, np);
+    default: return nullptr;
+  }
+}
+
+RADIXLM_AVX512 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, float* d, int32_t* sum16) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    // The scalar quantiser's expressions, so both round identically.
+    d[b] = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));  // round to nearest even
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
+    sum16[2 * b] = _mm512_reduce_add_epi32(q0);
+    sum16[2 * b + 1] = _mm512_reduce_add_epi32(q1);
+  }
+}
+
+RADIXLM_AVX512 void Bf16RowAvx512(const float* x, int64_t K, uint16_t* xb) {
+  int64_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k));
+    _mm512_storeu_si512(xb + k, reinterpret_cast<__m512i>(v));
+  }
+  for (; k < K; ++k) xb[k] = ToBf16Activation(x[k]);
+}
+
+}  // namespace radixlm::kernels::gemm
