@@ -54,11 +54,46 @@ void BM_Attention(benchmark::State& state, int rows, bool decode) {
   state.counters["GFLOP/s"] = benchmark::Counter(4.0 * hd * heads * pairs, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// One decode step's attention over every layer of a Qwen3-0.6B-shaped model (28 layers, 8 kv
+// heads x 128, bf16 KV) at context `ctx`: the KV bytes of all layers exceed the caches, as in
+// a real decode step. Counter: KV GB/s (K and V bytes read per second).
+void BM_AttentionDecodeStep(benchmark::State& state, int ctx, core::DType dtype) {
+  const int layers = 28, heads = 16, kv_heads = 8, hd = 128, bt = 16;
+  const int blocks = (ctx + bt - 1) / bt;
+  const size_t elems = size_t(blocks) * bt * kv_heads * hd, bytes = elems * core::DTypeSize(dtype);
+  std::vector<std::vector<uint8_t>> k(layers, std::vector<uint8_t>(bytes, 0x3c)), v = k;
+  std::vector<int32_t> table(blocks);
+  std::iota(table.begin(), table.end(), 0);
+  const int32_t pos = ctx - 1;
+  std::vector<float> q(size_t(heads) * hd, 0.01f), out(q.size());
+  const AttentionParams p{heads, kv_heads, hd, 0.088f};
+  const std::vector<AttentionSeq> seqs{{0, 1, table}};
+  for (auto _ : state)
+    for (int l = 0; l < layers; ++l) {
+      const KvLayerView kv{k[l].data(), v[l].data(), bt, kv_heads, hd, dtype};
+      PagedAttention(Pool(), p, kv, seqs, &pos, q.data(), out.data(), nullptr);
+      benchmark::DoNotOptimize(out.data());
+    }
+  state.counters["KV_GB/s"] = benchmark::Counter(2.0 * layers * bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
 const int kRegistered = [] {
+  for (int ctx : {512, 4096})
+    for (core::DType dt : {core::DType::kF32, core::DType::kBF16})
+      benchmark::RegisterBenchmark(("AttentionDecodeStep/" + std::string(core::DTypeName(dt)) + "/ctx" + std::to_string(ctx)).c_str(),
+                                   BM_AttentionDecodeStep, ctx, dt)
+          ->Unit(benchmark::kMicrosecond)->UseRealTime();
   for (const GemmCase& c : GemmCases(/*include_large=*/true)) {
     if (c.m * c.n * c.k < (1 << 20)) continue;  // the tiny correctness shapes are not worth timing
     const std::string name = "Gemm/" + c.Name();
     benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, c)->Unit(benchmark::kMillisecond)->UseRealTime();
+    // Decode through a matrix far larger than the caches (Qwen3-0.6B's tied lm_head): weight
+    // bandwidth from DRAM, the decode ceiling.
+    if (c.m == 1 && c.n == 6144) {
+      GemmCase lm = c;
+      lm.n = 151936;
+      benchmark::RegisterBenchmark(("Gemm/" + lm.Name()).c_str(), BM_Gemm, lm)->Unit(benchmark::kMillisecond)->UseRealTime();
+    }
   }
   for (int rows : {512, 4096}) {
     benchmark::RegisterBenchmark(("Attention/prefill/" + std::to_string(rows)).c_str(), BM_Attention, rows, false)

@@ -39,20 +39,22 @@ double Median(std::vector<double> v) {
 // A KV store + block pool sized for `tokens` positions of one sequence.
 struct KvSetup {
   static constexpr int kBlockTokens = 16;
-  KvSetup(const models::ModelConfig& c, int64_t tokens)
+  KvSetup(const models::ModelConfig& c, int64_t tokens, core::DType dtype)
       : blocks(static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens)),
-        store(c, {blocks, kBlockTokens}), pool({blocks, kBlockTokens}) {}
+        store(c, {blocks, kBlockTokens, dtype}), pool({blocks, kBlockTokens}) {}
   int32_t blocks;
   models::KvStore store;
   cache::BlockPool pool;
 };
 
-json InfoJson(const models::Transformer& m) {
+json InfoJson(const models::Transformer& m, const ModelOptions& o) {
   const auto& c = m.config();
   json layers = json::array();
   for (auto k : c.layers) layers.push_back(models::LayerKindName(k));
   return {{"name", c.name}, {"architecture", c.arch}, {"parameters", c.ParameterCount()},
-          {"dtype", std::string(core::DTypeName(m.weight_dtype()))}, {"weights_bytes", m.weights().nbytes()},
+          {"dtype", std::string(core::DTypeName(m.weight_dtype()))}, {"weight_type", m.weights().TypeSummary()},
+          {"matmul", MatmulDescription(m)}, {"kv_dtype", o.kv_dtype}, {"isa", core::IsaName(core::ActiveIsa())},
+          {"weights_bytes", m.weights().nbytes()},
           {"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_blocks", c.n_blocks},
           {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
           {"ffn_dim", c.ffn_dim}, {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},
@@ -78,14 +80,15 @@ void RegisterInfo(CLI::App& app) {
   cmd->callback([o, as_json] {
     auto m = LoadFromOptions(*o);
     ExitIfError(m.status());
-    const json j = InfoJson(**m);
+    const json j = InfoJson(**m, *o);
     if (*as_json) {
       std::printf("%s\n", j.dump().c_str());
       return;
     }
     std::printf("%s: %s, %.1fM parameters, weights %s (%.1f MiB packed)\n", j["name"].get<std::string>().c_str(),
                 j["architecture"].get<std::string>().c_str(), j["parameters"].get<int64_t>() / 1e6,
-                j["dtype"].get<std::string>().c_str(), j["weights_bytes"].get<size_t>() / 1048576.0);
+                j["weight_type"].get<std::string>().c_str(), j["weights_bytes"].get<size_t>() / 1048576.0);
+    std::printf("  matmul: %s; KV cache %s\n", j["matmul"].get<std::string>().c_str(), o->kv_dtype.c_str());
     const auto& c = (*m)->config();
     std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, MLP %d, RoPE theta %g (%s)%s%s%s\n",
                 static_cast<long long>(c.vocab_size), c.d_model, c.n_blocks, c.n_heads, c.n_kv_heads, c.head_dim,
@@ -156,7 +159,7 @@ void RegisterGenerate(CLI::App& app) {
       o->gen.stop_ids = {model.config().eos_id};
     }
     core::ThreadPool pool(o->model.threads);
-    KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o->gen.max_tokens);
+    KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o->gen.max_tokens, KvDtypeOf(o->model));
     runner::Generator gen(model, pool, kv.store, kv.pool);
     std::unique_ptr<tokenizer::StreamDecoder> stream;
     if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
@@ -205,7 +208,7 @@ void RegisterLogits(CLI::App& app) {
     auto m = LoadFromOptions(o->model);
     ExitIfError(m.status());
     core::ThreadPool pool(o->model.threads);
-    KvSetup kv((*m)->config(), ids->size());
+    KvSetup kv((*m)->config(), ids->size(), KvDtypeOf(o->model));
     runner::Generator gen(**m, pool, kv.store, kv.pool);
     auto logits = gen.AllLogits(*ids);
     ExitIfError(logits.status());
@@ -223,7 +226,7 @@ void RegisterLogits(CLI::App& app) {
 // rows' logits. Reports tokens/s (original tokens over the runner's forward time: plan, tables
 // and forward), the observed compact/original ratio and the ideal ratio r = B(P+S) / (P+BS).
 void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
-                     const std::string& mode, int max_batch_tokens, int repeats, bool json_out) {
+                     const std::string& mode, int max_batch_tokens, int repeats, bool json_out, core::DType kv_dtype) {
   const auto& c = model.config();
   if (mode != "off" && mode != "gather" && mode != "trie")
     ExitIfError(core::InvalidArgument("--compaction is off, gather or trie"));
@@ -243,7 +246,8 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
                                 .kv_rows = ((max_batch_tokens + bt - 1) / bt + batch) * bt,
                                 .threshold = mode == "off" ? 0.0 : 1.0,  // 1 = compact every forward
                                 .trie_attention = mode == "trie",
-                                .block_tokens = static_cast<int32_t>(bt)});
+                                .block_tokens = static_cast<int32_t>(bt),
+                                .kv_dtype = kv_dtype});
   std::vector<double> rates;
   runner::ScoringStats run;
   for (int r = 0; r < repeats; ++r) {
@@ -301,7 +305,7 @@ void RegisterBench(CLI::App& app) {
     core::ThreadPool pool(o->model.threads);
     if (o->batch > 0) {
       BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens,
-                      o->repeats, o->json_out);
+                      o->repeats, o->json_out, KvDtypeOf(o->model));
       return;
     }
 
@@ -326,7 +330,7 @@ void RegisterBench(CLI::App& app) {
 
     std::vector<int32_t> prompt(o->prompt_tokens);
     for (auto& id : prompt) id = static_cast<int32_t>(rng.Below(c.vocab_size));
-    KvSetup kv(c, o->prompt_tokens + o->gen_tokens + 1);
+    KvSetup kv(c, o->prompt_tokens + o->gen_tokens + 1, KvDtypeOf(o->model));
     runner::Generator gen(model, pool, kv.store, kv.pool);
     runner::GenerateOptions go;
     go.max_tokens = o->gen_tokens;
@@ -364,6 +368,8 @@ void RegisterBench(CLI::App& app) {
     const double prefill_gflops = flops / (n / prefill_tps) / 1e9;
     const double weight_gb = model.weights().nbytes() / 1e9;
     json j = {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
+              {"weight_type", model.weights().TypeSummary()}, {"matmul", MatmulDescription(model)},
+              {"kv_dtype", o->model.kv_dtype},
               {"threads", pool.size()}, {"isa", core::IsaName(core::ActiveIsa())},
               {"prompt_tokens", o->prompt_tokens}, {"gen_tokens", o->gen_tokens},
               {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps},

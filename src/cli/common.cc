@@ -4,15 +4,23 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "formats/gguf.h"
+#include "kernels/gemm_internal.h"
 
 namespace radixlm::cli {
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model) {
   if (positional_model) cmd->add_option("model", o->model, "GGUF file, Hugging Face folder or random:NAME");
   cmd->add_option("--model,-m", o->model, "GGUF file, Hugging Face folder or random:NAME")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "weight storage: f32 or bf16 (converted at load)")->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--dtype", o->dtype, "weight storage: f32 or bf16, converted or dequantised at load (default: the file's own types)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--matmul-precision", o->matmul_precision,
+                  "bf16 weights: f32 activations (exact), bf16 activations (vdpbf16ps, AVX512_BF16 only), or auto")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--threads,-t", o->threads, "compute threads (0 = one per core)");
 }
 
@@ -23,7 +31,43 @@ core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const Model
     core::ParseDType(o.dtype, &d);
     lo.dtype = d;
   }
+  if (o.matmul_precision == "bf16" && !kernels::HasBf16Dot())
+    return core::InvalidArgument("--matmul-precision bf16 needs a CPU with AVX512_BF16 (vdpbf16ps); use f32 or auto");
+  if (o.matmul_precision != "auto") lo.bf16_activations = o.matmul_precision == "bf16";
   return models::LoadModel(o.model, lo);
+}
+
+core::DType KvDtypeOf(const ModelOptions& o) {
+  core::DType d = core::DType::kBF16;
+  core::ParseDType(o.kv_dtype, &d);
+  return d;
+}
+
+std::string MatmulDescription(const models::Transformer& m) {
+  // One line per distinct weight type, largest share first.
+  std::map<std::string, size_t> bytes;
+  auto add = [&](const kernels::PackedWeight& w) {
+    for (const kernels::WeightSegment& s : w.segments()) {
+      std::string what = std::string(core::DTypeName(s.storage)) + " weights x ";
+      const core::Isa tier = kernels::gemm::TierOf(s, core::ActiveIsa());
+      if (core::IsQuantized(s.storage)) what += std::string("int8 activations (") + (tier == core::Isa::kAvx512 ? "avx512 vnni" : core::IsaName(tier)) + ")";
+      else if (s.storage == core::DType::kBF16 && s.bf16_mode == kernels::Bf16Mode::kBf16Activations)
+        what += std::string("bf16 activations (") + (tier == core::Isa::kAvx512 ? "vdpbf16ps" : "scalar emulation") + ")";
+      else what += std::string("f32 activations (") + core::IsaName(tier) + " fma)";
+      bytes[what] += s.buf.size();
+    }
+  };
+  const auto& w = m.weights();
+  for (const auto& a : w.attention) { add(a.qkv); add(a.o); }
+  for (const auto& l : w.mlp) { add(l.gate_up); add(l.down); }
+  for (const auto& l : w.mamba) { add(l.in_proj); add(l.out_proj); }
+  add(w.lm_head);
+  std::vector<std::pair<size_t, std::string>> order;
+  for (const auto& [k, v] : bytes) order.push_back({v, k});
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [b, what] : order) out += (out.empty() ? "" : "; ") + what;
+  return out;
 }
 
 void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o) {

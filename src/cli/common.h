@@ -18,7 +18,9 @@ namespace radixlm::cli {
 
 struct ModelOptions {
   std::string model = models::kDefaultModel;
-  std::string dtype;   // empty = the file's own (f32 stays f32, f16/bf16 -> bf16)
+  std::string dtype;   // empty = the file's own (quantised stays quantised, f32 stays f32, f16/bf16 -> bf16)
+  std::string matmul_precision = "auto";  // bf16 weights: f32 | bf16 activations | auto (bf16 where AVX512_BF16)
+  std::string kv_dtype = "bf16";          // KV cache: f32 | bf16 | f16
   int threads = 0;     // 0 = one per core
   std::string tokenizer;      // family name, tokenizer.json, HF folder or GGUF; default: the model's
   std::string tokenizer_dir;  // where set-up put the bundled tokenizer data
@@ -39,6 +41,11 @@ struct EngineOptions {
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);
+// The KV cache dtype of --kv-dtype.
+core::DType KvDtypeOf(const ModelOptions& o);
+// What the matrix products of a loaded model compute with, for `info` and `bench`: e.g.
+// "q4_k weights x int8 activations (avx512 vnni)", "bf16 weights x bf16 activations (vdpbf16ps)".
+std::string MatmulDescription(const models::Transformer& m);
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o);
 void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o);
 // The tokenizer named by --tokenizer, else the model's own (GGUF metadata, the HF folder's

@@ -310,7 +310,7 @@ void RegisterReplay(CLI::App& app) {
       EngineOptions eo = o->engine;
       eo.no_prefix_cache = !cache_on;
       const engine::EngineConfig ec = MakeEngineConfig(eo);
-      models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
+      models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens, KvDtypeOf(o->model)});
       runner::HybridServing hybrid = MakeHybrid(model.config(), eo);
       runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
       exec.set_compaction(MakePrefillCompaction(eo));

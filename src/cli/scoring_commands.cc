@@ -109,8 +109,9 @@ void AddScoringOptions(CLI::App* cmd, ScoringOptions* o) {
       ->capture_default_str();
 }
 
-runner::ScoringConfig MakeScoringConfig(const ScoringOptions& o) {
-  return {.max_batch_tokens = o.max_batch_tokens, .threshold = o.threshold, .trie_attention = o.compaction == "trie"};
+runner::ScoringConfig MakeScoringConfig(const ScoringOptions& o, core::DType kv_dtype) {
+  return {.max_batch_tokens = o.max_batch_tokens, .threshold = o.threshold, .trie_attention = o.compaction == "trie",
+          .kv_dtype = kv_dtype};
 }
 
 nlohmann::json StatsJson(const runner::ScoringStats& st, double seconds) {
@@ -160,7 +161,7 @@ void RegisterRerank(CLI::App& app) {
       }
     }
     core::ThreadPool pool(o->model.threads);
-    runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring));
+    runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
     const auto t0 = std::chrono::steady_clock::now();
     auto logits = runner.YesNoLogits(pairs, format->yes_id, format->no_id);
     ExitIfError(logits.status());
@@ -236,7 +237,7 @@ void RegisterEmbed(CLI::App& app) {
       inputs.push_back(std::move(*ids));
     }
     core::ThreadPool pool(o->model.threads);
-    runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring));
+    runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
     const auto t0 = std::chrono::steady_clock::now();
     auto emb = runner.Embed(inputs, last ? runner::Pooling::kLastToken : runner::Pooling::kMean, !o->no_normalize);
     ExitIfError(emb.status());

@@ -117,7 +117,7 @@ void RegisterServe(CLI::App& app) {
     else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
     core::ThreadPool pool(o->model.threads);
     const engine::EngineConfig ec = MakeEngineConfig(o->engine);
-    models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens});
+    models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens, KvDtypeOf(o->model)});
     runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
     runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
     exec.set_compaction(MakePrefillCompaction(o->engine));
@@ -127,7 +127,8 @@ void RegisterServe(CLI::App& app) {
     o->server.embed_pooling = o->embed_pooling == "last" ? engine::Pooling::kLastToken : engine::Pooling::kMean;
     const runner::ScoringConfig scoring_config{.max_batch_tokens = o->scoring_batch_tokens,
                                                .threshold = o->scoring_threshold,
-                                               .trie_attention = o->scoring_compaction == "trie"};
+                                               .trie_attention = o->scoring_compaction == "trie",
+                                               .kv_dtype = KvDtypeOf(o->model)};
     // The runner (and its KV store for one forward) is made on the first scoring request.
     std::unique_ptr<runner::ScoringQueue> scoring;
     if (!o->no_scoring)

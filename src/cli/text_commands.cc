@@ -142,7 +142,7 @@ void RegisterChat(CLI::App& app) {
     core::ThreadPool pool(o->model.threads);
     const int64_t ctx = std::min<int64_t>(model.config().max_context, 8192);
     const int block_tokens = 16;
-    models::KvStore kv(model.config(), {static_cast<int>((ctx + block_tokens - 1) / block_tokens), block_tokens});
+    models::KvStore kv(model.config(), {static_cast<int>((ctx + block_tokens - 1) / block_tokens), block_tokens, KvDtypeOf(o->model)});
     cache::BlockPool blocks({kv.n_blocks(), block_tokens});
     runner::Generator gen(model, pool, kv, blocks);
     std::vector<tokenizer::ChatMessage> history;

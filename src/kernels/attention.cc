@@ -4,40 +4,69 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/status.h"
+#include "kernels/attention_internal.h"
 #include "kernels/vec_avx2.h"
 
 namespace radixlm::kernels {
 namespace {
 
-constexpr int kMaxGroup = 16;    // q heads per kv head handled together
+using core::DType;
+
+// The element type of a KV dtype and its conversion to f32 (scalar and 8 lanes).
+template <DType D>
+using KvElem = std::conditional_t<D == DType::kF32, float, uint16_t>;
+
+template <DType D>
+inline float LoadKv(const KvElem<D>* p) {
+  if constexpr (D == DType::kF32) return *p;
+  else if constexpr (D == DType::kBF16) return core::Bf16ToF32(*p);
+  else return core::F16ToF32(*p);
+}
+
+template <DType D>
+RADIXLM_AVX2 inline __m256 LoadKv8(const KvElem<D>* p) {
+  if constexpr (D == DType::kF32) {
+    return _mm256_loadu_ps(p);
+  } else if constexpr (D == DType::kBF16) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+using attn::kMaxGroup;
+using attn::kTileRows;
+using attn::TileRow;
 constexpr int kMaxBlock = 256;   // block_tokens limit for the per-block score buffer
-constexpr int kTileRows = 16;    // query rows sharing each K/V block load
 
 // Scores of query vectors against one block's transposed keys kt [d, bt]:
 // out[v * bt + j] = sum_i q_v[i] * kt[i * bt + j], one FMA chain per (v, j) with i ascending,
 // whatever the number of vectors computed together: a score never depends on the batch.
-void ScoresScalar(const float* const* q, int n_q, const float* kt, int d, int bt, float* out) {
+template <DType D>
+void ScoresScalar(const float* const* q, int n_q, const KvElem<D>* kt, int d, int bt, float* out) {
   for (int vq = 0; vq < n_q; ++vq)
     for (int j = 0; j < bt; ++j) {
       float s = 0;
-      for (int i = 0; i < d; ++i) s += q[vq][i] * kt[i * bt + j];
+      for (int i = 0; i < d; ++i) s += q[vq][i] * LoadKv<D>(kt + i * bt + j);
       out[vq * bt + j] = s;
     }
 }
 
-template <int NQ, int NC>
-RADIXLM_AVX2 void ScoresAvx2(const float* const* q, const float* kt, int d, int bt, float* out) {
+template <DType D, int NQ, int NC>
+RADIXLM_AVX2 void ScoresAvx2(const float* const* q, const KvElem<D>* kt, int d, int bt, float* out) {
   __m256 acc[NQ * NC];
 #pragma GCC unroll 16
   for (int x = 0; x < NQ * NC; ++x) acc[x] = _mm256_setzero_ps();
   for (int i = 0; i < d; ++i) {
     __m256 kr[NC];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) kr[c] = _mm256_loadu_ps(kt + i * bt + c * 8);
+    for (int c = 0; c < NC; ++c) kr[c] = LoadKv8<D>(kt + i * bt + c * 8);
 #pragma GCC unroll 4
     for (int vq = 0; vq < NQ; ++vq) {
       const __m256 qb = _mm256_broadcast_ss(q[vq] + i);
@@ -49,13 +78,13 @@ RADIXLM_AVX2 void ScoresAvx2(const float* const* q, const float* kt, int d, int 
   for (int x = 0; x < NQ * NC; ++x) _mm256_storeu_ps(out + (x / NC) * bt + (x % NC) * 8, acc[x]);
 }
 
-template <int NC>
-void ScoresAvx2Chunk(const float* const* q, int n_q, const float* kt, int d, int bt, float* out) {
+template <DType D, int NC>
+void ScoresAvx2Chunk(const float* const* q, int n_q, const KvElem<D>* kt, int d, int bt, float* out) {
   switch (n_q) {
-    case 1: return ScoresAvx2<1, NC>(q, kt, d, bt, out);
-    case 2: return ScoresAvx2<2, NC>(q, kt, d, bt, out);
-    case 3: return ScoresAvx2<3, NC>(q, kt, d, bt, out);
-    default: return ScoresAvx2<4, NC>(q, kt, d, bt, out);
+    case 1: return ScoresAvx2<D, 1, NC>(q, kt, d, bt, out);
+    case 2: return ScoresAvx2<D, 2, NC>(q, kt, d, bt, out);
+    case 3: return ScoresAvx2<D, 3, NC>(q, kt, d, bt, out);
+    default: return ScoresAvx2<D, 4, NC>(q, kt, d, bt, out);
   }
 }
 
@@ -63,22 +92,24 @@ void ScoresAvx2Chunk(const float* const* q, int n_q, const float* kt, int d, int
 // never depends on the batch); otherwise the scalar chain.
 bool VectorScores(int bt) { return bt % 8 == 0 && bt <= 32; }
 
-void Scores(const float* const* q, int n_q, const float* kt, int d, int bt, float* out, bool avx2) {
-  if (!avx2 || !VectorScores(bt)) return ScoresScalar(q, n_q, kt, d, bt, out);
+template <DType D>
+void Scores(const float* const* q, int n_q, const KvElem<D>* kt, int d, int bt, float* out, bool avx2) {
+  if (!avx2 || !VectorScores(bt)) return ScoresScalar<D>(q, n_q, kt, d, bt, out);
   for (int v0 = 0; v0 < n_q; v0 += 4) {
     const int n = std::min(4, n_q - v0);
     switch (bt / 8) {
-      case 1: ScoresAvx2Chunk<1>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-      case 2: ScoresAvx2Chunk<2>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-      case 3: ScoresAvx2Chunk<3>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-      default: ScoresAvx2Chunk<4>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      case 1: ScoresAvx2Chunk<D, 1>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      case 2: ScoresAvx2Chunk<D, 2>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      case 3: ScoresAvx2Chunk<D, 3>(q + v0, n, kt, d, bt, out + v0 * bt); break;
+      default: ScoresAvx2Chunk<D, 4>(q + v0, n, kt, d, bt, out + v0 * bt); break;
     }
   }
 }
 
 // acc = acc * scale + sum_j p[j] * v_j, 64 dims at a time so 8 independent chains run per
 // value row (the per-element order, j ascending, is the scalar path's).
-RADIXLM_AVX2 void ScaleAccumulateAvx2(float* acc, float scale, const float* p, float* const* v,
+template <DType D>
+RADIXLM_AVX2 void ScaleAccumulateAvx2(float* acc, float scale, const float* p, const KvElem<D>* const* v,
                                       int n_v, int d) {
   const __m256 vs = _mm256_set1_ps(scale);
   int i = 0;
@@ -89,27 +120,28 @@ RADIXLM_AVX2 void ScaleAccumulateAvx2(float* acc, float scale, const float* p, f
     for (int j = 0; j < n_v; ++j) {
       const __m256 pj = _mm256_set1_ps(p[j]);
 #pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v[j] + i + c * 8), a[c]);
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(pj, LoadKv8<D>(v[j] + i + c * 8), a[c]);
     }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + i + c * 8, a[c]);
   }
   for (; i + 8 <= d; i += 8) {
     __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), vs);
-    for (int j = 0; j < n_v; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v[j] + i), a);
+    for (int j = 0; j < n_v; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), LoadKv8<D>(v[j] + i), a);
     _mm256_storeu_ps(acc + i, a);
   }
   for (; i < d; ++i) {
     float a = acc[i] * scale;
-    for (int j = 0; j < n_v; ++j) a += p[j] * v[j][i];
+    for (int j = 0; j < n_v; ++j) a += p[j] * LoadKv<D>(v[j] + i);
     acc[i] = a;
   }
 }
 
-void ScaleAccumulateScalar(float* acc, float scale, const float* p, float* const* v, int n_v, int d) {
+template <DType D>
+void ScaleAccumulateScalar(float* acc, float scale, const float* p, const KvElem<D>* const* v, int n_v, int d) {
   for (int i = 0; i < d; ++i) {
     float a = acc[i] * scale;
-    for (int j = 0; j < n_v; ++j) a += p[j] * v[j][i];
+    for (int j = 0; j < n_v; ++j) a += p[j] * LoadKv<D>(v[j] + i);
     acc[i] = a;
   }
 }
@@ -125,19 +157,15 @@ RADIXLM_AVX2 void ExpSubAvx2(float* s, int n, float m) {
 // blocks are the outer loop so each block is read from memory once per tile, not once per
 // row (long prompts were bandwidth-bound on K/V otherwise). Each row's arithmetic is exactly
 // the single-row sequence: a row's result does not depend on the tile it is in.
-struct TileRow {
-  int32_t position;
-  const float* q;   // [n_heads, head_dim]
-  float* out;       // [n_heads, head_dim]
-  float* lse;       // [n_heads] or nullptr
-};
-
+template <DType D>
 void AttendTile(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
                 const TileRow* rows, int n_rows, bool avx2) {
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
+  const KvElem<D>* keys = static_cast<const KvElem<D>*>(kv.k);
+  const KvElem<D>* values = static_cast<const KvElem<D>*>(kv.v);
   float m[kTileRows][kMaxGroup], l[kTileRows][kMaxGroup];
   float scores[kMaxGroup][kMaxBlock];
-  float* vptr[kMaxBlock];
+  const KvElem<D>* vptr[kMaxBlock];
   const float* qv[kTileRows * kMaxGroup];
   thread_local std::vector<float> block_scores_buf;
   block_scores_buf.resize(static_cast<size_t>(kTileRows) * kMaxGroup * bt);
@@ -154,13 +182,13 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
   for (int64_t start = 0; start <= max_pos; start += bt) {
     const int32_t block = seq.block_table[start / bt];
     const int n_block = static_cast<int>(std::min<int64_t>(bt, max_pos + 1 - start));
-    for (int j = 0; j < n_block; ++j) vptr[j] = kv.ValueAt(block, j, kv_head);
+    for (int j = 0; j < n_block; ++j) vptr[j] = values + kv.ValueIndex(block, j, kv_head);
     // Scores of every (row, head) of the tile that reaches this block, in one pass over keys.
     int n_q = 0;
     for (int r = 0; r < n_rows; ++r)
       if (rows[r].position >= start)
         for (int g = 0; g < group; ++g) qv[n_q++] = rows[r].q + (kv_head * group + g) * d;
-    Scores(qv, n_q, kv.KeysOf(block, kv_head), d, bt, block_scores, avx2);
+    Scores<D>(qv, n_q, keys + kv.KeyIndex(block, 0, kv_head, 0), d, bt, block_scores, avx2);
     int vq = 0;
     for (int r = 0; r < n_rows; ++r) {
       const int n = static_cast<int>(std::min<int64_t>(bt, static_cast<int64_t>(rows[r].position) + 1 - start));
@@ -181,8 +209,8 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
         l[r][g] = l[r][g] * correction + bs;
         m[r][g] = bm;
         float* acc = rows[r].out + (kv_head * group + g) * d;
-        if (avx2) ScaleAccumulateAvx2(acc, correction, scores[g], vptr, n, d);
-        else ScaleAccumulateScalar(acc, correction, scores[g], vptr, n, d);
+        if (avx2) ScaleAccumulateAvx2<D>(acc, correction, scores[g], vptr, n, d);
+        else ScaleAccumulateScalar<D>(acc, correction, scores[g], vptr, n, d);
       }
     }
   }
@@ -212,8 +240,15 @@ void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const in
       const int32_t block = s.block_table[pos / kv.block_tokens];
       const int off = pos % kv.block_tokens;
       for (int h = 0; h < kv.n_kv_heads; ++h)
-        for (int i = 0; i < kv.head_dim; ++i) kv.Key(block, off, h, i) = k[r * row_elems + h * kv.head_dim + i];
-      std::memcpy(kv.ValueAt(block, off, 0), v + r * row_elems, row_elems * 4);
+        for (int i = 0; i < kv.head_dim; ++i) kv.SetKey(block, off, h, i, k[r * row_elems + h * kv.head_dim + i]);
+      if (kv.dtype == DType::kF32) {
+        for (int h = 0; h < kv.n_kv_heads; ++h)
+          std::memcpy(static_cast<float*>(kv.v) + kv.ValueIndex(block, off, h), v + r * row_elems + h * kv.head_dim,
+                      kv.head_dim * 4);
+      } else {
+        for (int h = 0; h < kv.n_kv_heads; ++h)
+          for (int i = 0; i < kv.head_dim; ++i) kv.SetValue(block, off, h, i, v[r * row_elems + h * kv.head_dim + i]);
+      }
     }
 }
 
@@ -232,6 +267,7 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   }
   const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
+  const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
   const int n_threads = pool.size();
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
   // Items are dealt round-robin: causal tiles grow in cost with position, so contiguous
@@ -245,7 +281,15 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
         const int64_t r = tile.row_begin + k;
         rows[k] = {positions[r], q + r * stride, out + r * stride, lse ? lse + r * p.n_heads : nullptr};
       }
-      AttendTile(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2);
+      if (avx512) {
+        attn::AttendTileAvx512(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows));
+        continue;
+      }
+      switch (kv.dtype) {
+        case DType::kBF16: AttendTile<DType::kBF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
+        case DType::kF16: AttendTile<DType::kF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
+        default: AttendTile<DType::kF32>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
+      }
     }
   });
 }
@@ -264,7 +308,7 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
           double dot = 0;
           for (int i = 0; i < d; ++i)
             dot += static_cast<double>(q[(r * p.n_heads + h) * d + i]) *
-                   kv.Key(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group, i);
+                   kv.KeyAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group, i);
           sc[j] = dot * p.scale;
           mx = std::max(mx, sc[j]);
         }
@@ -273,7 +317,7 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
         for (int i = 0; i < d; ++i) {
           double o = 0;
           for (int j = 0; j < n; ++j)
-            o += sc[j] * kv.ValueAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group)[i];
+            o += sc[j] * kv.ValueAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group, i);
           out[(r * p.n_heads + h) * d + i] = static_cast<float>(o / sum);
         }
         if (lse) lse[r * p.n_heads + h] = static_cast<float>(mx + std::log(sum));

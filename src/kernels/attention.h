@@ -16,29 +16,52 @@
 #include <cstdint>
 #include <span>
 
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 
 namespace radixlm::kernels {
 
-// One layer's slice of the paged KV store, f32. Keys are stored transposed within a block,
+// One layer's slice of the paged KV store, in f32, bf16 or f16 (the KV cache dtype; the
+// arithmetic is f32 whatever it is). Keys are stored transposed within a block,
 // k: [n_blocks, n_kv_heads, head_dim, block_tokens], so the scores of a query against a whole
 // block are one small matrix product (a broadcast query element times a row of keys) for
-// prefill and decode alike; values are v: [n_blocks, block_tokens, n_kv_heads, head_dim].
+// prefill and decode alike; values are v: [n_blocks, n_kv_heads, block_tokens, head_dim], so a
+// kv head's keys and values of a block are each one contiguous run (what decode streams).
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int block_tokens = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  // [head_dim, block_tokens] keys of one block and head.
-  float* KeysOf(int32_t block, int kv_head) const {
-    return k + (static_cast<int64_t>(block) * n_kv_heads + kv_head) * head_dim * block_tokens;
+  core::DType dtype = core::DType::kF32;
+
+  size_t elem_bytes() const { return core::DTypeSize(dtype); }
+  // Element index of key dim i of (block, offset, kv_head), and of a value row's first dim.
+  int64_t KeyIndex(int32_t block, int offset, int kv_head, int i) const {
+    return ((static_cast<int64_t>(block) * n_kv_heads + kv_head) * head_dim + i) * block_tokens + offset;
   }
-  float& Key(int32_t block, int offset, int kv_head, int i) const {
-    return KeysOf(block, kv_head)[static_cast<int64_t>(i) * block_tokens + offset];
+  int64_t ValueIndex(int32_t block, int offset, int kv_head) const {
+    return ((static_cast<int64_t>(block) * n_kv_heads + kv_head) * block_tokens + offset) * head_dim;
   }
-  float* ValueAt(int32_t block, int offset, int kv_head) const {
-    return v + ((static_cast<int64_t>(block) * block_tokens + offset) * n_kv_heads + kv_head) * head_dim;
+  float KeyAt(int32_t block, int offset, int kv_head, int i) const { return Get(k, KeyIndex(block, offset, kv_head, i)); }
+  float ValueAt(int32_t block, int offset, int kv_head, int i) const { return Get(v, ValueIndex(block, offset, kv_head) + i); }
+  void SetKey(int32_t block, int offset, int kv_head, int i, float x) const { Put(k, KeyIndex(block, offset, kv_head, i), x); }
+  void SetValue(int32_t block, int offset, int kv_head, int i, float x) const { Put(v, ValueIndex(block, offset, kv_head) + i, x); }
+
+ private:
+  float Get(const void* base, int64_t i) const {
+    switch (dtype) {
+      case core::DType::kBF16: return core::Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
+      case core::DType::kF16: return core::F16ToF32(static_cast<const uint16_t*>(base)[i]);
+      default: return static_cast<const float*>(base)[i];
+    }
+  }
+  void Put(void* base, int64_t i, float x) const {
+    switch (dtype) {
+      case core::DType::kBF16: static_cast<uint16_t*>(base)[i] = core::F32ToBf16(x); break;
+      case core::DType::kF16: static_cast<uint16_t*>(base)[i] = core::F32ToF16(x); break;
+      default: static_cast<float*>(base)[i] = x; break;
+    }
   }
 };
 
@@ -58,7 +81,7 @@ struct AttentionParams {
 };
 
 // Writes k, v [n_tokens, n_kv_heads, head_dim] of each sequence's rows into the store at the
-// rows' positions.
+// rows' positions, rounded to the store's dtype (round to nearest even).
 void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const int32_t* positions,
              const float* k, const float* v);
 

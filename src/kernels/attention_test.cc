@@ -14,35 +14,45 @@
 namespace radixlm::kernels {
 namespace {
 
-// A paged store with shuffled block ids, so block tables are not the identity.
+// A paged store with shuffled block ids, so block tables are not the identity, in any KV dtype.
 struct Fixture {
-  Fixture(int n_seqs, int block_tokens, int n_kv_heads, int head_dim, uint64_t seed)
-      : rng(seed) {
+  Fixture(int n_seqs, int block_tokens, int n_kv_heads, int head_dim, uint64_t seed,
+          core::DType kv_dtype = core::DType::kF32)
+      : rng(seed), dtype(kv_dtype) {
     kv_heads = n_kv_heads;
     hd = head_dim;
     bt = block_tokens;
     n_blocks = 64;
-    k.resize(size_t(n_blocks) * bt * kv_heads * hd);
+    const size_t n = size_t(n_blocks) * bt * kv_heads * hd;
+    k.resize(n * core::DTypeSize(dtype));
     v.resize(k.size());
-    for (float& x : k) x = rng.Normal(0, 1);
-    for (float& x : v) x = rng.Normal(0, 1);
+    const KvLayerView view = View();
+    for (int b = 0; b < n_blocks; ++b)
+      for (int o = 0; o < bt; ++o)
+        for (int h = 0; h < kv_heads; ++h)
+          for (int i = 0; i < hd; ++i) {
+            view.SetKey(b, o, h, i, rng.Normal(0, 1));
+            view.SetValue(b, o, h, i, rng.Normal(0, 1));
+          }
     std::vector<int32_t> ids(n_blocks);
     std::iota(ids.begin(), ids.end(), 0);
     for (int i = n_blocks - 1; i > 0; --i) std::swap(ids[i], ids[rng.Below(i + 1)]);
     tables.resize(n_seqs);
     for (int s = 0; s < n_seqs; ++s) tables[s].assign(ids.begin() + s * 8, ids.begin() + (s + 1) * 8);
   }
-  KvLayerView View() { return {k.data(), v.data(), bt, kv_heads, hd}; }
+  KvLayerView View() { return {k.data(), v.data(), bt, kv_heads, hd, dtype}; }
   core::Rng rng;
+  core::DType dtype;
   int kv_heads, hd, bt, n_blocks;
-  std::vector<float> k, v;
+  std::vector<uint8_t> k, v;
   std::vector<std::vector<int32_t>> tables;
 };
 
 TEST(PagedAttentionTest, MatchesTwoPassOracleOnRaggedBatch) {
-  for (int bt : {1, 16, 24})
+  for (core::DType dtype : {core::DType::kF32, core::DType::kBF16, core::DType::kF16})
+  for (int bt : {1, 16, 24, 64})
     for (auto [heads, kv_heads, hd] : std::vector<std::tuple<int, int, int>>{{4, 4, 16}, {16, 8, 128}, {6, 2, 40}}) {
-      Fixture f(3, bt, kv_heads, hd, bt * 131 + heads);
+      Fixture f(3, bt, kv_heads, hd, bt * 131 + heads, dtype);
       // Seq 0: prefill of 7 rows from 0; seq 1: one decode row at 40; seq 2: chunk at 9..13.
       std::vector<int32_t> pos;
       std::vector<AttentionSeq> seqs;
@@ -60,7 +70,8 @@ TEST(PagedAttentionTest, MatchesTwoPassOracleOnRaggedBatch) {
       AttentionParams p{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
       PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), out.data(), lse.data());
       PagedAttentionReference(p, f.View(), seqs, pos.data(), q.data(), want.data(), want_lse.data());
-      for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-5) << "bt " << bt << " hd " << hd;
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_NEAR(out[i], want[i], 1e-5) << "bt " << bt << " hd " << hd << " kv " << core::DTypeName(dtype);
       for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], want_lse[i], 1e-5);
     }
 }
@@ -122,6 +133,79 @@ TEST(PagedAttentionTest, LogSumExpMergesDisjointKvRangesExactly) {
   const float wa = std::exp(lse_a - m), wb = std::exp(lse_b - m);
   EXPECT_NEAR(m + std::log(wa + wb), lse_full, 1e-5);
   for (int i = 0; i < 32; ++i) EXPECT_NEAR((wa * a[i] + wb * b[i]) / (wa + wb), full[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace radixlm::kernels
+
+namespace radixlm::kernels {
+namespace {
+
+// Every ISA path (scalar, AVX2, AVX-512) against the oracle, for every KV dtype and for blocks
+// read in place (16) and staged (24), prefill and decode rows.
+TEST(PagedAttentionTest, EveryIsaPathMatchesOracleForEveryKvDtype) {
+  for (core::DType dtype : {core::DType::kF32, core::DType::kBF16, core::DType::kF16})
+    for (int bt : {16, 24}) {
+      Fixture f(2, bt, 2, 64, 17, dtype);
+      std::vector<int32_t> pos(20);
+      std::iota(pos.begin(), pos.end(), 0);
+      pos.push_back(std::min(100, 8 * bt - 1));  // a decode row of the second sequence
+      std::vector<AttentionSeq> seqs{{0, 20, f.tables[0]}, {20, 1, f.tables[1]}};
+      const int n = static_cast<int>(pos.size());
+      std::vector<float> q(n * 4 * 64), want(q.size());
+      for (float& x : q) x = f.rng.Normal(0, 1);
+      core::ThreadPool pool(2);
+      AttentionParams p{4, 2, 64, 0.125f};
+      PagedAttentionReference(p, f.View(), seqs, pos.data(), q.data(), want.data(), nullptr);
+      for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+        if (isa > core::ActiveIsa()) continue;
+        std::vector<float> out(q.size());
+        core::SetIsaCap(isa);
+        PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), out.data(), nullptr);
+        core::SetIsaCap(core::Isa::kAvx512);
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_NEAR(out[i], want[i], 1e-5) << core::IsaName(isa) << " kv " << core::DTypeName(dtype) << " bt " << bt;
+      }
+    }
+}
+
+// Batch invariance on every path the CPU has, every KV dtype: a row attended alone equals the
+// same row inside a prefill tile, bit for bit.
+TEST(PagedAttentionTest, RowIsBitwiseIdenticalAloneAndInBatchForEveryKvDtype) {
+  for (core::DType dtype : {core::DType::kBF16, core::DType::kF16})
+    for (int bt : {16, 24})
+      for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+        if (isa > core::ActiveIsa()) continue;
+        core::SetIsaCap(isa);
+        Fixture f(1, bt, 2, 64, 19, dtype);
+        const int heads = 8, hd = 64, n = 100;
+        std::vector<int32_t> pos(n);
+        std::iota(pos.begin(), pos.end(), 0);
+        std::vector<AttentionSeq> seqs{{0, n, f.tables[0]}};
+        std::vector<float> q(n * heads * hd), out(q.size());
+        for (float& x : q) x = f.rng.Normal(0, 1);
+        core::ThreadPool pool(2);
+        AttentionParams p{heads, 2, hd, 0.125f};
+        PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), out.data(), nullptr);
+        for (int row : {0, 15, 16, 63, 64, 99}) {
+          std::vector<AttentionSeq> one{{0, 1, f.tables[0]}};
+          std::vector<float> alone(heads * hd);
+          PagedAttention(pool, p, f.View(), one, &pos[row], q.data() + row * heads * hd, alone.data(), nullptr);
+          EXPECT_EQ(0, std::memcmp(alone.data(), out.data() + row * heads * hd, alone.size() * 4))
+              << "row " << row << " " << core::IsaName(isa) << " kv " << core::DTypeName(dtype) << " bt " << bt;
+        }
+        core::SetIsaCap(core::Isa::kAvx512);
+      }
+}
+
+TEST(PagedAttentionTest, WriteKvRoundsToTheStoreDtype) {
+  Fixture f(1, 16, 1, 4, 23, core::DType::kBF16);
+  const std::vector<float> k = {1.0f + 1.0f / 256, 2, 3, 4}, v = {1.0f + 3.0f / 256, -1, 0.5f, 0};
+  const int32_t pos = 5;
+  WriteKv(f.View(), std::vector<AttentionSeq>{{0, 1, f.tables[0]}}, &pos, k.data(), v.data());
+  EXPECT_EQ(f.View().KeyAt(f.tables[0][0], 5, 0, 0), 1.0f);  // ties round to even
+  EXPECT_EQ(f.View().ValueAt(f.tables[0][0], 5, 0, 0), 1.0f + 4.0f / 256);
+  EXPECT_EQ(f.View().KeyAt(f.tables[0][0], 5, 0, 3), 4.0f);
 }
 
 }  // namespace

@@ -61,15 +61,6 @@ RADIXLM_AVX2_FMA void FloatMicro(const MicroArgs& a) {
   for (int i = 0; i < MR * NC; ++i) _mm256_storeu_ps(a.y + (i / NC) * a.ldy + (i % NC) * 8, acc[i]);
 }
 
-// Byte b of the result is 0xff where bit b of the 32-bit mask is set.
-RADIXLM_AVX2_FMA inline __m256i ExpandMask(uint32_t m) {
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(m)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i bits = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
-}
-
 // Codes of k-group g (0..7) of a chunk, rows 8 * half .. 8 * half + 7.
 template <DType T>
 RADIXLM_AVX2_FMA inline __m256i GroupCodes(const uint8_t* chunk, int g, int half) {
@@ -85,11 +76,12 @@ RADIXLM_AVX2_FMA inline __m256i GroupCodes(const uint8_t* chunk, int g, int half
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 64 * (g % 2) + 32 * half));
     v = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (g / 2)), _mm256_set1_epi8(0x03));
   }
-#pragma GCC unroll 2
-  for (int h = 0; h < L.high_planes; ++h) {
-    uint32_t m;
-    std::memcpy(&m, chunk + L.low_bytes + 64 * h + 8 * g + 4 * half, 4);
-    v = _mm256_or_si256(v, _mm256_and_si256(ExpandMask(m), _mm256_set1_epi8(static_cast<char>(1 << (low_bits + h)))));
+  if constexpr (L.high_bits > 0) {  // see the layout: a word shift and a mask
+    constexpr int E = L.high_bits, kPerVector = 8 / E;
+    const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + L.low_bytes + 64 * (g / kPerVector) + 32 * half));
+    const int shift = low_bits - (g % kPerVector) * E;
+    const __m256i h = shift >= 0 ? _mm256_slli_epi16(hv, shift) : _mm256_srli_epi16(hv, -shift);
+    v = _mm256_or_si256(v, _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(((1 << E) - 1) << low_bits))));
   }
   return v;
 }

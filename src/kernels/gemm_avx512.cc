@@ -123,18 +123,21 @@ RADIXLM_AVX512 inline void UnpackChunk(const uint8_t* chunk, __m512i* codes) {
       for (int j = 0; j < 4; ++j) codes[v + 2 * j] = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * j), m2);
     }
   }
-  if constexpr (L.high_planes > 0) {
-    constexpr int low_bits = L.f.bits == 8 ? 8 : L.f.bits >= 4 ? 4 : 2;
+  if constexpr (L.high_bits > 0) {
+    // Group g's high bits: a word shift moves them to bit low_bits of their own byte (the
+    // mask drops whatever the shift carried in from the neighbouring byte).
+    constexpr int E = L.high_bits, kPerVector = 8 / E;
+    const __m512i mask = _mm512_set1_epi8(static_cast<char>(((1 << E) - 1) << L.low_bits));
+    __m512i hv[E];
 #pragma GCC unroll 2
-    for (int h = 0; h < L.high_planes; ++h) {
-      const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (low_bits + h)));
-      const uint8_t* masks = chunk + L.low_bytes + 64 * h;
+    for (int v = 0; v < E; ++v) hv[v] = _mm512_loadu_si512(chunk + L.low_bytes + 64 * v);
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        uint64_t m;
-        std::memcpy(&m, masks + 8 * g, 8);
-        codes[g] = _mm512_mask_add_epi8(codes[g], _cvtu64_mask64(m), codes[g], bit);
-      }
+    for (int g = 0; g < 8; ++g) {
+      constexpr int kLow = L.low_bits;
+      const int shift = kLow - (g % kPerVector) * E;
+      const __m512i h = shift >= 0 ? _mm512_slli_epi16(hv[g / kPerVector], shift)
+                                   : _mm512_srli_epi16(hv[g / kPerVector], -shift);
+      codes[g] = _mm512_or_si512(codes[g], _mm512_and_si512(h, mask));
     }
   }
 }
@@ -142,6 +145,8 @@ RADIXLM_AVX512 inline void UnpackChunk(const uint8_t* chunk, __m512i* codes) {
 RADIXLM_AVX512 inline __m512 F16Vec(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+
+constexpr int kPrefetchAhead = 2048;
 
 template <DType T, int MR, int NP>
 RADIXLM_AVX512 void QuantMicro(const MicroArgs& a) {
@@ -162,12 +167,19 @@ RADIXLM_AVX512 void QuantMicro(const MicroArgs& a) {
 #pragma GCC unroll 8
     for (int p = 0; p < NP; ++p) {
       const uint8_t* blk = pan[p] + bi * L.block_bytes;
+      // Decode streams every weight once from DRAM: fetch ahead of the data being computed, a
+      // few lines per chunk (a burst of prefetches overflows the miss buffers and is dropped).
+      if constexpr (MR <= 3)
+        for (int off = 0; off < L.header_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchAhead + off, _MM_HINT_T0);
       const __m512 dv = F16Vec(blk);
       __m512 dmv = _mm512_setzero_ps();
       if constexpr (F.scales == QuantScales::kBlockMin || F.scales == QuantScales::kSuperMin) dmv = F16Vec(blk + 32);
       for (int c = 0; c < F.block / 32; ++c) {
         __m512i codes[8];
-        UnpackChunk<T>(blk + L.header_bytes + c * L.chunk_bytes, codes);
+        const uint8_t* chunk = blk + L.header_bytes + c * L.chunk_bytes;
+        if constexpr (MR <= 3)
+          for (int off = 0; off < L.chunk_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(chunk) + kPrefetchAhead + off, _MM_HINT_T0);
+        UnpackChunk<T>(chunk, codes);
 #pragma GCC unroll 2
         for (int s = 0; s < kSubsPerChunk; ++s) {
           const int si = c * kSubsPerChunk + s;  // sub-block within the block

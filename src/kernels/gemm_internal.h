@@ -23,13 +23,16 @@ namespace radixlm::kernels::gemm {
 //     low plane:   bits >= 4: four 64-byte vectors, vector v's low nibbles group v and high
 //                  nibbles group v + 4 (8 vectors of plain bytes for 8-bit codes);
 //                  2-bit codes (Q2_K, Q3_K): two vectors, vector v's bits 2j..2j+1 group v + 2j
-//     high planes: one per extra bit (bit 4 of 5-bit, bits 4 and 5 of 6-bit, bit 2 of 3-bit):
-//                  eight u64 masks, mask g's bit b = that bit of byte b of group g's vector.
+//     high bits:   the E = bits - low-plane bits above the low plane (bit 4 of 5-bit, bits 4-5
+//                  of 6-bit, bit 2 of 3-bit) in E 64-byte vectors: group g's E bits of byte b
+//                  sit in vector g / (8 / E), byte b, at bit (g % (8 / E)) * E. Extracting a
+//                  group is a shift and a mask (no mask registers, which are slow on Zen).
 struct QuantLayout {
   core::QuantFormat f;
   int header_bytes = 0;
   int low_bytes = 0;     // per chunk
-  int high_planes = 0;
+  int low_bits = 0;      // 2, 4 or 8
+  int high_bits = 0;     // E: 0, 1 or 2
   int chunk_bytes = 0;   // low plane + high planes
   int block_bytes = 0;   // header + chunks, per panel
 };
@@ -43,10 +46,10 @@ constexpr QuantLayout LayoutOf(core::DType t) {
     case core::QuantScales::kSuperMin: l.header_bytes = 64 + 32 * ns; break;
     case core::QuantScales::kSuperSigned: l.header_bytes = 32 + 16 * ns; break;
   }
-  const int low_bits = l.f.bits == 8 ? 8 : l.f.bits >= 4 ? 4 : 2;
-  l.low_bytes = low_bits == 8 ? 512 : low_bits == 4 ? 256 : 128;
-  l.high_planes = l.f.bits - low_bits;
-  l.chunk_bytes = l.low_bytes + 64 * l.high_planes;
+  l.low_bits = l.f.bits == 8 ? 8 : l.f.bits >= 4 ? 4 : 2;
+  l.low_bytes = l.low_bits == 8 ? 512 : l.low_bits == 4 ? 256 : 128;
+  l.high_bits = l.f.bits - l.low_bits;
+  l.chunk_bytes = l.low_bytes + 64 * l.high_bits;
   l.block_bytes = l.header_bytes + (l.f.block / 32) * l.chunk_bytes;
   return l;
 }

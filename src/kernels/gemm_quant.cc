@@ -14,28 +14,32 @@ namespace {
 using core::DecodedBlock;
 using core::QuantScales;
 
-int LowBits(const QuantLayout& l) { return l.f.bits == 8 ? 8 : l.f.bits >= 4 ? 4 : 2; }
-
 // Where lane r's code for element e of a block lives: the low plane byte and bit shift, and
-// the high planes' mask word and bit (relative to the block's first chunk).
+// the high bits' byte and shift (offsets from the block's start).
 struct CodeSlot {
   int64_t low_byte;
   int low_shift;
-  int64_t mask_word;  // byte offset of the group's u64 mask in plane 0
-  int mask_bit;
+  int64_t high_byte;
+  int high_shift;
 };
 CodeSlot SlotOf(const QuantLayout& l, int r, int e) {
   const int c = e / 32, g = (e % 32) / 4, i = e % 4;
   const int64_t chunk = l.header_bytes + static_cast<int64_t>(c) * l.chunk_bytes;
   const int byte = 4 * r + i;
   CodeSlot s;
-  switch (LowBits(l)) {
+  switch (l.low_bits) {
     case 8: s.low_byte = chunk + g * 64 + byte; s.low_shift = 0; break;
     case 4: s.low_byte = chunk + (g % 4) * 64 + byte; s.low_shift = 4 * (g / 4); break;
     default: s.low_byte = chunk + (g % 2) * 64 + byte; s.low_shift = 2 * (g / 2); break;
   }
-  s.mask_word = chunk + l.low_bytes + g * 8;
-  s.mask_bit = byte;
+  if (l.high_bits > 0) {
+    const int per_vector = 8 / l.high_bits;
+    s.high_byte = chunk + l.low_bytes + (g / per_vector) * 64 + byte;
+    s.high_shift = (g % per_vector) * l.high_bits;
+  } else {
+    s.high_byte = -1;
+    s.high_shift = 0;
+  }
   return s;
 }
 
@@ -57,17 +61,11 @@ void WriteLane(const QuantLayout& l, const DecodedBlock& b, int r, uint8_t* blk)
       for (int s = 0; s < ns; ++s) blk[32 + s * 16 + r] = static_cast<uint8_t>(static_cast<int8_t>(b.sc[s]));
       break;
   }
-  const int low_bits = LowBits(l);
-  const int low_mask = (1 << low_bits) - 1;
+  const int low_mask = (1 << l.low_bits) - 1;
   for (int e = 0; e < l.f.block; ++e) {
     const CodeSlot s = SlotOf(l, r, e);
     blk[s.low_byte] |= static_cast<uint8_t>((b.u[e] & low_mask) << s.low_shift);
-    for (int h = 0; h < l.high_planes; ++h) {
-      uint64_t word;
-      std::memcpy(&word, blk + s.mask_word + h * 64, 8);
-      word |= static_cast<uint64_t>((b.u[e] >> (low_bits + h)) & 1) << s.mask_bit;
-      std::memcpy(blk + s.mask_word + h * 64, &word, 8);
-    }
+    if (l.high_bits > 0) blk[s.high_byte] |= static_cast<uint8_t>((b.u[e] >> l.low_bits) << s.high_shift);
   }
 }
 
@@ -127,15 +125,10 @@ void QuantisedDecodeLane(const WeightSegment& seg, int64_t n_in, int64_t n, int6
       for (int s = 0; s < ns; ++s) out->sc[s] = static_cast<int8_t>(blk[32 + s * 16 + r]);
       break;
   }
-  const int low_bits = LowBits(l);
   for (int e = 0; e < l.f.block; ++e) {
     const CodeSlot s = SlotOf(l, r, e);
-    int u = (blk[s.low_byte] >> s.low_shift) & ((1 << low_bits) - 1);
-    for (int h = 0; h < l.high_planes; ++h) {
-      uint64_t word;
-      std::memcpy(&word, blk + s.mask_word + h * 64, 8);
-      u |= static_cast<int>((word >> s.mask_bit) & 1) << (low_bits + h);
-    }
+    int u = (blk[s.low_byte] >> s.low_shift) & ((1 << l.low_bits) - 1);
+    if (l.high_bits > 0) u |= ((blk[s.high_byte] >> s.high_shift) & ((1 << l.high_bits) - 1)) << l.low_bits;
     out->u[e] = static_cast<uint8_t>(u);
   }
 }

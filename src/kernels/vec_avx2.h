@@ -6,7 +6,7 @@
 
 namespace radixlm::kernels::avx2 {
 
-#define RADIXLM_AVX2 __attribute__((target("avx2,fma")))
+#define RADIXLM_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 RADIXLM_AVX2 inline float HSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

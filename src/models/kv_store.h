@@ -1,5 +1,6 @@
-// The memory behind the paged KV cache: for each attention layer, K and V of shape
-// [n_blocks, block_tokens, n_kv_heads, head_dim] in f32. Blocks are addressed by id; which id
+// The memory behind the paged KV cache: for each attention layer, K and V of n_blocks blocks
+// (layouts in kernels::KvLayerView) in f32, bf16 or f16 (bf16 halves the bytes
+// decode attention reads and doubles the tokens a pool holds; K/V are rounded once, when written). Blocks are addressed by id; which id
 // belongs to whom is decided elsewhere (cache::BlockPool), never here.
 #pragma once
 
@@ -14,6 +15,7 @@ namespace radixlm::models {
 struct KvStoreConfig {
   int n_blocks = 0;
   int block_tokens = 16;
+  core::DType dtype = core::DType::kF32;  // f32, bf16 or f16
 };
 
 class KvStore {
@@ -26,7 +28,8 @@ class KvStore {
   int n_blocks() const { return config_.n_blocks; }
   int block_tokens() const { return config_.block_tokens; }
   size_t nbytes() const { return buffer_.size(); }
-  static size_t BytesPerBlock(const ModelConfig& model, int block_tokens);
+  core::DType dtype() const { return config_.dtype; }
+  static size_t BytesPerBlock(const ModelConfig& model, int block_tokens, core::DType dtype);
 
  private:
   KvStoreConfig config_;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <string>
 
 namespace radixlm::models {
 
@@ -15,6 +17,23 @@ size_t TransformerWeights::nbytes() const {
     n += m.in_proj.nbytes() + m.out_proj.nbytes() +
          (m.norm.size() + m.conv_w.size() + m.conv_b.size() + 3 * m.A.size() + m.gated_norm.size()) * 4;
   return n;
+}
+
+std::string TransformerWeights::TypeSummary() const {
+  std::map<core::DType, size_t> bytes;
+  auto add = [&](const kernels::PackedWeight& w) {
+    for (const kernels::WeightSegment& s : w.segments()) bytes[s.storage] += s.buf.size();
+  };
+  for (const auto& a : attention) { add(a.qkv); add(a.o); }
+  for (const auto& m : mlp) { add(m.gate_up); add(m.down); }
+  for (const auto& m : mamba) { add(m.in_proj); add(m.out_proj); }
+  add(lm_head);
+  std::vector<std::pair<size_t, core::DType>> order;
+  for (const auto& [t, b] : bytes) order.push_back({b, t});
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [b, t] : order) out += (out.empty() ? "" : "+") + std::string(core::DTypeName(t));
+  return out;
 }
 
 Transformer::Transformer(ModelConfig config, TransformerWeights weights)

@@ -95,6 +95,8 @@ struct TransformerWeights {
   std::vector<float> final_norm;  // [d_model]
   kernels::PackedWeight lm_head;  // [vocab, d_model]
   size_t nbytes() const;
+  // The linear weights' storage types by bytes, largest first: "bf16", "q4_k+q6_k".
+  std::string TypeSummary() const;
 };
 
 // Where a forward's time goes (filled while a profile is attached; benchmarks only).

@@ -53,7 +53,7 @@ ScoringRunner::ScoringRunner(models::Transformer& model, core::ThreadPool& pool,
       config_(config),
       kv_(model.config(),
           {static_cast<int>(Blocks(config.kv_rows > 0 ? config.kv_rows : 2 * config.max_batch_tokens, config.block_tokens)),
-           config.block_tokens}) {
+           config.block_tokens, config.kv_dtype}) {
   RADIXLM_CHECK(config.max_batch_tokens > 0 && config.block_tokens > 0);
   RADIXLM_CHECK(config.kv_rows == 0 || config.kv_rows >= config.max_batch_tokens);
 }

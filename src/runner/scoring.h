@@ -35,6 +35,7 @@ struct ScoringConfig {
   double threshold = 0.92;
   bool trie_attention = true;
   int32_t block_tokens = 16;
+  core::DType kv_dtype = core::DType::kF32;
 };
 
 using engine::Pooling;

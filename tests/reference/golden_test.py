@@ -28,7 +28,7 @@ def run(cmd):
 def check(binary, model_path, model, ids, label):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "logits.bin")
-        run([binary, "logits", "--model", model_path, "--dtype", "f32", "--threads", "2",
+        run([binary, "logits", "--model", model_path, "--dtype", "f32", "--kv-dtype", "f32", "--threads", "2",
              "--ids", ",".join(map(str, ids)), "--out", out])
         got = np.fromfile(out, dtype=np.float32).reshape(len(ids), -1)
     ref = model.logits(ids)

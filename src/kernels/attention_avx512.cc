@@ -1,0 +1,360 @@
+// AVX-512 paged attention for a tile (attention_internal.h): per chunk of >= 64 keys, the
+// scores of every query vector of the tile (rows x group heads) against the chunk's keys (zmm
+// over 16 keys, one FMA chain over head_dim per score), an online-softmax update per chunk,
+// and the weighted values (zmm over 16 dims, one FMA chain over keys per output element).
+// K/V are read in the store's dtype (f32, bf16, f16) and widened in registers. Blocks whose
+// size is not a multiple of 16 are first staged into a contiguous f32 chunk.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/attention_internal.h"
+
+#define RADIXLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+namespace radixlm::kernels::attn {
+namespace {
+
+using core::DType;
+
+template <DType D>
+using Elem = std::conditional_t<D == DType::kF32, float, uint16_t>;
+
+// 16 elements (the first `n`, the rest zero) widened to f32.
+template <DType D>
+RADIXLM_AVX512 inline __m512 Load16(const Elem<D>* p, __mmask16 m) {
+  if constexpr (D == DType::kF32) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if constexpr (D == DType::kBF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    else return _mm512_cvtph_ps(h);
+  }
+}
+
+RADIXLM_AVX512 inline __mmask16 FirstN(int n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1); }
+
+// exp(x) as kernels/vec_avx2.h's Exp (Cephes-style 2^n * p(r)), on 16 lanes.
+RADIXLM_AVX512 inline __m512 Exp512(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365478515625f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 q = _mm512_set1_ps(1.9875691500e-4f);
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.3981999507e-3f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(8.3334519073e-3f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(4.1665795894e-2f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.6666665459e-1f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(5.0000001201e-1f));
+  q = _mm512_fmadd_ps(q, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_mul_ps(q, _mm512_castsi512_ps(e)));
+}
+
+// Software prefetch of the next chunk's K and V runs, a few lines at a time from inside the
+// compute loops: decode attention streams the whole KV from DRAM, the hardware prefetcher
+// does not follow a block table, and a burst of hundreds of prefetches overflows the miss
+// buffers (they are dropped).
+struct Prefetcher {
+  const char* runs[64];
+  int n_runs = 0;
+  int64_t run_bytes = 0;
+  int run = 0;
+  int64_t off = 0;
+  int per_step = 0;  // lines per call of Next: all of them over one chunk's score and value loops
+  RADIXLM_AVX512 inline void Next() { Issue(per_step); }
+  RADIXLM_AVX512 inline void Issue(int lines) {
+    for (int i = 0; i < lines && run < n_runs; ++i) {
+      _mm_prefetch(runs[run] + off, _MM_HINT_T0);
+      off += 64;
+      if (off >= run_bytes) { off = 0; ++run; }
+    }
+  }
+  RADIXLM_AVX512 void Rest() { Issue(1 << 30); }
+};
+
+// The keys of a chunk: groups of up to 16 keys, each with its dim-0 pointer and dim stride.
+template <DType D>
+struct KeyGroup {
+  const Elem<D>* k;
+  int64_t stride;
+  int n;
+};
+
+// scores[v][16 g + j] = scale * q_v . k_j for NQ query vectors and NK key groups; each score
+// is one FMA chain over the head dim, in order.
+template <DType D, int NQ, int NK>
+RADIXLM_AVX512 void ScoreBlock(const float* const* q, const KeyGroup<D>* groups, int d, float scale, float* scores,
+                               int64_t ld_scores, Prefetcher* pf) {
+  __m512 acc[NQ * NK];
+#pragma GCC unroll 24
+  for (int i = 0; i < NQ * NK; ++i) acc[i] = _mm512_setzero_ps();
+  __mmask16 masks[NK];
+#pragma GCC unroll 4
+  for (int g = 0; g < NK; ++g) masks[g] = FirstN(groups[g].n);
+  for (int i = 0; i < d; ++i) {
+    pf->Next();
+    __m512 k[NK];
+#pragma GCC unroll 4
+    for (int g = 0; g < NK; ++g) k[g] = Load16<D>(groups[g].k + i * groups[g].stride, masks[g]);
+#pragma GCC unroll 6
+    for (int v = 0; v < NQ; ++v) {
+      const __m512 b = _mm512_set1_ps(q[v][i]);
+#pragma GCC unroll 4
+      for (int g = 0; g < NK; ++g) acc[v * NK + g] = _mm512_fmadd_ps(b, k[g], acc[v * NK + g]);
+    }
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+#pragma GCC unroll 6
+  for (int v = 0; v < NQ; ++v)
+#pragma GCC unroll 4
+    for (int g = 0; g < NK; ++g) _mm512_storeu_ps(scores + v * ld_scores + 16 * g, _mm512_mul_ps(acc[v * NK + g], s));
+}
+
+template <DType D, int NQ>
+void ScoreGroupsNq(const float* const* q, const KeyGroup<D>* groups, int n_groups, int d, float scale, float* scores,
+                   int64_t ld_scores, Prefetcher* pf) {
+  for (int g = 0; g < n_groups; g += 4) {
+    float* out = scores + 16 * g;
+    switch (std::min(4, n_groups - g)) {
+      case 1: ScoreBlock<D, NQ, 1>(q, groups + g, d, scale, out, ld_scores, pf); break;
+      case 2: ScoreBlock<D, NQ, 2>(q, groups + g, d, scale, out, ld_scores, pf); break;
+      case 3: ScoreBlock<D, NQ, 3>(q, groups + g, d, scale, out, ld_scores, pf); break;
+      default: ScoreBlock<D, NQ, 4>(q, groups + g, d, scale, out, ld_scores, pf); break;
+    }
+  }
+}
+
+template <DType D>
+void ScoreGroups(const float* const* q, int n_q, const KeyGroup<D>* groups, int n_groups, int d, float scale,
+                 float* scores, int64_t ld_scores, Prefetcher* pf) {
+  for (int v = 0; v < n_q; v += 6) {
+    const float* const* qv = q + v;
+    float* out = scores + v * ld_scores;
+    switch (std::min(6, n_q - v)) {
+      case 1: ScoreGroupsNq<D, 1>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+      case 2: ScoreGroupsNq<D, 2>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+      case 3: ScoreGroupsNq<D, 3>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+      case 4: ScoreGroupsNq<D, 4>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+      case 5: ScoreGroupsNq<D, 5>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+      default: ScoreGroupsNq<D, 6>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+    }
+  }
+}
+
+// acc_v[i] = acc_v[i] * corr_v + sum_j p_v[j] * v_j[i] for QV query vectors over dims
+// [i0, i0 + 16 DV) (the last vector masked to `d`): one FMA chain per element, keys in order.
+template <DType D, int QV, int DV>
+RADIXLM_AVX512 void WeightedValues(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
+                                   int n_keys, int i0, int d, Prefetcher* pf) {
+  __m512 a[QV * DV];
+  __mmask16 m[DV];
+#pragma GCC unroll 8
+  for (int c = 0; c < DV; ++c) m[c] = FirstN(d - (i0 + 16 * c));
+#pragma GCC unroll 2
+  for (int q = 0; q < QV; ++q)
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c)
+      a[q * DV + c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], acc[q] + i0 + 16 * c), _mm512_set1_ps(corr[q]));
+  for (int j = 0; j < n_keys; ++j) {
+    pf->Next();
+    __m512 x[DV];
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) x[c] = Load16<D>(v[j] + i0 + 16 * c, m[c]);
+#pragma GCC unroll 2
+    for (int q = 0; q < QV; ++q) {
+      const __m512 pj = _mm512_set1_ps(p[q][j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < DV; ++c) a[q * DV + c] = _mm512_fmadd_ps(pj, x[c], a[q * DV + c]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int q = 0; q < QV; ++q)
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) _mm512_mask_storeu_ps(acc[q] + i0 + 16 * c, m[c], a[q * DV + c]);
+}
+
+template <DType D, int QV>
+void WeightedValuesQv(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int n_keys,
+                      int d, Prefetcher* pf) {
+  for (int i0 = 0; i0 < d; i0 += 128) {
+    switch ((std::min(128, d - i0) + 15) / 16) {
+      case 1: WeightedValues<D, QV, 1>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      case 2: WeightedValues<D, QV, 2>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      case 3: WeightedValues<D, QV, 3>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      case 4: WeightedValues<D, QV, 4>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      case 5: WeightedValues<D, QV, 5>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      case 6: WeightedValues<D, QV, 6>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      case 7: WeightedValues<D, QV, 7>(acc, corr, p, v, n_keys, i0, d, pf); break;
+      default: WeightedValues<D, QV, 8>(acc, corr, p, v, n_keys, i0, d, pf); break;
+    }
+  }
+}
+
+// Softmax update of one query vector over a chunk's scores s[0, n) (n valid keys): returns the
+// correction for its accumulator and leaves exp(s_j - m_new) in s.
+RADIXLM_AVX512 float SoftmaxChunk(float* s, int n, float* m, float* l) {
+  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int j = 0; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, FirstN(n - j), s + j));
+  const float m_new = std::max(*m, _mm512_reduce_max_ps(mx));
+  const float corr = std::exp(*m - m_new);  // exp(-inf) = 0 on the first chunk
+  const __m512 mn = _mm512_set1_ps(m_new);
+  __m512 sum = _mm512_setzero_ps();
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 mk = FirstN(n - j);
+    const __m512 e = _mm512_maskz_mov_ps(mk, Exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), mn)));
+    _mm512_mask_storeu_ps(s + j, mk, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  *l = *l * corr + _mm512_reduce_add_ps(sum);
+  *m = m_new;
+  return corr;
+}
+
+struct Workspace {
+  std::vector<float> scores, staged_k, staged_v;
+  std::vector<const void*> vptr;
+};
+
+template <DType D>
+void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head, const TileRow* rows,
+            int n_rows) {
+  static thread_local Workspace ws;
+  const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
+  // Chunks of whole blocks, at least 64 keys; blocks of a multiple of 16 keys are read in place.
+  const int blocks_per_chunk = std::max(1, (64 + bt - 1) / bt);
+  const int chunk = blocks_per_chunk * bt, chunk_pad = (chunk + 15) / 16 * 16;
+  const bool direct = bt % 16 == 0;
+  const int n_vec = n_rows * group;
+  ws.scores.resize(static_cast<size_t>(n_vec) * chunk_pad);
+  ws.vptr.resize(chunk);
+  if (!direct) {
+    ws.staged_k.resize(static_cast<size_t>(d) * chunk_pad);
+    ws.staged_v.resize(static_cast<size_t>(chunk) * d);
+  }
+  const Elem<D>* keys = static_cast<const Elem<D>*>(kv.k);
+  const Elem<D>* values = static_cast<const Elem<D>*>(kv.v);
+
+  float m[kTileRows * kMaxGroup], l[kTileRows * kMaxGroup];
+  const float* qv[kTileRows * kMaxGroup];
+  float* acc[kTileRows * kMaxGroup];
+  float* sv[kTileRows * kMaxGroup];
+  float corr[kTileRows * kMaxGroup];
+  int32_t max_pos = 0;
+  for (int r = 0; r < n_rows; ++r) {
+    max_pos = std::max(max_pos, rows[r].position);
+    for (int g = 0; g < group; ++g) {
+      const int v = r * group + g;
+      m[v] = -std::numeric_limits<float>::infinity();
+      l[v] = 0;
+      qv[v] = rows[r].q + (kv_head * group + g) * d;
+      acc[v] = rows[r].out + (kv_head * group + g) * d;
+      std::memset(acc[v], 0, d * sizeof(float));
+    }
+  }
+  KeyGroup<D> kg[64];
+  KeyGroup<DType::kF32> kgs[64];
+  for (int64_t c0 = 0; c0 <= max_pos; c0 += chunk) {
+    const int n_keys = static_cast<int>(std::min<int64_t>(chunk, max_pos + 1 - c0));
+    const int n_groups = (n_keys + 15) / 16;
+    // Query vectors of rows that reach this chunk (a row's vectors are consecutive).
+    int n_active = 0;
+    for (int r = 0; r < n_rows; ++r)
+      if (rows[r].position >= c0)
+        for (int g = 0; g < group; ++g) {
+          qv[n_active] = rows[r].q + (kv_head * group + g) * d;
+          ++n_active;
+        }
+    // Keys and value rows of the chunk.
+    for (int j = 0; j < n_keys; ++j) {
+      const int64_t pos = c0 + j;
+      const int32_t block = seq.block_table[pos / bt];
+      ws.vptr[j] = values + kv.ValueIndex(block, static_cast<int>(pos % bt), kv_head);
+    }
+    // The next chunk's K and V runs of this head (each block is two contiguous runs).
+    Prefetcher pf;
+    const int64_t next = c0 + chunk;
+    if (direct && next <= max_pos) {
+      pf.run_bytes = static_cast<int64_t>(bt) * d * sizeof(Elem<D>);
+      for (int64_t pos = next; pos < std::min<int64_t>(next + chunk, max_pos + 1) && pf.n_runs + 2 <= 64; pos += bt) {
+        const int32_t block = seq.block_table[pos / bt];
+        pf.runs[pf.n_runs++] = reinterpret_cast<const char*>(keys + kv.KeyIndex(block, 0, kv_head, 0));
+        pf.runs[pf.n_runs++] = reinterpret_cast<const char*>(values + kv.ValueIndex(block, 0, kv_head));
+      }
+      const int64_t lines = pf.n_runs * ((pf.run_bytes + 63) / 64), steps = d + n_keys;
+      pf.per_step = static_cast<int>((lines + steps - 1) / steps);
+    }
+    if (direct) {
+      for (int g = 0; g < n_groups; ++g) {
+        const int64_t pos = c0 + 16 * g;
+        kg[g] = {keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0), bt,
+                 std::min(16, n_keys - 16 * g)};
+      }
+      ScoreGroups<D>(qv, n_active, kg, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
+    } else {
+      for (int j = 0; j < n_keys; ++j) {
+        const int64_t pos = c0 + j;
+        const int32_t block = seq.block_table[pos / bt];
+        for (int i = 0; i < d; ++i) ws.staged_k[i * chunk_pad + j] = kv.KeyAt(block, static_cast<int>(pos % bt), kv_head, i);
+        for (int i = 0; i < d; ++i) ws.staged_v[j * d + i] = kv.ValueAt(block, static_cast<int>(pos % bt), kv_head, i);
+        ws.vptr[j] = ws.staged_v.data() + j * d;
+      }
+      for (int g = 0; g < n_groups; ++g) kgs[g] = {ws.staged_k.data() + 16 * g, chunk_pad, std::min(16, n_keys - 16 * g)};
+      ScoreGroups<DType::kF32>(qv, n_active, kgs, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
+    }
+    // Softmax per active vector over its causal keys, then the weighted values.
+    int v = 0;
+    for (int r = 0; r < n_rows; ++r) {
+      if (rows[r].position < c0) continue;
+      const int valid = static_cast<int>(std::min<int64_t>(n_keys, rows[r].position - c0 + 1));
+      for (int g = 0; g < group; ++g, ++v) {
+        const int vec = r * group + g;
+        sv[v] = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
+        corr[v] = SoftmaxChunk(sv[v], valid, &m[vec], &l[vec]);
+        acc[v] = rows[r].out + (kv_head * group + g) * d;
+        // Keys past the row's position weigh nothing.
+        for (int j = valid; j < n_keys; ++j) sv[v][j] = 0;
+      }
+    }
+    for (int w = 0; w < n_active; w += 2) {
+      if (direct) {
+        const Elem<D>* const* vp = reinterpret_cast<const Elem<D>* const*>(ws.vptr.data());
+        if (n_active - w >= 2) WeightedValuesQv<D, 2>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
+        else WeightedValuesQv<D, 1>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
+      } else {
+        const float* const* vp = reinterpret_cast<const float* const*>(ws.vptr.data());
+        if (n_active - w >= 2) WeightedValuesQv<DType::kF32, 2>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
+        else WeightedValuesQv<DType::kF32, 1>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
+      }
+    }
+    pf.Rest();
+  }
+  for (int r = 0; r < n_rows; ++r)
+    for (int g = 0; g < group; ++g) {
+      const int vec = r * group + g;
+      float* out = rows[r].out + (kv_head * group + g) * d;
+      const float inv = 1.0f / l[vec];
+      for (int i = 0; i < d; ++i) out[i] *= inv;
+      if (rows[r].lse) rows[r].lse[kv_head * group + g] = m[vec] + std::log(l[vec]);
+    }
+}
+
+}  // namespace
+
+void AttendTileAvx512(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
+                      const TileRow* rows, int n_rows) {
+  switch (kv.dtype) {
+    case DType::kBF16: return Attend<DType::kBF16>(p, kv, seq, kv_head, rows, n_rows);
+    case DType::kF16: return Attend<DType::kF16>(p, kv, seq, kv_head, rows, n_rows);
+    default: return Attend<DType::kF32>(p, kv, seq, kv_head, rows, n_rows);
+  }
+}
+
+}  // namespace radixlm::kernels::attn

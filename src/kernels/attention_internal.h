@@ -1,0 +1,29 @@
+// Internals of kernels/attention shared by the driver (attention.cc) and the AVX-512 kernel
+// (attention_avx512.cc). Not part of the kernels' interface.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace radixlm::kernels::attn {
+
+// A tile: query rows of one sequence attended together for one kv head and the q heads of
+// its group, so each K/V block is read once per tile, not once per row.
+struct TileRow {
+  int32_t position;
+  const float* q;   // [n_heads, head_dim]
+  float* out;       // [n_heads, head_dim]
+  float* lse;       // [n_heads] or nullptr
+};
+
+inline constexpr int kTileRows = 16;  // query rows sharing each K/V load
+inline constexpr int kMaxGroup = 16;  // q heads per kv head
+
+// The AVX-512 tile kernel (any KV dtype, block size and head_dim <= 256). Softmax runs over
+// chunks of whole KV blocks of at least 64 keys, aligned to the sequence's first position,
+// so a row's arithmetic depends only on its position and its sequence's KV: batch-invariant.
+void AttendTileAvx512(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
+                      const TileRow* rows, int n_rows);
+
+}  // namespace radixlm::kernels::attn
