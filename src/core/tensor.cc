@@ -1,13 +1,21 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 
 namespace radixlm::core {
 
 void AlignedBuffer::Resize(size_t bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  data_.reset(rounded ? static_cast<uint8_t*>(std::aligned_alloc(64, rounded)) : nullptr);
+  // Buffers of 2 MiB or more (weights, KV pools) get transparent huge pages where the kernel
+  // offers them on request: decode streams them whole every token, and with 4 KiB pages the
+  // page walks and faults show up (Linux's default THP mode is madvise).
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = bytes >= kHuge ? kHuge : 64;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  data_.reset(rounded ? static_cast<uint8_t*>(std::aligned_alloc(align, rounded)) : nullptr);
   RADIXLM_CHECK_MSG(rounded == 0 || data_ != nullptr, "out of memory");
+  if (align == kHuge) madvise(data_.get(), rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
   if (rounded) std::memset(data_.get(), 0, rounded);
   size_ = bytes;
 }

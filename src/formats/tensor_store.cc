@@ -40,7 +40,14 @@ core::StatusOr<const TensorEntry*> TensorStore::Get(const std::string& name,
                                                     const std::vector<int64_t>& shape) const {
   const TensorEntry* e = Find(name);
   if (!e) return core::NotFound("checkpoint has no tensor '" + name + "'");
-  if (e->shape != shape)
+  // Leading dimensions of size 1 are not significant: ggml writes a [1, n] tensor as [n]
+  // (llama-quantize's output for Mamba2's one-group norm).
+  auto significant = [](const std::vector<int64_t>& s) {
+    size_t i = 0;
+    while (i + 1 < s.size() && s[i] == 1) ++i;
+    return std::vector<int64_t>(s.begin() + static_cast<int64_t>(i), s.end());
+  };
+  if (significant(e->shape) != significant(shape))
     return core::DataLoss(e->file + ": tensor '" + name + "' has shape " + e->ShapeString() +
                           ", expected " + ShapeToString(shape) + " from the model config");
   return e;

@@ -747,7 +747,7 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
     wr.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
     wr.Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
     wr.Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
-    std::vector<GgufValue> heads, kv_heads, ffn;
+    std::vector<GgufValue> kv_heads, ffn;
     const std::vector<int> blocks = c.SublayerBlocks();
     std::vector<int> attn(c.n_blocks, 0), mlp(c.n_blocks, 0);
     for (size_t li = 0; li < c.layers.size(); ++li) {
@@ -755,11 +755,13 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
       if (c.layers[li] == LayerKind::kMlp) mlp[blocks[li]] = 1;
     }
     for (int b = 0; b < c.n_blocks; ++b) {
-      heads.push_back(GgufValue::U32(attn[b] ? c.n_heads : 0));
       kv_heads.push_back(GgufValue::U32(attn[b] ? c.n_kv_heads : 0));
       ffn.push_back(GgufValue::U32(mlp[b] ? c.ffn_dim : 0));
     }
-    wr.Set(a + "attention.head_count", GgufValue::Array(GgufType::kU32, heads));
+    // As llama.cpp's converter writes it: one q head count (llama.cpp derives the head size
+    // from layer 0's count, which a per-layer array makes 0 for a Mamba2 first layer) and the kv
+    // head counts per layer, 0 marking a recurrent layer.
+    wr.Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
     wr.Set(a + "attention.head_count_kv", GgufValue::Array(GgufType::kU32, kv_heads));
     if (c.arch == "nemotron_h") {
       wr.Set(a + "feed_forward_length", GgufValue::Array(GgufType::kU32, ffn));
