@@ -1,9 +1,12 @@
 #include "kernels/ssm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include <immintrin.h>
 
 #include "core/cpu_features.h"
 #include "core/status.h"
@@ -14,7 +17,33 @@ float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 namespace {
 
-inline float Silu(float v) { return v / (1.0f + std::exp(-v)); }
+// exp(x) in plain arithmetic that the compiler vectorises (std::exp is a library call it does
+// not): 2^n * p(r) with n = round(x / ln 2) by the 1.5 * 2^23 trick and Cephes' polynomial,
+// ~2 ulp over [-87, 88], 0 below. Each operation is written out and the file is built without
+// contraction, so the scalar, AVX2 and AVX-512 builds of a loop round identically.
+inline float ExpVec(float x) {
+  const float lo = -87.3365478515625f, hi = 88.3762626647949f;
+  const bool underflow = x < lo;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
+  const float n = (x * 1.44269504088896341f + big) - big;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + (r + 1.0f);
+  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  const float scale = std::bit_cast<float>(e);
+  return underflow ? 0.0f : p * scale;
+}
+
+// SiLU with the vectorisable exp: the conv and the gated norm apply it to every channel.
+inline float Silu(float v) { return v / (1.0f + ExpVec(-v)); }
 
 // The state after `after` tokens of this call: the last d_conv - 1 inputs before that point.
 void ConvStateAt(const Mamba2Dims& d, int64_t after, const float* in, int64_t ld_in,
@@ -58,39 +87,140 @@ __attribute__((target("avx2,fma"), flatten)) void ConvAvx2(const Mamba2Dims& d, 
                                                            const float* s, float* o) {
   ConvBody<true>(d, n, in, ld, w, b, s, o);
 }
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void ConvAvx512(
+    const Mamba2Dims& d, int64_t n, const float* in, int64_t ld, const float* w, const float* b, const float* s,
+    float* o) {
+  ConvBody<true>(d, n, in, ld, w, b, s, o);
+}
 void ConvScalar(const Mamba2Dims& d, int64_t n, const float* in, int64_t ld, const float* w, const float* b,
                 const float* s, float* o) {
   ConvBody<false>(d, n, in, ld, w, b, s, o);
 }
 
 struct ChunkScratch {
-  std::vector<float> dt, cs, G, Bt;
+  std::vector<float> dt, cs, G, Bt, M, Cd, Bw;
 };
 
-// One chunk [s, s + L) for heads [h0, h1) of one group.
+// C[r, c] continues one fused multiply-add chain over k in order, from C's current value:
+// C[r, c] = fma(A[r, k], B[k, c], C[r, c]) for k = 0 .. K-1. The SSD chunk is three such
+// small products (L x N x P and L x L x P per head); every ISA runs the same chains, so the
+// three builds agree bit for bit.
+using SmallGemmFn = void (*)(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t lda, const float* B,
+                             int64_t ldb, float* C, int64_t ldc);
+
+void SmallGemmScalar(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                     float* C, int64_t ldc) {
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < Nc; ++c) {
+      float acc = C[r * ldc + c];
+      for (int64_t k = 0; k < K; ++k) acc = std::fma(A[r * lda + k], B[k * ldb + c], acc);
+      C[r * ldc + c] = acc;
+    }
+}
+
+template <int MR, int NV>
+__attribute__((target("avx2,fma"))) void SmallTileAvx2(int64_t K, const float* A, int64_t lda, const float* B,
+                                                       int64_t ldb, float* C, int64_t ldc) {
+  __m256 acc[MR * NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR * NV; ++i) acc[i] = _mm256_loadu_ps(C + (i / NV) * ldc + (i % NV) * 8);
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + k * ldb + 8 * v);
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const __m256 a = _mm256_set1_ps(A[r * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r * NV + v] = _mm256_fmadd_ps(a, b[v], acc[r * NV + v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR * NV; ++i) _mm256_storeu_ps(C + (i / NV) * ldc + (i % NV) * 8, acc[i]);
+}
+
+void SmallGemmAvx2(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                   float* C, int64_t ldc) {
+  const int64_t full = Nc / 32 * 32;
+  int64_t r = 0;
+  for (; r + 4 <= M; r += 4)
+    for (int64_t c = 0; c < full; c += 32) SmallTileAvx2<4, 4>(K, A + r * lda, lda, B + c, ldb, C + r * ldc + c, ldc);
+  for (; r < M; ++r)
+    for (int64_t c = 0; c < full; c += 32) SmallTileAvx2<1, 4>(K, A + r * lda, lda, B + c, ldb, C + r * ldc + c, ldc);
+  if (full < Nc) SmallGemmScalar(M, Nc - full, K, A, lda, B + full, ldb, C + full, ldc);
+}
+
+template <int MR, int NV>
+__attribute__((target("avx512f,avx512vl,fma"))) void SmallTileAvx512(int64_t K, const float* A, int64_t lda,
+                                                                      const float* B, int64_t ldb, float* C,
+                                                                      int64_t ldc, __mmask16 last) {
+  __m512 acc[MR * NV];
+  __mmask16 m[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) m[v] = v + 1 == NV ? last : __mmask16(0xffff);
+#pragma GCC unroll 24
+  for (int i = 0; i < MR * NV; ++i) acc[i] = _mm512_maskz_loadu_ps(m[i % NV], C + (i / NV) * ldc + (i % NV) * 16);
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_maskz_loadu_ps(m[v], B + k * ldb + 16 * v);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m512 a = _mm512_set1_ps(A[r * lda + k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r * NV + v] = _mm512_fmadd_ps(a, b[v], acc[r * NV + v]);
+    }
+  }
+#pragma GCC unroll 24
+  for (int i = 0; i < MR * NV; ++i) _mm512_mask_storeu_ps(C + (i / NV) * ldc + (i % NV) * 16, m[i % NV], acc[i]);
+}
+
+template <int NV>
+void SmallColumnsAvx512(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                        int64_t ldc, __mmask16 last) {
+  int64_t r = 0;
+  for (; r + 6 <= M; r += 6) SmallTileAvx512<6, NV>(K, A + r * lda, lda, B, ldb, C + r * ldc, ldc, last);
+  for (; r < M; ++r) SmallTileAvx512<1, NV>(K, A + r * lda, lda, B, ldb, C + r * ldc, ldc, last);
+}
+
+void SmallGemmAvx512(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                     float* C, int64_t ldc) {
+  for (int64_t c = 0; c < Nc; c += 64) {
+    const int64_t cols = std::min<int64_t>(64, Nc - c);
+    const int nv = static_cast<int>((cols + 15) / 16);
+    const __mmask16 last = static_cast<__mmask16>(cols % 16 ? (1u << (cols % 16)) - 1 : 0xffffu);
+    switch (nv) {
+      case 1: SmallColumnsAvx512<1>(M, K, A, lda, B + c, ldb, C + c, ldc, last); break;
+      case 2: SmallColumnsAvx512<2>(M, K, A, lda, B + c, ldb, C + c, ldc, last); break;
+      case 3: SmallColumnsAvx512<3>(M, K, A, lda, B + c, ldb, C + c, ldc, last); break;
+      default: SmallColumnsAvx512<4>(M, K, A, lda, B + c, ldb, C + c, ldc, last); break;
+    }
+  }
+}
+
+// One chunk [s, s + L) for heads [h0, h1) of one group, as matrix products (SSD):
+//   G = C B^T (shared by the group's heads); per head, with c the cumulative log-decay,
+//   M[t, j] = G[t, j] exp(c_t - c_j) dt_j (j <= t), Cd[t, :] = C_t exp(c_t),
+//   Y = D X + Cd S + M X,   S <- exp(c_L) S + (B . w)^T X with w_j = exp(c_L - c_j) dt_j.
+// The element-wise loops are plain (vectorised by the compiler, no contraction); the products
+// run on the ISA's small GEMM.
 template <bool kUnused>
 inline void ScanChunkBody(const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs& in, int g, int h0, int h1,
-                          float* state, float* y, int64_t ld_y, ChunkScratch& sc) {
+                          float* state, float* y, int64_t ld_y, ChunkScratch& sc, SmallGemmFn gemm) {
   const int N = d.d_state, P = d.head_dim;
   const int64_t bc_off = int64_t{g} * N;
-  // G[t, j] = C_t . B_j for j <= t, through B transposed so the inner loop runs along j.
-  sc.Bt.assign(size_t(N) * L, 0.0f);
+  sc.Bt.resize(size_t(N) * L);
   for (int64_t j = 0; j < L; ++j) {
     const float* b = in.B + (s + j) * in.ld + bc_off;
     for (int n = 0; n < N; ++n) sc.Bt[size_t(n) * L + j] = b[n];
   }
   sc.G.assign(size_t(L) * L, 0.0f);
-  for (int64_t t = 0; t < L; ++t) {
-    const float* c = in.C + (s + t) * in.ld + bc_off;
-    float* gt = sc.G.data() + t * L;
-    for (int n = 0; n < N; ++n) {
-      const float cn = c[n];
-      const float* bt = sc.Bt.data() + size_t(n) * L;
-      for (int64_t j = 0; j <= t; ++j) gt[j] += cn * bt[j];
-    }
-  }
+  gemm(L, L, N, in.C + s * in.ld + bc_off, in.ld, sc.Bt.data(), L, sc.G.data(), L);
   sc.dt.resize(L);
   sc.cs.resize(L);
+  sc.M.resize(size_t(L) * L);
+  sc.Cd.resize(size_t(L) * N);
+  sc.Bw.resize(size_t(N) * L);
   for (int h = h0; h < h1; ++h) {
     const float A = in.A[h], Dh = in.D[h];
     float acc = 0.0f;
@@ -99,37 +229,27 @@ inline void ScanChunkBody(const Mamba2Dims& d, int64_t s, int64_t L, const ScanI
       acc += sc.dt[j] * A;
       sc.cs[j] = acc;
     }
-    float* S = state + int64_t{h} * N * P;  // [N, P]
     for (int64_t t = 0; t < L; ++t) {
+      float* mt = sc.M.data() + t * L;
+      for (int64_t j = 0; j < L; ++j) mt[j] = j <= t ? sc.G[t * L + j] * ExpVec(sc.cs[t] - sc.cs[j]) * sc.dt[j] : 0.0f;
+      const float decay_t = std::exp(sc.cs[t]);
+      const float* c = in.C + (s + t) * in.ld + bc_off;
+      for (int n = 0; n < N; ++n) sc.Cd[t * N + n] = c[n] * decay_t;
       float* yt = y + (s + t) * ld_y + int64_t{h} * P;
       const float* xt = in.x + (s + t) * in.ld + int64_t{h} * P;
-      const float* c = in.C + (s + t) * in.ld + bc_off;
-      const float decay_t = std::exp(sc.cs[t]);
       for (int p = 0; p < P; ++p) yt[p] = Dh * xt[p];
-      for (int n = 0; n < N; ++n) {  // the state carried into the chunk
-        const float coef = c[n] * decay_t;
-        const float* Sn = S + int64_t{n} * P;
-        for (int p = 0; p < P; ++p) yt[p] += coef * Sn[p];
-      }
-      const float* gt = sc.G.data() + t * L;
-      for (int64_t j = 0; j <= t; ++j) {  // the chunk's own tokens
-        const float m = gt[j] * std::exp(sc.cs[t] - sc.cs[j]) * sc.dt[j];
-        const float* xj = in.x + (s + j) * in.ld + int64_t{h} * P;
-        for (int p = 0; p < P; ++p) yt[p] += m * xj[p];
-      }
     }
+    float* S = state + int64_t{h} * N * P;  // [N, P]
+    const float* X = in.x + s * in.ld + int64_t{h} * P;
+    float* Y = y + s * ld_y + int64_t{h} * P;
+    gemm(L, P, N, sc.Cd.data(), N, S, P, Y, ld_y);        // the state carried into the chunk
+    gemm(L, P, L, sc.M.data(), L, X, in.ld, Y, ld_y);     // the chunk's own tokens
     const float decay_end = std::exp(sc.cs[L - 1]);
     for (int64_t i = 0; i < int64_t{N} * P; ++i) S[i] *= decay_end;
-    for (int64_t j = 0; j < L; ++j) {
-      const float wj = std::exp(sc.cs[L - 1] - sc.cs[j]) * sc.dt[j];
-      const float* b = in.B + (s + j) * in.ld + bc_off;
-      const float* xj = in.x + (s + j) * in.ld + int64_t{h} * P;
-      for (int n = 0; n < N; ++n) {
-        const float coef = wj * b[n];
-        float* Sn = S + int64_t{n} * P;
-        for (int p = 0; p < P; ++p) Sn[p] += coef * xj[p];
-      }
-    }
+    for (int64_t j = 0; j < L; ++j) sc.M[j] = ExpVec(sc.cs[L - 1] - sc.cs[j]) * sc.dt[j];  // w, in M's first row
+    for (int n = 0; n < N; ++n)
+      for (int64_t j = 0; j < L; ++j) sc.Bw[size_t(n) * L + j] = sc.Bt[size_t(n) * L + j] * sc.M[j];
+    gemm(N, P, L, sc.Bw.data(), L, X, in.ld, S, P);
   }
 }
 
@@ -137,11 +257,16 @@ __attribute__((target("avx2,fma"), flatten)) void ScanChunkAvx2(const Mamba2Dims
                                                                 const ScanInputs& in, int g, int h0, int h1,
                                                                 float* state, float* y, int64_t ld_y,
                                                                 ChunkScratch& sc) {
-  ScanChunkBody<true>(d, s, L, in, g, h0, h1, state, y, ld_y, sc);
+  ScanChunkBody<true>(d, s, L, in, g, h0, h1, state, y, ld_y, sc, &SmallGemmAvx2);
+}
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void ScanChunkAvx512(
+    const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs& in, int g, int h0, int h1, float* state, float* y,
+    int64_t ld_y, ChunkScratch& sc) {
+  ScanChunkBody<true>(d, s, L, in, g, h0, h1, state, y, ld_y, sc, &SmallGemmAvx512);
 }
 void ScanChunkScalar(const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs& in, int g, int h0, int h1,
                      float* state, float* y, int64_t ld_y, ChunkScratch& sc) {
-  ScanChunkBody<false>(d, s, L, in, g, h0, h1, state, y, ld_y, sc);
+  ScanChunkBody<false>(d, s, L, in, g, h0, h1, state, y, ld_y, sc, &SmallGemmScalar);
 }
 
 void CaptureHeads(const Mamba2Dims& d, const float* state, float* dst, int h0, int h1) {
@@ -156,7 +281,9 @@ void CausalConv1dSilu(const Mamba2Dims& d, int64_t n_tokens, const float* in, in
   if (n_tokens <= 0) return;
   for (const StateCapture& c : captures)
     if (c.conv) ConvStateAt(d, c.after_tokens, in, ld_in, conv_state, c.conv);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) {
+  if (core::ActiveIsa() >= core::Isa::kAvx512) {
+    ConvAvx512(d, n_tokens, in, ld_in, w, bias, conv_state, out);
+  } else if (core::ActiveIsa() >= core::Isa::kAvx2) {
     ConvAvx2(d, n_tokens, in, ld_in, w, bias, conv_state, out);
   } else {
     ConvScalar(d, n_tokens, in, ld_in, w, bias, conv_state, out);
@@ -172,7 +299,7 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
   if (n_tokens <= 0 || head_begin >= head_end) return;
   RADIXLM_CHECK(d.n_heads % d.n_groups == 0);
   const int heads_per_group = d.n_heads / d.n_groups;
-  const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
+  const core::Isa isa = core::ActiveIsa();
   thread_local ChunkScratch scratch;
   int64_t s = 0;
   while (s < n_tokens) {
@@ -189,7 +316,9 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
     for (int g = head_begin / heads_per_group; g * heads_per_group < head_end; ++g) {
       const int h0 = std::max(head_begin, g * heads_per_group);
       const int h1 = std::min(head_end, (g + 1) * heads_per_group);
-      if (avx2) {
+      if (isa >= core::Isa::kAvx512) {
+        ScanChunkAvx512(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
+      } else if (isa >= core::Isa::kAvx2) {
         ScanChunkAvx2(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
       } else {
         ScanChunkScalar(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
@@ -229,9 +358,10 @@ void Mamba2ScanReference(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
   }
 }
 
-void GatedRmsNorm(float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n_tokens,
-                  int64_t d_inner, int64_t group_size, float eps) {
-  RADIXLM_CHECK(group_size > 0 && d_inner % group_size == 0);
+namespace {
+
+inline void GatedRmsNormBody(float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n_tokens,
+                             int64_t d_inner, int64_t group_size, float eps) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* yt = y + t * ld_y;
     const float* zt = z + t * ld_z;
@@ -243,6 +373,26 @@ void GatedRmsNorm(float* y, int64_t ld_y, const float* z, int64_t ld_z, const fl
       for (int64_t i = g0; i < g0 + group_size; ++i) yt[i] = yt[i] * inv * w[i];
     }
   }
+}
+
+__attribute__((target("avx2,fma"), flatten)) void GatedRmsNormAvx2(float* y, int64_t ld_y, const float* z,
+                                                                   int64_t ld_z, const float* w, int64_t n,
+                                                                   int64_t di, int64_t gs, float eps) {
+  GatedRmsNormBody(y, ld_y, z, ld_z, w, n, di, gs, eps);
+}
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void GatedRmsNormAvx512(
+    float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n, int64_t di, int64_t gs, float eps) {
+  GatedRmsNormBody(y, ld_y, z, ld_z, w, n, di, gs, eps);
+}
+
+}  // namespace
+
+void GatedRmsNorm(float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n_tokens,
+                  int64_t d_inner, int64_t group_size, float eps) {
+  RADIXLM_CHECK(group_size > 0 && d_inner % group_size == 0);
+  if (core::ActiveIsa() >= core::Isa::kAvx512) GatedRmsNormAvx512(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+  else if (core::ActiveIsa() >= core::Isa::kAvx2) GatedRmsNormAvx2(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+  else GatedRmsNormBody(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
 }
 
 }  // namespace radixlm::kernels

@@ -105,12 +105,16 @@ TEST(Mamba2Scan, HeadRangesAndIsaDoNotChangeTheResult) {
   Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_split.data(), y_split.data(), di, {}, 3, 8);
   EXPECT_EQ(s_all, s_split);
   EXPECT_EQ(y_all, y_split);
-  core::SetIsaCap(core::Isa::kScalar);
-  std::vector<float> s_scalar(sf, 0.1f), y_scalar(p.T * di);
-  Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_scalar.data(), y_scalar.data(), di, {}, 0, 8);
-  core::SetIsaCap(core::Isa::kAvx512);
-  EXPECT_EQ(y_scalar, y_all);
-  EXPECT_EQ(s_scalar, s_all);
+  // Every ISA path the CPU has runs the same operations: bitwise the default path.
+  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2}) {
+    if (isa > core::ActiveIsa()) continue;
+    core::SetIsaCap(isa);
+    std::vector<float> s_isa(sf, 0.1f), y_isa(p.T * di);
+    Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_isa.data(), y_isa.data(), di, {}, 0, 8);
+    core::SetIsaCap(core::Isa::kAvx512);
+    EXPECT_EQ(y_isa, y_all) << core::IsaName(isa);
+    EXPECT_EQ(s_isa, s_all) << core::IsaName(isa);
+  }
 }
 
 TEST(CausalConv1d, MatchesTheDirectSumAndCarriesItsStateAcrossCalls) {
