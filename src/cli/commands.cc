@@ -391,19 +391,34 @@ void RegisterBench(CLI::App& app) {
 
 void RegisterExport(CLI::App& app) {
   struct Opts {
-    std::string model = "random:tiny", format = "gguf", out, dtype = "f32";
+    ModelOptions model;
+    std::string format = "gguf", out, dtype = "f32";
   };
   auto* o = new Opts;
-  auto* cmd = app.add_subcommand("export", "write a random preset's weights as GGUF or a Hugging Face folder");
-  cmd->add_option("--model,-m", o->model, "random:NAME")->capture_default_str();
+  o->model.model = "random:tiny";
+  auto* cmd = app.add_subcommand("export", "write a random preset's weights as GGUF (with its tokenizer, so llama.cpp "
+                                           "loads it) or a Hugging Face folder");
+  cmd->add_option("--model,-m", o->model.model, "random:NAME")->capture_default_str();
   cmd->add_option("--format", o->format)->check(CLI::IsMember({"gguf", "hf"}))->capture_default_str();
   cmd->add_option("--dtype", o->dtype)->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
   cmd->add_option("--out,-o", o->out, "file (gguf) or folder (hf)")->required();
+  AddTokenizerOptions(cmd, &o->model);
   cmd->callback([o] {
     core::DType d;
     core::ParseDType(o->dtype, &d);
-    ExitIfError(models::ExportModel(o->model, o->format == "gguf" ? models::ExportFormat::kGguf : models::ExportFormat::kHfFolder,
-                                    o->out, d));
+    // A GGUF carries its tokenizer (llama.cpp refuses a file without one); one that cannot be
+    // written as GGUF metadata (SentencePiece) leaves the file loadable by radixlm only.
+    std::vector<std::pair<std::string, formats::GgufValue>> metadata;
+    if (o->format == "gguf") {
+      auto config = models::LoadConfig(o->model.model);
+      ExitIfError(config.status());
+      auto tok = LoadTokenizer(o->model, config->vocab_size);
+      auto kv = tok.ok() ? (*tok)->GgufMetadata(config->vocab_size) : decltype((*tok)->GgufMetadata(0))(tok.status());
+      if (kv.ok()) metadata = std::move(*kv);
+      else std::fprintf(stderr, "radixlm export: no tokenizer written: %s\n", kv.status().message().c_str());
+    }
+    ExitIfError(models::ExportModel(o->model.model, o->format == "gguf" ? models::ExportFormat::kGguf : models::ExportFormat::kHfFolder,
+                                    o->out, d, metadata));
   });
 }
 

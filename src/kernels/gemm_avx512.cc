@@ -20,6 +20,11 @@ using core::QuantScales;
 
 // ---- f32 and bf16 weights ------------------------------------------------------------------
 
+// Decode streams every weight once from DRAM: the few-row quantised kernels fetch this far ahead
+// of the bytes they compute on, a few lines at a time (a burst of prefetches overflows the miss
+// buffers and is dropped). The float kernels' single long stream per panel needs no help.
+constexpr int kPrefetchAhead = 2048;
+
 enum class FloatKind { kF32, kBf16Exact, kBf16Dot };
 
 template <FloatKind KIND, int MR, int NP>
@@ -145,8 +150,6 @@ RADIXLM_AVX512 inline void UnpackChunk(const uint8_t* chunk, __m512i* codes) {
 RADIXLM_AVX512 inline __m512 F16Vec(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-
-constexpr int kPrefetchAhead = 2048;
 
 template <DType T, int MR, int NP>
 RADIXLM_AVX512 void QuantMicro(const MicroArgs& a) {

@@ -698,7 +698,13 @@ Status WriteHybridHf(const ModelConfig& c, std::vector<NamedTensor> tensors, DTy
 
 }  // namespace
 
-Status ExportModel(const std::string& spec, ExportFormat format, const std::string& out_path, DType dtype) {
+Status ExportModel(const std::string& spec, ExportFormat format, const std::string& out_path, DType dtype,
+                   const std::vector<std::pair<std::string, formats::GgufValue>>& metadata) {
+  auto has_key = [&](const std::string& key) {
+    for (const auto& kv : metadata)
+      if (kv.first == key) return true;
+    return false;
+  };
   if (!IsRandom(spec)) return core::InvalidArgument("export takes a random:NAME preset");
   RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
   core::ThreadPool pool;
@@ -775,8 +781,9 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
       wr.Set(a + "attention.scale", GgufValue::F32(c.attention_multiplier));
       wr.Set(a + "logit_scale", GgufValue::F32(c.logits_scaling));
     }
-    if (c.bos_id >= 0) wr.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(c.bos_id));
-    if (c.eos_id >= 0) wr.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(c.eos_id));
+    for (const auto& [key, value] : metadata) wr.Set(key, value);
+    if (c.bos_id >= 0 && !has_key("tokenizer.ggml.bos_token_id")) wr.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(c.bos_id));
+    if (c.eos_id >= 0 && !has_key("tokenizer.ggml.eos_token_id")) wr.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(c.eos_id));
     for (size_t i = 0; i < tensors.size(); ++i)
       wr.AddTensor(tensors[i].name, tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i));
     return wr.Write(out_path);
@@ -798,8 +805,9 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
     wr.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
     wr.Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
     wr.Set(a + "rope.dimension_count", GgufValue::U32(c.head_dim));
-    if (c.bos_id >= 0) wr.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(c.bos_id));
-    if (c.eos_id >= 0) wr.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(c.eos_id));
+    for (const auto& [key, value] : metadata) wr.Set(key, value);
+    if (c.bos_id >= 0 && !has_key("tokenizer.ggml.bos_token_id")) wr.Set("tokenizer.ggml.bos_token_id", GgufValue::U32(c.bos_id));
+    if (c.eos_id >= 0 && !has_key("tokenizer.ggml.eos_token_id")) wr.Set("tokenizer.ggml.eos_token_id", GgufValue::U32(c.eos_id));
     for (size_t i = 0; i < tensors.size(); ++i)
       wr.AddTensor(tensors[i].name, tensor_dtype(tensors[i]), tensors[i].shape, tensor_data(i));
     return wr.Write(out_path);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "formats/gguf.h"
 #include "models/transformer.h"
 
 namespace radixlm::models {
@@ -43,7 +44,9 @@ enum class ExportFormat { kGguf, kHfFolder };
 // Writes a model's weights as f32 to a GGUF file or a Hugging Face folder (config.json +
 // model.safetensors). Used to hand random presets to other implementations (the PyTorch
 // reference) and in loader round-trip tests.
+// `metadata` is added to a GGUF's keys (a tokenizer's tokenizer.ggml.*, which llama.cpp needs).
 core::Status ExportModel(const std::string& spec, ExportFormat format, const std::string& out_path,
-                         core::DType dtype = core::DType::kF32);
+                         core::DType dtype = core::DType::kF32,
+                         const std::vector<std::pair<std::string, formats::GgufValue>>& metadata = {});
 
 }  // namespace radixlm::models

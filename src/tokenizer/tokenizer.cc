@@ -128,6 +128,7 @@ class TokenizerBuilder {
     if (ia < 0 || ib < 0 || im < 0)
       return core::DataLoss(t_->name_ + ": merge '" + a + " " + b + "' uses a piece not in the vocabulary");
     t_->merges_.Add(ia, ib, im, rank);
+    t_->merge_list_.push_back(a + " " + b);
     return core::Status::Ok();
   }
   core::Status Finish() {
@@ -235,6 +236,7 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
       };
       find(j.value("pre_tokenizer", json()));
       RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
+      t.pre_name_ = pattern == kQwen2Pattern ? "qwen2" : pattern == kLlama3Pattern ? "llama-bpe" : pattern == kGpt2Pattern ? "gpt-2" : "";
     }
     // BOS/EOS: the post-processor's template when there is one, else tokenizer_config.json.
     const json post = j.value("post_processor", json());
@@ -301,6 +303,7 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGpt2Files(const std::s
     t.bos_id_ = t.eos_id_ = eot;
   }
   RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(kGpt2Pattern));
+  t.pre_name_ = "gpt-2";
   RADIXLM_RETURN_IF_ERROR(b.Finish());
   return b.Release();
 }
@@ -343,6 +346,7 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
                           : (pre == "default" || pre == "gpt-2" || pre == "gpt2") ? kGpt2Pattern : nullptr;
     if (!pattern) return core::Unimplemented(g.path() + ": pre-tokenizer '" + pre + "' (radixlm knows qwen2, llama-bpe, gpt-2)");
     RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
+    t.pre_name_ = pattern == kQwen2Pattern ? "qwen2" : pattern == kLlama3Pattern ? "llama-bpe" : "gpt-2";
     t.nfc_ = pre == "qwen2";
     t.ignore_merges_ = pre == "llama-bpe" || pre == "llama3";
   } else {
@@ -406,6 +410,48 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Named(const std::string& n
   }
   t->name_ = name;
   return t;
+}
+
+core::StatusOr<std::vector<std::pair<std::string, formats::GgufValue>>> Tokenizer::GgufMetadata(int64_t vocab_size) const {
+  using formats::GgufType;
+  using formats::GgufValue;
+  if (kind_ != TokenizerKind::kByteLevelBpe)
+    return core::Unimplemented(name_ + ": only byte-level BPE tokenizers can be written as GGUF metadata");
+  if (pre_name_.empty())
+    return core::Unimplemented(name_ + ": its pre-tokenizer has no llama.cpp name (qwen2, llama-bpe, gpt-2)");
+  if (vocab_size < this->vocab_size())
+    return core::InvalidArgument(name_ + ": the tokenizer has " + std::to_string(this->vocab_size()) +
+                                 " tokens, more than the model's " + std::to_string(vocab_size) + " embeddings");
+  // Pieces as the vocabulary writes them (byte-level strings), and llama.cpp's token types:
+  // 1 normal, 3 control (special added), 4 user-defined (added), 5 unused (padding).
+  std::vector<std::string> pieces(vocab_size);
+  std::vector<int32_t> types(vocab_size, 5);
+  for (const auto& [piece, id] : piece_to_id_) {
+    pieces[id] = piece;
+    types[id] = 1;
+  }
+  for (const AddedToken& a : added_) {
+    pieces[a.id] = a.content;
+    types[a.id] = a.special ? 3 : 4;
+  }
+  std::vector<GgufValue> tokens, token_types, merges;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    if (types[i] == 5) pieces[i] = "[PAD" + std::to_string(i) + "]";
+    tokens.push_back(GgufValue::Str(pieces[i]));
+    token_types.push_back(GgufValue::I32(types[i]));
+  }
+  for (const std::string& m : merge_list_) merges.push_back(GgufValue::Str(m));
+  std::vector<std::pair<std::string, GgufValue>> kv = {
+      {"tokenizer.ggml.model", GgufValue::Str("gpt2")},
+      {"tokenizer.ggml.pre", GgufValue::Str(pre_name_)},
+      {"tokenizer.ggml.tokens", GgufValue::Array(GgufType::kString, std::move(tokens))},
+      {"tokenizer.ggml.token_type", GgufValue::Array(GgufType::kI32, std::move(token_types))},
+      {"tokenizer.ggml.merges", GgufValue::Array(GgufType::kString, std::move(merges))},
+      {"tokenizer.ggml.add_bos_token", GgufValue::Bool(add_bos_)}};
+  if (bos_id_ >= 0) kv.push_back({"tokenizer.ggml.bos_token_id", GgufValue::U32(static_cast<uint32_t>(bos_id_))});
+  if (eos_id_ >= 0) kv.push_back({"tokenizer.ggml.eos_token_id", GgufValue::U32(static_cast<uint32_t>(eos_id_))});
+  if (!chat_template_.empty()) kv.push_back({"tokenizer.chat_template", GgufValue::Str(chat_template_)});
+  return kv;
 }
 
 // ---- encode / decode -----------------------------------------------------------------------

@@ -27,6 +27,7 @@
 
 namespace radixlm::formats {
 class GgufFile;
+struct GgufValue;
 }
 
 namespace radixlm::tokenizer {
@@ -70,6 +71,12 @@ class Tokenizer {
   const std::string& name() const { return name_; }
   const std::vector<AddedToken>& added_tokens() const { return added_; }
 
+  // The tokenizer as GGUF metadata (tokenizer.ggml.*, llama.cpp's keys) for a model whose
+  // embedding has `vocab_size` rows: ids the tokenizer does not use become unused "[PADn]"
+  // tokens. Byte-level BPE only (model "gpt2", with its pre-tokenizer name); a SentencePiece
+  // tokenizer loaded without scores cannot be written back.
+  core::StatusOr<std::vector<std::pair<std::string, formats::GgufValue>>> GgufMetadata(int64_t vocab_size) const;
+
  private:
   friend class TokenizerBuilder;
   friend class StreamDecoder;
@@ -98,6 +105,8 @@ class Tokenizer {
   int32_t bos_id_ = -1, eos_id_ = -1, unk_id_ = -1;
   bool add_bos_ = false, add_eos_ = false;
   std::string chat_template_;
+  std::vector<std::string> merge_list_;  // byte-level merges "a b" in rank order (for export)
+  std::string pre_name_;                 // llama.cpp's pre-tokenizer name: qwen2, llama-bpe, gpt-2
 
   // Word -> ids cache for byte-level BPE (words repeat heavily in real text).
   static constexpr int kCacheShards = 16;
