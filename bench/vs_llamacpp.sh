@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# radixlm and llama.cpp side by side on the same GGUF files (benchmark only: llama.cpp is never a
+# dependency of radixlm's build or runtime).
+#
+#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid]
+#                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits]
+#
+# 1. Builds llama.cpp from the source bundled in the npm package node-llama-cpp@3.22.1
+#    (llama/gitRelease.bundle, llama.cpp v0.5.0): CPU release build, native ISA; llama-bench,
+#    llama-quantize and bench/llamacpp_logits.cc (logits for given ids).
+# 2. Makes the models: `radixlm export` writes random-weight BF16 GGUFs (with their tokenizer,
+#    so llama.cpp loads them) of the Qwen3-0.6B shape (dense) and the Granite-4.0-H-layout 0.4B
+#    hybrid; llama-quantize makes Q8_0, Q4_0 and Q4_K_M from them.
+# 3. For each round, file and engine, alternating which engine runs first: llama-bench
+#    -p 512 -n 64 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
+#    Ratios are taken per round (both engines measured minutes apart at most) and the table
+#    reports their medians, with each engine's median tokens/s.
+# 4. Logits on 256 random ids from both engines on every file: top-1 agreement and the max
+#    difference relative to the largest logit (also against radixlm's exact f32 run of the same
+#    file: dequantised weights, f32 activations and KV).
+# Raw results: DIR/results.jsonl; the table: DIR/table.md (also printed). DIR defaults to
+# build/vs_llamacpp.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=3 THREADS=2 MODELS=dense,hybrid TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --types) TYPES=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    --no-logits) LOGITS=0; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+RADIXLM=$PWD/build/src/cli/radixlm
+[ -x "$RADIXLM" ] || bash scripts/build.sh
+PY=/usr/bin/python3
+
+# ---- 1. llama.cpp ----------------------------------------------------------------------------
+LL=$WORK/llama.cpp
+if [ ! -x "$LL/build/bin/llama-bench" ] || [ ! -x "$WORK/llamacpp_logits" ]; then
+  echo "building llama.cpp (node-llama-cpp@3.22.1's bundle) in $LL ..." >&2
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz)
+  rm -rf "$LL"
+  git clone -q "$tmp/package/llama/gitRelease.bundle" "$LL" 2>/dev/null
+  cp "$tmp/package/llama/llama.cpp.info.json" "$LL/" 2>/dev/null || true
+  rm -rf "$tmp"
+  cmake -S "$LL" -B "$LL/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF >/dev/null
+  cmake --build "$LL/build" -j "$(nproc)" --target llama-bench llama-quantize >/dev/null
+  g++ -O2 -std=c++17 bench/llamacpp_logits.cc -I"$LL/include" -I"$LL/ggml/include" -L"$LL/build/bin" \
+      -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$WORK/llamacpp_logits"
+fi
+export LD_LIBRARY_PATH="$LL/build/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LL_VERSION=$(cat "$LL/llama.cpp.info.json" 2>/dev/null | tr -d '\n ' || echo '{}')
+
+# ---- 2. models -------------------------------------------------------------------------------
+declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b)
+declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2")  # the hybrid's vocabulary fits no bundled one
+declare -A QTYPE=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k_m]=Q4_K_M)
+for m in ${MODELS//,/ }; do
+  base=$WORK/$m-bf16.gguf
+  [ -f "$base" ] || "$RADIXLM" export --model "${PRESET[$m]}" --dtype bf16 ${TOKENIZER[$m]} --out "$base"
+  for t in ${TYPES//,/ }; do
+    [ "$t" = bf16 ] && continue
+    f=$WORK/$m-$t.gguf
+    [ -f "$f" ] || "$LL/build/bin/llama-quantize" "$base" "$f" "${QTYPE[$t]}" "$THREADS" >/dev/null 2>&1
+  done
+done
+
+# ---- 3. speed, alternating -------------------------------------------------------------------
+RESULTS=$WORK/results.jsonl
+: > "$RESULTS"
+for r in $(seq 1 "$ROUNDS"); do
+  for m in ${MODELS//,/ }; do
+    for t in ${TYPES//,/ }; do
+      f=$WORK/$m-$t.gguf
+      run_llama() {
+        "$LL/build/bin/llama-bench" -m "$f" -t "$THREADS" -p 512 -n 64 -r 2 -o json 2>/dev/null |
+          $PY -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'engine':'llama.cpp','round':$r,'model':'$m','type':'$t',
+                  'prefill':[x['avg_ts'] for x in d if x['n_prompt']>0][0],'decode':[x['avg_ts'] for x in d if x['n_gen']>0][0]}))" >> "$RESULTS"
+      }
+      run_radixlm() {
+        "$RADIXLM" bench -m "$f" --threads "$THREADS" --prompt-tokens 512 --gen-tokens 64 --repeats 2 --json 2>/dev/null |
+          $PY -c "import json,sys; j=json.loads(sys.stdin.readline()); print(json.dumps({'engine':'radixlm','round':$r,'model':'$m','type':'$t',
+                  'prefill':j['prefill_tokens_per_s'],'decode':j['decode_tokens_per_s'],'isa':j['isa'],'matmul':j['matmul'],
+                  'kv_dtype':j['kv_dtype'],'weight_type':j['weight_type']}))" >> "$RESULTS"
+      }
+      if [ $((r % 2)) = 1 ]; then run_llama; run_radixlm; else run_radixlm; run_llama; fi
+      echo "round $r $m $t done" >&2
+    done
+  done
+done
+
+# ---- 4. logits -------------------------------------------------------------------------------
+if [ "$LOGITS" = 1 ]; then
+  for m in ${MODELS//,/ }; do
+    vocab=$("$RADIXLM" info "$WORK/$m-bf16.gguf" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['vocab_size'])")
+    ids=$($PY -c "import random; random.seed(2); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
+    for t in ${TYPES//,/ }; do
+      f=$WORK/$m-$t.gguf
+      "$WORK/llamacpp_logits" "$f" "$ids" "$WORK/l_llama.f32" "$THREADS" 2>/dev/null
+      "$RADIXLM" logits -m "$f" --ids "$ids" --out "$WORK/l_radixlm.f32" --threads "$THREADS"
+      "$RADIXLM" logits -m "$f" --ids "$ids" --out "$WORK/l_exact.f32" --threads "$THREADS" --dtype f32 --kv-dtype f32
+      $PY - "$WORK" "$m" "$t" >> "$RESULTS" <<'EOF'
+import json, sys
+import numpy as np
+work, m, t = sys.argv[1:4]
+L, R, E = (np.fromfile(f"{work}/l_{n}.f32", np.float32).reshape(256, -1) for n in ("llama", "radixlm", "exact"))
+agree = lambda a, b: float((a.argmax(1) == b.argmax(1)).mean())
+err = lambda a, b: float(np.abs(a - b).max() / np.abs(b).max())
+print(json.dumps({"logits": True, "model": m, "type": t, "top1_radixlm_vs_llama": agree(R, L),
+                  "top1_llama_vs_exact": agree(L, E), "top1_radixlm_vs_exact": agree(R, E),
+                  "err_radixlm_vs_llama": err(R, L), "err_llama_vs_exact": err(L, E), "err_radixlm_vs_exact": err(R, E)}))
+EOF
+    done
+  done
+fi
+
+# ---- 5. the table ------------------------------------------------------------------------------
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni)$' | tr '\n' ' ')
+$PY - "$RESULTS" "$CPU" "$FLAGS" "$THREADS" "$ROUNDS" "$LL_VERSION" <<'EOF' | tee "$WORK/table.md"
+import json, statistics, sys
+path, cpu, flags, threads, rounds, version = sys.argv[1:7]
+rows = [json.loads(l) for l in open(path)]
+speed = [r for r in rows if not r.get("logits")]
+logits = {(r["model"], r["type"]): r for r in rows if r.get("logits")}
+print(f"CPU: {cpu} ({flags.strip()}), {threads} threads; llama.cpp {version}; {rounds} rounds, engines alternated; "
+      "prefill 512 / decode 64 tokens/s; ratio = median over rounds of radixlm / llama.cpp\n")
+print("| model | weights | llama.cpp prefill / decode | radixlm prefill / decode | ratio prefill / decode | radixlm matmul | top-1 vs llama.cpp (llama.cpp vs exact) |")
+print("|---|---|---|---|---|---|---|")
+keys = sorted({(r["model"], r["type"]) for r in speed}, key=lambda k: (k[0], ["bf16", "q8_0", "q4_0", "q4_k_m"].index(k[1]) if k[1] in ["bf16", "q8_0", "q4_0", "q4_k_m"] else 9))
+for m, t in keys:
+    ll = {r["round"]: r for r in speed if r["model"] == m and r["type"] == t and r["engine"] == "llama.cpp"}
+    rx = {r["round"]: r for r in speed if r["model"] == m and r["type"] == t and r["engine"] == "radixlm"}
+    both = sorted(set(ll) & set(rx))
+    med = lambda xs: statistics.median(xs) if xs else float("nan")
+    rp = med([rx[i]["prefill"] / ll[i]["prefill"] for i in both]); rd = med([rx[i]["decode"] / ll[i]["decode"] for i in both])
+    lg = logits.get((m, t))
+    agree = f"{lg['top1_radixlm_vs_llama']:.3f} ({lg['top1_llama_vs_exact']:.3f})" if lg else "-"
+    matmul = next(iter(rx.values()))["matmul"] if rx else "-"
+    print(f"| {m} | {t} | {med([r['prefill'] for r in ll.values()]):.0f} / {med([r['decode'] for r in ll.values()]):.1f} "
+          f"| {med([r['prefill'] for r in rx.values()]):.0f} / {med([r['decode'] for r in rx.values()]):.1f} "
+          f"| {rp:.2f}x / {rd:.2f}x | {matmul} | {agree} |")
+EOF
