@@ -1,6 +1,8 @@
 // The engine with a real (tiny random) model: sharing must never change an answer.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <map>
 
 #include "core/random.h"
@@ -50,9 +52,10 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
 // policy: for a model with Mamba2 layers, the hybrid cache policy ("" = no prefix reuse).
 // compaction: intra-step prefix dedup in the executor (threshold 0 = off).
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
-                    const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0}) {
+                    const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0},
+                    core::DType kv_dtype = core::DType::kF32) {
   core::ThreadPool pool(2);
-  models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens});
+  models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
   auto hybrid = runner::MakeHybridServing(model.config(), sim::ShapeOfModel(model.config()), cfg.scheduler.max_running,
                                           policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
                     .value();
@@ -261,6 +264,45 @@ TEST_F(EngineTest, StepBudgetChargesOnlyRowsNotSharedInTheStep) {
 // continuous batching, chunked prefill (chunks ending on the scan grid), a small pool that
 // forces preemption (the state is recomputed from scratch) and fewer state slots than
 // requests, every answer is bitwise the one of a run that serves requests one at a time.
+// The same guarantees with the production storage types: a llama.cpp-quantised Q4_K_M file
+// (tests/data/quant: q4_k and q6_k weights, int8 activations) and a bf16 KV cache. The radix
+// cache, eviction with preemption, and intra-step dedup (trie and gather) are bitwise the plain
+// run, because every kernel is batch-invariant for every weight and KV type.
+TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16Kv) {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  auto loaded = models::LoadModel(std::string(src) + "/tests/data/quant/tiny-q4_k_m.gguf");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  models::Transformer& model = **loaded;
+  ASSERT_EQ(model.weights().TypeSummary(), "q4_k+q6_k");
+  const core::DType kv = core::DType::kBF16;
+  for (uint64_t seed : {7, 8}) {
+    Workload w = MakeWorkload(seed, model.config().vocab_size);
+    for (size_t i = 0; i < w.submit_step.size(); ++i) w.submit_step[i] = static_cast<int>(i / 8) * 6;
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    off.scheduler.step_token_budget = 128;
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    engine::EngineConfig small = on;
+    small.num_blocks = 20;
+    small.scheduler.max_running = 8;
+    const Outcome plain = RunWorkload(model, w, off, "", {.threshold = 0}, kv);
+    const Outcome cached = RunWorkload(model, w, on, "", {.threshold = 0}, kv);
+    const Outcome evicting = RunWorkload(model, w, small, "", {.threshold = 0}, kv);
+    const Outcome trie = RunWorkload(model, w, on, "", {.threshold = 1.0, .trie_attention = true}, kv);
+    const Outcome gather = RunWorkload(model, w, off, "", {.threshold = 1.0, .trie_attention = false}, kv);
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      EXPECT_EQ(cached.outputs.at(i), plain.outputs.at(i)) << "cache on, request " << i;
+      EXPECT_EQ(evicting.outputs.at(i), plain.outputs.at(i)) << "small pool, request " << i;
+      EXPECT_EQ(trie.outputs.at(i), plain.outputs.at(i)) << "trie dedup, request " << i;
+      EXPECT_EQ(gather.outputs.at(i), plain.outputs.at(i)) << "gather dedup, request " << i;
+    }
+    EXPECT_GT(cached.metrics.cached_prompt_tokens, 0);
+    EXPECT_GT(evicting.metrics.preemptions + evicting.metrics.evicted_tokens, 0);
+    EXPECT_GT(trie.metrics.deduplicated_tokens, 0);
+  }
+}
+
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
   for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny"}) {
     auto model = models::LoadModel(spec).value();

@@ -6,7 +6,11 @@ import struct
 
 import numpy as np
 
+import quant_ref
+
 GGML_TYPES = {0: np.float32, 1: np.float16}  # 30 (BF16) handled separately
+# Block-quantised ggml types, dequantised by the independent numpy reading (quant_ref.py).
+QUANT_TYPES = {tid: name for name, (_, _, tid) in quant_ref.FORMATS.items()}
 
 
 def read_gguf(path):
@@ -58,6 +62,9 @@ def read_gguf(path):
         if ttype == 30:
             raw = np.frombuffer(data, dtype=np.uint16, count=n, offset=start + toff)
             arr = (raw.astype(np.uint32) << 16).view(np.float32)
+        elif ttype in QUANT_TYPES:
+            per, size, _ = quant_ref.FORMATS[QUANT_TYPES[ttype]]
+            arr = quant_ref.dequantize(QUANT_TYPES[ttype], data[start + toff:start + toff + n // per * size], n)
         else:
             arr = np.frombuffer(data, dtype=GGML_TYPES[ttype], count=n, offset=start + toff)
         tensors[name] = arr.astype(np.float32).reshape(shape)
