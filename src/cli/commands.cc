@@ -312,7 +312,14 @@ void RegisterBench(CLI::App& app) {
     // Ceilings: register-only FMA rate, and our GEMM on the model's own prefill shapes
     // (the MLP projections of block 0 at M = prompt tokens).
     const double fma_peak = kernels::MeasureFmaPeakGflops(pool);
+    const double bf16_peak = kernels::MeasureBf16DotPeakGflops(pool);
+    const double int8_peak = kernels::MeasureInt8DotPeakGops(pool);
     const double read_bw = kernels::MeasureReadBandwidthGBs(pool);
+    // The peak of the instruction the model's largest weights run on: f32 FMA, vdpbf16ps or
+    // vpdpbusd (multiply-adds x 2 per second in each case).
+    const core::DType main_type = model.weight_dtype();
+    const bool bf16_dot = main_type == core::DType::kBF16 && model.weights().lm_head.bf16_mode() == kernels::Bf16Mode::kBf16Activations;
+    const double isa_peak = core::IsQuantized(main_type) && int8_peak > 0 ? int8_peak : bf16_dot && bf16_peak > 0 ? bf16_peak : fma_peak;
     const auto& mlp = model.weights().mlp.at(0);
     const int64_t M = o->prompt_tokens;
     std::vector<float> x(M * std::max<int64_t>(c.d_model, c.ffn_dim)), y(M * 2 * c.ffn_dim);
@@ -376,6 +383,8 @@ void RegisterBench(CLI::App& app) {
               {"prefill_gflops", prefill_gflops}, {"gemm_peak_gflops", gemm_peak},
               {"fma_peak_gflops", fma_peak}, {"prefill_fraction_of_gemm_peak", prefill_gflops / gemm_peak},
               {"prefill_fraction_of_fma_peak", fma_peak > 0 ? prefill_gflops / fma_peak : 0},
+              {"bf16_dot_peak_gflops", bf16_peak}, {"int8_dot_peak_gops", int8_peak}, {"isa_peak_gflops", isa_peak},
+              {"prefill_fraction_of_isa_peak", isa_peak > 0 ? prefill_gflops / isa_peak : 0},
               {"decode_weight_gb_per_s", weight_gb * decode_tps}, {"weights_gb", weight_gb},
               {"read_bandwidth_gb_per_s", read_bw},
               {"decode_fraction_of_bandwidth", read_bw > 0 ? weight_gb * decode_tps / read_bw : 0},

@@ -142,7 +142,7 @@ RADIXLM_AVX512 inline void UnpackChunk(const uint8_t* chunk, __m512i* codes) {
       const int shift = kLow - (g % kPerVector) * E;
       const __m512i h = shift >= 0 ? _mm512_slli_epi16(hv[g / kPerVector], shift)
                                    : _mm512_srli_epi16(hv[g / kPerVector], -shift);
-      codes[g] = _mm512_or_si512(codes[g], _mm512_and_si512(h, mask));
+      codes[g] = _mm512_ternarylogic_epi32(codes[g], h, mask, 0xF8);  // codes | (h & mask)
     }
   }
 }

@@ -26,6 +26,59 @@ RADIXLM_AVX2 float FmaLoop(long iters) {
   return avx2::HSum(s);
 }
 
+// 16 independent zmm chains: enough to cover the latency of two FMA (or dot-product) pipes.
+__attribute__((target("avx512f"))) float FmaLoop512(long iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) float Bf16Loop(long iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3f80)), b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3380));
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) float Int8Loop(long iters) {
+  __m512i acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, acc[i]);
+  return static_cast<float>(_mm512_reduce_add_epi32(s));
+}
+
+// Median over 5 runs of ops / second of `loop` on every thread, in units of 1e9.
+template <typename Loop>
+double MedianRate(core::ThreadPool& pool, Loop loop, long iters, double ops_per_iter) {
+  std::vector<double> runs;
+  std::vector<float> sinks(pool.size());
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.RunOnAll([&](int t) { sinks[t] += loop(iters); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    runs.push_back(pool.size() * iters * ops_per_iter / s / 1e9);
+  }
+  if (sinks[0] == 12345.f) runs.push_back(0);  // keeps the loops observable
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
 RADIXLM_AVX2 float SumAvx2(const float* p, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int64_t i = 0; i + 32 <= n; i += 32) {
@@ -57,18 +110,19 @@ double MeasureReadBandwidthGBs(core::ThreadPool& pool) {
 }
 
 double MeasureFmaPeakGflops(core::ThreadPool& pool) {
-  if (core::ActiveIsa() < core::Isa::kAvx2) return 0;
-  std::vector<double> runs;
-  std::vector<float> sinks(pool.size());
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.RunOnAll([&](int t) { sinks[t] += FmaLoop(kIters / 10); });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    runs.push_back(pool.size() * (kIters / 10) * 12.0 * 8 * 2 / s / 1e9);
-  }
-  if (sinks[0] == 12345.f) runs.push_back(0);  // keeps the loops observable
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
+  if (core::ActiveIsa() >= core::Isa::kAvx512) return MedianRate(pool, FmaLoop512, kIters / 10, 16.0 * 16 * 2);
+  if (core::ActiveIsa() >= core::Isa::kAvx2) return MedianRate(pool, FmaLoop, kIters / 10, 12.0 * 8 * 2);
+  return 0;
+}
+
+double MeasureBf16DotPeakGflops(core::ThreadPool& pool) {
+  if (core::ActiveIsa() < core::Isa::kAvx512 || !core::DetectedCpu().avx512_bf16) return 0;
+  return MedianRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
+}
+
+double MeasureInt8DotPeakGops(core::ThreadPool& pool) {
+  if (core::ActiveIsa() < core::Isa::kAvx512 || !core::DetectedCpu().avx512_vnni) return 0;
+  return MedianRate(pool, Int8Loop, kIters / 10, 16.0 * 64 * 2);
 }
 
 }  // namespace radixlm::kernels
