@@ -302,6 +302,13 @@ int64_t GgufFile::GetIntOr(const std::string& key, int64_t fallback) const {
   return v && v->is_integer() ? v->AsInt() : fallback;
 }
 
+bool GgufFile::GetBoolOr(const std::string& key, bool fallback) const {
+  const GgufValue* v = Find(key);
+  if (v && v->type == GgufType::kBool) return std::get<bool>(v->scalar);
+  if (v && v->is_integer()) return v->AsInt() != 0;
+  return fallback;
+}
+
 double GgufFile::GetFloatOr(const std::string& key, double fallback) const {
   const GgufValue* v = Find(key);
   return v && v->is_number() ? v->AsDouble() : fallback;

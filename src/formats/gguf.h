@@ -62,6 +62,8 @@ class GgufFile {
   core::StatusOr<std::string> GetString(const std::string& key) const;
   int64_t GetIntOr(const std::string& key, int64_t fallback) const;
   double GetFloatOr(const std::string& key, double fallback) const;
+  // A bool (or an integer, 0 = false); the fallback when absent or of another type.
+  bool GetBoolOr(const std::string& key, bool fallback) const;
 
   TensorStore& tensors() { return *tensors_; }
   const TensorStore& tensors() const { return *tensors_; }

@@ -176,6 +176,17 @@ StatusOr<ModelConfig> HybridConfigFromGguf(const formats::GgufFile& g, const std
     c.residual_multiplier = static_cast<float>(g.GetFloatOr(a + "residual_scale", 1.0));
     c.attention_multiplier = static_cast<float>(g.GetFloatOr(a + "attention.scale", 0.0));
     c.logits_scaling = static_cast<float>(g.GetFloatOr(a + "logit_scale", 1.0));
+    // Granite's switch for positional embeddings, as llama.cpp reads it: RoPE unless the file
+    // says rope.scaling.finetuned = false (Granite-4.0-H is NoPE; Bamba-style files use RoPE),
+    // in ggml's "normal" layout (adjacent pairs; the converter permutes q/k rows for it).
+    c.use_rope = g.GetBoolOr(a + "rope.scaling.finetuned", true);
+    if (c.use_rope) {
+      c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
+      c.rope_layout = kernels::RopeLayout::kInterleaved;
+      const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
+      if (rot != c.head_dim)
+        return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
+    }
   }
   return c;
 }

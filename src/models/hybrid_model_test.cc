@@ -4,6 +4,8 @@
 // prefill's logits and final state bit for bit — at chunk boundaries and strictly inside.
 #include <gtest/gtest.h>
 
+#include "formats/gguf.h"
+
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -166,6 +168,37 @@ TEST(HybridModel, GgufAndHfExportsLoadBackToTheSameModel) {
     EXPECT_LT(MaxRel(logits[1].data(), logits[0].data(), logits[0].size()), 1e-5) << name << ": GGUF export";
     EXPECT_LT(MaxRel(logits[2].data(), logits[0].data(), logits[0].size()), 1e-5) << name << ": HF export";
   }
+}
+
+// Granite's positional-embedding switch, as llama.cpp reads it: an exported NoPE preset says
+// rope.scaling.finetuned = false; a file without the key (or with true) uses RoPE, which
+// changes the logits of the attention layers' positions.
+TEST(HybridModel, GraniteGgufReadsItsRopeSwitch) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "radixlm_granite_rope").string();
+  std::filesystem::create_directories(dir);
+  const std::string nope = dir + "/nope.gguf", rope = dir + "/rope.gguf";
+  ASSERT_TRUE(ExportModel("random:granite-h-tiny", ExportFormat::kGguf, nope).ok());
+  // The same file with the switch turned on.
+  auto file = formats::GgufFile::Open(nope);
+  ASSERT_TRUE(file.ok());
+  formats::GgufWriter w;
+  for (const auto& [key, value] : file->metadata())
+    w.Set(key, key == "granitehybrid.rope.scaling.finetuned" ? formats::GgufValue::Bool(true) : value);
+  for (const auto& [name, e] : file->tensors().entries()) w.AddTensor(name, e.dtype, e.shape, e.data);
+  ASSERT_TRUE(w.Write(rope).ok());
+  auto off = LoadConfig(nope), on = LoadConfig(rope);
+  ASSERT_TRUE(off.ok() && on.ok());
+  EXPECT_FALSE(off->use_rope);
+  EXPECT_TRUE(on->use_rope);
+  EXPECT_EQ(on->rope_layout, kernels::RopeLayout::kInterleaved);
+  const auto ids = Ids(24, 32000, 10);
+  HybridHarness a(nope), b(rope);
+  a.states().Reset(0);
+  b.states().Reset(0);
+  const std::vector<float> la = a.Run(ids, 0, 0), lb = b.Run(ids, 0, 0);
+  // Random small weights make attention nearly uniform, so the rotation moves logits only a
+  // little; but it must move them.
+  EXPECT_GT(MaxRel(la.data(), lb.data(), la.size()), 1e-7) << "RoPE changes the attention layers";
 }
 
 }  // namespace

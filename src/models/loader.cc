@@ -775,6 +775,12 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
       wr.Set(a + "feed_forward_length", GgufValue::U32(c.arch == "granitehybrid" ? c.ffn_dim : 0));
     }
     if (c.arch == "granitehybrid") {
+      // llama.cpp applies RoPE to a granitehybrid file unless this says false.
+      wr.Set(a + "rope.scaling.finetuned", GgufValue::Bool(c.use_rope));
+      if (c.use_rope) {
+        wr.Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+        wr.Set(a + "rope.dimension_count", GgufValue::U32(c.head_dim));
+      }
       wr.Set(a + "expert_shared_feed_forward_length", GgufValue::U32(c.ffn_dim));
       wr.Set(a + "embedding_scale", GgufValue::F32(c.embedding_multiplier));
       wr.Set(a + "residual_scale", GgufValue::F32(c.residual_multiplier));
