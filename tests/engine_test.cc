@@ -56,7 +56,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
                     core::DType kv_dtype = core::DType::kF32) {
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
-  auto hybrid = runner::MakeHybridServing(model.config(), sim::ShapeOfModel(model.config()), cfg.scheduler.max_running,
+  auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
                                           policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());

@@ -280,7 +280,8 @@ void RegisterReplay(CLI::App& app) {
   AddTokenizerOptions(cmd, &o->model);
   AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--workload", o->workload, "mtbench | swe-agent")->capture_default_str();
-  cmd->add_option("--data", o->data_dir, "shared data folder (default: ../shared/data beside the source tree)");
+  cmd->add_option("--data", o->data_dir, "data folder holding chat/mt_bench_questions.jsonl or agents/swe_agent/*.traj "
+                                         "(e.g. the workplace's shared/data)")->required();
   cmd->add_option("--clients", o->clients, "concurrent clients")->capture_default_str();
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request")->capture_default_str();
   cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories")->check(CLI::Range(1, 1 << 20));
@@ -292,7 +293,6 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_flag("--compare", o->compare, "run again with the prefix cache off and report both");
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   cmd->callback([o] {
-    if (o->data_dir.empty()) o->data_dir = std::string(RADIXLM_SOURCE_DIR) + "/../shared/data";
     auto convs = LoadWorkload(o->workload, o->data_dir, o->conversations, o->turns);
     ExitIfError(convs.status());
     if (!o->system_prompt.empty()) AddSystemPrompt(*convs, o->system_prompt);

@@ -47,7 +47,7 @@ runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
 
 // State slots and the hybrid prefix cache for a model with Mamba2 layers (none otherwise).
 runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
-  auto h = runner::MakeHybridServing(model, sim::ShapeOfModel(model), o.max_running,
+  auto h = runner::MakeHybridServing(model, runner::ShapeOfModel(model), o.max_running,
                                      o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy);
   ExitIfError(h.status());
   return std::move(h).value();

@@ -10,6 +10,8 @@
 
 #include "cli/commands.h"
 #include "core/thread_pool.h"
+#include "models/loader.h"
+#include "runner/hybrid_cache_setup.h"
 #include "sim/model_shape.h"
 #include "sim/simulator.h"
 #include "sim/workloads.h"
@@ -45,12 +47,6 @@ core::StatusOr<double> ParseBytes(const std::string& text) {
   for (const auto& [name, scale] : units)
     if (unit == name && value > 0) return value * scale;
   return core::InvalidArgument("cache size '" + text + "': use a positive number and B, KB, MB, GB, KiB, MiB or GiB");
-}
-
-std::string DefaultTtftTable() {
-  const std::filesystem::path p =
-      std::filesystem::path(RADIXLM_SOURCE_DIR) / ".." / "shared" / "data" / "latency" / "ttft_jamba_1.5_mini.csv";
-  return std::filesystem::exists(p) ? p.string() : "";
 }
 
 json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, bool reference) {
@@ -175,7 +171,11 @@ int RunSimulate(SimulateOptions& o) {
   }
   if (o.trace.empty() == o.generate.empty())
     return fail(core::InvalidArgument("give --trace FILE, or --generate KIND (with --out to write it)"));
-  auto shape = sim::ResolveModelShape(o.model);
+  // A model the engine loads: its own layouts (the simulator does not link model code).
+  auto shape = sim::ResolveModelShape(o.model, [](const std::string& spec) -> core::StatusOr<cache::HybridShape> {
+    RADIXLM_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadConfig(spec));
+    return runner::ShapeOfModel(config);
+  });
   if (!shape.ok()) return fail(shape.status());
   if (o.d_state > 0) shape->d_state = o.d_state;
   if (o.checkpoints_only) shape->kv_elem_bytes = 0;  // the engine's setting: KV in its own pool
@@ -187,10 +187,11 @@ int RunSimulate(SimulateOptions& o) {
   }
   auto capacity = ParseBytes(o.cache_size);
   if (!capacity.ok()) return fail(capacity.status());
+  // The built-in line is Marconi's fit of Jamba-1.5-Mini's profiled prefill times; a table
+  // refits it.
   sim::TtftModel ttft = sim::TtftModel::Default();
-  const std::string table = o.ttft_table.empty() ? DefaultTtftTable() : o.ttft_table;
-  if (!table.empty()) {
-    auto fitted = sim::TtftModel::FitCsv(table);
+  if (!o.ttft_table.empty()) {
+    auto fitted = sim::TtftModel::FitCsv(o.ttft_table);
     if (!fitted.ok()) return fail(fitted.status());
     ttft = *fitted;
   }
@@ -282,7 +283,7 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_flag("--checkpoints-only", o->checkpoints_only,
                 "count only SSM checkpoints against the capacity (as the engine's checkpoint pool does)");
   cmd->add_option("--layers", o->layers, "override layer counts SSM:ATTENTION:MLP");
-  cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: ../shared Jamba-1.5-Mini table)");
+  cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: 17.81 ms + 0.05296 ms/token, Marconi's fit of Jamba-1.5-Mini's table)");
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per hash id of a Mooncake trace");
   cmd->add_option("--threads", o->threads, "threads for marconi's alpha-tuning replays");
   cmd->add_option("--csv", o->csv, "write one row per request and policy");

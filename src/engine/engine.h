@@ -112,13 +112,13 @@ class Engine {
     int64_t branch_at = -1;
     bool branch_captured = false;
     int32_t pending_slot = -1;
-    models::Sampler sampler;
+    sampling::Sampler sampler;
     Usage usage;
     bool first_admission = true;
     bool cancelled = false;
     int64_t arrival = 0, waited_steps = 0;
     double submit_time = 0;
-    explicit Req(const models::SamplingParams& s) : sampler(s) {}
+    explicit Req(const sampling::SamplingParams& s) : sampler(s) {}
   };
 
   void DrainInbox();

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/sampler.h"
+#include "sampling/sampler.h"
 
 namespace radixlm::engine {
 
@@ -16,7 +16,7 @@ struct RequestParams {
   std::vector<int32_t> prompt;
   int max_tokens = 16;
   std::vector<int32_t> stop_ids;
-  models::SamplingParams sampling;
+  sampling::SamplingParams sampling;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

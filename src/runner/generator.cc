@@ -57,7 +57,7 @@ core::StatusOr<GenerateResult> Generator::Generate(const std::vector<int32_t>& p
                                    " blocks, " + std::to_string(blocks_.num_free()) + " free");
   if (states_) states_->Reset(0);
   GenerateResult result;
-  models::Sampler sampler(opt.sampling);
+  sampling::Sampler sampler(opt.sampling);
   std::vector<float> logits(cfg.vocab_size);
   std::vector<int32_t> positions;
   double t0 = Now();

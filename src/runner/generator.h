@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "models/kv_store.h"
-#include "models/sampler.h"
+#include "sampling/sampler.h"
 #include "models/transformer.h"
 
 namespace radixlm::runner {
@@ -20,7 +20,7 @@ namespace radixlm::runner {
 struct GenerateOptions {
   int max_tokens = 16;
   std::vector<int32_t> stop_ids;     // generation ends after emitting one of these
-  models::SamplingParams sampling;
+  sampling::SamplingParams sampling;
   int prefill_chunk = 512;           // tokens per prefill forward
 };
 

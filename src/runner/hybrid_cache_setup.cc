@@ -2,6 +2,32 @@
 
 namespace radixlm::runner {
 
+cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dtype) {
+  cache::HybridShape s;
+  s.name = c.name;
+  s.d_model = c.d_model;
+  s.n_attn_layers = c.n_attention_layers();
+  s.n_ssm_layers = c.n_ssm_layers();
+  for (models::LayerKind k : c.layers) s.n_mlp_layers += k == models::LayerKind::kMlp;
+  s.n_heads = c.n_heads;
+  s.n_kv_heads = c.n_kv_heads;
+  s.head_dim = c.head_dim;
+  s.d_ff = c.ffn_dim;
+  s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
+  if (c.n_ssm_layers() > 0) {
+    s.d_state = c.ssm_state;
+    s.n_groups = c.ssm_groups;
+    s.d_conv = c.ssm_conv;
+    s.ssm_heads = c.ssm_heads;
+    // d_inner = ssm_heads x head_dim; expressed through expand for the cost model.
+    s.expand = int64_t{c.ssm_heads} * c.ssm_head_dim / c.d_model;
+  }
+  s.kv_elem_bytes = static_cast<int>(core::DTypeSize(kv_dtype));
+  s.state_elem_bytes = 4;  // the SSM state store holds f32
+  return s;
+}
+
+
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& model_shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
                                                 double alpha) {

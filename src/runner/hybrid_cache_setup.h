@@ -18,8 +18,12 @@ struct HybridServing {
   std::unique_ptr<cache::HybridPrefixCache> cache;  // null: no prefix reuse
 };
 
+// The cache-relevant shape of a model the engine runs: KV bytes per element as the KV store
+// holds them (kv_dtype), SSM states f32 as the state store holds them.
+cache::HybridShape ShapeOfModel(const models::ModelConfig& model, core::DType kv_dtype = core::DType::kF32);
+
 // policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache. shape:
-// the model's cache shape (sim::ShapeOfModel), which sizes checkpoints and ranks them.
+// the model's cache shape (ShapeOfModel), which sizes checkpoints and ranks them.
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
                                                 double alpha = 0);

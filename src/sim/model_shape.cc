@@ -5,7 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/loader.h"
 
 namespace radixlm::sim {
 namespace {
@@ -71,7 +70,7 @@ core::StatusOr<cache::HybridShape> ShapeFromJson(const json& j, const std::strin
 
 }  // namespace
 
-core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec) {
+core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec, const EngineModelShape& engine_model) {
   if (spec == "marconi-7b" || spec == "marconi-7b-n128") return cache::Marconi7BShape(128);
   if (spec == "marconi-7b-n16") return cache::Marconi7BShape(16);
   if (spec == "nemotron-h-8b") {
@@ -91,33 +90,9 @@ core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec) {
       return core::InvalidArgument(spec + ": " + e.what());
     }
   }
-  RADIXLM_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadConfig(spec));
-  return ShapeOfModel(config);
+  if (!engine_model) return core::NotFound("'" + spec + "' is not a known model shape or a config.json");
+  return engine_model(spec);
 }
 
-cache::HybridShape ShapeOfModel(const models::ModelConfig& c) {
-  cache::HybridShape s;
-  s.name = c.name;
-  s.d_model = c.d_model;
-  s.n_attn_layers = c.n_attention_layers();
-  s.n_ssm_layers = c.n_ssm_layers();
-  for (models::LayerKind k : c.layers) s.n_mlp_layers += k == models::LayerKind::kMlp;
-  s.n_heads = c.n_heads;
-  s.n_kv_heads = c.n_kv_heads;
-  s.head_dim = c.head_dim;
-  s.d_ff = c.ffn_dim;
-  s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
-  if (c.n_ssm_layers() > 0) {
-    s.d_state = c.ssm_state;
-    s.n_groups = c.ssm_groups;
-    s.d_conv = c.ssm_conv;
-    s.ssm_heads = c.ssm_heads;
-    // d_inner = ssm_heads x head_dim; expressed through expand for the cost model.
-    s.expand = int64_t{c.ssm_heads} * c.ssm_head_dim / c.d_model;
-  }
-  s.kv_elem_bytes = 4;  // the engine's KV store and SSM state store hold f32
-  s.state_elem_bytes = 4;
-  return s;
-}
 
 }  // namespace radixlm::sim

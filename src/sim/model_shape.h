@@ -8,23 +8,23 @@
 //                                                  transformer, or Marconi's keys
 //                                                  (num_ssm_layers, num_attn_layers,
 //                                                  num_mlp_layers, d, n)
-//   anything else                                  a model the engine loads (GGUF, HF folder,
-//                                                  random:NAME): attention-only, KV bytes from
-//                                                  the engine's own KV layout (f32)
+//   anything else                                  handed to `engine_model` (the CLI resolves
+//                                                  a model the engine loads: GGUF, HF folder,
+//                                                  random:NAME, with the engine's own layouts)
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "cache/cost_model.h"
 #include "core/status.h"
-#include "models/model_config.h"
 
 namespace radixlm::sim {
 
-core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec);
+// The shape of a model the engine loads; the simulator does not depend on model code, so the
+// composition root supplies it.
+using EngineModelShape = std::function<core::StatusOr<cache::HybridShape>(const std::string& spec)>;
 
-// The cache-relevant shape of a model the engine runs (f32 KV and SSM states, as the engine
-// stores them).
-cache::HybridShape ShapeOfModel(const models::ModelConfig& model);
+core::StatusOr<cache::HybridShape> ResolveModelShape(const std::string& spec, const EngineModelShape& engine_model = nullptr);
 
 }  // namespace radixlm::sim

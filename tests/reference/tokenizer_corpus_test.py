@@ -23,14 +23,28 @@ NODE_MODULES = os.path.join(ROOT, "third_party_data", "npm", "node_modules")
 SKIP_SPECIAL_CASES = {"gpt2"}
 
 
-def corpus(family):
+def corpus(family, part):
+    """part 'repo': the KJV Bible (Debian's bible-kjv, installed by scripts/setup.sh) and the
+    hand-written edge cases; part 'shared': ../shared's SWE-agent and MT-Bench texts."""
     texts = []
+    if part == "shared":
+        return shared_corpus()
     if shutil.which("bible"):
         lines = subprocess.run(["bible", "gen1:1-rev22:21"], capture_output=True, text=True).stdout.split("\n")
         texts += ["\n".join(lines[i:i + 20]) for i in range(0, len(lines), 20)]
         texts += [l for l in lines if l]
     else:
         print("note: bible-kjv not installed; KJV part skipped")
+    for line in open(os.path.join(ROOT, "tests", "data", "tokenizer_edge_cases.jsonl")):
+        t = json.loads(line)["text"]
+        if family in SKIP_SPECIAL_CASES and "<|" in t:
+            continue
+        texts.append(t)
+    return [t for t in texts if t]
+
+
+def shared_corpus():
+    texts = []
     for path in sorted(glob.glob(os.path.join(SHARED, "agents", "swe_agent", "*.traj"))):
         traj = json.load(open(path))
         for msg in traj.get("history", []):
@@ -43,26 +57,25 @@ def corpus(family):
     if os.path.exists(mt):
         for line in open(mt):
             texts += json.loads(line)["turns"]
-    for line in open(os.path.join(ROOT, "tests", "data", "tokenizer_edge_cases.jsonl")):
-        t = json.loads(line)["text"]
-        if family in SKIP_SPECIAL_CASES and "<|" in t:
-            continue
-        texts.append(t)
     return [t for t in texts if t]
 
 
+SKIPPED = 77  # CTest's SKIP_RETURN_CODE for these tests
+
+
 def main():
-    radixlm, family = sys.argv[1], sys.argv[2]
-    spec = sys.argv[3] if len(sys.argv) > 3 else family
+    radixlm, family, part = sys.argv[1], sys.argv[2], sys.argv[3]
+    spec = sys.argv[4] if len(sys.argv) > 4 else family
     if not os.path.exists(spec) and spec != family:
         print("SKIP: %s not present" % spec)
-        print("0 passed, 0 failed, 1 skipped")
-        return 0
+        sys.exit(SKIPPED)
+    if part == "shared" and not os.path.isdir(SHARED):
+        print("SKIP: ../shared/data not present")
+        sys.exit(SKIPPED)
     if not os.path.isdir(NODE_MODULES) or shutil.which("node") is None:
-        print("SKIP: tokenizer data or node missing (run scripts/setup.sh)")
-        print("0 passed, 0 failed, 1 skipped")
-        return 0
-    texts = corpus(family)
+        print("FAIL: tokenizer data or node missing (scripts/setup.sh installs them)")
+        sys.exit(1)
+    texts = corpus(family, part)
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "in.jsonl")
         with open(src, "w") as f:

@@ -1,4 +1,5 @@
-// Token sampling from logits: greedy, temperature, top-k, top-p (nucleus), seeded.
+// Token sampling from logits: greedy, temperature, top-k, top-p (nucleus), seeded. Its own
+// module (it sees only floats and ids) so the engine samples without depending on model code.
 // Greedy (temperature 0) picks the lowest id among equal maxima, so it is deterministic.
 #pragma once
 
@@ -8,7 +9,7 @@
 
 #include "core/random.h"
 
-namespace radixlm::models {
+namespace radixlm::sampling {
 
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy
@@ -30,4 +31,4 @@ class Sampler {
 
 int32_t Argmax(std::span<const float> logits);
 
-}  // namespace radixlm::models
+}  // namespace radixlm::sampling

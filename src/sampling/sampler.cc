@@ -1,9 +1,9 @@
-#include "models/sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace radixlm::models {
+namespace radixlm::sampling {
 
 int32_t Argmax(std::span<const float> logits) {
   int32_t best = 0;
@@ -50,4 +50,4 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   return candidates_.back().second;
 }
 
-}  // namespace radixlm::models
+}  // namespace radixlm::sampling
