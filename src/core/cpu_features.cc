@@ -9,7 +9,9 @@ namespace {
 
 Isa DetectedLevel() {
   const CpuFeatures& f = DetectedCpu();
-  if (f.avx512f) return Isa::kAvx512;
+  // The AVX-512 level is F + BW + VL + DQ (every AVX-512 CPU but Knights Landing): kernels of
+  // this level may use any of them; VNNI and BF16 are checked per kernel.
+  if (f.avx512bw) return Isa::kAvx512;
   if (f.avx2_fma) return Isa::kAvx2;
   return Isa::kScalar;
 }

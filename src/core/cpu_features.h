@@ -4,6 +4,7 @@
 
 namespace radixlm::core {
 
+// kAvx512 means AVX-512 F + BW + VL + DQ; VNNI and BF16 are separate features.
 enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 struct CpuFeatures {

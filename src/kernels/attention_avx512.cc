@@ -247,6 +247,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   float* acc[kTileRows * kMaxGroup];
   float* sv[kTileRows * kMaxGroup];
   float corr[kTileRows * kMaxGroup];
+  int valid_keys[kTileRows * kMaxGroup];
   int32_t max_pos = 0;
   for (int r = 0; r < n_rows; ++r) {
     max_pos = std::max(max_pos, rows[r].position);
@@ -319,20 +320,23 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
         sv[v] = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
         corr[v] = SoftmaxChunk(sv[v], valid, &m[vec], &l[vec]);
         acc[v] = rows[r].out + (kv_head * group + g) * d;
-        // Keys past the row's position weigh nothing.
-        for (int j = valid; j < n_keys; ++j) sv[v][j] = 0;
+        valid_keys[v] = valid;
       }
     }
-    for (int w = 0; w < n_active; w += 2) {
+    // Each vector sums over its own causal keys only (never 0 x a later key's value: an
+    // overflowed f16 value is inf, and 0 x inf would leak NaN into earlier rows of the tile).
+    for (int w = 0; w < n_active;) {
+      const int qv = w + 1 < n_active && valid_keys[w + 1] == valid_keys[w] ? 2 : 1;
       if (direct) {
         const Elem<D>* const* vp = reinterpret_cast<const Elem<D>* const*>(ws.vptr.data());
-        if (n_active - w >= 2) WeightedValuesQv<D, 2>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
-        else WeightedValuesQv<D, 1>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
+        if (qv == 2) WeightedValuesQv<D, 2>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
+        else WeightedValuesQv<D, 1>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
       } else {
         const float* const* vp = reinterpret_cast<const float* const*>(ws.vptr.data());
-        if (n_active - w >= 2) WeightedValuesQv<DType::kF32, 2>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
-        else WeightedValuesQv<DType::kF32, 1>(acc + w, corr + w, sv + w, vp, n_keys, d, &pf);
+        if (qv == 2) WeightedValuesQv<DType::kF32, 2>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
+        else WeightedValuesQv<DType::kF32, 1>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
       }
+      w += qv;
     }
     pf.Rest();
   }

@@ -198,6 +198,27 @@ TEST(PagedAttentionTest, RowIsBitwiseIdenticalAloneAndInBatchForEveryKvDtype) {
       }
 }
 
+// An f16 value that overflows to inf at a later position must not reach earlier rows of the
+// same tile (0 x inf is NaN): a row inside a prefill tile equals the row alone.
+TEST(PagedAttentionTest, AnOverflowedLaterValueDoesNotReachEarlierRows) {
+  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+    if (isa > core::ActiveIsa()) continue;
+    core::SetIsaCap(isa);
+    Fixture f(1, 16, 1, 32, 29, core::DType::kF16);
+    f.View().SetValue(f.tables[0][0], 15, 0, 3, 1e6f);  // position 15: inf in f16
+    std::vector<int32_t> pos = {10, 20};
+    std::vector<float> q(2 * 2 * 32), out(q.size()), alone(2 * 32);
+    for (float& v : q) v = f.rng.Normal(0, 1);
+    core::ThreadPool pool(1);
+    const AttentionParams p{2, 1, 32, 0.2f};
+    PagedAttention(pool, p, f.View(), std::vector<AttentionSeq>{{0, 2, f.tables[0]}}, pos.data(), q.data(), out.data(), nullptr);
+    PagedAttention(pool, p, f.View(), std::vector<AttentionSeq>{{0, 1, f.tables[0]}}, pos.data(), q.data(), alone.data(), nullptr);
+    core::SetIsaCap(core::Isa::kAvx512);
+    for (int i = 0; i < 64; ++i) ASSERT_TRUE(std::isfinite(out[i])) << core::IsaName(isa) << " " << i;
+    EXPECT_EQ(0, std::memcmp(alone.data(), out.data(), alone.size() * 4)) << core::IsaName(isa);
+  }
+}
+
 TEST(PagedAttentionTest, WriteKvRoundsToTheStoreDtype) {
   Fixture f(1, 16, 1, 4, 23, core::DType::kBF16);
   const std::vector<float> k = {1.0f + 1.0f / 256, 2, 3, 4}, v = {1.0f + 3.0f / 256, -1, 0.5f, 0};

@@ -231,10 +231,14 @@ RADIXLM_AVX2_FMA void QuantiseRowAvx2(const float* x, int64_t K, int8_t* q, floa
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     const float amax = _mm_cvtss_f32(m4);
     d[b] = amax / 127.0f;
-    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    const __m256 id = _mm256_set1_ps(InverseScale(amax));
     int32_t qi[32];
-    for (int i = 0; i < 4; ++i)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 8 * i), _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id)));
+    // Round to nearest even; a non-finite input (|x * id| not <= 127.5) quantises to 0.
+    for (int i = 0; i < 4; ++i) {
+      const __m256 s = _mm256_mul_ps(v[i], id);
+      const __m256 ok = _mm256_cmp_ps(_mm256_andnot_ps(sign, s), _mm256_set1_ps(127.5f), _CMP_LE_OQ);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qi + 8 * i), _mm256_cvtps_epi32(_mm256_and_ps(s, ok)));
+    }
     int32_t s0 = 0, s1 = 0;
     for (int i = 0; i < 16; ++i) s0 += qi[i];
     for (int i = 16; i < 32; ++i) s1 += qi[i];

@@ -9,8 +9,11 @@
 
 #include "kernels/gemm_internal.h"
 
-#define RADIXLM_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,fma,f16c")))
+// The AVX-512 level (core::Isa::kAvx512: F, BW, VL, DQ); the VNNI and BF16 kernels add theirs,
+// and run only where the CPU has them (gemm::TierOf).
+#define RADIXLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+#define RADIXLM_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512bf16")))
+#define RADIXLM_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx512vnni")))
 
 namespace radixlm::kernels::gemm {
 namespace {
@@ -25,7 +28,7 @@ using core::QuantScales;
 // buffers and is dropped). The float kernels' single long stream per panel needs no help.
 constexpr int kPrefetchAhead = 2048;
 
-enum class FloatKind { kF32, kBf16Exact, kBf16Dot };
+enum class FloatKind { kF32, kBf16Exact };
 
 template <FloatKind KIND, int MR, int NP>
 RADIXLM_AVX512 void FloatMicro(const MicroArgs& a) {
@@ -80,20 +83,34 @@ RADIXLM_AVX512 void FloatMicro(const MicroArgs& a) {
           acc[r * NP + p] = _mm512_fmadd_ps(_mm512_set1_ps(a.xf[r * a.ldx + 2 * kk]), we, acc[r * NP + p]);
       }
     }
-  } else {
-    const int64_t pairs = (a.K + 1) / 2;
-    for (int64_t kk = 0; kk < pairs; ++kk) {
-      __m512bh w[NP];
+  }
 #pragma GCC unroll 8
-      for (int p = 0; p < NP; ++p) w[p] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(pan[p] + kk * 64));
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) {
-        int32_t pair;
-        std::memcpy(&pair, a.xb + r * a.ldxb + 2 * kk, 4);
-        const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(a.y + r * a.ldy + p * kPanelCols, acc[r * NP + p]);
+}
+
+// bf16 weights x bf16 activations: vdpbf16ps per pair of k (AVX512_BF16).
+template <int MR, int NP>
+RADIXLM_AVX512_BF16 void Bf16DotMicro(const MicroArgs& a) {
+  __m512 acc[MR * NP];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR * NP; ++i) acc[i] = _mm512_setzero_ps();
+  const uint8_t* pan[NP];
 #pragma GCC unroll 8
-        for (int p = 0; p < NP; ++p) acc[r * NP + p] = _mm512_dpbf16_ps(acc[r * NP + p], w[p], x);
-      }
+  for (int p = 0; p < NP; ++p) pan[p] = a.seg->panel(a.p0 + p);
+  const int64_t pairs = (a.K + 1) / 2;
+  for (int64_t kk = 0; kk < pairs; ++kk) {
+    __m512bh w[NP];
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) w[p] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(pan[p] + kk * 64));
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a.xb + r * a.ldxb + 2 * kk, 4);
+      const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+#pragma GCC unroll 8
+      for (int p = 0; p < NP; ++p) acc[r * NP + p] = _mm512_dpbf16_ps(acc[r * NP + p], w[p], x);
     }
   }
 #pragma GCC unroll 8
@@ -152,7 +169,7 @@ RADIXLM_AVX512 inline __m512 F16Vec(const uint8_t* p) {
 }
 
 template <DType T, int MR, int NP>
-RADIXLM_AVX512 void QuantMicro(const MicroArgs& a) {
+RADIXLM_AVX512_VNNI void QuantMicro(const MicroArgs& a) {
   constexpr QuantLayout L = LayoutOf(T);
   constexpr core::QuantFormat F = L.f;
   constexpr int kNs = F.n_subs();
@@ -248,6 +265,21 @@ MicroFn FloatTable(int mr, int np) {
   return nullptr;
 }
 
+// The same shapes for bf16 x bf16.
+MicroFn Bf16DotTable(int mr, int np) {
+#define RADIXLM_CASE(R, P) \
+  case R * 16 + P: return &Bf16DotMicro<R, P>;
+  switch (mr * 16 + np) {
+    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1)
+    RADIXLM_CASE(5, 1) RADIXLM_CASE(6, 1) RADIXLM_CASE(7, 1) RADIXLM_CASE(8, 1)
+    RADIXLM_CASE(1, 3) RADIXLM_CASE(2, 3) RADIXLM_CASE(3, 3) RADIXLM_CASE(4, 3)
+    RADIXLM_CASE(5, 3) RADIXLM_CASE(6, 3) RADIXLM_CASE(7, 3) RADIXLM_CASE(8, 3)
+    RADIXLM_CASE(1, 8) RADIXLM_CASE(2, 4)
+  }
+#undef RADIXLM_CASE
+  return nullptr;
+}
+
 // Quantised types: rows 1..8 with 1 panel, and 1 x 4, 2 x 2, 3 x 2 for decode.
 template <DType T>
 MicroFn QuantTable(int mr, int np) {
@@ -268,7 +300,7 @@ MicroFn Avx512Micro(const WeightSegment& seg, int mr, int np) {
   switch (seg.storage) {
     case DType::kF32: return FloatTable<FloatKind::kF32>(mr, np);
     case DType::kBF16:
-      return seg.bf16_mode == Bf16Mode::kBf16Activations ? FloatTable<FloatKind::kBf16Dot>(mr, np)
+      return seg.bf16_mode == Bf16Mode::kBf16Activations ? Bf16DotTable(mr, np)
                                                         : FloatTable<FloatKind::kBf16Exact>(mr, np);
     case DType::kQ4_0: return QuantTable<DType::kQ4_0>(mr, np);
     case DType::kQ4_1: return QuantTable<DType::kQ4_1>(mr, np);
@@ -291,9 +323,12 @@ RADIXLM_AVX512 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, floa
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
     // The scalar quantiser's expressions, so both round identically.
     d[b] = amax / 127.0f;
-    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));  // round to nearest even
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+    const __m512 id = _mm512_set1_ps(InverseScale(amax));
+    // Round to nearest even; a non-finite input (|x * id| not <= 127.5) quantises to 0.
+    const __m512 lim = _mm512_set1_ps(127.5f);
+    const __m512 s0 = _mm512_mul_ps(x0, id), s1 = _mm512_mul_ps(x1, id);
+    const __m512i q0 = _mm512_maskz_cvtps_epi32(_mm512_cmp_ps_mask(_mm512_andnot_ps(sign, s0), lim, _CMP_LE_OQ), s0);
+    const __m512i q1 = _mm512_maskz_cvtps_epi32(_mm512_cmp_ps_mask(_mm512_andnot_ps(sign, s1), lim, _CMP_LE_OQ), s1);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
     sum16[2 * b] = _mm512_reduce_add_epi32(q0);
@@ -301,7 +336,7 @@ RADIXLM_AVX512 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, floa
   }
 }
 
-RADIXLM_AVX512 void Bf16RowAvx512(const float* x, int64_t K, uint16_t* xb) {
+RADIXLM_AVX512_BF16 void Bf16RowAvx512(const float* x, int64_t K, uint16_t* xb) {
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
     const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k));

@@ -131,6 +131,10 @@ void QuantiseRowAvx2(const float* x, int64_t K, int8_t* q, float* d, int32_t* su
 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, float* d, int32_t* sum16);
 void Bf16RowAvx512(const float* x, int64_t K, uint16_t* xb);
 
+// 127 / amax, the activation quantiser's multiplier, or 0 for a block too small to scale (its
+// reciprocal would overflow f32 and x * id be infinite or NaN): such a block quantises to 0.
+inline float InverseScale(float amax) { return amax >= 1e-30f ? 127.0f / amax : 0.0f; }
+
 // Scalar helpers shared by the oracles: vdpbf16ps's arithmetic on one lane (DAZ inputs, two
 // FMAs odd then even, FTZ after each), and the activation quantiser's rounding.
 float Bf16DotLane(float acc, uint16_t w_even, uint16_t w_odd, uint16_t x_even, uint16_t x_odd);

@@ -157,11 +157,14 @@ void QuantiseRowScalar(const float* x, int64_t K, int8_t* q, float* d, int32_t* 
     float amax = 0;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
     d[b] = amax / 127.0f;
-    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const float id = InverseScale(amax);
     for (int h = 0; h < 2; ++h) {
       int32_t s = 0;
       for (int i = 16 * h; i < 16 * h + 16; ++i) {
-        const int v = static_cast<int>(std::nearbyint(xb[i] * id));
+        // A non-finite input (NaN, inf) quantises to 0, as the SIMD paths do, never to an
+        // undefined conversion.
+        const float scaled = xb[i] * id;
+        const int v = std::fabs(scaled) <= 127.5f ? static_cast<int>(std::nearbyint(scaled)) : 0;
         q[b * 32 + i] = static_cast<int8_t>(v);
         s += v;
       }

@@ -96,7 +96,8 @@ TEST(Mamba2Scan, ResumingFromACheckpointReproducesTheRestBitForBit) {
 }
 
 TEST(Mamba2Scan, HeadRangesAndIsaDoNotChangeTheResult) {
-  Problem p = MakeProblem(90, 8, 16, 16, 2, 9);
+  // Model-like widths (head_dim 64, d_state 128) so the SIMD tiles, not the scalar tails, run.
+  Problem p = MakeProblem(90, 8, 64, 128, 2, 9);
   const int64_t sf = p.d.ssm_state_floats(), di = p.d.d_inner();
   std::vector<float> s_all(sf, 0.1f), y_all(p.T * di);
   Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_all.data(), y_all.data(), di, {}, 0, 8);
