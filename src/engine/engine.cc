@@ -21,26 +21,18 @@ const char* FinishReasonName(FinishReason r) {
   return "?";
 }
 
+cache::MemoryConfig Engine::MemoryConfigOf(const EngineConfig& c, const Executor& executor) {
+  return {.num_blocks = c.num_blocks, .block_tokens = c.block_tokens, .prefix_cache = c.prefix_cache,
+          .max_running = c.scheduler.max_running, .recurrent = executor.state_slots() > 0,
+          .checkpoint_slots = c.checkpoint_slots};
+}
+
 Engine::Engine(EngineConfig config, Executor& executor, cache::HybridPrefixCache* checkpoints)
-    : config_(config), executor_(executor), pool_({config.num_blocks, config.block_tokens}), checkpoints_(checkpoints) {
-  // A recurrent state cannot be rolled back to a KV-cache hit: a model with Mamba2 layers
-  // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the
-  // attention layers up to that point. Without a hybrid cache it reuses nothing.
-  const int32_t slots = executor_.state_slots(), running = config_.scheduler.max_running;
-  if (slots > 0 && (!checkpoints_ || !config_.prefix_cache)) {
-    config_.prefix_cache = false;
-    checkpoints_ = nullptr;
-  }
-  if (config_.prefix_cache) tree_ = std::make_unique<cache::RadixTree>(pool_);
-  if (checkpoints_) {
-    RADIXLM_CHECK_MSG(slots >= 2 * running + config_.checkpoint_slots + 2,
-                      "a hybrid cache needs 2 x max_running + checkpoint_slots + 2 state slots");
-    for (int32_t s = 2 * running + config_.checkpoint_slots + 1; s >= 2 * running; --s) checkpoint_free_.push_back(s);
-    for (int32_t s = 2 * running - 1; s >= running; --s) pending_free_.push_back(s);
-    for (int32_t s = running - 1; s >= 0; --s) free_slots_.push_back(s);
-  } else {
-    for (int32_t s = slots - 1; s >= 0; --s) free_slots_.push_back(s);
-  }
+    : config_(config), executor_(executor), memory_(MemoryConfigOf(config, executor), checkpoints) {
+  // Memory turns the prefix cache off for a recurrent model without a hybrid cache.
+  config_.prefix_cache = memory_.prefix_cache();
+  RADIXLM_CHECK_MSG(executor_.state_slots() >= cache::Memory::StateSlots(memory_.config(), memory_.checkpoints() != nullptr),
+                    "the executor's state store is smaller than the memory's slot layout");
   metrics_.blocks_total = config.num_blocks;
 }
 
@@ -110,128 +102,23 @@ void Engine::DrainInbox() {
   }
 }
 
-int64_t Engine::CachedPrefix(const Req& r) const {
-  return tree_ ? tree_->Match(r.tokens, static_cast<int64_t>(r.tokens.size()) - 1).length : 0;
-}
-
 bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
-  const int64_t n = static_cast<int64_t>(r.tokens.size());
-  if (executor_.state_slots() > 0 && free_slots_.empty()) return false;  // wait for a state slot
-  if (!tree_) {
-    auto blocks = pool_.Allocate(static_cast<int32_t>((n + config_.block_tokens - 1) / config_.block_tokens));
-    if (!blocks) return false;
-    r.block_table = *blocks;
-    r.owned = *blocks;
-    r.computed = 0;
-  } else {
-    // Hybrid models: reuse only up to the deepest checkpoint whose KV is still in the tree.
-    int64_t limit = n - 1;
-    int32_t ckpt_node = -1, ckpt_slot = -1;
-    if (checkpoints_) {
-      const int64_t kv = tree_->Match(r.tokens, n - 1).length;
-      limit = checkpoints_->CheckpointAtOrBelow(r.tokens, kv, &ckpt_node, &ckpt_slot);
-    }
-    cache::Reservation res = tree_->Reserve(r.tokens, limit, n);
-    // A match locks its deepest node whole, the tail this request does not use too, so a request
-    // that fits the pool (Submit checked) could stay infeasible for good. With nothing running no
-    // other lock exists: without a match everything is evictable and it must fit.
-    if (!res.feasible && running_.empty()) {
-      limit = 0;
-      ckpt_node = ckpt_slot = -1;
-      res = tree_->Reserve(r.tokens, 0, n);
-    }
-    if (!res.feasible) return false;
-    if (checkpoints_) {
-      // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
-      const cache::HybridLookup look = checkpoints_->Lookup(std::span<const int32_t>(r.tokens.data(), n - 1));
-      r.branch_at = look.branch_checkpoint && look.matched_tokens > limit ? look.matched_tokens : -1;
-      r.branch_captured = false;
-      r.restore_slot = limit > 0 ? ckpt_slot : -1;
-      r.needs_restore = limit > 0;
-      r.checkpoint_lock = {};
-      r.checkpoint_lock.node = limit > 0 ? ckpt_node : -1;
-      checkpoints_->Lock(r.checkpoint_lock);
-      r.pending_slot = pending_free_.back();
-      pending_free_.pop_back();
-    }
-    cache::Admission a = tree_->Commit(res, r.first_admission ? r.prompt_len : 0);
-    RADIXLM_CHECK(!checkpoints_ || a.cached_tokens == limit);
-    if (a.cow_src >= 0) copies->push_back({a.cow_src, a.cow_dst, a.cow_tokens});
-    r.block_table = std::move(a.block_table);
-    r.owned = std::move(a.owned_blocks);
-    r.locked = a.locked_node;
-    r.has_lock = a.cached_tokens > 0;
-    r.computed = a.cached_tokens;
-    if (r.first_admission) {
-      r.usage.cached_tokens = a.cached_tokens;
-      std::lock_guard<std::mutex> lock(mu_);
-      metrics_.cached_prompt_tokens += a.cached_tokens;
-    }
+  cache::Memory::Admitted a;
+  if (!memory_.Admit(r.tokens, r.first_admission ? r.prompt_len : 0, running_.empty(), &r.mem, &a)) return false;
+  for (const cache::BlockCopyPlan& c : a.copies) copies->push_back({c.src, c.dst, c.tokens});
+  r.computed = a.cached_tokens;
+  if (r.first_admission) {
+    r.usage.cached_tokens = a.cached_tokens;
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.cached_prompt_tokens += a.cached_tokens;
   }
   r.prompt_inserted = r.computed >= r.prompt_len;
   r.first_admission = false;
-  if (executor_.state_slots() > 0) {
-    r.state_slot = free_slots_.back();
-    free_slots_.pop_back();
-  }
   return true;
 }
 
-bool Engine::EnsureBlocks(Req& r, int64_t upto) {
-  const int64_t need = (upto + config_.block_tokens - 1) / config_.block_tokens - static_cast<int64_t>(r.block_table.size());
-  if (need <= 0) return true;
-  if (pool_.num_free() < need && tree_) tree_->EvictUntilFree(static_cast<int32_t>(need));
-  auto got = pool_.Allocate(static_cast<int32_t>(need));
-  if (!got) return false;
-  r.block_table.insert(r.block_table.end(), got->begin(), got->end());
-  r.owned.insert(r.owned.end(), got->begin(), got->end());
-  return true;
-}
-
-void Engine::AdmitCheckpoints(Req& r) {
-  if (!checkpoints_ || r.computed <= 0 || r.state_slot < 0) return;
-  // The working state holds the state after every computed token: the leaf checkpoint. The
-  // cache holds at most checkpoint_slots checkpoints, so the two spare slots are always free.
-  RADIXLM_CHECK_MSG(checkpoint_free_.size() >= 2, "hybrid cache capacity exceeds its checkpoint slots");
-  const int32_t leaf = checkpoint_free_.back();
-  checkpoint_free_.pop_back();
-  executor_.CopyState(r.state_slot, leaf);
-  int32_t branch = -1;
-  if (r.branch_captured) {
-    branch = checkpoint_free_.back();
-    checkpoint_free_.pop_back();
-    executor_.CopyState(r.pending_slot, branch);
-  }
-  cache::HybridAdmitOptions o;
-  o.branch_state_at = r.branch_captured ? r.branch_at : std::numeric_limits<int64_t>::max();
-  o.branch_payload = branch;
-  o.leaf_payload = leaf;
-  const cache::HybridAdmitResult res =
-      checkpoints_->AdmitStates(std::span<const int32_t>(r.tokens.data(), r.computed), o);
-  if (!res.leaf_used) checkpoint_free_.push_back(leaf);
-  if (branch >= 0 && !res.branch_used) checkpoint_free_.push_back(branch);
-  for (int32_t p : res.freed_payloads) checkpoint_free_.push_back(p);
-}
-
-void Engine::ReleaseResources(Req& r, bool insert) {
-  if (checkpoints_ && r.pending_slot >= 0) {
-    checkpoints_->Unlock(r.checkpoint_lock);
-    r.checkpoint_lock = {};
-    pending_free_.push_back(r.pending_slot);
-    r.pending_slot = -1;
-    r.restore_slot = -1;
-    r.needs_restore = false;
-    r.branch_at = -1;
-    r.branch_captured = false;
-  }
-  if (tree_ && insert && r.computed > 0) tree_->Insert(r.tokens, r.computed, r.block_table);
-  if (tree_ && r.has_lock) tree_->Unlock(r.locked);
-  r.has_lock = false;
-  for (int32_t b : r.owned) pool_.Release(b);
-  r.owned.clear();
-  if (r.state_slot >= 0) free_slots_.push_back(r.state_slot);
-  r.state_slot = -1;
-  r.block_table.clear();
+void Engine::Release(Req& r, cache::ReleaseMode mode) {
+  for (const cache::StateCopy& c : memory_.Release(r.tokens, r.computed, mode, &r.mem)) executor_.CopyState(c.src, c.dst);
   r.computed = 0;
 }
 
@@ -244,15 +131,14 @@ int64_t Engine::AlignedChunk(int64_t computed, int64_t n, int64_t remaining) con
 
 void Engine::Preempt(Req& r) {
   // Keep what was computed in the cache: the recompute usually finds it there.
-  ReleaseResources(r, /*insert=*/true);
+  Release(r, cache::ReleaseMode::kPreempt);
   ++r.usage.preemptions;
   std::lock_guard<std::mutex> lock(mu_);
   ++metrics_.preemptions;
 }
 
 void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token) {
-  if (reason != FinishReason::kCancelled) AdmitCheckpoints(*r);
-  ReleaseResources(*r, /*insert=*/reason != FinishReason::kCancelled);
+  Release(*r, reason == FinishReason::kCancelled ? cache::ReleaseMode::kCancel : cache::ReleaseMode::kFinish);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
   r->usage.total_seconds = NowSeconds() - r->submit_time;
   TokenEvent ev;
@@ -313,7 +199,7 @@ bool Engine::Step() {
     int64_t n = decode ? 1
                        : AlignedChunk(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
     if (n <= 0) continue;
-    while (!EnsureBlocks(r, r.computed + n)) {
+    while (!memory_.Grow(&r.mem, r.computed + n)) {
       // Out of blocks: preempt the newest running request (not this one if others exist).
       size_t victim = running_.size() - 1;
       while (victim > i && !running_[victim]) --victim;
@@ -322,7 +208,7 @@ bool Engine::Step() {
       waiting_.insert(waiting_.begin(), std::move(running_[victim]));
       running_.erase(running_.begin() + victim);  // victim > i: not planned yet
     }
-    if (static_cast<int64_t>(r.block_table.size()) * config_.block_tokens < r.computed + n) {
+    if (static_cast<int64_t>(r.mem.block_table.size()) * config_.block_tokens < r.computed + n) {
       // Even alone it cannot grow: give back its blocks and retry later.
       Preempt(r);
       waiting_.insert(waiting_.begin(), std::move(running_[i]));
@@ -339,7 +225,7 @@ bool Engine::Step() {
   if ((budget > 0 || shares) && static_cast<int>(running_.size()) < config_.scheduler.max_running &&
       !waiting_.empty()) {
     std::vector<scheduler::WaitingRequest> views;
-    for (const auto& w : waiting_) views.push_back({w->arrival, CachedPrefix(*w), w->waited_steps});
+    for (const auto& w : waiting_) views.push_back({w->arrival, memory_.CachedPrefix(w->tokens), w->waited_steps});
     std::vector<char> admitted(waiting_.size(), 0);
     for (size_t idx : scheduler::AdmissionOrder(views, config_.scheduler)) {
       if (static_cast<int>(running_.size()) >= config_.scheduler.max_running) break;
@@ -375,18 +261,13 @@ bool Engine::Step() {
     s.tokens = std::span<const int32_t>(r.tokens.data() + r.computed, p.n);
     s.start_position = static_cast<int32_t>(r.computed);
     s.context = std::span<const int32_t>(r.tokens.data(), r.computed);
-    s.block_table = r.block_table;
+    s.block_table = r.mem.block_table;
     s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size());
-    s.state_slot = r.state_slot;
-    s.reset_state = r.computed == 0;
-    if (r.needs_restore) {
-      s.restore_from = r.restore_slot;
-      r.needs_restore = false;
-    }
-    if (r.branch_at > r.computed && r.branch_at <= r.computed + p.n) {
-      s.checkpoints.push_back({static_cast<int32_t>(r.branch_at - r.computed), r.pending_slot});
-      r.branch_captured = true;
-    }
+    const cache::StepState st = memory_.StateFor(&r.mem, r.computed, p.n);
+    s.state_slot = st.slot;
+    s.reset_state = st.reset;
+    s.restore_from = st.restore_from;
+    for (const cache::StepState::Capture& c : st.captures) s.checkpoints.push_back({c.after_tokens, c.slot});
     seqs.push_back(s);
     computed_now += p.n;
   }
@@ -399,8 +280,8 @@ bool Engine::Step() {
   for (size_t k = 0; k < plan.size(); ++k) {
     Req& r = *plan[k].r;
     r.computed += plan[k].n;
-    if (tree_ && !r.prompt_inserted && r.computed >= r.prompt_len) {
-      tree_->Insert(r.tokens, r.prompt_len, r.block_table);  // share the prompt with concurrent requests
+    if (!r.prompt_inserted && r.computed >= r.prompt_len) {
+      memory_.Publish(r.tokens, r.prompt_len, r.mem);  // share the prompt with concurrent requests
       r.prompt_inserted = true;
     }
     if (!seqs[k].want_logits) continue;
@@ -441,10 +322,10 @@ void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds)
   metrics_.step_seconds_total += seconds;
   metrics_.waiting = static_cast<int64_t>(waiting_.size());
   metrics_.running = static_cast<int64_t>(running_.size());
-  metrics_.blocks_in_use = pool_.blocks_in_use();
-  if (tree_) {
-    metrics_.tree_cached_tokens = tree_->cached_tokens();
-    metrics_.evicted_tokens = tree_->stats().evicted_tokens;
+  metrics_.blocks_in_use = memory_.pool().blocks_in_use();
+  if (const cache::RadixTree* tree = memory_.tree()) {
+    metrics_.tree_cached_tokens = tree->cached_tokens();
+    metrics_.evicted_tokens = tree->stats().evicted_tokens;
   }
 }
 

@@ -30,9 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/block_pool.h"
-#include "cache/hybrid_radix_cache.h"
-#include "cache/radix_tree.h"
+#include "cache/memory.h"
 #include "core/status.h"
 #include "engine/executor.h"
 #include "engine/request.h"
@@ -81,8 +79,9 @@ class Engine {
   void Stop();
 
   EngineMetrics Metrics() const;
-  const cache::RadixTree* tree() const { return tree_.get(); }
-  const cache::BlockPool& pool() const { return pool_; }
+  const cache::RadixTree* tree() const { return memory_.tree(); }
+  const cache::BlockPool& pool() const { return memory_.pool(); }
+  const cache::Memory& memory() const { return memory_; }
   const EngineConfig& config() const { return config_; }
   // The most tokens (prompt + max_tokens) one request can hold: the model's context or the
   // whole KV pool, whichever is smaller; Submit refuses more.
@@ -97,21 +96,9 @@ class Engine {
     TokenCallback callback;
     std::vector<int32_t> tokens;        // prompt + generated
     int64_t prompt_len = 0;
-    int64_t computed = 0;               // tokens whose KV is in block_table
+    int64_t computed = 0;               // tokens whose KV (and state) memory holds
     bool prompt_inserted = false;
-    std::vector<int32_t> block_table;
-    std::vector<int32_t> owned;         // blocks this request must release
-    cache::NodeId locked = cache::kRootNode;
-    bool has_lock = false;
-    int32_t state_slot = -1;            // recurrent-state slot (models with Mamba2 layers)
-    // Hybrid cache: the checkpoint restored at admission, the branch point prefill must
-    // checkpoint (speculative insertion) and the slot it goes to.
-    int32_t restore_slot = -1;
-    bool needs_restore = false;
-    cache::HybridLookup checkpoint_lock;
-    int64_t branch_at = -1;
-    bool branch_captured = false;
-    int32_t pending_slot = -1;
+    cache::MemorySeq mem;               // blocks, locks and state slots: Memory's to change
     sampling::Sampler sampler;
     Usage usage;
     bool first_admission = true;
@@ -123,24 +110,20 @@ class Engine {
 
   void DrainInbox();
   bool Admit(Req& r, std::vector<BlockCopy>* copies);
-  bool EnsureBlocks(Req& r, int64_t upto);
   void Preempt(Req& r);
-  void ReleaseResources(Req& r, bool insert);
+  // Releases r's memory and makes the state copies memory asks for.
+  void Release(Req& r, cache::ReleaseMode mode);
   // Releases the request, delivers the final event (with `last_token` when one ends it).
   void Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token = -1);
-  int64_t CachedPrefix(const Req& r) const;
   // A prefill chunk of at most n tokens ending on the executor's alignment grid when it can.
   int64_t AlignedChunk(int64_t computed, int64_t n, int64_t remaining) const;
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
+  static cache::MemoryConfig MemoryConfigOf(const EngineConfig& config, const Executor& executor);
+
   EngineConfig config_;
   Executor& executor_;
-  cache::BlockPool pool_;
-  std::unique_ptr<cache::RadixTree> tree_;
-  std::vector<int32_t> free_slots_;  // recurrent-state slots not held by a running request
-  cache::HybridPrefixCache* checkpoints_ = nullptr;
-  std::vector<int32_t> pending_free_, checkpoint_free_;  // branch-capture and cache slots
-  void AdmitCheckpoints(Req& r);  // a finished request's states into the hybrid cache
+  cache::Memory memory_;
   std::vector<std::unique_ptr<Req>> waiting_, running_;
 
   mutable std::mutex mu_;  // guards inbox_, cancels_, metrics_, next_id_

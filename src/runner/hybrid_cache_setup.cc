@@ -1,5 +1,7 @@
 #include "runner/hybrid_cache_setup.h"
 
+#include "cache/memory.h"
+
 namespace radixlm::runner {
 
 cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dtype) {
@@ -33,8 +35,10 @@ core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model
                                                 double alpha) {
   HybridServing out;
   if (model.n_ssm_layers() == 0) return out;
+  // The slot layout is cache::Memory's; the state store holds exactly its slots.
+  const cache::MemoryConfig layout{.max_running = max_running, .recurrent = true, .checkpoint_slots = checkpoint_slots};
   if (checkpoint_slots <= 0) {
-    out.states = std::make_unique<models::SsmStateStore>(model, max_running);
+    out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, false));
     return out;
   }
   RADIXLM_ASSIGN_OR_RETURN(cache::HybridPolicy p, cache::ParseHybridPolicy(policy));
@@ -49,7 +53,7 @@ core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model
   // Capacity of exactly checkpoint_slots checkpoints (half a checkpoint of slack for rounding).
   cfg.capacity_bytes = (checkpoint_slots + 0.5) * static_cast<double>(cost.CheckpointBytes());
   out.cache = cache::MakeHybridCache(cfg, cost);
-  out.states = std::make_unique<models::SsmStateStore>(model, 2 * max_running + checkpoint_slots + 2);
+  out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, true));
   return out;
 }
 

@@ -1,6 +1,6 @@
-// Wires a model with Mamba2 layers to the hybrid prefix cache for serving: the state store
-// layout the engine expects (max_running working slots, max_running branch-capture slots,
-// checkpoint slots + 2 for admission) and a hybrid cache whose capacity is exactly those
+// Wires a model with Mamba2 layers to the hybrid prefix cache for serving: a state store of
+// the slots cache::Memory lays out (cache::Memory::StateSlots) and a hybrid cache whose
+// capacity is exactly those
 // checkpoint slots (KV lives in the engine's block tree, so the cache counts checkpoint bytes
 // only; its FLOP model is the model's own shape).
 #pragma once

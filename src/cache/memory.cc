@@ -1,0 +1,201 @@
+#include "cache/memory.h"
+
+#include <algorithm>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace radixlm::cache {
+
+int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
+  if (!c.recurrent) return 0;
+  return hybrid_cache ? 2 * c.max_running + c.checkpoint_slots + 2 : c.max_running;
+}
+
+Memory::Memory(MemoryConfig config, HybridPrefixCache* checkpoints)
+    : config_(config), pool_({config.num_blocks, config.block_tokens}), checkpoints_(checkpoints) {
+  // A recurrent state cannot be rolled back to a KV-cache hit: a model with recurrent layers
+  // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the
+  // attention layers up to that point. Without a hybrid cache it reuses nothing.
+  if (!config_.recurrent) checkpoints_ = nullptr;
+  if (config_.recurrent && (!checkpoints_ || !config_.prefix_cache)) {
+    config_.prefix_cache = false;
+    checkpoints_ = nullptr;
+  }
+  if (config_.prefix_cache) tree_ = std::make_unique<RadixTree>(pool_);
+  if (!config_.recurrent) return;
+  const int32_t r = config_.max_running;
+  for (int32_t s = r - 1; s >= 0; --s) free_slots_.push_back(s);
+  if (checkpoints_) {
+    for (int32_t s = 2 * r - 1; s >= r; --s) capture_free_.push_back(s);
+    for (int32_t s = 2 * r + config_.checkpoint_slots + 1; s >= 2 * r; --s) checkpoint_free_.push_back(s);
+  }
+}
+
+int64_t Memory::CachedPrefix(const std::vector<int32_t>& tokens) const {
+  return tree_ ? tree_->Match(tokens, static_cast<int64_t>(tokens.size()) - 1).length : 0;
+}
+
+bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, bool alone, MemorySeq* seq, Admitted* out) {
+  RADIXLM_CHECK(!seq->holds_memory());
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  *out = {};
+  if (config_.recurrent && free_slots_.empty()) return false;  // wait for a state slot
+  if (!tree_) {
+    auto blocks = pool_.Allocate(static_cast<int32_t>((n + config_.block_tokens - 1) / config_.block_tokens));
+    if (!blocks) return false;
+    seq->block_table = *blocks;
+    seq->owned = *blocks;
+  } else {
+    // Hybrid models: reuse only up to the deepest checkpoint whose KV is still in the tree.
+    int64_t limit = n - 1;
+    int32_t ckpt_node = -1, ckpt_slot = -1;
+    if (checkpoints_) {
+      const int64_t kv = tree_->Match(tokens, n - 1).length;
+      limit = checkpoints_->CheckpointAtOrBelow(tokens, kv, &ckpt_node, &ckpt_slot);
+    }
+    Reservation res = tree_->Reserve(tokens, limit, n);
+    // A match locks its deepest node whole, the tail this sequence does not use too, so a
+    // sequence that fits the pool could stay infeasible for good. Alone, no other lock exists:
+    // without a match everything is evictable and it must fit.
+    if (!res.feasible && alone) {
+      limit = 0;
+      ckpt_node = ckpt_slot = -1;
+      res = tree_->Reserve(tokens, 0, n);
+    }
+    if (!res.feasible) return false;
+    if (checkpoints_) {
+      // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
+      const HybridLookup look = checkpoints_->Lookup(std::span<const int32_t>(tokens.data(), n - 1));
+      seq->branch_at = look.branch_checkpoint && look.matched_tokens > limit ? look.matched_tokens : -1;
+      seq->branch_captured = false;
+      seq->restore_slot = limit > 0 ? ckpt_slot : -1;
+      seq->needs_restore = limit > 0;
+      seq->checkpoint_lock = {};
+      seq->checkpoint_lock.node = limit > 0 ? ckpt_node : -1;
+      checkpoints_->Lock(seq->checkpoint_lock);
+      seq->capture_slot = capture_free_.back();
+      capture_free_.pop_back();
+    }
+    Admission a = tree_->Commit(res, count_prompt);
+    RADIXLM_CHECK(!checkpoints_ || a.cached_tokens == limit);
+    if (a.cow_src >= 0) out->copies.push_back({a.cow_src, a.cow_dst, a.cow_tokens});
+    seq->block_table = std::move(a.block_table);
+    seq->owned = std::move(a.owned_blocks);
+    seq->locked = a.locked_node;
+    seq->has_lock = a.cached_tokens > 0;
+    out->cached_tokens = a.cached_tokens;
+  }
+  if (config_.recurrent) {
+    seq->state_slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  return true;
+}
+
+bool Memory::Grow(MemorySeq* seq, int64_t upto) {
+  const int64_t need =
+      (upto + config_.block_tokens - 1) / config_.block_tokens - static_cast<int64_t>(seq->block_table.size());
+  if (need <= 0) return true;
+  if (pool_.num_free() < need && tree_) tree_->EvictUntilFree(static_cast<int32_t>(need));
+  auto got = pool_.Allocate(static_cast<int32_t>(need));
+  if (!got) return false;
+  seq->block_table.insert(seq->block_table.end(), got->begin(), got->end());
+  seq->owned.insert(seq->owned.end(), got->begin(), got->end());
+  return true;
+}
+
+StepState Memory::StateFor(MemorySeq* seq, int64_t from, int64_t n) {
+  StepState s;
+  s.slot = seq->state_slot;
+  s.reset = from == 0;
+  if (seq->needs_restore) {
+    s.restore_from = seq->restore_slot;
+    seq->needs_restore = false;
+  }
+  if (seq->branch_at > from && seq->branch_at <= from + n) {
+    s.captures.push_back({static_cast<int32_t>(seq->branch_at - from), seq->capture_slot});
+    seq->branch_captured = true;
+  }
+  return s;
+}
+
+void Memory::Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq) {
+  if (tree_) tree_->Insert(tokens, n, seq.block_table);
+}
+
+std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq) {
+  std::vector<StateCopy> copies;
+  if (!checkpoints_ || computed <= 0 || seq->state_slot < 0) return copies;
+  // The working state holds the state after every computed token: the leaf checkpoint. The
+  // cache holds at most checkpoint_slots checkpoints, so the two spare slots are always free.
+  RADIXLM_CHECK_MSG(checkpoint_free_.size() >= 2, "hybrid cache capacity exceeds its checkpoint slots");
+  const int32_t leaf = checkpoint_free_.back();
+  checkpoint_free_.pop_back();
+  copies.push_back({seq->state_slot, leaf});
+  int32_t branch = -1;
+  if (seq->branch_captured) {
+    branch = checkpoint_free_.back();
+    checkpoint_free_.pop_back();
+    copies.push_back({seq->capture_slot, branch});
+  }
+  HybridAdmitOptions o;
+  o.branch_state_at = seq->branch_captured ? seq->branch_at : std::numeric_limits<int64_t>::max();
+  o.branch_payload = branch;
+  o.leaf_payload = leaf;
+  const HybridAdmitResult res = checkpoints_->AdmitStates(std::span<const int32_t>(tokens.data(), computed), o);
+  if (!res.leaf_used) checkpoint_free_.push_back(leaf);
+  if (branch >= 0 && !res.branch_used) checkpoint_free_.push_back(branch);
+  for (int32_t p : res.freed_payloads) checkpoint_free_.push_back(p);
+  // A copy into a slot the cache did not keep is harmless (the slot is free and unread), and
+  // keeping it in the list keeps the copy order simple: working and capture slots are read
+  // before they are handed back below.
+  return copies;
+}
+
+std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64_t computed, ReleaseMode mode,
+                                       MemorySeq* seq) {
+  std::vector<StateCopy> copies;
+  if (mode == ReleaseMode::kFinish) copies = AdmitStates(tokens, computed, seq);
+  if (checkpoints_ && seq->capture_slot >= 0) {
+    checkpoints_->Unlock(seq->checkpoint_lock);
+    seq->checkpoint_lock = {};
+    capture_free_.push_back(seq->capture_slot);
+    seq->capture_slot = -1;
+    seq->restore_slot = -1;
+    seq->needs_restore = false;
+    seq->branch_at = -1;
+    seq->branch_captured = false;
+  }
+  if (tree_ && mode != ReleaseMode::kCancel && computed > 0) tree_->Insert(tokens, computed, seq->block_table);
+  if (tree_ && seq->has_lock) tree_->Unlock(seq->locked);
+  seq->has_lock = false;
+  seq->locked = kRootNode;
+  for (int32_t b : seq->owned) pool_.Release(b);
+  seq->owned.clear();
+  if (seq->state_slot >= 0) free_slots_.push_back(seq->state_slot);
+  seq->state_slot = -1;
+  seq->block_table.clear();
+  return copies;
+}
+
+std::string Memory::CheckInvariants() const {
+  if (tree_) {
+    const std::string t = tree_->CheckInvariants();
+    if (!t.empty()) return t;
+  }
+  const std::string p = pool_.CheckInvariants();
+  if (!p.empty()) return p;
+  auto distinct = [](std::vector<int32_t> v) {
+    std::sort(v.begin(), v.end());
+    return std::adjacent_find(v.begin(), v.end()) == v.end();
+  };
+  if (!distinct(free_slots_) || !distinct(capture_free_) || !distinct(checkpoint_free_)) return "a state slot is free twice";
+  if (static_cast<int32_t>(free_slots_.size()) > (config_.recurrent ? config_.max_running : 0))
+    return "more free working slots than running sequences";
+  return "";
+}
+
+}  // namespace radixlm::cache

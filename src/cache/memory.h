@@ -1,0 +1,146 @@
+// Everything running sequences hold in memory, as ids, in one object (llama.cpp's
+// llama_memory_hybrid: one memory owning the KV cache and the recurrent states behind one
+// interface, with an apply step). It owns:
+//  - the KV block pool and, with the prefix cache on, the radix tree over it;
+//  - for a model with recurrent (Mamba2) layers, the layout of the state store's slots
+//      [0, R)                 each running sequence's working state        (R = max_running)
+//      [R, 2R)                each running sequence's branch-point capture (hybrid cache only)
+//      [2R, 2R + C + 2)       the hybrid cache's C checkpoints, and two spare for admitting a
+//                             finished sequence's states
+//    (StateSlots() is the one place that says how many slots that is);
+//  - the hybrid prefix cache of checkpoints (the policy object, borrowed).
+// A sequence's share is a MemorySeq: the engine keeps it in its request; only Memory changes it.
+//
+// One sequence's life, as the engine calls it:
+//   CachedPrefix(tokens)        tokens a hit would serve now (no side effects: admission order)
+//   Admit(tokens, ...)          match (the KV tree and, for hybrids, the deepest checkpoint at or
+//                               below it; speculative insertion finds the branch point prefill
+//                               must checkpoint), reserve blocks (planning LRU evictions, no side
+//                               effects), commit: block table, locks, a working state slot, a
+//                               copy-on-write of a partial block and a state restore for the
+//                               executor; or refuse and change nothing
+//   Grow(seq, upto)             blocks for positions [0, upto), evicting cached prefixes
+//   StateFor(seq, from, n)      the state slots a step over tokens [from, from + n) uses
+//   Publish(tokens, n, seq)     the prompt [0, n) is computed: share its KV (insert in the tree)
+//   Release(tokens, n, how)     put the computed KV [0, n) in the tree (finish, preempt), admit
+//                               the states into the hybrid cache (finish), unlock, hand blocks
+//                               and slots back; returns the state copies to make first
+// Memory never touches KV or state data: the copies it asks for (BlockCopy, StateCopy) are the
+// executor's to make, before the step that follows.
+// Thread-safety: none; owned by the engine loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "cache/hybrid_radix_cache.h"
+#include "cache/radix_tree.h"
+
+namespace radixlm::cache {
+
+struct MemoryConfig {
+  int32_t num_blocks = 1024;
+  int32_t block_tokens = 16;
+  bool prefix_cache = true;
+  int32_t max_running = 16;       // sequences holding memory at once
+  bool recurrent = false;         // the model has recurrent layers: sequences need state slots
+  int32_t checkpoint_slots = 0;   // the hybrid cache's capacity in checkpoints
+};
+
+// What one sequence holds. Fields are Memory's to change.
+struct MemorySeq {
+  std::vector<int32_t> block_table;  // KV block of each block index of the sequence
+  std::vector<int32_t> owned;        // blocks the sequence must release
+  NodeId locked = kRootNode;         // its cached prefix, pinned against eviction
+  bool has_lock = false;
+  int32_t state_slot = -1;           // working recurrent state
+  // Hybrid cache: the checkpoint to restore first, and the branch point to capture.
+  int32_t restore_slot = -1;
+  bool needs_restore = false;
+  HybridLookup checkpoint_lock;
+  int64_t branch_at = -1;
+  bool branch_captured = false;
+  int32_t capture_slot = -1;
+  bool holds_memory() const { return !block_table.empty() || state_slot >= 0; }
+};
+
+struct BlockCopyPlan {
+  int32_t src = -1, dst = -1, tokens = 0;  // copy KV slots [0, tokens) of block src into dst
+};
+struct StateCopy {
+  int32_t src = -1, dst = -1;  // copy a whole recurrent state between slots
+};
+
+// What a step over tokens [from, from + n) of a sequence does with its states.
+struct StepState {
+  int32_t slot = -1;           // the working slot (-1: no recurrent layers)
+  bool reset = false;          // start from the empty state (position 0)
+  int32_t restore_from = -1;   // copy this checkpoint into the working slot first
+  struct Capture {
+    int32_t after_tokens = 0, slot = -1;  // copy the state after this many of the step's tokens
+  };
+  std::vector<Capture> captures;
+};
+
+enum class ReleaseMode {
+  kFinish,   // keep the KV and admit the states (the request is done)
+  kPreempt,  // keep the KV (the recompute usually finds it); states are lost
+  kCancel,   // keep nothing
+};
+
+class Memory {
+ public:
+  // checkpoints: the hybrid prefix cache for a recurrent model (borrowed; null: such a model
+  // reuses no prefix). Its capacity must be config.checkpoint_slots checkpoints.
+  Memory(MemoryConfig config, HybridPrefixCache* checkpoints);
+
+  // State slots the executor's state store must hold for `config` (0: not recurrent).
+  static int32_t StateSlots(const MemoryConfig& config, bool hybrid_cache);
+
+  // Tokens of tokens[0, size - 1) the KV tree would serve now (0 without the prefix cache).
+  int64_t CachedPrefix(const std::vector<int32_t>& tokens) const;
+
+  struct Admitted {
+    int64_t cached_tokens = 0;
+    std::vector<BlockCopyPlan> copies;  // copy-on-write of a partially matched block
+  };
+  // Admits a sequence whose positions [0, tokens.size()) need KV, reusing its longest cached
+  // prefix. `count_prompt`: tokens to credit to the tree's hit statistics (the prompt on first
+  // admission, 0 on a re-admission). `alone`: no other sequence holds memory, so a request that
+  // fits the pool must be admitted (without its match if the match pins what it needs).
+  // false: no room (or no free state slot); nothing changed.
+  bool Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, bool alone, MemorySeq* seq, Admitted* out);
+  // Blocks for positions [0, upto), evicting cached prefixes if it must. false: no room.
+  bool Grow(MemorySeq* seq, int64_t upto);
+  // The states a step over tokens [from, from + n) uses; marks a restore done and a capture taken.
+  StepState StateFor(MemorySeq* seq, int64_t from, int64_t n);
+  // The prompt tokens[0, n) is computed: concurrent requests may now share it.
+  void Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq);
+  // Releases a sequence that computed tokens[0, computed) (see ReleaseMode). The returned state
+  // copies must be made before the slots are used again.
+  std::vector<StateCopy> Release(const std::vector<int32_t>& tokens, int64_t computed, ReleaseMode mode, MemorySeq* seq);
+
+  const MemoryConfig& config() const { return config_; }
+  const BlockPool& pool() const { return pool_; }
+  const RadixTree* tree() const { return tree_.get(); }
+  HybridPrefixCache* checkpoints() const { return checkpoints_; }
+  bool prefix_cache() const { return tree_ != nullptr; }
+  int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
+  // Empty when consistent: the tree's invariants, and every slot accounted for once.
+  std::string CheckInvariants() const;
+
+ private:
+  // A finished sequence's states into the hybrid cache: returns the copies into cache slots.
+  std::vector<StateCopy> AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
+
+  MemoryConfig config_;
+  BlockPool pool_;
+  std::unique_ptr<RadixTree> tree_;
+  HybridPrefixCache* checkpoints_ = nullptr;
+  // Free slots of each kind (see the layout above).
+  std::vector<int32_t> free_slots_, capture_free_, checkpoint_free_;
+};
+
+}  // namespace radixlm::cache
