@@ -102,9 +102,9 @@ void Engine::DrainInbox() {
   }
 }
 
-bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
+bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
   cache::Memory::Admitted a;
-  if (!memory_.Admit(r.tokens, r.first_admission ? r.prompt_len : 0, running_.empty(), &r.mem, &a)) return false;
+  if (!memory_.Admit(r.tokens, r.first_admission ? r.prompt_len : 0, alone, &r.mem, &a)) return false;
   for (const cache::BlockCopyPlan& c : a.copies) copies->push_back({c.src, c.dst, c.tokens});
   r.computed = a.cached_tokens;
   if (r.first_admission) {
@@ -120,13 +120,6 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies) {
 void Engine::Release(Req& r, cache::ReleaseMode mode) {
   for (const cache::StateCopy& c : memory_.Release(r.tokens, r.computed, mode, &r.mem)) executor_.CopyState(c.src, c.dst);
   r.computed = 0;
-}
-
-int64_t Engine::AlignedChunk(int64_t computed, int64_t n, int64_t remaining) const {
-  const int64_t align = executor_.prefill_alignment();
-  if (align <= 0 || n >= remaining) return n;
-  const int64_t end = (computed + n) / align * align;
-  return end > computed ? end - computed : n;  // too small a budget to reach the grid: split anyway
 }
 
 void Engine::Preempt(Req& r) {
@@ -169,93 +162,66 @@ bool Engine::Step() {
   }
   const double t0 = NowSeconds();
 
-  // 1. Running sequences: decodes take one token each, prefills a chunk of the budget.
-  int64_t budget = config_.scheduler.step_token_budget;
-  struct Planned { Req* r; int64_t n; };
-  std::vector<Planned> plan;
+  // 1-2. The scheduler plans the step (chunks, preemptions, admissions), asking memory for room
+  // through this adapter.
+  std::unordered_map<RequestId, Req*> by_id;
+  std::vector<scheduler::SeqView> run_views, wait_views;
+  for (const auto& r : running_) {
+    by_id[r->id] = r.get();
+    run_views.push_back({static_cast<int64_t>(r->id), r->tokens, r->computed, r->arrival, r->waited_steps});
+  }
+  for (const auto& r : waiting_) {
+    by_id[r->id] = r.get();
+    wait_views.push_back({static_cast<int64_t>(r->id), r->tokens, 0, r->arrival, r->waited_steps});
+  }
   std::vector<BlockCopy> copies;
-  // Rows of a chunk from `start` that a sequence already planned in this step computes (equal
-  // context tokens[0, start), equal tokens after it). An executor that shares them computes
-  // them once, so they are not charged: a burst of prompts with one system prompt prefills
-  // together instead of one after another.
-  const bool shares = executor_.shares_step_prefixes();
-  auto shared_with_plan = [&](const std::vector<int32_t>& tokens, int64_t start) -> int64_t {
-    if (!shares || start >= static_cast<int64_t>(tokens.size())) return 0;
-    int64_t best = 0;
-    for (const Planned& p : plan) {
-      const std::vector<int32_t>& other = p.r->tokens;
-      if (p.r->computed != start || other[start] != tokens[start]) continue;  // cheap test first
-      const int64_t end = std::min<int64_t>(start + p.n, static_cast<int64_t>(tokens.size()));
-      const int64_t common = std::mismatch(tokens.begin(), tokens.begin() + end, other.begin()).first - tokens.begin();
-      if (common > start) best = std::max(best, common - start);
+  struct EngineRoom : scheduler::Room {
+    Engine& e;
+    std::unordered_map<RequestId, Req*>& reqs;
+    std::vector<BlockCopy>& copies;
+    EngineRoom(Engine& engine, std::unordered_map<RequestId, Req*>& r, std::vector<BlockCopy>& c)
+        : e(engine), reqs(r), copies(c) {}
+    bool Grow(int64_t id, int64_t upto) override { return e.memory_.Grow(&reqs.at(id)->mem, upto); }
+    void Preempt(int64_t id) override { e.Preempt(*reqs.at(id)); }
+    int64_t CachedPrefix(int64_t id) const override { return e.memory_.CachedPrefix(reqs.at(id)->tokens); }
+    bool Admit(int64_t id, bool alone, int64_t* computed) override {
+      Req& r = *reqs.at(id);
+      if (!e.Admit(r, &copies, alone)) return false;
+      *computed = r.computed;
+      return true;
     }
-    return best;
-  };
-  for (size_t i = 0; i < running_.size(); ++i) {
-    Req& r = *running_[i];
-    const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
-    const bool decode = remaining == 1;
-    const int64_t shared = decode ? 0 : shared_with_plan(r.tokens, r.computed);
-    int64_t n = decode ? 1
-                       : AlignedChunk(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
-    if (n <= 0) continue;
-    while (!memory_.Grow(&r.mem, r.computed + n)) {
-      // Out of blocks: preempt the newest running request (not this one if others exist).
-      size_t victim = running_.size() - 1;
-      while (victim > i && !running_[victim]) --victim;
-      if (victim == i) break;
-      Preempt(*running_[victim]);
-      waiting_.insert(waiting_.begin(), std::move(running_[victim]));
-      running_.erase(running_.begin() + victim);  // victim > i: not planned yet
-    }
-    if (static_cast<int64_t>(r.mem.block_table.size()) * config_.block_tokens < r.computed + n) {
-      // Even alone it cannot grow: give back its blocks and retry later.
-      Preempt(r);
-      waiting_.insert(waiting_.begin(), std::move(running_[i]));
-      running_.erase(running_.begin() + i);
-      --i;
-      continue;
-    }
-    plan.push_back({&r, n});
-    budget -= std::max<int64_t>(n - shared, 0);
+  } room(*this, by_id, copies);
+  const scheduler::PlannerConfig planner{.scheduler = config_.scheduler,
+                                         .alignment = executor_.prefill_alignment(),
+                                         .shares_step_prefixes = executor_.shares_step_prefixes()};
+  const scheduler::StepPlan plan = scheduler::PlanStep(planner, run_views, wait_views, room);
+  // The new running and waiting orders.
+  std::unordered_map<RequestId, std::unique_ptr<Req>> owned;
+  for (auto* list : {&running_, &waiting_})
+    for (auto& r : *list) owned[r->id] = std::move(r);
+  running_.clear();
+  waiting_.clear();
+  for (int64_t id : plan.running) running_.push_back(std::move(owned.at(id)));
+  for (size_t k = 0; k < plan.waiting.size(); ++k) {
+    waiting_.push_back(std::move(owned.at(plan.waiting[k])));
+    waiting_.back()->waited_steps = plan.waited_steps[k];
   }
-
-  // 2. Admit waiting requests, cache-aware, while budget (or rows shared with the plan) and
-  // batch slots remain.
-  if ((budget > 0 || shares) && static_cast<int>(running_.size()) < config_.scheduler.max_running &&
-      !waiting_.empty()) {
-    std::vector<scheduler::WaitingRequest> views;
-    for (const auto& w : waiting_) views.push_back({w->arrival, memory_.CachedPrefix(w->tokens), w->waited_steps});
-    std::vector<char> admitted(waiting_.size(), 0);
-    for (size_t idx : scheduler::AdmissionOrder(views, config_.scheduler)) {
-      if (static_cast<int>(running_.size()) >= config_.scheduler.max_running) break;
-      Req& r = *waiting_[idx];
-      // Out of budget, a request is still admitted when its first rows are shared with the plan
-      // (it starts where its cached prefix ends); otherwise keep the order and wait.
-      if (budget <= 0 && shared_with_plan(r.tokens, views[idx].cached_tokens) == 0) break;
-      if (!Admit(r, &copies)) break;  // no room: keep the order (no overtaking), wait
-      admitted[idx] = 1;
-      const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
-      const int64_t shared = shared_with_plan(r.tokens, r.computed);
-      const int64_t n = AlignedChunk(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
-      running_.push_back(std::move(waiting_[idx]));
-      if (n <= 0) continue;  // admitted with no rows this step: it starts in the next
-      plan.push_back({&r, n});
-      budget -= std::max<int64_t>(n - shared, 0);
-    }
-    for (size_t i = 0; i < waiting_.size(); ++i)
-      if (!admitted[i]) ++waiting_[i]->waited_steps;
-    compact(waiting_);
-  }
-  if (plan.empty()) {
+  if (plan.chunks.empty()) {
     PublishMetrics(0, 0, 0);
     return false;
   }
 
   // 3. Execute.
+  struct Planned { Req* r; int64_t n; };
+  std::vector<Planned> planned;
+  for (const scheduler::StepPlan::Chunk& c : plan.chunks) {
+    Req* r = by_id.at(c.id);
+    RADIXLM_CHECK(r->computed == c.from);
+    planned.push_back({r, c.n});
+  }
   std::vector<StepSequence> seqs;
   int64_t computed_now = 0;
-  for (const Planned& p : plan) {
+  for (const Planned& p : planned) {
     Req& r = *p.r;
     StepSequence s;
     s.tokens = std::span<const int32_t>(r.tokens.data() + r.computed, p.n);
@@ -277,9 +243,9 @@ bool Engine::Step() {
   const int64_t vocab = executor_.vocab_size();
   size_t row = 0;
   int64_t generated_now = 0;
-  for (size_t k = 0; k < plan.size(); ++k) {
-    Req& r = *plan[k].r;
-    r.computed += plan[k].n;
+  for (size_t k = 0; k < planned.size(); ++k) {
+    Req& r = *planned[k].r;
+    r.computed += planned[k].n;
     if (!r.prompt_inserted && r.computed >= r.prompt_len) {
       memory_.Publish(r.tokens, r.prompt_len, r.mem);  // share the prompt with concurrent requests
       r.prompt_inserted = true;

@@ -34,7 +34,7 @@
 #include "core/status.h"
 #include "engine/executor.h"
 #include "engine/request.h"
-#include "scheduler/admission.h"
+#include "scheduler/step_planner.h"
 
 namespace radixlm::engine {
 
@@ -109,14 +109,13 @@ class Engine {
   };
 
   void DrainInbox();
-  bool Admit(Req& r, std::vector<BlockCopy>* copies);
+  // alone: no other request holds memory.
+  bool Admit(Req& r, std::vector<BlockCopy>* copies, bool alone);
   void Preempt(Req& r);
   // Releases r's memory and makes the state copies memory asks for.
   void Release(Req& r, cache::ReleaseMode mode);
   // Releases the request, delivers the final event (with `last_token` when one ends it).
   void Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token = -1);
-  // A prefill chunk of at most n tokens ending on the executor's alignment grid when it can.
-  int64_t AlignedChunk(int64_t computed, int64_t n, int64_t remaining) const;
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
   static cache::MemoryConfig MemoryConfigOf(const EngineConfig& config, const Executor& executor);

@@ -1,0 +1,111 @@
+#include "scheduler/step_planner.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace radixlm::scheduler {
+
+int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, std::span<const StepPlan::Chunk> plan,
+                           std::span<const std::span<const int32_t>> plan_tokens) {
+  if (start >= static_cast<int64_t>(tokens.size())) return 0;
+  int64_t best = 0;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const std::span<const int32_t> other = plan_tokens[k];
+    if (plan[k].from != start || other[start] != tokens[start]) continue;  // cheap test first
+    const int64_t end = std::min<int64_t>(start + plan[k].n, static_cast<int64_t>(tokens.size()));
+    const int64_t common = std::mismatch(tokens.begin(), tokens.begin() + end, other.begin()).first - tokens.begin();
+    if (common > start) best = std::max(best, common - start);
+  }
+  return best;
+}
+
+StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_in, std::span<const SeqView> waiting_in,
+                  Room& room) {
+  StepPlan plan;
+  std::vector<SeqView> running(running_in.begin(), running_in.end());
+  std::deque<SeqView> waiting(waiting_in.begin(), waiting_in.end());
+  std::vector<std::span<const int32_t>> plan_tokens;
+  int64_t budget = config.scheduler.step_token_budget;
+  const bool shares = config.shares_step_prefixes;
+  auto shared_with_plan = [&](std::span<const int32_t> tokens, int64_t start) {
+    return shares ? RowsSharedWithPlan(tokens, start, plan.chunks, plan_tokens) : 0;
+  };
+  // A prefill chunk of at most n tokens ending on the alignment grid when it can (too small a
+  // budget to reach the grid: split anyway).
+  auto aligned = [&](int64_t computed, int64_t n, int64_t remaining) {
+    if (config.alignment <= 0 || n >= remaining) return n;
+    const int64_t end = (computed + n) / config.alignment * config.alignment;
+    return end > computed ? end - computed : n;
+  };
+  auto plan_chunk = [&](const SeqView& s, int64_t n, int64_t shared) {
+    plan.chunks.push_back({s.id, s.computed, n});
+    plan_tokens.push_back(s.tokens);
+    budget -= std::max<int64_t>(n - shared, 0);
+  };
+  auto preempt = [&](size_t i) {
+    room.Preempt(running[i].id);
+    plan.preempted.push_back(running[i].id);
+    SeqView w = running[i];
+    w.computed = 0;
+    waiting.push_front(w);  // the last preempted first
+    running.erase(running.begin() + static_cast<int64_t>(i));
+  };
+
+  // 1. Running sequences: decodes take one token each, prefills a chunk of the budget.
+  for (size_t i = 0; i < running.size(); ++i) {
+    const SeqView& r = running[i];
+    const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
+    const bool decode = remaining == 1;
+    const int64_t shared = decode ? 0 : shared_with_plan(r.tokens, r.computed);
+    const int64_t n =
+        decode ? 1 : aligned(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
+    if (n <= 0) continue;
+    bool room_ok = room.Grow(r.id, r.computed + n);
+    // Out of memory: preempt the newest running sequence not planned yet.
+    while (!room_ok && running.size() - 1 > i) {
+      preempt(running.size() - 1);
+      room_ok = room.Grow(running[i].id, running[i].computed + n);
+    }
+    if (!room_ok) {  // even alone it cannot grow: give its memory back and retry later
+      preempt(i);
+      --i;
+      continue;
+    }
+    plan_chunk(running[i], n, shared);
+  }
+
+  // 2. Admit waiting requests, cache-aware, while budget (or rows shared with the plan) and
+  // batch slots remain; stop at the first that does not fit (no overtaking).
+  const int max_running = config.scheduler.max_running;
+  std::vector<char> admitted(waiting.size(), 0);
+  if ((budget > 0 || shares) && static_cast<int>(running.size()) < max_running && !waiting.empty()) {
+    std::vector<WaitingRequest> views;
+    for (const SeqView& w : waiting) views.push_back({w.arrival, room.CachedPrefix(w.id), w.waited_steps});
+    for (size_t idx : AdmissionOrder(views, config.scheduler)) {
+      if (static_cast<int>(running.size()) >= max_running) break;
+      SeqView w = waiting[idx];
+      // Out of budget, a request is still admitted when its first rows are shared with the plan
+      // (it starts where its cached prefix ends); otherwise keep the order and wait.
+      if (budget <= 0 && shared_with_plan(w.tokens, views[idx].cached_tokens) == 0) break;
+      if (!room.Admit(w.id, running.empty(), &w.computed)) break;
+      admitted[idx] = 1;
+      plan.admitted.push_back(w.id);
+      const int64_t remaining = static_cast<int64_t>(w.tokens.size()) - w.computed;
+      const int64_t shared = shared_with_plan(w.tokens, w.computed);
+      const int64_t n = aligned(w.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
+      running.push_back(w);
+      if (n > 0) plan_chunk(w, n, shared);  // else admitted with no rows this step: it starts in the next
+    }
+    for (size_t i = 0; i < waiting.size(); ++i)
+      if (!admitted[i]) ++waiting[i].waited_steps;
+  }
+  for (const SeqView& r : running) plan.running.push_back(r.id);
+  for (size_t i = 0; i < waiting.size(); ++i)
+    if (!admitted[i]) {
+      plan.waiting.push_back(waiting[i].id);
+      plan.waited_steps.push_back(waiting[i].waited_steps);
+    }
+  return plan;
+}
+
+}  // namespace radixlm::scheduler
