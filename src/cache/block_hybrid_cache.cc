@@ -1,28 +1,24 @@
 #include "cache/block_hybrid_cache.h"
 
-#include <algorithm>
-
-#include "cache/python_heap.h"
+#include "cache/block_tree_internal.h"
 
 namespace radixlm::cache {
 namespace {
 
-constexpr int32_t kRoot = 0;
-using Tokens = std::vector<int32_t>;
+using internal::BlockTree;
 
 class BlockHybridCache final : public HybridPrefixCache {
  public:
   BlockHybridCache(const HybridCacheConfig& config, const CostModel& cost)
-      : config_(config), cost_(cost), block_(config.vllm_block_tokens) {
-    RADIXLM_CHECK(block_ > 0);
-    nodes_.emplace_back();
-    nodes_[kRoot].alive = true;
+      : config_(config), cost_(cost), tree_(config.vllm_block_tokens, /*keep_child_order=*/false, /*lru_index=*/true) {
+    RADIXLM_CHECK(cost.accounting() == Accounting::kCorrected);
   }
 
   HybridLookup Lookup(std::span<const int32_t> input) override {
     ++clock_;
-    const MatchResult m = Match(input);
+    const BlockTree::MatchResult m = tree_.Match(input);
     Refresh(m);
+    last_lookup_ = {tree_.version(), std::vector<int32_t>(input.begin(), input.end()), m};
     HybridLookup result;
     result.matched_tokens = result.hit_tokens = m.matched;
     result.node = m.nodes.empty() ? -1 : m.nodes.back();
@@ -31,60 +27,53 @@ class BlockHybridCache final : public HybridPrefixCache {
   }
 
   HybridReservation Reserve(std::span<const int32_t> sequence) const override {
-    const MatchResult m = Match(sequence);
-    HybridReservation r;
-    if (config_.accounting == Accounting::kReference) {
-      // "Maybe off by one or two token blocks": the root counts as a matched block, and the
-      // checkpoints are a fraction (extra / block).
-      r.new_tokens =
-          static_cast<int64_t>(sequence.size()) - block_ * static_cast<int64_t>(m.nodes.size() + 1);
-      const double states = static_cast<double>(r.new_tokens) / block_;
-      const double needed = states * cost_.shape().n_ssm_layers * cost_.SsmStateBytesPerLayer() +
-                            static_cast<double>(cost_.KvBytes(r.new_tokens));
-      r.checkpoints = static_cast<int>(states);
-      r.bytes_needed = static_cast<int64_t>(needed);
-      const double total = static_cast<double>(TreeBytesExact()) + needed;
-      r.bytes_over_capacity = std::max(0.0, total - config_.capacity_bytes);
-      return r;
+    return ReserveFor(sequence, tree_.Match(sequence));
+  }
+
+  // One walk per admission: the match refreshes the path, prices the insertion and tells the
+  // insertion where to start (the path is re-walked only if eviction ran).
+  void Admit(std::span<const int32_t> sequence) override {
+    clock_ += 2;  // the insertion, then its match: one clock step each
+    // The request's own lookup walked its input against this same tree: go on from there.
+    const LastLookup& l = last_lookup_;
+    const bool resume = l.version == tree_.version() && l.input.size() <= sequence.size() &&
+                        std::equal(l.input.begin(), l.input.end(), sequence.begin());
+    BlockTree::MatchResult m = tree_.Match(sequence, resume ? &l.match : nullptr);
+    last_lookup_ = {};
+    Refresh(m);
+    const HybridReservation r = ReserveFor(sequence, m);
+    if (r.bytes_over_capacity > 0) {
+      Evict(r.bytes_over_capacity);
+      m = tree_.Match(sequence);
+      if (ReserveFor(sequence, m).bytes_over_capacity > 0) return;
+      Refresh(m);  // the insertion touches its path at the clock eviction advanced
     }
+    Insert(sequence, m);
+  }
+
+ private:
+  HybridReservation ReserveFor(std::span<const int32_t> sequence, const BlockTree::MatchResult& m) const {
+    HybridReservation r;
     r.new_tokens = static_cast<int64_t>(sequence.size()) - m.matched;
-    if (r.new_tokens > 0 && !m.nodes.empty() && nodes_[m.nodes.back()].lock_ref > 0 &&
-        static_cast<int>(nodes_[m.nodes.back()].tokens.size()) < block_)
-      r.new_tokens += static_cast<int64_t>(nodes_[m.nodes.back()].tokens.size());  // copied, see Insert
-    r.checkpoints = static_cast<int>((r.new_tokens + block_ - 1) / block_);
+    if (r.new_tokens > 0 && !m.nodes.empty()) {
+      const BlockTree::Node& last = tree_.node(m.nodes.back());
+      if (last.lock_ref > 0 && last.len < tree_.block())
+        r.new_tokens += last.len;  // copied into a sibling, see Insert
+    }
+    r.checkpoints = static_cast<int>((r.new_tokens + tree_.block() - 1) / tree_.block());
     r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
     r.bytes_over_capacity =
         std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
     return r;
   }
 
-  void Admit(std::span<const int32_t> sequence) override {
-    ++clock_;  // the insertion, then its dry-run match: one clock step each, as the reference
-    ++clock_;
-    Refresh(Match(sequence));
-    const HybridReservation r = Reserve(sequence);
-    if (r.bytes_over_capacity > 0) Evict(r.bytes_over_capacity);
-    if (config_.accounting == Accounting::kReference || Reserve(sequence).bytes_over_capacity <= 0)
-      Insert(kRoot, sequence);
-  }
 
-  HybridAdmitResult AdmitStates(std::span<const int32_t>, const HybridAdmitOptions&) override {
-    RADIXLM_CHECK_MSG(false, "vllm+ keeps a checkpoint per block; the engine does not drive it yet");
-    return {};
-  }
-  int64_t CheckpointAtOrBelow(std::span<const int32_t>, int64_t, int32_t* node, int32_t* payload) const override {
-    *node = *payload = -1;
-    return 0;
-  }
-
+ public:
   void Lock(const HybridLookup& lookup) override {
-    for (int32_t n = lookup.node; n > kRoot; n = nodes_[n].parent) ++nodes_[n].lock_ref;
+    for (int32_t n = lookup.node; n > BlockTree::kRoot; n = tree_.node(n).parent) tree_.AddLock(n, +1);
   }
   void Unlock(const HybridLookup& lookup) override {
-    for (int32_t n = lookup.node; n > kRoot; n = nodes_[n].parent) {
-      RADIXLM_CHECK(nodes_[n].lock_ref > 0);
-      --nodes_[n].lock_ref;
-    }
+    for (int32_t n = lookup.node; n > BlockTree::kRoot; n = tree_.node(n).parent) tree_.AddLock(n, -1);
   }
   double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
   const std::vector<HybridRequestStat>& history() const override { return history_; }
@@ -99,212 +88,98 @@ class BlockHybridCache final : public HybridPrefixCache {
     s.flops_saved = HistoryFlopsSaved(cost_, history_);
     return s;
   }
-  int64_t NodeCount() const override { return node_count_; }
-
+  int64_t NodeCount() const override { return tree_.node_count(); }
   void CheckInvariants() const override {
-    int64_t count = 0, tokens = 0;
-    std::vector<int32_t> stack = {kRoot};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
-      const Node& n = nodes_[id];
-      RADIXLM_CHECK(n.alive);
-      if (id != kRoot) {
-        ++count;
-        tokens += static_cast<int64_t>(n.tokens.size());
-        RADIXLM_CHECK(!n.tokens.empty() && static_cast<int>(n.tokens.size()) <= block_);
-        // Only a full block may have children; a partial block is a leaf.
-        RADIXLM_CHECK(n.children.empty() || static_cast<int>(n.tokens.size()) == block_);
-      }
-      for (int32_t child : n.children) {
-        RADIXLM_CHECK(nodes_[child].parent == id);
-        stack.push_back(child);
-      }
-    }
-    RADIXLM_CHECK(count == node_count_ && tokens == kv_tokens_);
-    if (config_.accounting == Accounting::kCorrected)
-      RADIXLM_CHECK(TreeBytes() <= config_.capacity_bytes);
+    tree_.CheckInvariants();
+    RADIXLM_CHECK(TreeBytes() <= config_.capacity_bytes);
   }
 
  private:
-  struct Node {
-    int32_t parent = -1;
-    std::vector<int32_t> tokens;   // at most one block
-    std::vector<int32_t> children;  // insertion order (the reference's dict order)
-    int64_t last_access = 0;
-    int32_t lock_ref = 0;
-    bool alive = false;
-  };
-  struct MatchResult {
-    std::vector<int32_t> nodes;  // matched nodes, root excluded
-    std::vector<int32_t> visited;  // nodes the walk entered (refreshed by a real match)
-    int64_t matched = 0;
-  };
-  void Refresh(const MatchResult& m) {
-    for (int32_t n : m.visited) nodes_[n].last_access = clock_;
-  }
-
   int64_t TreeBytesExact() const {
-    return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_);
+    return tree_.node_count() * cost_.CheckpointBytes() + cost_.KvBytes(tree_.kv_tokens());
   }
-  static int64_t KeyMatch(const std::vector<int32_t>& edge, std::span<const int32_t> key) {
-    size_t n = 0;
-    while (n < edge.size() && n < key.size() && edge[n] == key[n]) ++n;
-    return static_cast<int64_t>(n);
+  void Refresh(const BlockTree::MatchResult& m) {
+    for (int32_t n : m.visited) tree_.Touch(n, clock_);
   }
-
-  MatchResult Match(std::span<const int32_t> key) const {
-    MatchResult r;
-    int32_t node = kRoot;
-    for (;;) {
-      r.visited.push_back(node);
-      if (nodes_[node].children.empty()) return r;
-      int64_t best = 0;
-      for (int32_t c : nodes_[node].children) best = std::max(best, KeyMatch(nodes_[c].tokens, key));
-      if (best == block_) {  // a full block matches: descend
-        for (int32_t c : nodes_[node].children) {
-          if (KeyMatch(nodes_[c].tokens, key) == block_) {
-            r.nodes.push_back(c);
-            r.matched += block_;
-            key = key.subspan(block_);
-            node = c;
-            break;
-          }
-        }
-        continue;
-      }
-      if (best != 0) {  // a trailing partial block counts only if it matches completely
-        for (int32_t c : nodes_[node].children) {
-          const int64_t len = static_cast<int64_t>(nodes_[c].tokens.size());
-          if (KeyMatch(nodes_[c].tokens, key) == len) {
-            r.nodes.push_back(c);
-            r.matched += len;
-            return r;
-          }
-        }
-      }
-      return r;
-    }
-  }
-
-  int32_t NewNode(int32_t parent, std::span<const int32_t> tokens) {
-    int32_t id;
-    if (!free_.empty()) {
-      id = free_.back();
-      free_.pop_back();
-      nodes_[id] = Node();
-    } else {
-      id = static_cast<int32_t>(nodes_.size());
-      nodes_.emplace_back();
-    }
-    Node& n = nodes_[id];
-    n.alive = true;
-    n.parent = parent;
-    n.tokens.assign(tokens.begin(), tokens.end());
-    n.last_access = clock_;
-    ++node_count_;
-    kv_tokens_ += static_cast<int64_t>(tokens.size());
+  int32_t NewBlock(int32_t parent, std::span<const int32_t> tokens) {
     ++counters_.checkpoints_admitted;
-    nodes_[parent].children.push_back(id);
-    return id;
+    return tree_.NewNode(parent, tokens, clock_);
   }
 
-  // radix_cache_vllm._insert_helper, iteratively.
-  void Insert(int32_t node, std::span<const int32_t> key) {
+  // radix_cache_vllm._insert_helper, iteratively, from the deepest full block of `m` (the
+  // nodes above it were refreshed by the match at this clock, as the insertion would).
+  void Insert(std::span<const int32_t> key, const BlockTree::MatchResult& m) {
+    int32_t node = BlockTree::kRoot;
+    const int block = tree_.block();
+    for (int32_t n : m.nodes) {
+      if (tree_.node(n).len != block) break;
+      node = n;
+      key = key.subspan(block);
+    }
     for (;;) {
-      nodes_[node].last_access = clock_;
-      int64_t best = 0;
-      for (int32_t c : nodes_[node].children) best = std::max(best, KeyMatch(nodes_[c].tokens, key));
-      int32_t next = -1;
-      for (int32_t c : nodes_[node].children) {
-        const int64_t pl = KeyMatch(nodes_[c].tokens, key);
-        if (pl == static_cast<int64_t>(nodes_[c].tokens.size()) && pl == best) {
-          next = c;
-          break;
-        }
-      }
+      tree_.Touch(node, clock_);
+      const int32_t next = tree_.InsertStep(node, key);
       if (next >= 0) {
-        key = key.subspan(nodes_[next].tokens.size());
+        key = key.subspan(tree_.node(next).len);
         node = next;
         continue;
       }
       if (key.empty()) return;
-      if (node == kRoot || static_cast<int>(nodes_[node].tokens.size()) == block_) {
-        const size_t take = std::min<size_t>(block_, key.size());
-        node = NewNode(node, key.first(take));
+      const BlockTree::Node& n = tree_.node(node);
+      if (node == BlockTree::kRoot || n.len == block) {
+        const size_t take = std::min<size_t>(block, key.size());
+        node = NewBlock(node, key.first(take));
         key = key.subspan(take);
         continue;
       }
-      if (config_.accounting == Accounting::kCorrected && nodes_[node].lock_ref > 0) {
+      const size_t take = std::min<size_t>(block - n.len, key.size());
+      if (n.lock_ref > 0) {
         // A request is restoring this partial block's checkpoint: extending it in place would
         // replace that state. Start a sibling block holding the same tokens plus the new ones.
-        Tokens full = nodes_[node].tokens;
-        const size_t take = std::min<size_t>(block_ - full.size(), key.size());
+        const std::span<const int32_t> have = tree_.tokens(node);
+        std::vector<int32_t> full(have.begin(), have.end());
         full.insert(full.end(), key.begin(), key.begin() + take);
-        node = NewNode(nodes_[node].parent, full);
-        key = key.subspan(take);
-        continue;
+        node = NewBlock(n.parent, full);
+      } else {
+        tree_.Extend(node, key.first(take));
       }
-      // Fill the partial block in place; the reference re-keys it, moving it to the end of its
-      // parent's children.
-      Node& n = nodes_[node];
-      RADIXLM_CHECK(n.children.empty());
-      const size_t take = std::min<size_t>(block_ - n.tokens.size(), key.size());
-      n.tokens.insert(n.tokens.end(), key.begin(), key.begin() + take);
-      kv_tokens_ += static_cast<int64_t>(take);
-      auto& siblings = nodes_[n.parent].children;
-      siblings.erase(std::find(siblings.begin(), siblings.end(), node));
-      siblings.push_back(node);
       key = key.subspan(take);
     }
   }
 
+  // LRU over unlocked leaves; a parent left childless becomes a candidate.
   void Evict(double bytes_to_remove) {
     ++clock_;
-    std::vector<int32_t> leaves, stack = {kRoot};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
-      if (nodes_[id].children.empty() && nodes_[id].lock_ref == 0) leaves.push_back(id);
-      for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it)
-        stack.push_back(*it);
-    }
-    auto older = [this](int32_t x, int32_t y) { return nodes_[x].last_access < nodes_[y].last_access; };
-    PythonHeap<int32_t, decltype(older)> heap(std::move(leaves), older);
     double evicted = 0;
-    while (evicted < bytes_to_remove && !heap.empty()) {
-      const int32_t x = heap.Pop();
-      if (x == kRoot) break;
-      Node& n = nodes_[x];
+    for (int32_t x = tree_.Oldest(); evicted < bytes_to_remove && x >= 0; x = tree_.Oldest()) {
       evicted += static_cast<double>(cost_.CheckpointBytes() +
-                                     cost_.KvBytes(static_cast<int64_t>(n.tokens.size())));
-      auto& siblings = nodes_[n.parent].children;
-      siblings.erase(std::find(siblings.begin(), siblings.end(), x));
-      kv_tokens_ -= static_cast<int64_t>(n.tokens.size());
-      --node_count_;
+                                     cost_.KvBytes(tree_.node(x).len));
       ++counters_.evictions;
-      n.alive = false;
-      n.tokens.clear();
-      free_.push_back(x);
-      const int32_t parent = n.parent;
-      if (nodes_[parent].children.empty() && nodes_[parent].lock_ref == 0) heap.Push(parent);
+      ++counters_.victim_searches;
+      ++counters_.victim_scored;
+      counters_.victim_candidates += tree_.evictable();
+      tree_.RemoveLeaf(x);
     }
   }
 
+  struct LastLookup {
+    uint64_t version = ~uint64_t{0};
+    std::vector<int32_t> input;
+    BlockTree::MatchResult match;
+  };
+
   HybridCacheConfig config_;
   CostModel cost_;
-  int block_;
-  std::vector<Node> nodes_;
-  std::vector<int32_t> free_;
-  int64_t node_count_ = 0, kv_tokens_ = 0, clock_ = 0;
+  BlockTree tree_;
+  LastLookup last_lookup_;
+  int64_t clock_ = 0;
   std::vector<HybridRequestStat> history_;
   HybridCacheStats counters_;
 };
 
 }  // namespace
 
-std::unique_ptr<HybridPrefixCache> MakeBlockHybridCache(const HybridCacheConfig& config,
-                                                        const CostModel& cost) {
+std::unique_ptr<HybridPrefixCache> MakeBlockHybridCache(const HybridCacheConfig& config, const CostModel& cost) {
   return std::make_unique<BlockHybridCache>(config, cost);
 }
 

@@ -1,65 +1,43 @@
 #include "cache/hybrid_radix_cache.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
-#include <mutex>
 
-#include "cache/block_hybrid_cache.h"
-#include "cache/python_heap.h"
-#include "core/thread_pool.h"
+
+#include "cache/alpha_tuner.h"
+#include "cache/flat_map_internal.h"
+#include "cache/radix_policy.h"
 
 namespace radixlm::cache {
-
-core::StatusOr<HybridPolicy> ParseHybridPolicy(const std::string& name) {
-  if (name == "lru") return HybridPolicy::kLru;
-  if (name == "sglang+" || name == "sglang") return HybridPolicy::kSglangPlus;
-  if (name == "marconi") return HybridPolicy::kMarconi;
-  if (name == "marconi-static") return HybridPolicy::kMarconiStatic;
-  if (name == "vllm+" || name == "vllm") return HybridPolicy::kVllmPlus;
-  return core::InvalidArgument("unknown cache policy '" + name +
-                               "' (expected lru, vllm+, sglang+, marconi, marconi-static)");
-}
-
-const char* HybridPolicyName(HybridPolicy policy) {
-  switch (policy) {
-    case HybridPolicy::kLru: return "lru";
-    case HybridPolicy::kSglangPlus: return "sglang+";
-    case HybridPolicy::kMarconi: return "marconi";
-    case HybridPolicy::kMarconiStatic: return "marconi-static";
-    case HybridPolicy::kVllmPlus: return "vllm+";
-  }
-  return "?";
-}
-
-Flops HistoryFlopsSaved(const CostModel& cost, std::span<const HybridRequestStat> history) {
-  const HybridShape& s = cost.shape();
-  int64_t total_hit = 0;
-  Flops per_request = 0;
-  for (const HybridRequestStat& r : history) {
-    total_hit += r.hit_tokens;
-    per_request += s.n_attn_layers * cost.AttentionFlops(r.hit_tokens) +
-                   s.n_mlp_layers * cost.MlpFlops(r.hit_tokens);
-  }
-  return s.n_ssm_layers * cost.SsmFlops(total_hit) + per_request;
-}
-
 namespace {
 
 constexpr int32_t kRoot = 0;
 
-class HybridRadixCache final : public HybridPrefixCache {
+class HybridRadixCache final : public CheckpointCache {
  public:
   HybridRadixCache(const HybridCacheConfig& config, const CostModel& cost)
-      : config_(config), cost_(cost), alpha_(config.alpha) {
-    RADIXLM_CHECK(config.policy != HybridPolicy::kVllmPlus);
+      : config_(config),
+        cost_(cost),
+        policy_(RadixPolicy::Make(config.policy, cost.shape().n_ssm_layers > 0)),
+        alpha_(config.alpha),
+        candidates_(policy_->ranks_efficiency()) {
+    RADIXLM_CHECK(cost.accounting() == Accounting::kCorrected);
     nodes_.emplace_back();
     nodes_[kRoot].alive = true;
+    if (policy_->tunes_alpha()) tuner_ = std::make_shared<AlphaTuner>(config_);
   }
-  HybridRadixCache(const HybridRadixCache&) = default;
+  // A replica for a tuning replay: the tree copied, the policy made static at `alpha`.
+  HybridRadixCache(const HybridRadixCache& from, double alpha)
+      : config_(from.config_), cost_(from.cost_), policy_(RadixPolicy::Make(HybridPolicy::kMarconiStatic, from.cost_.shape().n_ssm_layers > 0)),
+        alpha_(alpha), nodes_(from.nodes_), free_nodes_(from.free_nodes_), child_of_(from.child_of_),
+        node_count_(from.node_count_), kv_tokens_(from.kv_tokens_), clock_(from.clock_),
+        candidates_(from.candidates_) {
+    config_.policy = HybridPolicy::kMarconiStatic;
+    config_.tuning_pool = nullptr;
+  }
 
   HybridLookup Lookup(std::span<const int32_t> input) override;
-  HybridReservation Reserve(std::span<const int32_t> sequence) const override;
+  HybridReservation Reserve(std::span<const int32_t> sequence) const override { return ReserveWith(sequence, -1); }
   void Admit(std::span<const int32_t> sequence) override { AdmitStates(sequence, {}); }
   HybridAdmitResult AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) override;
   int64_t CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,
@@ -76,70 +54,64 @@ class HybridRadixCache final : public HybridPrefixCache {
  private:
   struct Node {
     int32_t parent = -1;
-    std::vector<int32_t> tokens;  // the edge from the parent
-    // (first token of the child's edge, child), in insertion order: the reference's dict order,
-    // which decides ties among equally scored eviction candidates.
-    std::vector<std::pair<int32_t, int32_t>> children;
-    int64_t depth = 0;  // tokens from the root to the end of this edge
+    std::vector<int32_t> tokens;    // the edge from the parent
+    std::vector<int32_t> children;  // any order; child_of_ finds one by first token
+    int32_t slot_in_parent = -1;    // index in the parent's children
+    int64_t depth = 0;              // tokens from the root to the end of this edge
     int64_t last_access = 0;
     int32_t lock_ref = 0;        // requests using this node's KV (held on the whole path)
     int32_t state_lock_ref = 0;  // requests restoring this node's checkpoint
     bool alive = false;
     bool has_state = true;       // false: a split where no state was taken (tombstone)
     int32_t payload = -1;        // the engine's state-pool slot of the checkpoint
-    // Corrected-mode candidate indexes: the keys under which the node is filed, if it is.
-    bool indexed = false;
-    int64_t indexed_access = 0;
-    double efficiency = 0;
   };
 
   // A walk from the root: nodes whose edges match completely, and where matching stopped.
   struct Walk {
-    std::vector<int32_t> full;  // fully matched nodes, root excluded
-    int64_t matched = 0;        // raw matched tokens (may end inside an edge)
-    int64_t reusable = 0;       // tokens covered by `full`
+    std::vector<int32_t> full;     // fully matched nodes, root excluded
+    int64_t matched = 0;           // raw matched tokens (may end inside an edge)
+    int64_t reusable = 0;          // depth of the deepest fully matched node with a checkpoint
     std::vector<int32_t> visited;  // every node the walk entered, root first
-    int32_t deepest_state = -1;    // deepest fully matched node with a checkpoint
-    bool splits_edge = false;      // matching stopped inside an edge (corrected accounting)
-    bool Branch(bool reference) const { return reference ? matched > reusable : splits_edge; }
+    int32_t deepest_state = -1;
+    bool splits_edge = false;      // matching stopped inside an edge
   };
 
-  bool Reference() const { return config_.accounting == Accounting::kReference; }
-  bool PathRefresh() const {
-    return config_.policy == HybridPolicy::kLru || config_.policy == HybridPolicy::kSglangPlus;
-  }
-  bool LeafOnlyEviction() const { return PathRefresh(); }
-  bool KvOnlyHits() const {
-    return config_.policy == HybridPolicy::kLru || cost_.shape().n_ssm_layers == 0;
-  }
-  int64_t TreeBytesExact() const {
-    return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_);
+  static uint64_t ChildKey(int32_t parent, int32_t token) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(parent)) << 32) | static_cast<uint32_t>(token);
   }
   int32_t FindChild(int32_t node, int32_t first_token) const {
-    for (const auto& [token, child] : nodes_[node].children)
-      if (token == first_token) return child;
-    return -1;
+    return child_of_.Find(ChildKey(node, first_token));
   }
-  void ReplaceChild(int32_t parent, int32_t old_child, int32_t new_child) {
-    for (auto& entry : nodes_[parent].children)
-      if (entry.second == old_child) entry.second = new_child;
+  void AttachChild(int32_t parent, int32_t child) {
+    Node& c = nodes_[child];
+    c.parent = parent;
+    c.slot_in_parent = static_cast<int32_t>(nodes_[parent].children.size());
+    nodes_[parent].children.push_back(child);
+    auto [slot, fresh] = child_of_.TryEmplace(ChildKey(parent, c.tokens[0]), child);
+    RADIXLM_CHECK(fresh);  // one child per first token
   }
+  void DetachChild(int32_t child) {
+    Node& c = nodes_[child];
+    auto& siblings = nodes_[c.parent].children;
+    const int32_t last = siblings.back();
+    siblings[c.slot_in_parent] = last;
+    nodes_[last].slot_in_parent = c.slot_in_parent;
+    siblings.pop_back();
+    child_of_.Erase(ChildKey(c.parent, c.tokens[0]));
+    c.slot_in_parent = -1;
+  }
+  int64_t TreeBytesExact() const { return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_); }
   void Touch(int32_t node) {
     nodes_[node].last_access = clock_;
     Reindex(node);
   }
-  Walk Match(std::span<const int32_t> key) const;
-  void RefreshPath(const Walk& walk) {
-    for (int32_t n : walk.visited) Touch(n);
-  }
   void Tick() { ++clock_; }
+  Walk Match(std::span<const int32_t> key) const;
   int32_t NewNode();
   int32_t SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload);
   void InsertSequence(std::span<const int32_t> sequence, const HybridAdmitOptions& options, HybridAdmitResult* result);
   HybridReservation ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const;
-  void EvictReference(double bytes_to_remove);
-  bool EvictOneCorrected();
-  int32_t PickMarconiVictimIndexed(int64_t* scored) const;
+  bool EvictOne();
   void DeleteLeaf(int32_t node);
   void MergeIntoChild(int32_t node);
   bool IsCandidate(int32_t node) const;
@@ -147,30 +119,27 @@ class HybridRadixCache final : public HybridPrefixCache {
   double Efficiency(int32_t node) const {
     const Node& n = nodes_[node];
     const int64_t edge = static_cast<int64_t>(n.tokens.size());
-    return ExactRatio(cost_.NodeMarginalFlops(n.depth - edge, edge),
-                      cost_.NodeRankingBytes(n.depth - edge, edge));
+    return ExactRatio(cost_.NodeMarginalFlops(n.depth - edge, edge), cost_.NodeRankingBytes(n.depth - edge, edge));
   }
-  void MaybeTune();
+  void PollTuner();
 
   HybridCacheConfig config_;
   CostModel cost_;
+  std::shared_ptr<const RadixPolicy> policy_;
   double alpha_;
   std::vector<Node> nodes_;
   std::vector<int32_t> free_nodes_;
+  internal::FlatMap child_of_;  // (parent, first token) -> child
   int64_t node_count_ = 0;  // nodes holding a checkpoint (all non-root nodes but tombstones)
-  std::vector<int32_t> freed_;  // payloads evicted since the current admission began
   int64_t kv_tokens_ = 0;
   int64_t clock_ = 0;
+  std::vector<int32_t> freed_;  // payloads evicted since the current admission began
   std::vector<HybridRequestStat> history_;
   HybridCacheStats counters_;
-  // Corrected-mode candidate indexes.
-  std::set<std::pair<int64_t, int32_t>> by_access_;
-  std::set<std::pair<double, int32_t>> by_efficiency_;
-  // Marconi's bootstrap tuning.
+  CandidateIndex candidates_;
+  // marconi: the tuner and the tree it replays from (the tree before the first request).
+  std::shared_ptr<AlphaTuner> tuner_;
   std::shared_ptr<const HybridRadixCache> snapshot_;
-  std::vector<std::pair<std::vector<int32_t>, int64_t>> window_;  // (input + output, input length)
-  int64_t bootstrap_window_ = -1;
-  bool tuned_ = false;
 };
 
 int32_t HybridRadixCache::NewNode() {
@@ -202,152 +171,96 @@ HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) con
     while (n < edge.size() && pos + n < key.size() && edge[n] == key[pos + n]) ++n;
     walk.matched += static_cast<int64_t>(n);
     pos += n;
-    if (n == edge.size()) {
-      walk.full.push_back(child);
-      if (Reference()) {
-        walk.reusable += static_cast<int64_t>(n);  // the reference sums the matched nodes' edges
-        walk.deepest_state = child;
-      } else if (nodes_[child].has_state) {
-        walk.reusable = nodes_[child].depth;
-        walk.deepest_state = child;
-      }
-    } else if (!Reference()) {
+    if (n < edge.size()) {
       walk.splits_edge = true;
       break;
     }
-    // The reference keeps descending below a partially matched edge, from the token where the
-    // match stopped (a quirk of its recursion; it can count tokens it never compared).
+    walk.full.push_back(child);
+    if (nodes_[child].has_state) {
+      walk.reusable = nodes_[child].depth;
+      walk.deepest_state = child;
+    }
     node = child;
     walk.visited.push_back(node);
   }
   return walk;
 }
 
-HybridReservation HybridRadixCache::Reserve(std::span<const int32_t> sequence) const {
-  return ReserveWith(sequence, -1);
-}
-
 HybridReservation HybridRadixCache::ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const {
   const Walk walk = Match(sequence);
   HybridReservation r;
   r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
-  const bool branch = walk.Branch(Reference());
-  if (Reference()) {
-    r.checkpoints = branch ? 2 : 1;
-  } else {
-    const bool branch_state = branch && (branch_state_at < 0 || branch_state_at == walk.matched);
-    r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch_state ? 1 : 0);
-  }
+  const bool branch_state = walk.splits_edge && (branch_state_at < 0 || branch_state_at == walk.matched);
+  r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch_state ? 1 : 0);
   r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
   r.bytes_over_capacity =
       std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
   return r;
 }
 
-HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
-  Tick();
-  if (config_.policy == HybridPolicy::kMarconi && history_.empty() && !tuned_)
-    snapshot_ = std::make_shared<HybridRadixCache>(*this);
-  Walk walk = Match(input);
-  if (PathRefresh()) RefreshPath(walk);
-  HybridLookup result;
-  result.matched_tokens = walk.matched;
-  result.hit_tokens = KvOnlyHits() ? walk.matched : walk.reusable;
-  result.branch_checkpoint = !KvOnlyHits() && walk.Branch(Reference());
-  result.node = KvOnlyHits() ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
-  // Marconi refreshes only the node whose checkpoint serves the hit.
-  if (!PathRefresh() && result.node >= 0) Touch(result.node);
-  history_.push_back({static_cast<int64_t>(input.size()), result.hit_tokens});
-  if (config_.policy == HybridPolicy::kMarconi && !tuned_)
-    window_.emplace_back(std::vector<int32_t>(input.begin(), input.end()), input.size());
-  return result;
-}
-
-void HybridRadixCache::MaybeTune() {
-  if (config_.policy != HybridPolicy::kMarconi || tuned_ || bootstrap_window_ < 0 ||
-      static_cast<int64_t>(history_.size()) < bootstrap_window_)  // >=: the engine looks up several requests between two finishes
-    return;
-  // Replay the window on copies of the snapshot for every alpha of the grid.
-  constexpr int kGrid = 21;
-  std::vector<Flops> saved(kGrid, 0);
-  auto replay = [&](int64_t index) {
-    HybridRadixCache replica(*snapshot_);
-    replica.config_.policy = HybridPolicy::kMarconiStatic;
-    replica.config_.tuning_pool = nullptr;
-    replica.alpha_ = static_cast<double>(index) / 10.0;
-    replica.window_.clear();
-    replica.snapshot_.reset();
-    for (const auto& [sequence, input_len] : window_) {
-      std::span<const int32_t> all(sequence);
-      replica.Lookup(all.first(input_len));
+void HybridRadixCache::PollTuner() {
+  if (!tuner_ || tuner_->tuned() || !snapshot_) return;
+  const std::shared_ptr<const HybridRadixCache> snapshot = snapshot_;
+  const CostModel cost = cost_;
+  auto replay = [snapshot, cost](double alpha, const std::vector<AlphaTuner::Request>& window, int last_n) {
+    HybridRadixCache replica(*snapshot, alpha);
+    for (const AlphaTuner::Request& r : window) {
+      std::span<const int32_t> all(r.tokens);
+      replica.Lookup(all.first(r.input_len));
       replica.Admit(all);
     }
     const size_t n = replica.history_.size();
-    const size_t last_n = std::min<size_t>(n, config_.tuning_last_n);
-    saved[index] = HistoryFlopsSaved(
-        cost_, std::span<const HybridRequestStat>(replica.history_).subspan(n - last_n));
+    const size_t take = std::min<size_t>(n, last_n);
+    return HistoryFlopsSaved(cost, std::span<const HybridRequestStat>(replica.history_).subspan(n - take));
   };
-  if (config_.tuning_pool != nullptr) {
-    config_.tuning_pool->ParallelFor(kGrid, [&](int, int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) replay(i);
-    });
-  } else {
-    for (int i = 0; i < kGrid; ++i) replay(i);
+  if (const std::optional<double> tuned = tuner_->Poll(static_cast<int64_t>(history_.size()), replay)) {
+    alpha_ = *tuned;
+    snapshot_.reset();
   }
-  int best = 0;
-  for (int i = 1; i < kGrid; ++i)
-    if (saved[i] > saved[best]) best = i;  // ties keep the smallest alpha
-  alpha_ = static_cast<double>(best) / 10.0;
-  tuned_ = true;
-  window_.clear();
-  window_.shrink_to_fit();
-  snapshot_.reset();
+}
+
+HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
+  Tick();
+  if (tuner_ && history_.empty() && !tuner_->tuned()) snapshot_ = std::make_shared<HybridRadixCache>(*this, alpha_);
+  const Walk walk = Match(input);
+  if (policy_->refreshes_path())
+    for (int32_t n : walk.visited) Touch(n);
+  HybridLookup result;
+  const bool anywhere = policy_->hit_ends_anywhere();
+  result.matched_tokens = walk.matched;
+  result.hit_tokens = anywhere ? walk.matched : walk.reusable;
+  result.branch_checkpoint = !anywhere && walk.splits_edge;
+  result.node = anywhere ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
+  // Marconi refreshes only the node whose checkpoint serves the hit.
+  if (!policy_->refreshes_path() && result.node >= 0) Touch(result.node);
+  history_.push_back({static_cast<int64_t>(input.size()), result.hit_tokens});
+  if (tuner_) tuner_->RecordLookup(input);
+  return result;
 }
 
 HybridAdmitResult HybridRadixCache::AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) {
   HybridAdmitResult result;
   freed_.clear();
   Tick();
-  if (config_.policy == HybridPolicy::kMarconi && !tuned_ && !window_.empty()) {
-    // The request's own window entry: the latest unfinished one whose input starts this
-    // sequence (with concurrent requests, not necessarily the last looked up).
-    for (auto it = window_.rbegin(); it != window_.rend(); ++it) {
-      auto& [tokens, input_len] = *it;
-      if (static_cast<int64_t>(tokens.size()) == input_len && tokens.size() <= sequence.size() &&
-          std::equal(tokens.begin(), tokens.end(), sequence.begin())) {
-        tokens.assign(sequence.begin(), sequence.end());
-        break;
-      }
-    }
-    MaybeTune();
+  if (tuner_) {
+    tuner_->RecordFinish(sequence);
+    PollTuner();
   }
-  if (Reference()) {
-    // The reference's insert: a dry-run match (which refreshes recency like a real one), an
-    // estimate of the bytes, one eviction call, then the insertion whatever the eviction freed.
-    Tick();
-    Walk walk = Match(sequence);
-    if (PathRefresh()) RefreshPath(walk);
-    if (!PathRefresh() && !walk.full.empty()) Touch(walk.full.back());
-    const HybridReservation r = Reserve(sequence);
-    if (r.bytes_over_capacity > 0) EvictReference(r.bytes_over_capacity);
-    InsertSequence(sequence, options, &result);
-  } else {
-    // Corrected: pin the prefix being extended, evict one victim at a time until the insertion
-    // (re-planned after each eviction) fits; admit nothing if it cannot fit.
-    for (;;) {
-      const HybridReservation r = ReserveWith(sequence, options.branch_state_at);
-      if (r.bytes_over_capacity <= 0) {
-        InsertSequence(sequence, options, &result);
-        break;
-      }
-      const Walk walk = Match(sequence);
-      HybridLookup pin;
-      pin.node = walk.full.empty() ? -1 : walk.full.back();
-      Lock(pin);
-      const bool evicted = EvictOneCorrected();
-      Unlock(pin);
-      if (!evicted) break;
+  // Pin the prefix being extended, evict one victim at a time until the insertion (re-planned
+  // after each eviction) fits; admit nothing if it cannot fit.
+  for (;;) {
+    const HybridReservation r = ReserveWith(sequence, options.branch_state_at);
+    if (r.bytes_over_capacity <= 0) {
+      InsertSequence(sequence, options, &result);
+      break;
     }
+    const Walk walk = Match(sequence);
+    HybridLookup pin;
+    pin.node = walk.full.empty() ? -1 : walk.full.back();
+    Lock(pin);
+    const bool evicted = EvictOne();
+    Unlock(pin);
+    if (!evicted) break;
   }
   result.freed_payloads = std::move(freed_);
   freed_.clear();
@@ -364,9 +277,10 @@ int64_t HybridRadixCache::CheckpointAtOrBelow(std::span<const int32_t> tokens, i
 
 int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload) {
   const int32_t split = NewNode();
+  const int32_t parent = nodes_[child].parent;
+  DetachChild(child);
   Node& s = nodes_[split];
   Node& c = nodes_[child];
-  s.parent = c.parent;
   s.tokens.assign(c.tokens.begin(), c.tokens.begin() + at);
   s.depth = c.depth - static_cast<int64_t>(c.tokens.size()) + at;
   s.lock_ref = c.lock_ref;  // every path through the child passes through the split node
@@ -374,9 +288,8 @@ int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, 
   s.payload = with_state ? payload : -1;
   if (!with_state) --node_count_;  // a tombstone holds no checkpoint
   c.tokens.erase(c.tokens.begin(), c.tokens.begin() + at);
-  s.children.push_back({c.tokens[0], child});
-  ReplaceChild(s.parent, child, split);
-  c.parent = split;
+  AttachChild(parent, split);
+  AttachChild(split, child);
   if (with_state) {
     ++counters_.branch_checkpoints;
     ++counters_.checkpoints_admitted;
@@ -391,7 +304,8 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
   int32_t node = kRoot;
   size_t pos = 0;
   bool split_done = false;
-  if (PathRefresh()) Touch(node);
+  const bool path = policy_->refreshes_path();
+  if (path) Touch(node);
   while (pos < sequence.size()) {
     const int32_t child = FindChild(node, sequence[pos]);
     if (child < 0) break;
@@ -401,31 +315,29 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
     if (n == edge.size()) {
       node = child;
       pos += n;
-      // The reference's insert refreshes a fully matched node only if it descends past it.
-      if (PathRefresh() && pos < sequence.size()) Touch(node);
+      // A fully matched node is refreshed only if the insertion descends past it.
+      if (path && pos < sequence.size()) Touch(node);
       continue;
     }
     // Branch point: one split per insertion; its checkpoint is the state prefill took there.
     RADIXLM_CHECK(!split_done);
     split_done = true;
-    const bool with_state = Reference() || options.branch_state_at < 0 ||
-                            options.branch_state_at == static_cast<int64_t>(pos + n);
+    const bool with_state = options.branch_state_at < 0 || options.branch_state_at == static_cast<int64_t>(pos + n);
     node = SplitEdge(child, static_cast<int64_t>(n), with_state, options.branch_payload);
     result->branch_used = with_state && options.branch_payload >= 0;
     pos += n;
-    if (PathRefresh()) Touch(node);
+    if (path) Touch(node);
   }
   if (pos == sequence.size()) return;  // already cached in full
   const int32_t parent = node;
   const int32_t leaf = NewNode();
   Node& l = nodes_[leaf];
-  l.parent = parent;
   l.tokens.assign(sequence.begin() + pos, sequence.end());
   l.depth = nodes_[parent].depth + static_cast<int64_t>(l.tokens.size());
   kv_tokens_ += static_cast<int64_t>(l.tokens.size());
   l.payload = options.leaf_payload;
   result->leaf_used = options.leaf_payload >= 0;
-  nodes_[parent].children.push_back({l.tokens[0], leaf});
+  AttachChild(parent, leaf);
   ++counters_.checkpoints_admitted;
   Reindex(leaf);
   Reindex(parent);
@@ -434,14 +346,8 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
 void HybridRadixCache::DeleteLeaf(int32_t node) {
   Node& n = nodes_[node];
   RADIXLM_CHECK(n.children.empty() && node != kRoot);
-  auto& siblings = nodes_[n.parent].children;
-  for (auto it = siblings.begin(); it != siblings.end(); ++it) {
-    if (it->second == node) {
-      siblings.erase(it);
-      break;
-    }
-  }
   const int32_t parent = n.parent;
+  DetachChild(node);
   kv_tokens_ -= static_cast<int64_t>(n.tokens.size());
   n.alive = false;
   Reindex(node);
@@ -464,12 +370,14 @@ void HybridRadixCache::DeleteLeaf(int32_t node) {
 void HybridRadixCache::MergeIntoChild(int32_t node) {
   Node& n = nodes_[node];
   RADIXLM_CHECK(n.children.size() == 1 && node != kRoot);
-  const int32_t child = n.children[0].second;
+  const int32_t child = n.children[0];
+  const int32_t parent = n.parent;
+  DetachChild(child);
+  DetachChild(node);
   Node& c = nodes_[child];
   c.tokens.insert(c.tokens.begin(), n.tokens.begin(), n.tokens.end());
   c.last_access = std::max(c.last_access, n.last_access);
-  c.parent = n.parent;
-  ReplaceChild(n.parent, node, child);
+  AttachChild(parent, child);
   n.alive = false;
   Reindex(node);
   n.tokens.clear();
@@ -487,178 +395,40 @@ void HybridRadixCache::MergeIntoChild(int32_t node) {
 bool HybridRadixCache::IsCandidate(int32_t node) const {
   const Node& n = nodes_[node];
   if (node == kRoot || !n.alive || !n.has_state || n.lock_ref > 0 || n.state_lock_ref > 0) return false;
-  return LeafOnlyEviction() ? n.children.empty() : n.children.size() <= 1;
+  return policy_->evicts_inner_nodes() ? n.children.size() <= 1 : n.children.empty();
 }
 
 void HybridRadixCache::Reindex(int32_t node) {
-  if (Reference()) return;  // the reference rescans; no indexes to keep
-  Node& n = nodes_[node];
-  if (n.indexed) {
-    by_access_.erase({n.indexed_access, node});
-    if (!LeafOnlyEviction()) by_efficiency_.erase({n.efficiency, node});
-    n.indexed = false;
+  if (!IsCandidate(node)) {
+    candidates_.Remove(node);
+    return;
   }
-  if (!IsCandidate(node)) return;
-  n.indexed = true;
-  n.indexed_access = n.last_access;
-  by_access_.insert({n.last_access, node});
-  if (!LeafOnlyEviction()) {
-    n.efficiency = Efficiency(node);
-    by_efficiency_.insert({n.efficiency, node});
-  }
+  // Recomputed every time: a split or a merge changes the edge, hence the efficiency.
+  candidates_.Put(node, nodes_[node].last_access, policy_->ranks_efficiency() ? Efficiency(node) : 0.0);
 }
 
-// Fagin's threshold algorithm over the two indexes: score = alpha * minmax(efficiency) +
-// minmax(recency) is monotone in both keys, so once the best score seen is no larger than the
-// score of the two current cursors combined, no unseen candidate can beat it.
-int32_t HybridRadixCache::PickMarconiVictimIndexed(int64_t* scored) const {
-  if (by_access_.empty()) return -1;
-  const double now = static_cast<double>(clock_);
-  auto recency = [&](int64_t ts) { return 1.0 / std::max(1e-9, now - static_cast<double>(ts)); };
-  const double r_min = recency(by_access_.begin()->first);
-  const double r_max = recency(by_access_.rbegin()->first);
-  const double e_min = by_efficiency_.begin()->first, e_max = by_efficiency_.rbegin()->first;
-  auto norm = [](double v, double lo, double hi) { return hi > lo ? (v - lo) / (hi - lo) : 1.0; };
-  auto score = [&](int32_t id) {
-    const Node& n = nodes_[id];
-    return alpha_ * norm(n.efficiency, e_min, e_max) + norm(recency(n.indexed_access), r_min, r_max);
-  };
-  *scored = 1;
-  if (alpha_ == 0) return by_access_.begin()->second;
-  *scored = 0;
-  double best = std::numeric_limits<double>::infinity();
-  int32_t best_id = -1;
-  auto a = by_access_.begin();
-  auto e = by_efficiency_.begin();
-  while (a != by_access_.end() || e != by_efficiency_.end()) {
-    double threshold = 0;
-    if (a != by_access_.end()) {
-      ++*scored;
-      const double s = score(a->second);
-      if (s < best) best = s, best_id = a->second;
-      threshold += norm(recency(a->first), r_min, r_max);
-      ++a;
-    } else {
-      threshold += 1.0;
-    }
-    if (e != by_efficiency_.end()) {
-      ++*scored;
-      const double s = score(e->second);
-      if (s < best) best = s, best_id = e->second;
-      threshold += alpha_ * norm(e->first, e_min, e_max);
-      ++e;
-    } else {
-      threshold += alpha_;
-    }
-    if (best <= threshold) break;
-  }
-  if (config_.verify_victims) {  // tests: the early-stopping search must find the true minimum
-    double exhaustive = std::numeric_limits<double>::infinity();
-    for (const auto& [ts, id] : by_access_) exhaustive = std::min(exhaustive, score(id));
-    RADIXLM_CHECK(score(best_id) == exhaustive);
-  }
-  return best_id;
-}
-
-bool HybridRadixCache::EvictOneCorrected() {
+bool HybridRadixCache::EvictOne() {
   Tick();
   int64_t scored = 1;
-  int32_t victim = LeafOnlyEviction() ? (by_access_.empty() ? -1 : by_access_.begin()->second)
-                                      : PickMarconiVictimIndexed(&scored);
+  const int32_t victim = policy_->PickVictim(candidates_, clock_, alpha_, &scored);
   if (victim < 0) return false;
+  if (config_.verify_victims && policy_->ranks_efficiency()) {  // tests: the early stop finds the true minimum
+    double fast = 0, exhaustive = 0;
+    int64_t ignored = 0;
+    PickFlopAwareVictim(candidates_, clock_, alpha_, &ignored, &fast);
+    PickFlopAwareVictim(candidates_, clock_, alpha_, &ignored, &exhaustive, /*exhaustive=*/true);
+    RADIXLM_CHECK(fast == exhaustive);
+  }
   ++counters_.victim_searches;
   counters_.victim_scored += scored;
-  counters_.victim_candidates += static_cast<int64_t>(by_access_.size());
-  if (bootstrap_window_ < 0) bootstrap_window_ = config_.bootstrap_multiplier * history_.size();
+  counters_.victim_candidates += static_cast<int64_t>(candidates_.size());
+  if (tuner_) tuner_->OnEviction(static_cast<int64_t>(history_.size()));
   if (nodes_[victim].children.empty()) {
     DeleteLeaf(victim);
   } else {
     MergeIntoChild(victim);
   }
   return true;
-}
-
-void HybridRadixCache::EvictReference(double bytes_to_remove) {
-  Tick();
-  if (bootstrap_window_ < 0)
-    bootstrap_window_ = static_cast<int64_t>(config_.bootstrap_multiplier) * history_.size();
-  double bytes_evicted = 0;
-  if (LeafOnlyEviction()) {
-    // SGLang+: a heap of the current leaves by last access; a parent left childless joins it.
-    std::vector<int32_t> leaves;
-    std::vector<int32_t> stack = {kRoot};
-    while (!stack.empty()) {  // preorder, children in insertion order
-      const int32_t id = stack.back();
-      stack.pop_back();
-      if (nodes_[id].children.empty()) leaves.push_back(id);
-      for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it)
-        stack.push_back(it->second);
-    }
-    auto older = [this](int32_t x, int32_t y) { return nodes_[x].last_access < nodes_[y].last_access; };
-    PythonHeap<int32_t, decltype(older)> heap(std::move(leaves), older);
-    while (bytes_evicted < bytes_to_remove && !heap.empty()) {
-      const int32_t x = heap.Pop();
-      if (x == kRoot) break;
-      bytes_evicted += static_cast<double>(
-          cost_.CheckpointBytes() + cost_.KvBytes(static_cast<int64_t>(nodes_[x].tokens.size())));
-      const int32_t parent = nodes_[x].parent;
-      DeleteLeaf(x);
-      if (nodes_[parent].children.empty()) heap.Push(parent);
-    }
-    return;
-  }
-  // Marconi (evict_v2): rescan the nodes with <= 1 child for every victim.
-  std::vector<int32_t> candidates;
-  std::vector<double> efficiency, recency;
-  while (bytes_evicted < bytes_to_remove && node_count_ > 0) {
-    candidates.clear();
-    std::vector<int32_t> stack = {kRoot};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
-      if (id != kRoot && nodes_[id].children.size() <= 1) candidates.push_back(id);
-      for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it)
-        stack.push_back(it->second);
-    }
-    efficiency.clear();
-    recency.clear();
-    for (int32_t id : candidates) {
-      efficiency.push_back(Efficiency(id));
-      recency.push_back(1.0 / static_cast<double>(clock_ - nodes_[id].last_access));
-    }
-    auto normalize = [](std::vector<double>& v) {  // utils._normalize
-      if (v.size() > 1) {
-        const double lo = *std::min_element(v.begin(), v.end());
-        const double hi = *std::max_element(v.begin(), v.end());
-        if (lo != hi) {
-          for (double& x : v) x = (x - lo) / (hi - lo);
-          return;
-        }
-      }
-      std::fill(v.begin(), v.end(), 1.0);
-    };
-    normalize(efficiency);
-    normalize(recency);
-    size_t victim = 0;
-    double best = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const double utility = alpha_ * efficiency[i] + recency[i];
-      if (utility < best) best = utility, victim = i;  // first minimum, as list.index(min(...))
-    }
-    ++counters_.victim_searches;
-    counters_.victim_scored += static_cast<int64_t>(candidates.size());
-    counters_.victim_candidates += static_cast<int64_t>(candidates.size());
-    const int32_t id = candidates[victim];
-    if (nodes_[id].children.empty()) {
-      // The reference credits the edge length of the *last candidate scored*, not the victim's.
-      const int64_t credited = static_cast<int64_t>(nodes_[candidates.back()].tokens.size());
-      bytes_evicted += static_cast<double>(cost_.CheckpointBytes() + cost_.KvBytes(credited));
-      DeleteLeaf(id);
-    } else {
-      bytes_evicted += static_cast<double>(cost_.CheckpointBytes());
-      MergeIntoChild(id);
-    }
-  }
 }
 
 void HybridRadixCache::Lock(const HybridLookup& lookup) {
@@ -696,8 +466,11 @@ HybridCacheStats HybridRadixCache::Stats() const {
     s.hit_tokens += r.hit_tokens;
   }
   s.flops_saved = HistoryFlopsSaved(cost_, history_);
-  s.bootstrap_window = bootstrap_window_;
-  s.alpha_tuned = tuned_;
+  if (tuner_) {
+    s.bootstrap_window = tuner_->window();
+    s.alpha_tuned = tuner_->tuned();
+    s.tuning_window_tokens = tuner_->peak_tokens();
+  }
   return s;
 }
 
@@ -717,33 +490,27 @@ void HybridRadixCache::CheckInvariants() const {
       RADIXLM_CHECK(n.depth == nodes_[n.parent].depth + static_cast<int64_t>(n.tokens.size()));
       RADIXLM_CHECK(n.lock_ref >= n.state_lock_ref && n.state_lock_ref >= 0);
       RADIXLM_CHECK(n.lock_ref <= nodes_[n.parent].lock_ref || n.parent == kRoot);
+      RADIXLM_CHECK(FindChild(n.parent, n.tokens[0]) == id);
+      RADIXLM_CHECK(nodes_[n.parent].children[n.slot_in_parent] == id);
     }
-    if (!Reference()) {
-      RADIXLM_CHECK(n.indexed == IsCandidate(id));
-      indexed += n.indexed;
-    }
-    std::set<int32_t> firsts;
-    for (const auto& [token, child] : n.children) {
+    RADIXLM_CHECK(candidates_.contains(id) == IsCandidate(id));
+    if (candidates_.contains(id)) RADIXLM_CHECK(candidates_.access(id) == n.last_access);
+    indexed += candidates_.contains(id);
+    for (int32_t child : n.children) {
       RADIXLM_CHECK(nodes_[child].parent == id);
-      RADIXLM_CHECK(nodes_[child].tokens[0] == token);
-      RADIXLM_CHECK(firsts.insert(token).second);
       stack.push_back(child);
     }
   }
   RADIXLM_CHECK(count == node_count_);
   RADIXLM_CHECK(tokens == kv_tokens_);
-  if (!Reference()) {
-    RADIXLM_CHECK(indexed == static_cast<int64_t>(by_access_.size()));
-    if (!LeafOnlyEviction()) RADIXLM_CHECK(indexed == static_cast<int64_t>(by_efficiency_.size()));
-    RADIXLM_CHECK(TreeBytes() <= config_.capacity_bytes);
-  }
+  RADIXLM_CHECK(indexed == static_cast<int64_t>(candidates_.size()));
+  RADIXLM_CHECK(child_of_.size() + 1 == static_cast<size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.alive; })));
+  RADIXLM_CHECK(TreeBytes() <= config_.capacity_bytes);
 }
 
 }  // namespace
 
-std::unique_ptr<HybridPrefixCache> MakeHybridCache(const HybridCacheConfig& config,
-                                                   const CostModel& cost) {
-  if (config.policy == HybridPolicy::kVllmPlus) return MakeBlockHybridCache(config, cost);
+std::unique_ptr<CheckpointCache> MakeRadixHybridCache(const HybridCacheConfig& config, const CostModel& cost) {
   return std::make_unique<HybridRadixCache>(config, cost);
 }
 

@@ -4,9 +4,14 @@
 
 #include <cmath>
 #include <map>
+#include <thread>
+#include <unordered_map>
 #include <random>
 
+#include "cache/alpha_tuner.h"
 #include "cache/cost_model.h"
+#include "cache/flat_map_internal.h"
+#include "cache/marconi_reference.h"
 #include "cache/python_heap.h"
 #include "core/thread_pool.h"
 
@@ -92,11 +97,10 @@ TEST(PythonHeap, PopsInCPythonHeapqOrderAmongEqualKeys) {
 }
 
 // ---- Admission and hits.
-HybridCacheConfig Config(HybridPolicy policy, double capacity, Accounting acc = Accounting::kCorrected) {
+HybridCacheConfig Config(HybridPolicy policy, double capacity) {
   HybridCacheConfig c;
   c.policy = policy;
   c.capacity_bytes = capacity;
-  c.accounting = acc;
   c.verify_victims = true;
   return c;
 }
@@ -186,7 +190,7 @@ TEST(HybridCache, ReserveHasNoSideEffects) {
 
 TEST(HybridCache, SplitWithoutAStateLeavesATombstoneThatNeverHitsAndMergesAway) {
   const CostModel cost(Marconi7BShape(16), Accounting::kCorrected);
-  auto cache = MakeHybridCache(Config(HybridPolicy::kSglangPlus, 1e12), cost);
+  auto cache = MakeRadixHybridCache(Config(HybridPolicy::kSglangPlus, 1e12), cost);
   HybridAdmitResult r = cache->AdmitStates(Seq(1, 100), {.branch_state_at = -1, .leaf_payload = 7});
   EXPECT_TRUE(r.leaf_used);
   // The second sequence splits the first at 60, but its state was taken at 50 (stale plan).
@@ -214,7 +218,7 @@ TEST(HybridCache, EvictedCheckpointsHandTheirPayloadsBack) {
   HybridShape shape = Marconi7BShape(16);
   shape.kv_elem_bytes = 0;  // the engine's setting: KV lives in the block tree, not here
   const CostModel slots_only(shape, Accounting::kCorrected);
-  auto cache = MakeHybridCache(Config(HybridPolicy::kMarconi, 2.0 * slots_only.CheckpointBytes()), slots_only);
+  auto cache = MakeRadixHybridCache(Config(HybridPolicy::kMarconi, 2.0 * slots_only.CheckpointBytes()), slots_only);
   std::vector<int32_t> freed;
   for (int i = 0; i < 5; ++i) {
     const HybridAdmitResult r = cache->AdmitStates(Seq(1000 * (i + 1), 40), {.leaf_payload = 100 + i});
@@ -237,7 +241,7 @@ TEST(HybridCache, RandomOperationsKeepTreeAndAccountingConsistent) {
       HybridShape shape = Marconi7BShape(16);
       if (policy == HybridPolicy::kLru) shape.n_ssm_layers = 0;
       const CostModel cost(shape, Accounting::kCorrected);
-      HybridCacheConfig config = Config(policy, cost.CheckpointBytes() * 12.0 + cost.KvBytes(3000), Accounting::kCorrected);
+      HybridCacheConfig config = Config(policy, cost.CheckpointBytes() * 12.0 + cost.KvBytes(3000));
       config.alpha = 0.7;
       config.vllm_block_tokens = 8;
       auto cache = MakeHybridCache(config, cost);
@@ -349,6 +353,93 @@ TEST(HybridCache, MarconiTunesAlphaOnceFromTheBootstrapWindow) {
       EXPECT_LT(other, chosen) << "a smaller alpha ties";
     }
   }
+}
+
+// ---- The child index: random inserts and erases against std::unordered_map (backward-shift
+// deletion must keep every remaining key findable).
+TEST(FlatMap, AgreesWithUnorderedMapUnderRandomInsertsAndErases) {
+  std::mt19937_64 rng(11);
+  internal::FlatMap map;
+  std::unordered_map<uint64_t, int32_t> want;
+  for (int step = 0; step < 200000; ++step) {
+    const uint64_t key = rng() % 5000;  // few keys: long probe runs, many collisions
+    if (rng() % 3 == 0) {
+      map.Erase(key);
+      want.erase(key);
+    } else {
+      const int32_t value = static_cast<int32_t>(rng() % 1000);
+      auto [stored, fresh] = map.TryEmplace(key, value);
+      auto [it, wfresh] = want.try_emplace(key, value);
+      ASSERT_EQ(fresh, wfresh);
+      ASSERT_EQ(*stored, it->second);
+    }
+    if (step % 997 == 0) {
+      ASSERT_EQ(map.size(), want.size());
+      for (uint64_t k = 0; k < 5000; ++k) {
+        auto it = want.find(k);
+        ASSERT_EQ(map.Find(k), it == want.end() ? -1 : it->second) << k;
+      }
+    }
+  }
+}
+
+// ---- The reference class is only for the reference: it refuses what the artifact lacks.
+TEST(MarconiReference, RefusesLruAndTheCorrectedCostModel) {
+  HybridCacheConfig c = Config(HybridPolicy::kLru, 1e12);
+  EXPECT_FALSE(MakeMarconiReferenceCache(c, CostModel(Marconi7BShape(128), Accounting::kReference)).ok());
+  c.policy = HybridPolicy::kMarconi;
+  EXPECT_FALSE(MakeMarconiReferenceCache(c, CostModel(Marconi7BShape(128), Accounting::kCorrected)).ok());
+  EXPECT_TRUE(MakeMarconiReferenceCache(c, CostModel(Marconi7BShape(128), Accounting::kReference)).ok());
+  // And the engine cannot be handed vllm+ (a checkpoint per block): an error, not a crash.
+  c.policy = HybridPolicy::kVllmPlus;
+  EXPECT_FALSE(MakeCheckpointCache(c, CostModel(Marconi7BShape(128), Accounting::kCorrected)).ok());
+}
+
+// ---- Tuning memory is bounded, and tuning in the background ends with the alpha tuning in
+// place gives (the replays are deterministic), without the caller waiting for it.
+std::vector<std::pair<Tokens, Tokens>> TuningWorkload(int n) {
+  std::vector<std::pair<Tokens, Tokens>> w;
+  for (int i = 0; i < n; ++i)
+    w.push_back({Cat(Seq(1 + 1000 * (i % 3), 200 + (i % 7) * 50), Seq(100000 + i * 300, 60)), Seq(500000 + i * 100, 30)});
+  return w;
+}
+
+TEST(AlphaTuner, BackgroundTuningReachesTheSameAlphaAndTheWindowIsBounded) {
+  const CostModel cost(Marconi7BShape(128), Accounting::kCorrected);
+  HybridCacheConfig config = Config(HybridPolicy::kMarconi, cost.CheckpointBytes() * 8.0 + cost.KvBytes(4000));
+  const auto work = TuningWorkload(160);
+  auto inline_cache = MakeHybridCache(config, cost);
+  for (const auto& [in, out] : work) {
+    inline_cache->Lookup(in);
+    inline_cache->Admit(Cat(in, out));
+  }
+  ASSERT_TRUE(inline_cache->Stats().alpha_tuned);
+  config.tune_in_background = true;
+  auto background = MakeHybridCache(config, cost);
+  for (const auto& [in, out] : work) {
+    background->Lookup(in);
+    background->Admit(Cat(in, out));
+  }
+  // The result is picked up at an admission after the replays finish.
+  for (int i = 0; i < 200 && !background->Stats().alpha_tuned; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    background->Lookup(work[i % 7].first);
+    background->Admit(work[i % 7].first);
+  }
+  ASSERT_TRUE(background->Stats().alpha_tuned);
+  EXPECT_EQ(background->alpha(), inline_cache->alpha());
+  EXPECT_GT(inline_cache->Stats().tuning_window_tokens, 0);
+
+  // A window capped at 5,000 tokens holds no more than that, and tuning still happens.
+  config.tune_in_background = false;
+  config.tuning_max_tokens = 5000;
+  auto capped = MakeHybridCache(config, cost);
+  for (const auto& [in, out] : work) {
+    capped->Lookup(in);
+    capped->Admit(Cat(in, out));
+  }
+  EXPECT_LE(capped->Stats().tuning_window_tokens, 5000);
+  EXPECT_TRUE(capped->Stats().alpha_tuned);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
   return hybrid_cache ? 2 * c.max_running + c.checkpoint_slots + 2 : c.max_running;
 }
 
-Memory::Memory(MemoryConfig config, HybridPrefixCache* checkpoints)
+Memory::Memory(MemoryConfig config, CheckpointCache* checkpoints)
     : config_(config), pool_({config.num_blocks, config.block_tokens}), checkpoints_(checkpoints) {
   // A recurrent state cannot be rolled back to a KV-cache hit: a model with recurrent layers
   // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the

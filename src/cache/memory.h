@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
-#include "cache/hybrid_radix_cache.h"
+#include "cache/hybrid_cache.h"
 #include "cache/radix_tree.h"
 
 namespace radixlm::cache {
@@ -94,7 +94,7 @@ class Memory {
  public:
   // checkpoints: the hybrid prefix cache for a recurrent model (borrowed; null: such a model
   // reuses no prefix). Its capacity must be config.checkpoint_slots checkpoints.
-  Memory(MemoryConfig config, HybridPrefixCache* checkpoints);
+  Memory(MemoryConfig config, CheckpointCache* checkpoints);
 
   // State slots the executor's state store must hold for `config` (0: not recurrent).
   static int32_t StateSlots(const MemoryConfig& config, bool hybrid_cache);
@@ -125,7 +125,7 @@ class Memory {
   const MemoryConfig& config() const { return config_; }
   const BlockPool& pool() const { return pool_; }
   const RadixTree* tree() const { return tree_.get(); }
-  HybridPrefixCache* checkpoints() const { return checkpoints_; }
+  CheckpointCache* checkpoints() const { return checkpoints_; }
   bool prefix_cache() const { return tree_ != nullptr; }
   int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
   // Empty when consistent: the tree's invariants, and every slot accounted for once.
@@ -138,7 +138,7 @@ class Memory {
   MemoryConfig config_;
   BlockPool pool_;
   std::unique_ptr<RadixTree> tree_;
-  HybridPrefixCache* checkpoints_ = nullptr;
+  CheckpointCache* checkpoints_ = nullptr;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, checkpoint_free_;
 };

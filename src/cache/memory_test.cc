@@ -1,4 +1,5 @@
 #include "cache/memory.h"
+#include "cache/hybrid_radix_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -101,7 +102,7 @@ TEST(Memory, HybridCheckpointsAreCopiedRestoredAndCapturedAtBranchPoints) {
   hc.policy = HybridPolicy::kSglangPlus;
   const int32_t checkpoints = 4;
   hc.capacity_bytes = (checkpoints + 0.5) * static_cast<double>(cost.CheckpointBytes());
-  auto cache = MakeHybridCache(hc, cost);
+  auto cache = MakeRadixHybridCache(hc, cost);
   Memory mem({.num_blocks = 64, .block_tokens = 4, .prefix_cache = true, .max_running = 2, .recurrent = true,
               .checkpoint_slots = checkpoints},
              cache.get());

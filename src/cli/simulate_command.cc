@@ -215,8 +215,9 @@ int RunSimulate(SimulateOptions& o) {
     config.capacity_bytes = *capacity;
     config.alpha = o.alpha;
     config.bootstrap_multiplier = o.bootstrap_multiplier;
-    config.accounting = accounting;
     config.tuning_pool = &pool;
+    if (o.reference && *policy == cache::HybridPolicy::kLru)
+      return fail(core::InvalidArgument("the Marconi artifact has no lru policy; --reference-accounting takes vllm+, sglang+, marconi or marconi-static"));
     if (*policy == cache::HybridPolicy::kMarconiStatic && !o.alpha_set)
       return fail(core::InvalidArgument("marconi-static needs --alpha"));
     sims.emplace_back(config, cost, ttft);

@@ -27,7 +27,7 @@ cache::MemoryConfig Engine::MemoryConfigOf(const EngineConfig& c, const Executor
           .checkpoint_slots = c.checkpoint_slots};
 }
 
-Engine::Engine(EngineConfig config, Executor& executor, cache::HybridPrefixCache* checkpoints)
+Engine::Engine(EngineConfig config, Executor& executor, cache::CheckpointCache* checkpoints)
     : config_(config), executor_(executor), memory_(MemoryConfigOf(config, executor), checkpoints) {
   // Memory turns the prefix cache off for a recurrent model without a hybrid cache.
   config_.prefix_cache = memory_.prefix_cache();

@@ -63,7 +63,7 @@ class Engine {
   // checkpoints: the hybrid prefix cache of a model with recurrent layers (borrowed; null =
   // such a model is served without prefix reuse). Its capacity must be checkpoint_slots
   // checkpoints.
-  Engine(EngineConfig config, Executor& executor, cache::HybridPrefixCache* checkpoints = nullptr);
+  Engine(EngineConfig config, Executor& executor, cache::CheckpointCache* checkpoints = nullptr);
   ~Engine();
 
   // Queues a request; the callback receives every token and a final event.

@@ -52,7 +52,8 @@ core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model
   cfg.alpha = alpha;
   // Capacity of exactly checkpoint_slots checkpoints (half a checkpoint of slack for rounding).
   cfg.capacity_bytes = (checkpoint_slots + 0.5) * static_cast<double>(cost.CheckpointBytes());
-  out.cache = cache::MakeHybridCache(cfg, cost);
+  cfg.tune_in_background = true;  // no engine step waits for marconi's replays
+  RADIXLM_ASSIGN_OR_RETURN(out.cache, cache::MakeCheckpointCache(cfg, cost));
   out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, true));
   return out;
 }

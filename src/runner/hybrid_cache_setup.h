@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "cache/hybrid_radix_cache.h"
+#include "cache/hybrid_cache.h"
 #include "models/model_config.h"
 #include "models/ssm_state.h"
 
@@ -15,7 +15,7 @@ namespace radixlm::runner {
 
 struct HybridServing {
   std::unique_ptr<models::SsmStateStore> states;
-  std::unique_ptr<cache::HybridPrefixCache> cache;  // null: no prefix reuse
+  std::unique_ptr<cache::CheckpointCache> cache;  // null: no prefix reuse
 };
 
 // The cache-relevant shape of a model the engine runs: KV bytes per element as the KV store

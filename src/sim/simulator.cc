@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include "cache/marconi_reference.h"
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -47,7 +49,14 @@ double Percentile(std::vector<double> v, double q) {
 
 Simulator::Simulator(const cache::HybridCacheConfig& config, const cache::CostModel& cost,
                      TtftModel ttft)
-    : config_(config), cost_(cost), ttft_(ttft), cache_(cache::MakeHybridCache(config, cost)) {
+    : config_(config), cost_(cost), ttft_(ttft) {
+  if (cost.accounting() == cache::Accounting::kReference) {
+    auto made = cache::MakeMarconiReferenceCache(config, cost);
+    RADIXLM_CHECK_MSG(made.ok(), made.status().message());
+    cache_ = std::move(made).value();
+  } else {
+    cache_ = cache::MakeHybridCache(config, cost);
+  }
   result_.policy = cache::HybridPolicyName(config.policy);
   result_.capacity_bytes = config.capacity_bytes;
   int64_t lo = 0;

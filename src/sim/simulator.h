@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/hybrid_radix_cache.h"
+#include "cache/hybrid_cache.h"
 #include "core/status.h"
 #include "sim/trace.h"
 

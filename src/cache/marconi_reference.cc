@@ -1,0 +1,566 @@
+#include "cache/marconi_reference.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cache/alpha_tuner.h"
+#include "cache/block_tree_internal.h"
+#include "cache/python_heap.h"
+
+namespace radixlm::cache {
+namespace {
+
+constexpr int32_t kRoot = 0;
+
+// radix_cache_hybrid.py (SGLang+ when evicting leaves by LRU, Marconi with evict_v2).
+class ReferenceRadixCache final : public HybridPrefixCache {
+ public:
+  ReferenceRadixCache(const HybridCacheConfig& config, const CostModel& cost)
+      : config_(config), cost_(cost), alpha_(config.alpha) {
+    nodes_.emplace_back();
+    nodes_[kRoot].alive = true;
+    if (config.policy == HybridPolicy::kMarconi) tuner_ = std::make_shared<AlphaTuner>(config_);
+  }
+  // A replica for a tuning replay: the tree copied, alpha fixed.
+  ReferenceRadixCache(const ReferenceRadixCache& from, double alpha)
+      : config_(from.config_), cost_(from.cost_), alpha_(alpha), nodes_(from.nodes_),
+        free_nodes_(from.free_nodes_), node_count_(from.node_count_), kv_tokens_(from.kv_tokens_),
+        clock_(from.clock_) {
+    config_.policy = HybridPolicy::kMarconiStatic;
+    config_.tuning_pool = nullptr;
+  }
+
+  HybridLookup Lookup(std::span<const int32_t> input) override {
+    Tick();
+    if (tuner_ && history_.empty() && !tuner_->tuned()) snapshot_ = std::make_shared<ReferenceRadixCache>(*this, alpha_);
+    const Walk walk = Match(input);
+    if (PathRefresh()) RefreshPath(walk);
+    HybridLookup result;
+    result.matched_tokens = walk.matched;
+    result.hit_tokens = KvOnlyHits() ? walk.matched : walk.reusable;
+    result.branch_checkpoint = !KvOnlyHits() && walk.matched > walk.reusable;
+    result.node = KvOnlyHits() ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
+    if (!PathRefresh() && result.node >= 0) Touch(result.node);  // only the node serving the hit
+    history_.push_back({static_cast<int64_t>(input.size()), result.hit_tokens});
+    if (tuner_) tuner_->RecordLookup(input);
+    return result;
+  }
+
+  HybridReservation Reserve(std::span<const int32_t> sequence) const override {
+    const Walk walk = Match(sequence);
+    HybridReservation r;
+    r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
+    r.checkpoints = walk.matched > walk.reusable ? 2 : 1;
+    r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
+    r.bytes_over_capacity =
+        std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
+    return r;
+  }
+
+  // The reference's insert: a dry-run match (which refreshes recency like a real one), an
+  // estimate of the bytes, one eviction call, then the insertion whatever the eviction freed.
+  void Admit(std::span<const int32_t> sequence) override {
+    Tick();
+    if (tuner_) {
+      tuner_->RecordFinish(sequence);
+      PollTuner();
+    }
+    Tick();
+    const Walk walk = Match(sequence);
+    if (PathRefresh()) RefreshPath(walk);
+    if (!PathRefresh() && !walk.full.empty()) Touch(walk.full.back());
+    const HybridReservation r = Reserve(sequence);
+    if (r.bytes_over_capacity > 0) Evict(r.bytes_over_capacity);
+    InsertSequence(sequence);
+  }
+
+  void Lock(const HybridLookup& lookup) override {
+    if (lookup.node < 0) return;
+    ++nodes_[lookup.node].state_lock_ref;
+    for (int32_t n = lookup.node; n != kRoot; n = nodes_[n].parent) ++nodes_[n].lock_ref;
+  }
+  void Unlock(const HybridLookup& lookup) override {
+    if (lookup.node < 0) return;
+    RADIXLM_CHECK(nodes_[lookup.node].state_lock_ref > 0);
+    --nodes_[lookup.node].state_lock_ref;
+    for (int32_t n = lookup.node; n != kRoot; n = nodes_[n].parent) {
+      RADIXLM_CHECK(nodes_[n].lock_ref > 0);
+      --nodes_[n].lock_ref;
+    }
+  }
+  double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
+  double alpha() const override { return alpha_; }
+  const std::vector<HybridRequestStat>& history() const override { return history_; }
+  HybridCacheStats Stats() const override {
+    HybridCacheStats s = counters_;
+    for (const HybridRequestStat& r : history_) {
+      ++s.requests;
+      s.hit_requests += r.hit_tokens > 0;
+      s.input_tokens += r.input_tokens;
+      s.hit_tokens += r.hit_tokens;
+    }
+    s.flops_saved = HistoryFlopsSaved(cost_, history_);
+    s.bootstrap_window = bootstrap_window_;
+    if (tuner_) {
+      s.alpha_tuned = tuner_->tuned();
+      s.tuning_window_tokens = tuner_->peak_tokens();
+    }
+    return s;
+  }
+  int64_t NodeCount() const override { return node_count_; }
+  void CheckInvariants() const override {
+    int64_t count = 0, tokens = 0;
+    std::vector<int32_t> stack = {kRoot};
+    while (!stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      const Node& n = nodes_[id];
+      RADIXLM_CHECK(n.alive);
+      if (id != kRoot) {
+        ++count;
+        tokens += static_cast<int64_t>(n.tokens.size());
+        RADIXLM_CHECK(!n.tokens.empty());
+        RADIXLM_CHECK(n.depth == nodes_[n.parent].depth + static_cast<int64_t>(n.tokens.size()));
+      }
+      for (const auto& [token, child] : n.children) {
+        RADIXLM_CHECK(nodes_[child].parent == id && nodes_[child].tokens[0] == token);
+        stack.push_back(child);
+      }
+    }
+    RADIXLM_CHECK(count == node_count_ && tokens == kv_tokens_);
+  }
+
+ private:
+  struct Node {
+    int32_t parent = -1;
+    std::vector<int32_t> tokens;
+    // (first token of the child's edge, child) in insertion order: the reference's dict order,
+    // which decides ties among equally scored eviction candidates.
+    std::vector<std::pair<int32_t, int32_t>> children;
+    int64_t depth = 0;
+    int64_t last_access = 0;
+    int32_t lock_ref = 0, state_lock_ref = 0;
+    bool alive = false;
+  };
+  struct Walk {
+    std::vector<int32_t> full;     // fully matched nodes
+    int64_t matched = 0;           // raw matched tokens
+    int64_t reusable = 0;          // the sum of the fully matched nodes' edges
+    std::vector<int32_t> visited;  // root first
+    int32_t deepest_state = -1;
+  };
+
+  bool PathRefresh() const { return config_.policy == HybridPolicy::kSglangPlus; }
+  bool KvOnlyHits() const { return cost_.shape().n_ssm_layers == 0; }
+  int64_t TreeBytesExact() const { return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_); }
+  void Tick() { ++clock_; }
+  void Touch(int32_t node) { nodes_[node].last_access = clock_; }
+  void RefreshPath(const Walk& walk) {
+    for (int32_t n : walk.visited) Touch(n);
+  }
+  int32_t FindChild(int32_t node, int32_t first_token) const {
+    for (const auto& [token, child] : nodes_[node].children)
+      if (token == first_token) return child;
+    return -1;
+  }
+  void ReplaceChild(int32_t parent, int32_t old_child, int32_t new_child) {
+    for (auto& entry : nodes_[parent].children)
+      if (entry.second == old_child) entry.second = new_child;
+  }
+  double Efficiency(int32_t node) const {
+    const Node& n = nodes_[node];
+    const int64_t edge = static_cast<int64_t>(n.tokens.size());
+    return ExactRatio(cost_.NodeMarginalFlops(n.depth - edge, edge), cost_.NodeRankingBytes(n.depth - edge, edge));
+  }
+
+  int32_t NewNode() {
+    int32_t id;
+    if (!free_nodes_.empty()) {
+      id = free_nodes_.back();
+      free_nodes_.pop_back();
+      nodes_[id] = Node();
+    } else {
+      id = static_cast<int32_t>(nodes_.size());
+      nodes_.emplace_back();
+    }
+    nodes_[id].alive = true;
+    nodes_[id].last_access = clock_;
+    ++node_count_;
+    return id;
+  }
+
+  // Keeps descending below a partially matched edge, from the token where the match stopped
+  // (a quirk of the reference's recursion; it can count tokens it never compared).
+  Walk Match(std::span<const int32_t> key) const {
+    Walk walk;
+    int32_t node = kRoot;
+    size_t pos = 0;
+    walk.visited.push_back(node);
+    while (pos < key.size()) {
+      const int32_t child = FindChild(node, key[pos]);
+      if (child < 0) break;
+      const std::vector<int32_t>& edge = nodes_[child].tokens;
+      size_t n = 0;
+      while (n < edge.size() && pos + n < key.size() && edge[n] == key[pos + n]) ++n;
+      walk.matched += static_cast<int64_t>(n);
+      pos += n;
+      if (n == edge.size()) {
+        walk.full.push_back(child);
+        walk.reusable += static_cast<int64_t>(n);
+        walk.deepest_state = child;
+      }
+      node = child;
+      walk.visited.push_back(node);
+    }
+    return walk;
+  }
+
+  void PollTuner() {
+    if (!tuner_ || tuner_->tuned() || !snapshot_) return;
+    const std::shared_ptr<const ReferenceRadixCache> snapshot = snapshot_;
+    const CostModel cost = cost_;
+    auto replay = [snapshot, cost](double alpha, const std::vector<AlphaTuner::Request>& window, int last_n) {
+      ReferenceRadixCache replica(*snapshot, alpha);
+      for (const AlphaTuner::Request& r : window) {
+        std::span<const int32_t> all(r.tokens);
+        replica.Lookup(all.first(r.input_len));
+        replica.Admit(all);
+      }
+      const size_t n = replica.history_.size();
+      const size_t take = std::min<size_t>(n, last_n);
+      return HistoryFlopsSaved(cost, std::span<const HybridRequestStat>(replica.history_).subspan(n - take));
+    };
+    if (const std::optional<double> tuned = tuner_->Poll(static_cast<int64_t>(history_.size()), replay)) {
+      alpha_ = *tuned;
+      snapshot_.reset();
+    }
+  }
+
+  void SplitEdge(int32_t child, int64_t at) {
+    const int32_t split = NewNode();
+    Node& s = nodes_[split];
+    Node& c = nodes_[child];
+    s.parent = c.parent;
+    s.tokens.assign(c.tokens.begin(), c.tokens.begin() + at);
+    s.depth = c.depth - static_cast<int64_t>(c.tokens.size()) + at;
+    s.lock_ref = c.lock_ref;
+    c.tokens.erase(c.tokens.begin(), c.tokens.begin() + at);
+    s.children.push_back({c.tokens[0], child});
+    ReplaceChild(s.parent, child, split);
+    c.parent = split;
+    ++counters_.branch_checkpoints;
+    ++counters_.checkpoints_admitted;
+  }
+
+  void InsertSequence(std::span<const int32_t> sequence) {
+    int32_t node = kRoot;
+    size_t pos = 0;
+    if (PathRefresh()) Touch(node);
+    while (pos < sequence.size()) {
+      const int32_t child = FindChild(node, sequence[pos]);
+      if (child < 0) break;
+      const std::vector<int32_t>& edge = nodes_[child].tokens;
+      size_t n = 0;
+      while (n < edge.size() && pos + n < sequence.size() && edge[n] == sequence[pos + n]) ++n;
+      if (n == edge.size()) {
+        node = child;
+        pos += n;
+        // The reference's insert refreshes a fully matched node only if it descends past it.
+        if (PathRefresh() && pos < sequence.size()) Touch(node);
+        continue;
+      }
+      SplitEdge(child, static_cast<int64_t>(n));
+      node = nodes_[child].parent;
+      pos += n;
+      if (PathRefresh()) Touch(node);
+    }
+    if (pos == sequence.size()) return;
+    const int32_t parent = node;
+    const int32_t leaf = NewNode();
+    Node& l = nodes_[leaf];
+    l.parent = parent;
+    l.tokens.assign(sequence.begin() + pos, sequence.end());
+    l.depth = nodes_[parent].depth + static_cast<int64_t>(l.tokens.size());
+    kv_tokens_ += static_cast<int64_t>(l.tokens.size());
+    nodes_[parent].children.push_back({l.tokens[0], leaf});
+    ++counters_.checkpoints_admitted;
+  }
+
+  void DeleteLeaf(int32_t node) {
+    Node& n = nodes_[node];
+    RADIXLM_CHECK(n.children.empty() && node != kRoot);
+    auto& siblings = nodes_[n.parent].children;
+    for (auto it = siblings.begin(); it != siblings.end(); ++it) {
+      if (it->second == node) {
+        siblings.erase(it);
+        break;
+      }
+    }
+    kv_tokens_ -= static_cast<int64_t>(n.tokens.size());
+    n.alive = false;
+    n.tokens.clear();
+    n.tokens.shrink_to_fit();
+    free_nodes_.push_back(node);
+    --node_count_;
+    ++counters_.evictions;
+  }
+
+  void MergeIntoChild(int32_t node) {
+    Node& n = nodes_[node];
+    RADIXLM_CHECK(n.children.size() == 1 && node != kRoot);
+    const int32_t child = n.children[0].second;
+    Node& c = nodes_[child];
+    c.tokens.insert(c.tokens.begin(), n.tokens.begin(), n.tokens.end());
+    c.last_access = std::max(c.last_access, n.last_access);
+    c.parent = n.parent;
+    ReplaceChild(n.parent, node, child);
+    n.alive = false;
+    n.tokens.clear();
+    n.children.clear();
+    free_nodes_.push_back(node);
+    --node_count_;
+    ++counters_.evictions;
+  }
+
+  void Evict(double bytes_to_remove) {
+    Tick();
+    if (bootstrap_window_ < 0) bootstrap_window_ = static_cast<int64_t>(config_.bootstrap_multiplier) * history_.size();
+    if (tuner_) tuner_->OnEviction(static_cast<int64_t>(history_.size()));
+    double bytes_evicted = 0;
+    if (config_.policy == HybridPolicy::kSglangPlus) {
+      // A heap of the current leaves by last access; a parent left childless joins it.
+      std::vector<int32_t> leaves;
+      std::vector<int32_t> stack = {kRoot};
+      while (!stack.empty()) {  // preorder, children in insertion order
+        const int32_t id = stack.back();
+        stack.pop_back();
+        if (nodes_[id].children.empty()) leaves.push_back(id);
+        for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it) stack.push_back(it->second);
+      }
+      auto older = [this](int32_t x, int32_t y) { return nodes_[x].last_access < nodes_[y].last_access; };
+      PythonHeap<int32_t, decltype(older)> heap(std::move(leaves), older);
+      while (bytes_evicted < bytes_to_remove && !heap.empty()) {
+        const int32_t x = heap.Pop();
+        if (x == kRoot) break;
+        bytes_evicted += static_cast<double>(cost_.CheckpointBytes() +
+                                             cost_.KvBytes(static_cast<int64_t>(nodes_[x].tokens.size())));
+        const int32_t parent = nodes_[x].parent;
+        DeleteLeaf(x);
+        if (nodes_[parent].children.empty()) heap.Push(parent);
+      }
+      return;
+    }
+    // Marconi (evict_v2): rescan the nodes with <= 1 child for every victim.
+    std::vector<int32_t> candidates;
+    std::vector<double> efficiency, recency;
+    while (bytes_evicted < bytes_to_remove && node_count_ > 0) {
+      candidates.clear();
+      std::vector<int32_t> stack = {kRoot};
+      while (!stack.empty()) {
+        const int32_t id = stack.back();
+        stack.pop_back();
+        if (id != kRoot && nodes_[id].children.size() <= 1) candidates.push_back(id);
+        for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it) stack.push_back(it->second);
+      }
+      efficiency.clear();
+      recency.clear();
+      for (int32_t id : candidates) {
+        efficiency.push_back(Efficiency(id));
+        recency.push_back(1.0 / static_cast<double>(clock_ - nodes_[id].last_access));
+      }
+      auto normalize = [](std::vector<double>& v) {  // utils._normalize
+        if (v.size() > 1) {
+          const double lo = *std::min_element(v.begin(), v.end());
+          const double hi = *std::max_element(v.begin(), v.end());
+          if (lo != hi) {
+            for (double& x : v) x = (x - lo) / (hi - lo);
+            return;
+          }
+        }
+        std::fill(v.begin(), v.end(), 1.0);
+      };
+      normalize(efficiency);
+      normalize(recency);
+      size_t victim = 0;
+      double best = std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const double utility = alpha_ * efficiency[i] + recency[i];
+        if (utility < best) best = utility, victim = i;  // first minimum, as list.index(min(...))
+      }
+      ++counters_.victim_searches;
+      counters_.victim_scored += static_cast<int64_t>(candidates.size());
+      counters_.victim_candidates += static_cast<int64_t>(candidates.size());
+      const int32_t id = candidates[victim];
+      if (nodes_[id].children.empty()) {
+        // The reference credits the edge length of the *last candidate scored*, not the victim's.
+        const int64_t credited = static_cast<int64_t>(nodes_[candidates.back()].tokens.size());
+        bytes_evicted += static_cast<double>(cost_.CheckpointBytes() + cost_.KvBytes(credited));
+        DeleteLeaf(id);
+      } else {
+        bytes_evicted += static_cast<double>(cost_.CheckpointBytes());
+        MergeIntoChild(id);
+      }
+    }
+  }
+
+  HybridCacheConfig config_;
+  CostModel cost_;
+  double alpha_;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> free_nodes_;
+  int64_t node_count_ = 0, kv_tokens_ = 0, clock_ = 0;
+  std::vector<HybridRequestStat> history_;
+  HybridCacheStats counters_;
+  int64_t bootstrap_window_ = -1;
+  std::shared_ptr<AlphaTuner> tuner_;
+  std::shared_ptr<const ReferenceRadixCache> snapshot_;
+};
+
+// radix_cache_vllm.py.
+class ReferenceBlockCache final : public HybridPrefixCache {
+ public:
+  ReferenceBlockCache(const HybridCacheConfig& config, const CostModel& cost)
+      : config_(config), cost_(cost), tree_(config.vllm_block_tokens, /*keep_child_order=*/true, /*lru_index=*/false) {}
+
+  HybridLookup Lookup(std::span<const int32_t> input) override {
+    ++clock_;
+    const internal::BlockTree::MatchResult m = tree_.Match(input);
+    Refresh(m);
+    HybridLookup result;
+    result.matched_tokens = result.hit_tokens = m.matched;
+    result.node = m.nodes.empty() ? -1 : m.nodes.back();
+    history_.push_back({static_cast<int64_t>(input.size()), m.matched});
+    return result;
+  }
+
+  // "Maybe off by one or two token blocks": the root counts as a matched block, and the
+  // checkpoints are a fraction (extra / block).
+  HybridReservation Reserve(std::span<const int32_t> sequence) const override {
+    const internal::BlockTree::MatchResult m = tree_.Match(sequence);
+    const int block = tree_.block();
+    HybridReservation r;
+    r.new_tokens = static_cast<int64_t>(sequence.size()) - block * static_cast<int64_t>(m.nodes.size() + 1);
+    const double states = static_cast<double>(r.new_tokens) / block;
+    const double needed = states * cost_.shape().n_ssm_layers * cost_.SsmStateBytesPerLayer() +
+                          static_cast<double>(cost_.KvBytes(r.new_tokens));
+    r.checkpoints = static_cast<int>(states);
+    r.bytes_needed = static_cast<int64_t>(needed);
+    r.bytes_over_capacity = std::max(0.0, static_cast<double>(TreeBytesExact()) + needed - config_.capacity_bytes);
+    return r;
+  }
+
+  void Admit(std::span<const int32_t> sequence) override {
+    clock_ += 2;  // the insertion, then its dry-run match: one clock step each
+    Refresh(tree_.Match(sequence));
+    const HybridReservation r = Reserve(sequence);
+    if (r.bytes_over_capacity > 0) Evict(r.bytes_over_capacity);
+    Insert(sequence);
+  }
+
+  void Lock(const HybridLookup& lookup) override {
+    for (int32_t n = lookup.node; n > kRoot; n = tree_.node(n).parent) tree_.AddLock(n, +1);
+  }
+  void Unlock(const HybridLookup& lookup) override {
+    for (int32_t n = lookup.node; n > kRoot; n = tree_.node(n).parent) tree_.AddLock(n, -1);
+  }
+  double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
+  const std::vector<HybridRequestStat>& history() const override { return history_; }
+  HybridCacheStats Stats() const override {
+    HybridCacheStats s = counters_;
+    for (const HybridRequestStat& r : history_) {
+      ++s.requests;
+      s.hit_requests += r.hit_tokens > 0;
+      s.input_tokens += r.input_tokens;
+      s.hit_tokens += r.hit_tokens;
+    }
+    s.flops_saved = HistoryFlopsSaved(cost_, history_);
+    return s;
+  }
+  int64_t NodeCount() const override { return tree_.node_count(); }
+  void CheckInvariants() const override { tree_.CheckInvariants(); }
+
+ private:
+  int64_t TreeBytesExact() const {
+    return tree_.node_count() * cost_.CheckpointBytes() + cost_.KvBytes(tree_.kv_tokens());
+  }
+  void Refresh(const internal::BlockTree::MatchResult& m) {
+    for (int32_t n : m.visited) tree_.Touch(n, clock_);
+  }
+
+  void Insert(std::span<const int32_t> key) {
+    int32_t node = kRoot;
+    const int block = tree_.block();
+    for (;;) {
+      tree_.Touch(node, clock_);
+      const int32_t next = tree_.InsertStep(node, key);
+      if (next >= 0) {
+        key = key.subspan(tree_.node(next).len);
+        node = next;
+        continue;
+      }
+      if (key.empty()) return;
+      const internal::BlockTree::Node& n = tree_.node(node);
+      if (node == kRoot || n.len == block) {
+        const size_t take = std::min<size_t>(block, key.size());
+        ++counters_.checkpoints_admitted;
+        node = tree_.NewNode(node, key.first(take), clock_);
+        key = key.subspan(take);
+        continue;
+      }
+      // Fill the partial block in place; the reference re-keys it (last among its siblings).
+      const size_t take = std::min<size_t>(block - n.len, key.size());
+      tree_.Extend(node, key.first(take));
+      key = key.subspan(take);
+    }
+  }
+
+  void Evict(double bytes_to_remove) {
+    ++clock_;
+    std::vector<int32_t> leaves, stack = {kRoot};
+    while (!stack.empty()) {
+      const int32_t id = stack.back();
+      stack.pop_back();
+      const internal::BlockTree::Node& n = tree_.node(id);
+      if (n.num_children == 0 && n.lock_ref == 0) leaves.push_back(id);
+      for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.push_back(*it);
+    }
+    auto older = [this](int32_t x, int32_t y) { return tree_.node(x).last_access < tree_.node(y).last_access; };
+    PythonHeap<int32_t, decltype(older)> heap(std::move(leaves), older);
+    double evicted = 0;
+    while (evicted < bytes_to_remove && !heap.empty()) {
+      const int32_t x = heap.Pop();
+      if (x == kRoot) break;
+      evicted += static_cast<double>(cost_.CheckpointBytes() +
+                                     cost_.KvBytes(tree_.node(x).len));
+      const int32_t parent = tree_.node(x).parent;
+      tree_.RemoveLeaf(x);
+      ++counters_.evictions;
+      if (tree_.node(parent).num_children == 0 && tree_.node(parent).lock_ref == 0) heap.Push(parent);
+    }
+  }
+
+  HybridCacheConfig config_;
+  CostModel cost_;
+  internal::BlockTree tree_;
+  int64_t clock_ = 0;
+  std::vector<HybridRequestStat> history_;
+  HybridCacheStats counters_;
+};
+
+}  // namespace
+
+core::StatusOr<std::unique_ptr<HybridPrefixCache>> MakeMarconiReferenceCache(const HybridCacheConfig& config,
+                                                                             const CostModel& cost) {
+  if (cost.accounting() != Accounting::kReference)
+    return core::InvalidArgument("the reference cache needs the reference cost model");
+  switch (config.policy) {
+    case HybridPolicy::kVllmPlus: return std::unique_ptr<HybridPrefixCache>(std::make_unique<ReferenceBlockCache>(config, cost));
+    case HybridPolicy::kSglangPlus:
+    case HybridPolicy::kMarconi:
+    case HybridPolicy::kMarconiStatic: return std::unique_ptr<HybridPrefixCache>(std::make_unique<ReferenceRadixCache>(config, cost));
+    case HybridPolicy::kLru: break;
+  }
+  return core::InvalidArgument("the Marconi artifact has no lru policy; use --reference-accounting with vllm+, sglang+, marconi or marconi-static");
+}
+
+}  // namespace radixlm::cache
