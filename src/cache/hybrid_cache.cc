@@ -50,4 +50,20 @@ core::StatusOr<std::unique_ptr<CheckpointCache>> MakeCheckpointCache(const Hybri
   return MakeRadixHybridCache(config, cost);
 }
 
+core::StatusOr<std::unique_ptr<CheckpointCache>> MakeSlotCheckpointCache(HybridPolicy policy, int slots,
+                                                                         HybridShape shape, double alpha) {
+  if (policy != HybridPolicy::kSglangPlus && policy != HybridPolicy::kMarconi && policy != HybridPolicy::kMarconiStatic)
+    return core::InvalidArgument(std::string("policy '") + HybridPolicyName(policy) +
+                                 "' cannot serve a model with Mamba2 layers (use sglang+, marconi or marconi-static)");
+  if (slots <= 0) return core::InvalidArgument("a checkpoint cache needs at least one slot");
+  shape.kv_elem_bytes = 0;
+  const CostModel cost(shape, Accounting::kCorrected);
+  HybridCacheConfig config;
+  config.policy = policy;
+  config.alpha = alpha;
+  config.capacity_bytes = (slots + 0.5) * static_cast<double>(cost.CheckpointBytes());
+  config.tune_in_background = true;
+  return MakeCheckpointCache(config, cost);
+}
+
 }  // namespace radixlm::cache

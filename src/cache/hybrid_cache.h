@@ -145,6 +145,13 @@ std::unique_ptr<HybridPrefixCache> MakeHybridCache(const HybridCacheConfig& conf
 core::StatusOr<std::unique_ptr<CheckpointCache>> MakeCheckpointCache(const HybridCacheConfig& config,
                                                                      const CostModel& cost);
 
+// The engine's checkpoint cache: room for exactly `slots` checkpoints of `shape` (KV is the
+// block tree's business, so the shape's KV is not counted; half a checkpoint of slack for
+// rounding). Policies sglang+, marconi (tuned in the background: no engine step waits for its
+// replays), marconi-static (alpha).
+core::StatusOr<std::unique_ptr<CheckpointCache>> MakeSlotCheckpointCache(HybridPolicy policy, int slots,
+                                                                         HybridShape shape, double alpha = 0);
+
 // FLOPs saved over a request history, as the reference computes it (SSM term on the summed
 // hit tokens, attention and MLP per request; the sum is linear, so this equals the per-request
 // sum of CostModel::PrefixFlops).

@@ -14,8 +14,18 @@ int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
   return hybrid_cache ? 2 * c.max_running + c.checkpoint_slots + 2 : c.max_running;
 }
 
-Memory::Memory(MemoryConfig config, CheckpointCache* checkpoints)
-    : config_(config), pool_({config.num_blocks, config.block_tokens}), checkpoints_(checkpoints) {
+Memory::Memory(MemoryConfig config, PrefixCaches caches)
+    : config_(config),
+      pool_({config.mode == MemoryMode::kByteBudget ? 0 : config.num_blocks, config.block_tokens}),
+      checkpoints_(caches.checkpoints) {
+  if (config_.mode == MemoryMode::kByteBudget) {
+    // Nothing is stored: no blocks, no tree, no state slots; the policy decides hits.
+    budget_ = config_.prefix_cache ? caches.budget : nullptr;
+    config_.prefix_cache = budget_ != nullptr;
+    config_.recurrent = false;
+    checkpoints_ = nullptr;
+    return;
+  }
   // A recurrent state cannot be rolled back to a KV-cache hit: a model with recurrent layers
   // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the
   // attention layers up to that point. Without a hybrid cache it reuses nothing.
@@ -35,13 +45,27 @@ Memory::Memory(MemoryConfig config, CheckpointCache* checkpoints)
 }
 
 int64_t Memory::CachedPrefix(const std::vector<int32_t>& tokens) const {
+  // kByteBudget: the policy has no side-effect-free lookup; admission order is arrival order.
   return tree_ ? tree_->Match(tokens, static_cast<int64_t>(tokens.size()) - 1).length : 0;
+}
+
+int64_t Memory::max_sequence_tokens() const {
+  if (config_.mode == MemoryMode::kByteBudget) return std::numeric_limits<int64_t>::max() / 4;
+  return int64_t{config_.num_blocks} * config_.block_tokens;
 }
 
 bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, bool alone, MemorySeq* seq, Admitted* out) {
   RADIXLM_CHECK(!seq->holds_memory());
   const int64_t n = static_cast<int64_t>(tokens.size());
   *out = {};
+  if (config_.mode == MemoryMode::kByteBudget) {
+    if (budget_ && count_prompt > 0) {
+      const HybridLookup look = budget_->Lookup(std::span<const int32_t>(tokens.data(), count_prompt));
+      out->hit_tokens = look.hit_tokens;
+      out->cached_tokens = std::min(look.hit_tokens, n - 1);  // at least one token is computed
+    }
+    return true;
+  }
   if (config_.recurrent && free_slots_.empty()) return false;  // wait for a state slot
   if (!tree_) {
     auto blocks = pool_.Allocate(static_cast<int32_t>((n + config_.block_tokens - 1) / config_.block_tokens));
@@ -88,6 +112,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     seq->has_lock = a.cached_tokens > 0;
     out->cached_tokens = a.cached_tokens;
   }
+  out->hit_tokens = out->cached_tokens;
   if (config_.recurrent) {
     seq->state_slot = free_slots_.back();
     free_slots_.pop_back();
@@ -96,6 +121,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
 }
 
 bool Memory::Grow(MemorySeq* seq, int64_t upto) {
+  if (config_.mode == MemoryMode::kByteBudget) return true;
   const int64_t need =
       (upto + config_.block_tokens - 1) / config_.block_tokens - static_cast<int64_t>(seq->block_table.size());
   if (need <= 0) return true;
@@ -123,6 +149,7 @@ StepState Memory::StateFor(MemorySeq* seq, int64_t from, int64_t n) {
 }
 
 void Memory::Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq) {
+  // kByteBudget: a sequence enters the policy's tree only when it finishes (Marconi's model).
   if (tree_) tree_->Insert(tokens, n, seq.block_table);
 }
 
@@ -158,6 +185,12 @@ std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, i
 std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64_t computed, ReleaseMode mode,
                                        MemorySeq* seq) {
   std::vector<StateCopy> copies;
+  if (config_.mode == MemoryMode::kByteBudget) {
+    // The executor stores nothing, so the last output token is as good as computed: admit the
+    // whole sequence (input + output), as Marconi's simulator does.
+    if (budget_ && mode == ReleaseMode::kFinish) budget_->Admit(tokens);
+    return copies;
+  }
   if (mode == ReleaseMode::kFinish) copies = AdmitStates(tokens, computed, seq);
   if (checkpoints_ && seq->capture_slot >= 0) {
     checkpoints_->Unlock(seq->checkpoint_lock);

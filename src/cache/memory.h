@@ -11,6 +11,14 @@
 //  - the hybrid prefix cache of checkpoints (the policy object, borrowed).
 // A sequence's share is a MemorySeq: the engine keeps it in its request; only Memory changes it.
 //
+// Two modes (MemoryMode):
+//  - kBlockPool (serving): KV lives in pool blocks, shared through the radix tree; a hybrid
+//    model's hits end at a checkpoint of the hybrid cache whose KV is still in the tree.
+//  - kByteBudget (a cost-model executor, which stores nothing): no blocks and no state slots;
+//    the hybrid cache policy alone decides hits, counting KV and checkpoints against one byte
+//    budget, as Marconi's simulator does. A request is looked up once (its prompt, at its first
+//    admission) and admitted whole (prompt + every output token) when it finishes.
+//
 // One sequence's life, as the engine calls it:
 //   CachedPrefix(tokens)        tokens a hit would serve now (no side effects: admission order)
 //   Admit(tokens, ...)          match (the KV tree and, for hybrids, the deepest checkpoint at or
@@ -40,7 +48,10 @@
 
 namespace radixlm::cache {
 
+enum class MemoryMode { kBlockPool, kByteBudget };
+
 struct MemoryConfig {
+  MemoryMode mode = MemoryMode::kBlockPool;
   int32_t num_blocks = 1024;
   int32_t block_tokens = 16;
   bool prefix_cache = true;
@@ -90,11 +101,20 @@ enum class ReleaseMode {
   kCancel,   // keep nothing
 };
 
+// The prefix caches a Memory uses (borrowed).
+struct PrefixCaches {
+  // kBlockPool: the hybrid cache for a recurrent model (null: such a model reuses no prefix);
+  // its capacity must be config.checkpoint_slots checkpoints.
+  CheckpointCache* checkpoints = nullptr;
+  // kByteBudget: the policy deciding every hit (null: nothing is reused).
+  HybridPrefixCache* budget = nullptr;
+  PrefixCaches() = default;
+  PrefixCaches(CheckpointCache* c) : checkpoints(c) {}  // NOLINT: the serving case reads as a pointer
+};
+
 class Memory {
  public:
-  // checkpoints: the hybrid prefix cache for a recurrent model (borrowed; null: such a model
-  // reuses no prefix). Its capacity must be config.checkpoint_slots checkpoints.
-  Memory(MemoryConfig config, CheckpointCache* checkpoints);
+  Memory(MemoryConfig config, PrefixCaches caches);
 
   // State slots the executor's state store must hold for `config` (0: not recurrent).
   static int32_t StateSlots(const MemoryConfig& config, bool hybrid_cache);
@@ -103,7 +123,9 @@ class Memory {
   int64_t CachedPrefix(const std::vector<int32_t>& tokens) const;
 
   struct Admitted {
-    int64_t cached_tokens = 0;
+    int64_t cached_tokens = 0;          // tokens whose KV (and state) the sequence starts with
+    int64_t hit_tokens = 0;             // the cache's hit for statistics (= cached_tokens, except
+                                        // that kByteBudget reports a whole-prompt hit whole)
     std::vector<BlockCopyPlan> copies;  // copy-on-write of a partially matched block
   };
   // Admits a sequence whose positions [0, tokens.size()) need KV, reusing its longest cached
@@ -123,6 +145,9 @@ class Memory {
   std::vector<StateCopy> Release(const std::vector<int32_t>& tokens, int64_t computed, ReleaseMode mode, MemorySeq* seq);
 
   const MemoryConfig& config() const { return config_; }
+  // The most tokens one sequence can hold (the pool's; unbounded in kByteBudget mode).
+  int64_t max_sequence_tokens() const;
+  HybridPrefixCache* budget() const { return budget_; }
   const BlockPool& pool() const { return pool_; }
   const RadixTree* tree() const { return tree_.get(); }
   CheckpointCache* checkpoints() const { return checkpoints_; }
@@ -139,6 +164,7 @@ class Memory {
   BlockPool pool_;
   std::unique_ptr<RadixTree> tree_;
   CheckpointCache* checkpoints_ = nullptr;
+  HybridPrefixCache* budget_ = nullptr;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, checkpoint_free_;
 };

@@ -1,6 +1,7 @@
-// radixlm simulate: replays a request trace through the hybrid prefix cache (the production
-// cache and policy code, no model) and reports hit rates, FLOPs saved and modelled TTFT; or,
-// with --generate, writes a synthetic workload trace.
+// radixlm simulate: replays a request trace through the serving engine with a cost model in place
+// of the model (sim/simulator.h: the engine's scheduler, memory and cache policies as served) and
+// reports hit rates, FLOPs saved and modelled TTFT; or, with --generate, writes a synthetic
+// workload trace.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/marconi_reference.h"
 #include "cli/commands.h"
 #include "core/thread_pool.h"
 #include "models/loader.h"
@@ -23,11 +25,16 @@ using nlohmann::json;
 
 struct SimulateOptions {
   std::string trace, generate, out, model = "marconi-7b", cache_size = "40GB", policy = "marconi";
-  std::string csv, plot, ttft_table, layers;
+  std::string csv, plot, ttft_table, layers, memory = "budget", arrivals = "sequential";
   double alpha = 0;
   bool alpha_set = false, reference = false, json_out = false, checkpoints_only = false;
   int bootstrap_multiplier = 5, threads = 2, block_tokens = 512;
   int64_t d_state = 0;
+  // --memory engine: the engine's serving memory, as `serve` takes it.
+  int64_t kv_tokens = 32768;
+  int32_t kv_block_tokens = 16;
+  int checkpoint_slots = 32, max_running = 16, step_tokens = 0;
+  int prefill_alignment = -1;  // -1: the model's (an engine model's Mamba2 chunk), else 0
   sim::WorkloadOptions workload;
 };
 
@@ -49,37 +56,49 @@ core::StatusOr<double> ParseBytes(const std::string& text) {
   return core::InvalidArgument("cache size '" + text + "': use a positive number and B, KB, MB, GB, KiB, MiB or GiB");
 }
 
-json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, bool reference) {
+json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, const SimulateOptions& o) {
   json j;
   j["policy"] = r.policy;
   j["model"] = shape.name;
+  j["memory"] = o.memory;
+  j["arrivals"] = o.arrivals;
   j["cache_size_bytes"] = r.capacity_bytes;
-  j["accounting"] = reference ? "reference" : "corrected";
-  j["requests"] = r.stats.requests;
-  j["input_tokens"] = r.stats.input_tokens;
-  j["hit_tokens"] = r.stats.hit_tokens;
-  j["token_hit_rate"] = r.stats.TokenHitRate();
-  j["request_hit_rate"] = r.stats.RequestHitRate();
-  if (r.stats.flops_saved >= 0 && r.stats.flops_saved < (cache::Flops{1} << 64))
-    j["flops_saved"] = static_cast<uint64_t>(r.stats.flops_saved);
+  j["accounting"] = o.reference ? "reference" : "corrected";
+  // The engine's metrics: the figures a served run reports.
+  const engine::EngineMetrics& m = r.metrics;
+  j["requests"] = m.requests_finished;
+  j["requests_rejected"] = m.requests_rejected;
+  j["input_tokens"] = m.prompt_tokens;
+  j["hit_tokens"] = m.cached_prompt_tokens;
+  j["token_hit_rate"] = m.TokenHitRate();
+  j["request_hit_rate"] = m.RequestHitRate();
+  j["computed_tokens"] = m.computed_tokens;
+  j["preemptions"] = m.preemptions;
+  j["engine_steps"] = r.steps;
+  j["simulated_seconds"] = r.simulated_seconds;
+  if (r.flops_saved >= 0 && r.flops_saved < (cache::Flops{1} << 64))
+    j["flops_saved"] = static_cast<uint64_t>(r.flops_saved);
   else
-    j["flops_saved"] = static_cast<double>(r.stats.flops_saved);
+    j["flops_saved"] = static_cast<double>(r.flops_saved);
   if (r.policy == "marconi" || r.policy == "marconi-static") {
     j["alpha"] = r.alpha;
   } else {
     j["alpha"] = nullptr;
   }
   if (r.policy == "marconi") {
-    j["alpha_tuned"] = r.stats.alpha_tuned;
-    j["bootstrap_window"] = r.stats.bootstrap_window;
+    j["alpha_tuned"] = r.cache.alpha_tuned;
+    j["bootstrap_window"] = r.cache.bootstrap_window;
+    j["tuning_window_tokens"] = r.cache.tuning_window_tokens;
   }
-  j["evictions"] = r.stats.evictions;
-  j["checkpoints_admitted"] = r.stats.checkpoints_admitted;
-  j["victim_searches"] = r.stats.victim_searches;
-  j["victim_candidates_scored"] = r.stats.victim_scored;
-  j["victim_candidate_set"] = r.stats.victim_candidates;
+  // The policy's own counters; engine memory's block tree reports evicted tokens.
+  j["evictions"] = r.cache.evictions;
+  j["evicted_tokens"] = m.evicted_tokens;
+  j["checkpoints_admitted"] = r.cache.checkpoints_admitted;
+  j["victim_searches"] = r.cache.victim_searches;
+  j["victim_candidates_scored"] = r.cache.victim_scored;
+  j["victim_candidate_set"] = r.cache.victim_candidates;
   j["seconds"] = r.seconds;
-  j["requests_per_second"] = r.seconds > 0 ? r.stats.requests / r.seconds : 0;
+  j["requests_per_second"] = r.seconds > 0 ? m.requests_finished / r.seconds : 0;
   j["ttft_ms"] = {{"p5", r.ttft_p5}, {"p50", r.ttft_p50}, {"p95", r.ttft_p95}};
   j["vanilla_ttft_ms"] = {{"p5", r.vanilla_p5}, {"p50", r.vanilla_p50}, {"p95", r.vanilla_p95}};
   json bins = json::array();
@@ -95,9 +114,9 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, bool r
 void PrintHuman(const sim::SimResult& r) {
   std::printf("%-15s cache %.3g GB  token hit %.4f  request hit %.4f  FLOPs saved %s  alpha %.1f  "
               "TTFT p50/p95 %.0f/%.0f ms (no cache %.0f/%.0f)  %.2f s\n",
-              r.policy.c_str(), r.capacity_bytes / 1e9, r.stats.TokenHitRate(), r.stats.RequestHitRate(),
-              cache::FlopsToString(r.stats.flops_saved).c_str(), r.alpha, r.ttft_p50, r.ttft_p95,
-              r.vanilla_p50, r.vanilla_p95, r.seconds);
+              r.policy.c_str(), r.capacity_bytes / 1e9, r.metrics.TokenHitRate(), r.metrics.RequestHitRate(),
+              cache::FlopsToString(r.flops_saved).c_str(), r.alpha, r.ttft_p50, r.ttft_p95, r.vanilla_p50,
+              r.vanilla_p95, r.seconds);
 }
 
 core::Status WriteCsv(const std::string& path, const std::vector<sim::SimResult>& results) {
@@ -172,8 +191,10 @@ int RunSimulate(SimulateOptions& o) {
   if (o.trace.empty() == o.generate.empty())
     return fail(core::InvalidArgument("give --trace FILE, or --generate KIND (with --out to write it)"));
   // A model the engine loads: its own layouts (the simulator does not link model code).
-  auto shape = sim::ResolveModelShape(o.model, [](const std::string& spec) -> core::StatusOr<cache::HybridShape> {
+  int model_alignment = 0;  // an engine model's Mamba2 chunk (what its executor reports)
+  auto shape = sim::ResolveModelShape(o.model, [&](const std::string& spec) -> core::StatusOr<cache::HybridShape> {
     RADIXLM_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadConfig(spec));
+    if (config.n_ssm_layers() > 0) model_alignment = config.ssm_chunk;
     return runner::ShapeOfModel(config);
   });
   if (!shape.ok()) return fail(shape.status());
@@ -201,33 +222,81 @@ int RunSimulate(SimulateOptions& o) {
     return fail(core::InvalidArgument("--sps and --art must be finite numbers"));
   const cache::Accounting accounting = o.reference ? cache::Accounting::kReference : cache::Accounting::kCorrected;
   const cache::CostModel cost(*shape, accounting);
+  const bool engine_memory = o.memory == "engine";
+  if (engine_memory && o.reference)
+    return fail(core::InvalidArgument("--reference-accounting is Marconi's byte-budget model; it takes --memory budget"));
   core::ThreadPool pool(o.threads);
-  std::vector<sim::Simulator> sims;
-  std::stringstream names(o.policy == "all" ? "vllm+,sglang+,marconi" : o.policy);
+  std::vector<std::unique_ptr<sim::Simulator>> sims;
+  std::stringstream names(o.policy == "all" ? (engine_memory ? "sglang+,marconi" : "vllm+,sglang+,marconi") : o.policy);
   for (std::string name; std::getline(names, name, ',');) {
     auto policy = cache::ParseHybridPolicy(name);
     if (!policy.ok()) return fail(policy.status());
     if (*policy == cache::HybridPolicy::kLru && shape->n_ssm_layers > 0)
       return fail(core::InvalidArgument("policy lru caches KV only: it needs an attention-only model (" +
                                         shape->name + " has SSM layers); use sglang+ or marconi"));
-    cache::HybridCacheConfig config;
-    config.policy = *policy;
-    config.capacity_bytes = *capacity;
-    config.alpha = o.alpha;
-    config.bootstrap_multiplier = o.bootstrap_multiplier;
-    config.tuning_pool = &pool;
     if (o.reference && *policy == cache::HybridPolicy::kLru)
       return fail(core::InvalidArgument("the Marconi artifact has no lru policy; --reference-accounting takes vllm+, sglang+, marconi or marconi-static"));
     if (*policy == cache::HybridPolicy::kMarconiStatic && !o.alpha_set)
       return fail(core::InvalidArgument("marconi-static needs --alpha"));
-    sims.emplace_back(config, cost, ttft);
+    sim::SimulatorConfig config;
+    config.name = name;
+    config.executor.step_cost = ttft;
+    config.arrivals = o.arrivals == "trace" ? sim::Arrivals::kTrace : sim::Arrivals::kSequential;
+    // Prefill in one step unless a budget is given: the TTFT line prices one prefill.
+    config.engine.scheduler.step_token_budget = o.step_tokens > 0 ? o.step_tokens : (1 << 30);
+    config.engine.scheduler.max_running = o.max_running;
+    sim::SimPolicy made;
+    if (!engine_memory) {
+      config.engine.memory_mode = cache::MemoryMode::kByteBudget;
+      config.capacity_bytes = *capacity;
+      cache::HybridCacheConfig hc;
+      hc.policy = *policy;
+      hc.capacity_bytes = *capacity;
+      hc.alpha = o.alpha;
+      hc.bootstrap_multiplier = o.bootstrap_multiplier;
+      hc.tuning_pool = &pool;
+      if (o.reference) {
+        auto ref = cache::MakeMarconiReferenceCache(hc, cost);
+        if (!ref.ok()) return fail(ref.status());
+        made.budget = std::move(ref).value();
+      } else {
+        made.budget = cache::MakeHybridCache(hc, cost);
+      }
+    } else {
+      // The engine's memory as served: KV blocks and the radix tree's LRU; a hybrid's checkpoint
+      // slots with the policy; the state slots its executor would hold.
+      config.engine.memory_mode = cache::MemoryMode::kBlockPool;
+      config.engine.block_tokens = o.kv_block_tokens;
+      config.engine.num_blocks = static_cast<int32_t>((o.kv_tokens + o.kv_block_tokens - 1) / o.kv_block_tokens);
+      config.engine.checkpoint_slots = o.checkpoint_slots;
+      config.capacity_bytes = static_cast<double>(cost.KvBytes(int64_t{config.engine.num_blocks} * o.kv_block_tokens));
+      if (shape->n_ssm_layers > 0) {
+        auto ckpt = cache::MakeSlotCheckpointCache(*policy, o.checkpoint_slots, *shape, o.alpha);
+        if (!ckpt.ok()) return fail(ckpt.status());
+        made.checkpoints = std::move(ckpt).value();
+        config.capacity_bytes += o.checkpoint_slots * static_cast<double>(cost.CheckpointBytes());
+        const cache::MemoryConfig layout{.max_running = o.max_running, .recurrent = true,
+                                         .checkpoint_slots = o.checkpoint_slots};
+        config.executor.state_slots = cache::Memory::StateSlots(layout, true);
+        config.executor.prefill_alignment = o.prefill_alignment >= 0 ? o.prefill_alignment : model_alignment;
+      } else if (*policy != cache::HybridPolicy::kLru) {
+        return fail(core::InvalidArgument("an attention-only model's engine memory is the block tree's LRU: use --policy lru"));
+      }
+    }
+    sims.push_back(std::make_unique<sim::Simulator>(config, std::move(made), cost));
   }
   if (sims.empty()) return fail(core::InvalidArgument("--policy names no policy"));
+  auto feed = [&](const sim::TraceRequest& r) -> core::Status {
+    for (auto& sim : sims) RADIXLM_RETURN_IF_ERROR(sim->Feed(r));
+    return core::Status::Ok();
+  };
   if (o.trace.empty()) {
+    core::Status failed = core::Status::Ok();
     core::Status s = sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
-      for (auto& sim : sims) sim.Feed(r);
+      if (failed.ok()) failed = feed(r);
     });
     if (!s.ok()) return fail(s);
+    if (!failed.ok()) return fail(failed);
   } else {
     auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens);
     if (!reader.ok()) return fail(reader.status());
@@ -236,11 +305,12 @@ int RunSimulate(SimulateOptions& o) {
       auto more = reader->Next(&request);
       if (!more.ok()) return fail(more.status());
       if (!*more) break;
-      for (auto& sim : sims) sim.Feed(request);
+      core::Status s = feed(request);
+      if (!s.ok()) return fail(s);
     }
   }
   std::vector<sim::SimResult> results;
-  for (auto& sim : sims) results.push_back(sim.Finish());
+  for (auto& sim : sims) results.push_back(sim->Finish());
   if (!o.csv.empty()) {
     core::Status s = WriteCsv(o.csv, results);
     if (!s.ok()) return fail(s);
@@ -251,10 +321,10 @@ int RunSimulate(SimulateOptions& o) {
   }
   if (o.json_out) {
     if (results.size() == 1) {
-      std::cout << ResultJson(results[0], *shape, o.reference).dump() << "\n";
+      std::cout << ResultJson(results[0], *shape, o).dump() << "\n";
     } else {
       json all = json::array();
-      for (const auto& r : results) all.push_back(ResultJson(r, *shape, o.reference));
+      for (const auto& r : results) all.push_back(ResultJson(r, *shape, o));
       std::cout << json{{"results", all}}.dump() << "\n";
     }
   } else {
@@ -270,10 +340,23 @@ int RunSimulate(SimulateOptions& o) {
 
 void RegisterSimulate(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();
-  CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the hybrid prefix cache (no model), or generate a workload trace");
+  CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the engine with a cost model (no model weights), or generate a workload trace");
   cmd->add_option("--trace", o->trace, "JSONL trace: Marconi schema (token ids) or Mooncake (hash_ids), detected");
   cmd->add_option("--model", o->model, "marconi-7b[-n16|-n128], nemotron-h-8b, a config.json, or a model the engine loads");
-  cmd->add_option("--cache-size", o->cache_size, "cache capacity, e.g. 2GB, 40GB, 512MiB");
+  cmd->add_option("--memory", o->memory, "budget: Marconi's model, one byte budget (--cache-size) for KV and checkpoints; "
+                                         "engine: the engine's serving memory (--kv-tokens, --kv-block-tokens, --checkpoint-slots)")
+      ->check(CLI::IsMember({"budget", "engine"}))
+      ->capture_default_str();
+  cmd->add_option("--arrivals", o->arrivals, "sequential: each request after the previous finished (Marconi); trace: at its timestamp, with the engine's concurrency")
+      ->check(CLI::IsMember({"sequential", "trace"}))
+      ->capture_default_str();
+  cmd->add_option("--cache-size", o->cache_size, "--memory budget: cache capacity, e.g. 2GB, 40GB, 512MiB");
+  cmd->add_option("--kv-tokens", o->kv_tokens, "--memory engine: KV pool size in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--kv-block-tokens", o->kv_block_tokens, "--memory engine: tokens per KV block")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "--memory engine, hybrid models: cached SSM checkpoints")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-running", o->max_running, "sequences per engine batch")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--step-tokens", o->step_tokens, "tokens per engine step (chunked prefill; default: a prefill in one step)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--prefill-alignment", o->prefill_alignment, "prefill chunk grid (default: the engine model's Mamba2 chunk)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--policy", o->policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
   cmd->add_option_function<double>("--alpha", [o](double a) { o->alpha = a, o->alpha_set = true; },
                                    "FLOP-efficiency weight (marconi-static; marconi's starting value)");

@@ -22,13 +22,16 @@ const char* FinishReasonName(FinishReason r) {
 }
 
 cache::MemoryConfig Engine::MemoryConfigOf(const EngineConfig& c, const Executor& executor) {
-  return {.num_blocks = c.num_blocks, .block_tokens = c.block_tokens, .prefix_cache = c.prefix_cache,
+  return {.mode = c.memory_mode, .num_blocks = c.num_blocks, .block_tokens = c.block_tokens, .prefix_cache = c.prefix_cache,
           .max_running = c.scheduler.max_running, .recurrent = executor.state_slots() > 0,
           .checkpoint_slots = c.checkpoint_slots};
 }
 
-Engine::Engine(EngineConfig config, Executor& executor, cache::CheckpointCache* checkpoints)
-    : config_(config), executor_(executor), memory_(MemoryConfigOf(config, executor), checkpoints) {
+Engine::Engine(EngineConfig config, Executor& executor, cache::PrefixCaches caches, const Clock* clock)
+    : config_(config),
+      executor_(executor),
+      clock_(clock ? clock : &wall_clock_),
+      memory_(MemoryConfigOf(config, executor), caches) {
   // Memory turns the prefix cache off for a recurrent model without a hybrid cache.
   config_.prefix_cache = memory_.prefix_cache();
   RADIXLM_CHECK_MSG(executor_.state_slots() >= cache::Memory::StateSlots(memory_.config(), memory_.checkpoints() != nullptr),
@@ -45,25 +48,32 @@ core::StatusOr<RequestId> Engine::Submit(RequestParams params, TokenCallback cal
     return st;
   };
   if (params.prompt.empty()) return reject(core::InvalidArgument("the prompt is empty"));
-  if (params.max_tokens < 1) return reject(core::InvalidArgument("max_tokens must be at least 1"));
-  for (int32_t id : params.prompt)
-    if (id < 0 || id >= executor_.vocab_size())
-      return reject(core::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary"));
+  if (params.continuation) {
+    params.max_tokens = static_cast<int>(params.continuation->size());
+  } else if (params.max_tokens < 1) {
+    return reject(core::InvalidArgument("max_tokens must be at least 1"));
+  }
+  for (const std::vector<int32_t>* ids : {&params.prompt, params.continuation ? &*params.continuation : nullptr})
+    if (ids)
+      for (int32_t id : *ids)
+        if (id < 0 || id >= executor_.vocab_size())
+          return reject(core::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary"));
   const int64_t total = static_cast<int64_t>(params.prompt.size()) + params.max_tokens;
   if (total > executor_.max_context())
     return reject(core::OutOfRange("prompt of " + std::to_string(params.prompt.size()) + " tokens plus max_tokens " +
                                    std::to_string(params.max_tokens) + " exceeds the model's context of " +
                                    std::to_string(executor_.max_context()) + " tokens"));
-  const int64_t blocks_needed = (total + config_.block_tokens - 1) / config_.block_tokens;
-  if (blocks_needed > config_.num_blocks)
+  if (total > memory_.max_sequence_tokens()) {
+    const int64_t blocks_needed = (total + config_.block_tokens - 1) / config_.block_tokens;
     return reject(core::ResourceExhausted("request needs " + std::to_string(blocks_needed) + " KV blocks; the pool has " +
                                           std::to_string(config_.num_blocks)));
+  }
   auto r = std::make_unique<Req>(params.sampling);
   r->tokens = params.prompt;
   r->prompt_len = static_cast<int64_t>(params.prompt.size());
   r->params = std::move(params);
   r->callback = std::move(callback);
-  r->submit_time = NowSeconds();
+  r->submit_time = clock_->Now();
   r->usage.prompt_tokens = r->prompt_len;
   RequestId id;
   {
@@ -108,9 +118,11 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
   for (const cache::BlockCopyPlan& c : a.copies) copies->push_back({c.src, c.dst, c.tokens});
   r.computed = a.cached_tokens;
   if (r.first_admission) {
-    r.usage.cached_tokens = a.cached_tokens;
+    r.usage.cached_tokens = a.hit_tokens;
     std::lock_guard<std::mutex> lock(mu_);
-    metrics_.cached_prompt_tokens += a.cached_tokens;
+    metrics_.cached_prompt_tokens += a.hit_tokens;
+    ++metrics_.admitted_requests;
+    metrics_.hit_requests += a.hit_tokens > 0;
   }
   r.prompt_inserted = r.computed >= r.prompt_len;
   r.first_admission = false;
@@ -133,7 +145,7 @@ void Engine::Preempt(Req& r) {
 void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token) {
   Release(*r, reason == FinishReason::kCancelled ? cache::ReleaseMode::kCancel : cache::ReleaseMode::kFinish);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
-  r->usage.total_seconds = NowSeconds() - r->submit_time;
+  r->usage.total_seconds = clock_->Now() - r->submit_time;
   TokenEvent ev;
   ev.id = r->id;
   ev.token = last_token;
@@ -160,7 +172,7 @@ bool Engine::Step() {
     PublishMetrics(0, 0, 0);
     return false;
   }
-  const double t0 = NowSeconds();
+  const double t0 = clock_->Now();
 
   // 1-2. The scheduler plans the step (chunks, preemptions, admissions), asking memory for room
   // through this adapter.
@@ -228,7 +240,7 @@ bool Engine::Step() {
     s.start_position = static_cast<int32_t>(r.computed);
     s.context = std::span<const int32_t>(r.tokens.data(), r.computed);
     s.block_table = r.mem.block_table;
-    s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size());
+    s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size()) && !r.params.continuation;
     const cache::StepState st = memory_.StateFor(&r.mem, r.computed, p.n);
     s.state_slot = st.slot;
     s.reset_state = st.reset;
@@ -250,13 +262,27 @@ bool Engine::Step() {
       memory_.Publish(r.tokens, r.prompt_len, r.mem);  // share the prompt with concurrent requests
       r.prompt_inserted = true;
     }
-    if (!seqs[k].want_logits) continue;
-    const int32_t next = r.sampler.Sample(std::span<const float>(logits_.data() + row * vocab, vocab));
-    ++row;
+    if (r.computed < static_cast<int64_t>(r.tokens.size())) continue;  // prefill goes on
+    int32_t next;
+    if (r.params.continuation) {
+      const size_t given = r.tokens.size() - r.prompt_len;
+      if (given == r.params.continuation->size()) {  // an empty continuation: the prompt only
+        for (auto& ptr : running_)
+          if (ptr.get() == &r) {
+            Finish(ptr, FinishReason::kLength);
+            break;
+          }
+        continue;
+      }
+      next = (*r.params.continuation)[given];
+    } else {
+      next = r.sampler.Sample(std::span<const float>(logits_.data() + row * vocab, vocab));
+      ++row;
+    }
     r.tokens.push_back(next);
     ++generated_now;
     const int64_t generated = static_cast<int64_t>(r.tokens.size()) - r.prompt_len;
-    if (generated == 1) r.usage.ttft_seconds = NowSeconds() - r.submit_time;
+    if (generated == 1) r.usage.ttft_seconds = clock_->Now() - r.submit_time;
     TokenEvent ev;
     ev.id = r.id;
     ev.token = next;
@@ -275,7 +301,7 @@ bool Engine::Step() {
       }
   }
   compact(running_);
-  PublishMetrics(computed_now, generated_now, NowSeconds() - t0);
+  PublishMetrics(computed_now, generated_now, clock_->Now() - t0);
   return true;
 }
 

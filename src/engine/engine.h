@@ -32,6 +32,7 @@
 
 #include "cache/memory.h"
 #include "core/status.h"
+#include "engine/clock.h"
 #include "engine/executor.h"
 #include "engine/request.h"
 #include "scheduler/step_planner.h"
@@ -39,6 +40,9 @@
 namespace radixlm::engine {
 
 struct EngineConfig {
+  // kByteBudget: the executor stores nothing (a cost model) and the hybrid cache policy alone
+  // decides hits (cache::Memory); the pool's size is then irrelevant.
+  cache::MemoryMode memory_mode = cache::MemoryMode::kBlockPool;
   int32_t num_blocks = 1024;
   int32_t block_tokens = 16;
   bool prefix_cache = true;
@@ -50,20 +54,25 @@ struct EngineConfig {
 
 struct EngineMetrics {
   int64_t requests_submitted = 0, requests_finished = 0, requests_rejected = 0, preemptions = 0;
+  // Prefix-cache hits, counted at each request's first admission (served and simulated alike).
+  int64_t admitted_requests = 0, hit_requests = 0;
   int64_t prompt_tokens = 0, cached_prompt_tokens = 0, computed_tokens = 0, generated_tokens = 0;
   int64_t waiting = 0, running = 0, steps = 0;
   int32_t blocks_in_use = 0, blocks_total = 0;
   int64_t tree_cached_tokens = 0, evicted_tokens = 0;
   int64_t deduplicated_tokens = 0;  // of computed_tokens, rows another sequence of the step computed
   double step_seconds_total = 0;
+  double TokenHitRate() const { return prompt_tokens ? double(cached_prompt_tokens) / prompt_tokens : 0; }
+  double RequestHitRate() const { return admitted_requests ? double(hit_requests) / admitted_requests : 0; }
 };
 
 class Engine {
  public:
-  // checkpoints: the hybrid prefix cache of a model with recurrent layers (borrowed; null =
-  // such a model is served without prefix reuse). Its capacity must be checkpoint_slots
-  // checkpoints.
-  Engine(EngineConfig config, Executor& executor, cache::CheckpointCache* checkpoints = nullptr);
+  // caches: the prefix-cache policies memory uses (borrowed; see cache::PrefixCaches): for
+  // serving, the hybrid cache of a model with recurrent layers (null = no prefix reuse for such
+  // a model), whose capacity must be checkpoint_slots checkpoints. clock: borrowed; null = the
+  // wall clock.
+  Engine(EngineConfig config, Executor& executor, cache::PrefixCaches caches = {}, const Clock* clock = nullptr);
   ~Engine();
 
   // Queues a request; the callback receives every token and a final event.
@@ -85,9 +94,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   // The most tokens (prompt + max_tokens) one request can hold: the model's context or the
   // whole KV pool, whichever is smaller; Submit refuses more.
-  int64_t max_request_tokens() const {
-    return std::min(executor_.max_context(), int64_t{config_.num_blocks} * config_.block_tokens);
-  }
+  int64_t max_request_tokens() const { return std::min(executor_.max_context(), memory_.max_sequence_tokens()); }
 
  private:
   struct Req {
@@ -122,6 +129,8 @@ class Engine {
 
   EngineConfig config_;
   Executor& executor_;
+  WallClock wall_clock_;
+  const Clock* clock_;
   cache::Memory memory_;
   std::vector<std::unique_ptr<Req>> waiting_, running_;
 
@@ -137,7 +146,5 @@ class Engine {
   std::atomic<bool> stop_{false};
   std::vector<float> logits_;
 };
-
-double NowSeconds();
 
 }  // namespace radixlm::engine

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct RequestParams {
   int max_tokens = 16;
   std::vector<int32_t> stop_ids;
   sampling::SamplingParams sampling;
+  // A recorded completion replayed in place of sampling (a trace, a cache warm-up): its tokens
+  // are emitted and their KV computed exactly as if they had been generated, and no logits are
+  // computed. max_tokens is then its length, which may be 0 (the prompt only).
+  std::optional<std::vector<int32_t>> continuation;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -42,18 +42,7 @@ core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model
     return out;
   }
   RADIXLM_ASSIGN_OR_RETURN(cache::HybridPolicy p, cache::ParseHybridPolicy(policy));
-  if (p != cache::HybridPolicy::kSglangPlus && p != cache::HybridPolicy::kMarconi && p != cache::HybridPolicy::kMarconiStatic)
-    return core::InvalidArgument("policy '" + policy + "' cannot serve a model with Mamba2 layers (use sglang+, marconi or marconi-static)");
-  cache::HybridShape shape = model_shape;
-  shape.kv_elem_bytes = 0;  // KV is the block tree's business
-  const cache::CostModel cost(shape, cache::Accounting::kCorrected);
-  cache::HybridCacheConfig cfg;
-  cfg.policy = p;
-  cfg.alpha = alpha;
-  // Capacity of exactly checkpoint_slots checkpoints (half a checkpoint of slack for rounding).
-  cfg.capacity_bytes = (checkpoint_slots + 0.5) * static_cast<double>(cost.CheckpointBytes());
-  cfg.tune_in_background = true;  // no engine step waits for marconi's replays
-  RADIXLM_ASSIGN_OR_RETURN(out.cache, cache::MakeCheckpointCache(cfg, cost));
+  RADIXLM_ASSIGN_OR_RETURN(out.cache, cache::MakeSlotCheckpointCache(p, checkpoint_slots, model_shape, alpha));
   out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, true));
   return out;
 }

@@ -208,26 +208,111 @@ TEST(ModelShape, ReadsNemotronHStyleConfigs) {
   EXPECT_FALSE(ResolveModelShape(WriteTemp("broken.json", "{")).ok());
 }
 
-TEST(Simulator, ReportsHitRatesAndTtftForARepeatedPrompt) {
+SimulatorConfig BudgetConfig(const std::string& name, double capacity, TtftModel step = TtftModel::Default()) {
+  SimulatorConfig c;
+  c.name = name;
+  c.capacity_bytes = capacity;
+  c.engine.memory_mode = cache::MemoryMode::kByteBudget;
+  c.engine.scheduler.step_token_budget = 1 << 30;  // a prompt's prefill is one step
+  c.executor.step_cost = step;
+  return c;
+}
+
+SimPolicy BudgetPolicy(cache::HybridPolicy policy, double capacity, const cache::CostModel& cost) {
   cache::HybridCacheConfig config;
-  config.policy = cache::HybridPolicy::kSglangPlus;
-  config.capacity_bytes = 1e12;
+  config.policy = policy;
+  config.capacity_bytes = capacity;
+  config.alpha = 0.5;
+  SimPolicy p;
+  p.budget = cache::MakeHybridCache(config, cost);
+  return p;
+}
+
+TEST(Simulator, ReportsHitRatesAndTtftForARepeatedPrompt) {
   const cache::CostModel cost(cache::Marconi7BShape(128), cache::Accounting::kCorrected);
-  Simulator sim(config, cost, TtftModel(10, 1));
+  Simulator sim(BudgetConfig("sglang+", 1e12, TtftModel(10, 1)), BudgetPolicy(cache::HybridPolicy::kSglangPlus, 1e12, cost),
+                cost);
   TraceRequest r;
   r.input = {1, 2, 3, 4};
   r.output = {5};
-  sim.Feed(r);
+  ASSERT_TRUE(sim.Feed(r).ok());
   r.input = {1, 2, 3, 4, 5, 6};
-  sim.Feed(r);
+  ASSERT_TRUE(sim.Feed(r).ok());
   const SimResult res = sim.Finish();
-  EXPECT_EQ(res.stats.requests, 2);
-  EXPECT_EQ(res.stats.hit_tokens, 5);
-  EXPECT_DOUBLE_EQ(res.stats.TokenHitRate(), 0.5);
-  EXPECT_DOUBLE_EQ(res.stats.RequestHitRate(), 0.5);
-  EXPECT_DOUBLE_EQ(res.requests[1].ttft_ms, 11);  // one token computed
+  EXPECT_EQ(res.metrics.requests_finished, 2);
+  EXPECT_EQ(res.metrics.cached_prompt_tokens, 5);
+  EXPECT_DOUBLE_EQ(res.metrics.TokenHitRate(), 0.5);
+  EXPECT_DOUBLE_EQ(res.metrics.RequestHitRate(), 0.5);
+  EXPECT_DOUBLE_EQ(res.requests[1].ttft_ms, 11);  // one token computed, in one step
   EXPECT_DOUBLE_EQ(res.requests[1].vanilla_ttft_ms, 16);
-  EXPECT_EQ(res.stats.flops_saved, cost.PrefixFlops(5));
+  EXPECT_EQ(res.flops_saved, cost.PrefixFlops(5));
+  EXPECT_EQ(res.cache.hit_tokens, 5);  // the policy's own count agrees
+}
+
+// Driving the engine changes nothing Marconi's model measures: the engine-driven simulation in
+// byte-budget mode gets, request by request, the hits of looking each request up and admitting
+// it straight into the same policy.
+TEST(Simulator, EngineDrivenBudgetModeEqualsTheDirectPolicyReplay) {
+  const cache::CostModel cost(cache::Marconi7BShape(16), cache::Accounting::kCorrected);
+  WorkloadOptions w;
+  w.kind = "swebench";
+  w.sessions = 6;
+  w.seed = 5;
+  std::vector<TraceRequest> trace;
+  ASSERT_TRUE(GenerateWorkload(w, [&](const TraceRequest& r) { trace.push_back(r); }).ok());
+  const double capacity = 3e9;
+  for (cache::HybridPolicy policy : {cache::HybridPolicy::kVllmPlus, cache::HybridPolicy::kSglangPlus,
+                                     cache::HybridPolicy::kMarconi, cache::HybridPolicy::kMarconiStatic}) {
+    SimPolicy direct = BudgetPolicy(policy, capacity, cost);
+    std::vector<int64_t> want;
+    for (const TraceRequest& r : trace) {
+      want.push_back(direct.budget->Lookup(r.input).hit_tokens);
+      std::vector<int32_t> all = r.input;
+      all.insert(all.end(), r.output.begin(), r.output.end());
+      direct.budget->Admit(all);
+    }
+    Simulator sim(BudgetConfig(cache::HybridPolicyName(policy), capacity), BudgetPolicy(policy, capacity, cost), cost);
+    for (const TraceRequest& r : trace) ASSERT_TRUE(sim.Feed(r).ok());
+    const SimResult res = sim.Finish();
+    ASSERT_EQ(res.requests.size(), trace.size());
+    for (size_t i = 0; i < trace.size(); ++i) ASSERT_EQ(res.requests[i].hit_tokens, want[i]) << i;
+    EXPECT_EQ(res.flops_saved, direct.budget->Stats().flops_saved);
+    EXPECT_EQ(res.cache.evictions, direct.budget->Stats().evictions);
+    EXPECT_GT(res.cache.evictions, 0) << cache::HybridPolicyName(policy);
+  }
+}
+
+// Engine memory with trace arrivals: requests overlap and queue on the simulated clock, a
+// request larger than the pool is refused and counted, and everything finishes.
+TEST(Simulator, EngineMemoryQueuesOverlappingArrivalsAndRefusesWhatCannotFit) {
+  const cache::CostModel cost(cache::Marconi7BShape(16), cache::Accounting::kCorrected);
+  SimulatorConfig c;
+  c.name = "lru";
+  c.engine.memory_mode = cache::MemoryMode::kBlockPool;
+  c.engine.num_blocks = 40;
+  c.engine.block_tokens = 4;
+  c.engine.scheduler.max_running = 3;
+  c.engine.scheduler.step_token_budget = 32;
+  c.arrivals = Arrivals::kTrace;
+  Simulator sim(c, SimPolicy{}, cost);
+  for (int i = 0; i < 12; ++i) {
+    TraceRequest r;
+    r.ts = 0.001 * i;  // faster than the engine serves them
+    for (int k = 0; k < 30; ++k) r.input.push_back(k < 20 ? k : 1000 * i + k);  // a shared 20-token prefix
+    r.output = {7, 8, 9};
+    ASSERT_TRUE(sim.Feed(r).ok());
+  }
+  TraceRequest huge;
+  huge.ts = 1;
+  huge.input.assign(500, 3);
+  huge.output = {1};
+  ASSERT_TRUE(sim.Feed(huge).ok());
+  const SimResult res = sim.Finish();
+  EXPECT_EQ(res.metrics.requests_finished, 12);
+  EXPECT_EQ(res.metrics.requests_rejected, 1);
+  EXPECT_GT(res.metrics.cached_prompt_tokens, 0);
+  EXPECT_GT(res.ttft_p95, res.ttft_p5);  // later arrivals queued
+  EXPECT_GT(res.simulated_seconds, 0.011);
 }
 
 }  // namespace

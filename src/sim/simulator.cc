@@ -1,42 +1,9 @@
 #include "sim/simulator.h"
 
-#include "cache/marconi_reference.h"
-
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 namespace radixlm::sim {
-
-core::StatusOr<TtftModel> TtftModel::FitCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::NotFound("cannot open latency table " + path);
-  std::string line;
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  std::vector<double> xs;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || !(std::isdigit(static_cast<unsigned char>(line[0])))) continue;  // header
-    std::istringstream fields(line);
-    double x, y;
-    char comma;
-    if (!(fields >> x >> comma >> y) || comma != ',')
-      return core::InvalidArgument(path + ":" + std::to_string(line_no) + ": expected seqlen,value");
-    y *= 10.0;  // the table is in units of 10 ms
-    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
-    xs.push_back(x);
-  }
-  if (n < 2) return core::InvalidArgument(path + ": fewer than two rows");
-  if (n * sxx - sx * sx <= 0) return core::InvalidArgument(path + ": every row has the same seqlen; no line fits");
-  const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-  double a = (sy - b * sx) / n;
-  // Marconi shifts the line up if it predicts a negative time anywhere on the table.
-  double lowest = a + b * *std::min_element(xs.begin(), xs.end());
-  if (lowest < 0) a -= lowest;
-  return TtftModel(a, b);
-}
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -47,54 +14,104 @@ double Percentile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-Simulator::Simulator(const cache::HybridCacheConfig& config, const cache::CostModel& cost,
-                     TtftModel ttft)
-    : config_(config), cost_(cost), ttft_(ttft) {
-  if (cost.accounting() == cache::Accounting::kReference) {
-    auto made = cache::MakeMarconiReferenceCache(config, cost);
-    RADIXLM_CHECK_MSG(made.ok(), made.status().message());
-    cache_ = std::move(made).value();
-  } else {
-    cache_ = cache::MakeHybridCache(config, cost);
-  }
-  result_.policy = cache::HybridPolicyName(config.policy);
-  result_.capacity_bytes = config.capacity_bytes;
+Simulator::Simulator(SimulatorConfig config, SimPolicy policy, const cache::CostModel& cost)
+    : config_(std::move(config)), policy_(std::move(policy)), cost_(cost) {
+  executor_ = std::make_unique<CostModelExecutor>(config_.executor, clock_);
+  cache::PrefixCaches caches;
+  caches.budget = policy_.budget.get();
+  caches.checkpoints = policy_.checkpoints.get();
+  engine_ = std::make_unique<engine::Engine>(config_.engine, *executor_, caches, &clock_);
+  result_.policy = config_.name;
+  result_.capacity_bytes = config_.capacity_bytes;
   int64_t lo = 0;
-  for (int64_t hi : {int64_t{1024}, int64_t{2048}, int64_t{4096}, int64_t{8192}, int64_t{16384}, int64_t{32768}, int64_t{1} << 62}) {
+  for (int64_t hi : {int64_t{1024}, int64_t{2048}, int64_t{4096}, int64_t{8192}, int64_t{16384}, int64_t{32768},
+                     int64_t{1} << 62}) {
     result_.bins.push_back({lo, hi});
     lo = hi;
   }
 }
 
-void Simulator::Feed(const TraceRequest& request) {
+void Simulator::StepEngine() {
   const auto start = std::chrono::steady_clock::now();
-  const cache::HybridLookup hit = cache_->Lookup(request.input);
-  sequence_.assign(request.input.begin(), request.input.end());
-  sequence_.insert(sequence_.end(), request.output.begin(), request.output.end());
-  cache_->Admit(sequence_);
+  engine_->Step();
   busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
-  const int64_t input = static_cast<int64_t>(request.input.size());
-  for (LengthBin& bin : result_.bins) {
-    if (input >= bin.lo && input < bin.hi) {
-      ++bin.requests;
-      bin.input_tokens += input;
-      bin.hit_tokens += hit.hit_tokens;
+core::Status Simulator::Feed(const TraceRequest& request) {
+  if (config_.arrivals == Arrivals::kTrace) {
+    // Serve what the engine has until the request arrives; an idle engine waits for it.
+    while (clock_.Now() < request.ts) {
+      const engine::EngineMetrics m = engine_->Metrics();
+      if (m.waiting == 0 && m.running == 0) break;
+      StepEngine();
+    }
+    clock_.AdvanceTo(request.ts);
+  }
+  engine::RequestParams params;
+  params.prompt = request.input;
+  params.continuation = request.output;
+  const double submitted = clock_.Now();
+  const double arrival = config_.arrivals == Arrivals::kTrace ? request.ts : submitted;
+  auto id = engine_->Submit(std::move(params), [this, submitted](const engine::TokenEvent& ev) {
+    if (ev.finish == engine::FinishReason::kNone) return;
+    auto it = pending_.find(ev.id);
+    if (it == pending_.end()) return;
+    const Pending& p = it->second;
+    const engine::Usage& u = ev.usage;
+    // The prompt-only request's first "token" is its prompt's end.
+    const double first = u.completion_tokens > 0 ? u.ttft_seconds : u.total_seconds;
+    const double ttft_ms = (submitted - p.arrival + first) * 1000.0;
+    for (LengthBin& bin : result_.bins) {
+      if (p.input_tokens >= bin.lo && p.input_tokens < bin.hi) {
+        ++bin.requests;
+        bin.input_tokens += p.input_tokens;
+        bin.hit_tokens += u.cached_tokens;
+      }
+    }
+    result_.requests.push_back({p.session_id, p.turn_id, p.input_tokens, u.cached_tokens, ttft_ms,
+                                config_.executor.step_cost.Ms(p.input_tokens)});
+    pending_.erase(it);
+  });
+  if (!id.ok()) {
+    if (id.status().code() == core::StatusCode::kInvalidArgument) return id.status();
+    return core::Status::Ok();  // longer than the engine's memory: refused, counted
+  }
+  pending_[*id] = {request.session_id, request.turn_id, static_cast<int64_t>(request.input.size()), arrival};
+  if (config_.arrivals == Arrivals::kSequential) {
+    for (;;) {
+      const engine::EngineMetrics m = engine_->Metrics();
+      if (pending_.empty() && m.waiting == 0 && m.running == 0) break;
+      StepEngine();
     }
   }
-  result_.requests.push_back({request.session_id, request.turn_id, input, hit.hit_tokens,
-                              ttft_.Ms(input - hit.hit_tokens), ttft_.Ms(input)});
+  return core::Status::Ok();
 }
 
 SimResult Simulator::Finish() {
-  result_.stats = cache_->Stats();
-  result_.alpha = cache_->alpha();
-  result_.seconds = busy_seconds_;
+  for (;;) {
+    const engine::EngineMetrics m = engine_->Metrics();
+    if (m.waiting == 0 && m.running == 0) break;
+    StepEngine();
+  }
+  RADIXLM_CHECK_MSG(pending_.empty(), "a simulated request never finished");
+  result_.metrics = engine_->Metrics();
+  const cache::HybridPrefixCache* policy =
+      policy_.budget ? policy_.budget.get() : static_cast<const cache::HybridPrefixCache*>(policy_.checkpoints.get());
+  if (policy != nullptr) {
+    result_.cache = policy->Stats();
+    result_.alpha = policy->alpha();
+  }
+  std::vector<cache::HybridRequestStat> hits;
   std::vector<double> ttft, vanilla;
   for (const RequestRecord& r : result_.requests) {
+    hits.push_back({r.input_tokens, r.hit_tokens});
     ttft.push_back(r.ttft_ms);
     vanilla.push_back(r.vanilla_ttft_ms);
   }
+  result_.flops_saved = cache::HistoryFlopsSaved(cost_, hits);
+  result_.seconds = busy_seconds_;
+  result_.simulated_seconds = clock_.Now();
+  result_.steps = executor_->steps();
   result_.ttft_p5 = Percentile(ttft, 5);
   result_.ttft_p50 = Percentile(ttft, 50);
   result_.ttft_p95 = Percentile(ttft, 95);

@@ -1,43 +1,39 @@
-// Trace-driven simulation of a hybrid prefix cache: the production cache and policy code
-// (cache/hybrid_radix_cache.h) fed by a trace, with no model. Each request is one Lookup(input)
-// at arrival and one Admit(input + output) at completion, in trace order; like Marconi's
-// simulator it does not model concurrency or queueing.
+// Trace-driven simulation of the serving engine: the real engine::Engine (its scheduler and its
+// cache::Memory with the real cache policies) driven by a trace, with a cost-model executor in
+// place of the model (sim/cost_executor.h). Each trace request is submitted with its recorded
+// output as the continuation, so the engine computes and caches exactly what serving it would.
 //
-// Metrics (docs/hybrid-cache.md gives the formulas):
-//   token hit rate   = sum(hit tokens) / sum(input tokens)
-//   request hit rate = requests with >= 1 hit token / requests
-//   FLOPs saved      = sum over requests of the FLOPs of their hit prefix (cache::CostModel)
-//   hit rate by input length bin, and TTFT percentiles (P5/P50/P95) from a latency model
-//   TTFT(tokens computed), for the cache and for no cache ("vanilla").
+// Memory (engine::EngineConfig::memory_mode):
+//  - kByteBudget: Marconi's model. The hybrid cache policy decides every hit, counting KV and
+//    checkpoints against one byte budget; a request is looked up at its first admission and
+//    admitted whole (input + output) when it finishes.
+//  - kBlockPool: the engine's serving memory as configured (a KV pool of blocks and the radix
+//    tree's LRU; for a hybrid, the checkpoint slots and their policy). A trace recorded from a
+//    served run and simulated with the same configuration gets the same hits.
+// Arrivals: kSequential submits each request when the previous one has finished (Marconi's
+// simulator: no concurrency or queueing); kTrace at its timestamp on the simulated clock, with
+// the engine's concurrency and queueing.
+//
+// Reports (SimResult): the engine's metrics (the one stats struct served and simulated runs
+// share: token hit rate = cached prompt tokens / prompt tokens, request hit rate), the policy's
+// own counters, FLOPs saved = sum over requests of the FLOPs of their hit (cache::CostModel),
+// hit rate by input-length bin, and TTFT percentiles (arrival to first token on the simulated
+// clock) next to the no-cache line TTFT(input tokens).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/hybrid_cache.h"
 #include "core/status.h"
+#include "engine/engine.h"
+#include "sim/cost_executor.h"
 #include "sim/trace.h"
 
 namespace radixlm::sim {
-
-// Prefill latency as a line fitted to a profiled table (Marconi fits Jamba-1.5-Mini's:
-// ~17.81 ms + 0.05296 ms/token).
-class TtftModel {
- public:
-  TtftModel(double intercept_ms, double ms_per_token) : a_(intercept_ms), b_(ms_per_token) {}
-  // CSV "seqlen,value" with values in units of 10 ms (Marconi's table); least-squares line,
-  // shifted up if it would go negative.
-  static core::StatusOr<TtftModel> FitCsv(const std::string& path);
-  static TtftModel Default() { return {17.81, 0.05296}; }
-  double Ms(int64_t computed_tokens) const { return a_ + b_ * static_cast<double>(computed_tokens); }
-  double intercept_ms() const { return a_; }
-  double ms_per_token() const { return b_; }
-
- private:
-  double a_, b_;
-};
 
 struct LengthBin {
   int64_t lo = 0, hi = 0;  // [lo, hi) input tokens
@@ -52,29 +48,65 @@ struct RequestRecord {
 struct SimResult {
   std::string policy;
   double capacity_bytes = 0;
-  cache::HybridCacheStats stats;
+  engine::EngineMetrics metrics;   // hits, tokens computed, preemptions: as served
+  cache::HybridCacheStats cache;   // the policy's own counters (empty for the block tree's LRU)
+  cache::Flops flops_saved = 0;
   double alpha = 0;
-  double seconds = 0;  // wall time of the simulation proper
+  double seconds = 0;              // wall time of the simulation proper (engine steps)
+  double simulated_seconds = 0;    // the simulated clock at the end
+  int64_t steps = 0;
   std::vector<LengthBin> bins;
   std::vector<RequestRecord> requests;
   double ttft_p5 = 0, ttft_p50 = 0, ttft_p95 = 0;
   double vanilla_p5 = 0, vanilla_p50 = 0, vanilla_p95 = 0;
 };
 
+enum class Arrivals { kSequential, kTrace };
+
+struct SimulatorConfig {
+  std::string name;             // the policy's name, for reports
+  double capacity_bytes = 0;    // for reports
+  engine::EngineConfig engine;  // memory mode and layout, scheduler
+  CostExecutorConfig executor;  // step cost, and what the served executor would report
+  Arrivals arrivals = Arrivals::kSequential;
+};
+
+// The policy objects a simulation owns (see cache::PrefixCaches): kByteBudget uses `budget`;
+// kBlockPool uses `checkpoints` for a hybrid model (null: the block tree alone).
+struct SimPolicy {
+  std::unique_ptr<cache::HybridPrefixCache> budget;
+  std::unique_ptr<cache::CheckpointCache> checkpoints;
+};
+
 class Simulator {
  public:
-  Simulator(const cache::HybridCacheConfig& config, const cache::CostModel& cost, TtftModel ttft);
-  void Feed(const TraceRequest& request);
+  // cost: the FLOP model of the simulated model (FLOPs saved).
+  Simulator(SimulatorConfig config, SimPolicy policy, const cache::CostModel& cost);
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // Submits one request (arrivals in trace order); a request the engine refuses (longer than
+  // its memory) is counted in metrics.requests_rejected and skipped.
+  core::Status Feed(const TraceRequest& request);
+  // Runs what is left and reports.
   SimResult Finish();
-  cache::HybridPrefixCache& cache() { return *cache_; }
+  const engine::Engine& engine() const { return *engine_; }
 
  private:
-  cache::HybridCacheConfig config_;
+  struct Pending {
+    int64_t session_id = 0, turn_id = 0, input_tokens = 0;
+    double arrival = 0;
+  };
+  void StepEngine();
+
+  SimulatorConfig config_;
+  SimPolicy policy_;
   cache::CostModel cost_;
-  TtftModel ttft_;
-  std::unique_ptr<cache::HybridPrefixCache> cache_;
+  SimClock clock_;
+  std::unique_ptr<CostModelExecutor> executor_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unordered_map<engine::RequestId, Pending> pending_;
   SimResult result_;
-  std::vector<int32_t> sequence_;
   double busy_seconds_ = 0;
 };
 

@@ -1,0 +1,75 @@
+// What computes a step when the engine is simulated: nothing is computed; the step's cost is
+// charged to a simulated clock by the TTFT/latency line (a + b x tokens computed in the step).
+// The engine, its scheduler and its memory run unchanged on top (sim/simulator.h).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/status.h"
+#include "engine/clock.h"
+#include "engine/executor.h"
+
+namespace radixlm::sim {
+
+// The simulated time, in seconds; only the cost executor and the driver move it.
+class SimClock final : public engine::Clock {
+ public:
+  double Now() const override { return now_; }
+  void Advance(double seconds) { now_ += seconds; }
+  void AdvanceTo(double t) {
+    if (t > now_) now_ = t;
+  }
+
+ private:
+  double now_ = 0;
+};
+
+// Prefill latency as a line: Marconi fits Jamba-1.5-Mini's profiled table (~17.81 ms +
+// 0.05296 ms/token).
+class TtftModel {
+ public:
+  TtftModel(double intercept_ms, double ms_per_token) : a_(intercept_ms), b_(ms_per_token) {}
+  // CSV "seqlen,value" with values in units of 10 ms (Marconi's table); least-squares line,
+  // shifted up if it would go negative.
+  static core::StatusOr<TtftModel> FitCsv(const std::string& path);
+  static TtftModel Default() { return {17.81, 0.05296}; }
+  double Ms(int64_t computed_tokens) const { return a_ + b_ * static_cast<double>(computed_tokens); }
+  double intercept_ms() const { return a_; }
+  double ms_per_token() const { return b_; }
+
+ private:
+  double a_, b_;
+};
+
+struct CostExecutorConfig {
+  TtftModel step_cost = TtftModel::Default();
+  // What the served executor would report, so the scheduler and memory behave the same:
+  int32_t state_slots = 0;            // a recurrent model's state store (Memory::StateSlots)
+  int32_t prefill_alignment = 0;      // its Mamba2 chunk
+  bool shares_step_prefixes = false;  // intra-step prefix dedup
+};
+
+class CostModelExecutor final : public engine::Executor {
+ public:
+  CostModelExecutor(CostExecutorConfig config, SimClock& clock) : config_(config), clock_(clock) {}
+  // Charges a + b x (tokens of every sequence) to the clock. The simulator replays recorded
+  // outputs (RequestParams::continuation), so no logits are ever asked for.
+  void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
+               std::vector<float>* logits) override;
+  // Trace token ids are arbitrary (block-hash traces use up to 2^30).
+  int64_t vocab_size() const override { return std::numeric_limits<int32_t>::max(); }
+  int64_t max_context() const override { return std::numeric_limits<int64_t>::max() / 4; }
+  int32_t state_slots() const override { return config_.state_slots; }
+  int32_t prefill_alignment() const override { return config_.prefill_alignment; }
+  bool shares_step_prefixes() const override { return config_.shares_step_prefixes; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  CostExecutorConfig config_;
+  SimClock& clock_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace radixlm::sim
