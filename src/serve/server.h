@@ -23,6 +23,8 @@
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace radixlm::serve {
@@ -58,6 +60,7 @@ class Server {
 
  private:
   void Routes();
+  void HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat);
   void ScoringRoutes();  // serve/scoring_routes.cc
   std::string MetricsText() const;
 

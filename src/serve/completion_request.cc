@@ -1,0 +1,194 @@
+#include "serve/completion_request.h"
+
+#include <random>
+#include <type_traits>
+
+namespace radixlm::serve {
+namespace {
+
+using nlohmann::json;
+
+// Reads an optional field of type T (see the header: strict about types and ranges).
+template <typename T>
+bool Field(const json& body, const char* name, T* out, ApiError* err) {
+  if (!body.contains(name) || body[name].is_null()) return true;
+  const json& v = body[name];
+  bool fits;
+  if constexpr (std::is_same_v<T, bool>) {
+    fits = v.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    fits = IntegerFits<T>(v);
+    if (!fits && v.is_number_integer()) {
+      *err = {400, std::string("'") + name + "' is out of range", "invalid_request_error", name, "invalid_value"};
+      return false;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    fits = v.is_number();
+  } else {
+    fits = true;
+  }
+  if (fits) {
+    *out = v.get<T>();
+    return true;
+  }
+  *err = {400, std::string("'") + name + "' has the wrong type", "invalid_request_error", name, "invalid_type"};
+  return false;
+}
+
+bool ParseMessages(const json& body, CompletionRequest* out, ApiError* err) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    *err = {400, "'messages' must be a non-empty list", "invalid_request_error", "messages", "invalid_type"};
+    return false;
+  }
+  for (const json& m : body["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      *err = {400, "each message needs a string 'role'", "invalid_request_error", "messages", "invalid_type"};
+      return false;
+    }
+    std::string content;
+    if (m.contains("content") && m["content"].is_string()) {
+      content = m["content"].get<std::string>();
+    } else if (m.contains("content") && m["content"].is_array()) {  // [{type: text, text}, ...]
+      for (const json& part : m["content"]) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          *err = {400, "content parts must be {\"type\": \"text\", \"text\": string}; this model reads text only",
+                  "invalid_request_error", "messages", "invalid_type"};
+          return false;
+        }
+        content += part["text"].get<std::string>();
+      }
+    } else if (!(m.contains("content") && m["content"].is_null())) {
+      *err = {400, "each message needs 'content' (a string or a list of text parts)", "invalid_request_error", "messages",
+              "invalid_type"};
+      return false;
+    }
+    out->messages.push_back({m["role"].get<std::string>(), content});
+  }
+  return true;
+}
+
+bool ParsePrompt(const json& body, CompletionRequest* out, ApiError* err) {
+  if (!body.contains("prompt")) {
+    *err = {400, "'prompt' is required", "invalid_request_error", "prompt", "missing"};
+    return false;
+  }
+  const json& pr = body["prompt"];
+  if (pr.is_string()) {
+    out->prompt_text = pr.get<std::string>();
+  } else if (IsTokenIdList(pr)) {
+    out->prompt_ids = pr.get<std::vector<int32_t>>();
+    out->prompt_is_ids = true;
+  } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+    out->prompt_text = pr[0].get<std::string>();
+  } else {
+    *err = {400, "'prompt' must be a string or a list of token ids", "invalid_request_error", "prompt", "invalid_type"};
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits& limits, CompletionRequest* p,
+                            ApiError* err) {
+  *p = {};
+  p->chat = chat;
+  if (!body.is_object()) {
+    *err = {400, "the request body must be a JSON object"};
+    return false;
+  }
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) {
+      *err = {400, "'model' must be a string", "invalid_request_error", "model", "invalid_type"};
+      return false;
+    }
+    if (body["model"].get<std::string>() != limits.model_name) {
+      *err = {404, "The model '" + body["model"].get<std::string>() + "' does not exist; this server serves '" + limits.model_name + "'",
+              "invalid_request_error", "model", "model_not_found"};
+      return false;
+    }
+  }
+  int max_tokens = limits.default_max_tokens;
+  if (!Field(body, "max_tokens", &max_tokens, err)) return false;
+  if (!Field(body, "max_completion_tokens", &max_tokens, err)) return false;
+  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  p->default_max_tokens = !given("max_tokens") && !given("max_completion_tokens");
+  if (max_tokens < 1) {
+    *err = {400, "'max_tokens' must be at least 1", "invalid_request_error", "max_tokens", "invalid_value"};
+    return false;
+  }
+  p->params.max_tokens = max_tokens;
+  float temperature = 1.0f, top_p = 1.0f;
+  int top_k = 0, n = 1;
+  // No seed means a fresh one (OpenAI's meaning); a seed makes sampling reproducible.
+  int64_t seed = static_cast<int64_t>(std::random_device{}() >> 1);
+  if (!Field(body, "temperature", &temperature, err) || !Field(body, "top_p", &top_p, err) ||
+      !Field(body, "top_k", &top_k, err) || !Field(body, "seed", &seed, err) || !Field(body, "n", &n, err) ||
+      !Field(body, "stream", &p->stream, err) || !Field(body, "return_token_ids", &p->return_token_ids, err))
+    return false;
+  if (temperature < 0 || temperature > 2 || top_p <= 0 || top_p > 1) {
+    *err = {400, "'temperature' must be in [0, 2] and 'top_p' in (0, 1]", "invalid_request_error", "temperature", "invalid_value"};
+    return false;
+  }
+  if (n != 1) {
+    *err = {400, "only n = 1 is supported", "invalid_request_error", "n", "unsupported_value"};
+    return false;
+  }
+  // Options this server does not implement are refused rather than ignored, so a client never
+  // takes an answer without them for one with them. Their "off" values pass.
+  for (const char* name : {"logprobs", "top_logprobs", "echo", "best_of", "logit_bias", "suffix", "tools", "response_format"}) {
+    if (!body.contains(name)) continue;
+    const json& v = body[name];
+    const std::string key = name;
+    const bool off = v.is_null() || v == false || (v.is_number_integer() && v == (key == "best_of" ? 1 : 0) && key != "logprobs") ||
+                     ((v.is_object() || v.is_array()) && v.empty()) || (v.is_string() && v.get<std::string>().empty()) ||
+                     (key == "response_format" && v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
+    if (!off) {
+      *err = {400, "'" + key + "' is not supported by this server", "invalid_request_error", key, "unsupported_parameter"};
+      return false;
+    }
+  }
+  p->params.sampling = {temperature, top_k, top_p, static_cast<uint64_t>(seed)};
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      p->stop_strings.push_back(s.get<std::string>());
+    } else if (s.is_array() && s.size() <= 4 && std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); })) {
+      for (const auto& x : s) p->stop_strings.push_back(x.get<std::string>());
+    } else {
+      *err = {400, "'stop' must be a string or a list of up to 4 strings", "invalid_request_error", "stop", "invalid_type"};
+      return false;
+    }
+  }
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    if (!body["stream_options"].is_object()) {
+      *err = {400, "'stream_options' must be an object", "invalid_request_error", "stream_options", "invalid_type"};
+      return false;
+    }
+    if (!Field(body["stream_options"], "include_usage", &p->include_usage, err)) return false;
+  }
+  p->params.stop_ids = limits.stop_ids;
+  return chat ? ParseMessages(body, p, err) : ParsePrompt(body, p, err);
+}
+
+bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,
+                 const std::optional<tokenizer::ChatFormat>& chat_format, std::vector<int32_t>* ids, ApiError* err) {
+  if (r.chat) {
+    if (!chat_format) {
+      *err = {400, "this model has no chat template; use /v1/completions", "invalid_request_error", "messages", "unsupported"};
+      return false;
+    }
+    auto text = tokenizer::RenderChat(*chat_format, r.messages, /*add_generation_prompt=*/true);
+    if (!text.ok()) {
+      *err = {400, text.status().message(), "invalid_request_error", "messages", "invalid_value"};
+      return false;
+    }
+    *ids = tok.Encode(*text);
+    return true;
+  }
+  *ids = r.prompt_is_ids ? r.prompt_ids : tok.Encode(r.prompt_text, /*add_special=*/true);
+  return true;
+}
+
+}  // namespace radixlm::serve

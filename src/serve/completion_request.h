@@ -1,0 +1,49 @@
+// Parsing and validating a /v1/completions or /v1/chat/completions body, before any model or
+// tokenizer is involved: what the client asked for, or the OpenAI-style error to answer.
+// Strict: a field of another JSON type, an integer outside its range, or an option this server
+// does not implement (logprobs, tools, ...) is a 400, never a silently different request.
+// Then BuildPrompt turns the prompt (text, token ids or chat messages) into token ids.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "serve/http_common.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace radixlm::serve {
+
+// The parts of the server's configuration a request is checked against.
+struct CompletionLimits {
+  std::string model_name;
+  int default_max_tokens = 256;
+  std::vector<int32_t> stop_ids;  // always end generation (EOS, end of turn)
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  // The prompt: chat messages, or (completions) a text or token ids.
+  std::vector<tokenizer::ChatMessage> messages;
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  engine::RequestParams params;  // max_tokens, sampling, stop ids; the prompt is BuildPrompt's
+  std::vector<std::string> stop_strings;
+  bool stream = false, return_token_ids = false, include_usage = true;
+  bool default_max_tokens = false;  // max_tokens not given: the server cuts it to the room left
+};
+
+bool ParseCompletionRequest(const nlohmann::json& body, bool chat, const CompletionLimits& limits,
+                            CompletionRequest* out, ApiError* err);
+
+// The prompt's token ids: the chat rendered with the model's template (nullopt: the model has
+// none, a 400), a text encoded with special tokens added, or the ids as given.
+bool BuildPrompt(const CompletionRequest& request, const tokenizer::Tokenizer& tok,
+                 const std::optional<tokenizer::ChatFormat>& chat_format, std::vector<int32_t>* ids, ApiError* err);
+
+}  // namespace radixlm::serve

@@ -1,0 +1,99 @@
+#include "serve/completion_stream.h"
+
+#include <algorithm>
+
+namespace radixlm::serve {
+
+using nlohmann::json;
+
+std::string StopStringFilter::Push(const std::string& piece, bool last) {
+  if (stopped_) return "";
+  held_ += piece;
+  // The earliest stop string wins.
+  size_t cut = std::string::npos;
+  for (const std::string& stop : stops_) {
+    const size_t at = stop.empty() ? std::string::npos : held_.find(stop);
+    if (at < cut) cut = at;
+  }
+  if (cut != std::string::npos) {
+    held_.resize(cut);
+    stopped_ = true;
+  }
+  // Hold back a tail that could still grow into a stop string.
+  size_t keep = 0;
+  if (!stopped_ && !last)
+    for (const std::string& stop : stops_)
+      for (size_t k = std::min(stop.empty() ? 0 : stop.size() - 1, held_.size()); k > keep; --k)
+        if (held_.compare(held_.size() - k, k, stop, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string CompletionText::Push(const engine::TokenEvent& ev) {
+  if (filter_.stopped()) return "";
+  if (ev.token >= 0) ids_.push_back(ev.token);
+  std::string piece = ev.token >= 0 ? decoder_.Push(ev.token) : "";
+  const bool last = ev.finish != engine::FinishReason::kNone;
+  if (last) piece += decoder_.Finish();
+  std::string out = filter_.Push(piece, last);
+  text_ += out;
+  return out;
+}
+
+const char* FinishReasonText(bool stopped_by_string, engine::FinishReason reason) {
+  if (!stopped_by_string && reason == engine::FinishReason::kLength) return "length";
+  return "stop";
+}
+
+json UsageJson(const engine::Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+namespace {
+json Envelope(const CompletionMeta& meta, const char* object, json choices) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}, {"choices", std::move(choices)}};
+}
+}  // namespace
+
+json CompletionResponse(const CompletionMeta& meta, const std::string& text, const char* finish_reason,
+                        const std::vector<int32_t>* token_ids, const engine::Usage& usage) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+  if (meta.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
+  if (token_ids) choice["token_ids"] = *token_ids;
+  json out = Envelope(meta, meta.chat ? "chat.completion" : "text_completion", json::array({choice}));
+  out["usage"] = UsageJson(usage);
+  return out;
+}
+
+json CompletionChunk(const CompletionMeta& meta, const std::string& delta, const char* finish_reason, bool first,
+                     const std::vector<int32_t>* token_ids) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
+  if (meta.chat) {
+    choice["delta"] = json::object();
+    if (first) choice["delta"]["role"] = "assistant";
+    if (!delta.empty() || first) choice["delta"]["content"] = delta;
+  } else {
+    choice["text"] = delta;
+  }
+  if (token_ids) choice["token_ids"] = *token_ids;
+  return Envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion", json::array({choice}));
+}
+
+json UsageChunk(const CompletionMeta& meta, const engine::Usage& usage) {
+  json out = Envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion", json::array());
+  out["usage"] = UsageJson(usage);
+  return out;
+}
+
+std::string SseEvent(const json& data) {
+  return "data: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace radixlm::serve

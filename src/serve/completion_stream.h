@@ -1,0 +1,75 @@
+// From the engine's token events to what a completion answers: the text, cut at the first stop
+// string, in deltas that never show a stop string or the start of one; the finish reason; and
+// the OpenAI JSON / server-sent-event framing of the response and its stream chunks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace radixlm::serve {
+
+// Stop strings over streamed text: Push returns what may be emitted now. Text that could still
+// grow into a stop string is held back until the next piece decides it (or the last one comes);
+// at a stop string the text ends there and stopped() turns true (the request is then cancelled).
+class StopStringFilter {
+ public:
+  explicit StopStringFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string Push(const std::string& piece, bool last);
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+// Token events to text deltas: incremental UTF-8-safe detokenisation, then the stop filter.
+class CompletionText {
+ public:
+  CompletionText(const tokenizer::Tokenizer& tok, std::vector<std::string> stops) : decoder_(tok), filter_(std::move(stops)) {}
+  // The delta this event adds (empty once stopped).
+  std::string Push(const engine::TokenEvent& ev);
+  bool stopped() const { return filter_.stopped(); }
+  const std::string& text() const { return text_; }
+  const std::vector<int32_t>& ids() const { return ids_; }
+
+ private:
+  tokenizer::StreamDecoder decoder_;
+  StopStringFilter filter_;
+  std::string text_;
+  std::vector<int32_t> ids_;
+};
+
+// "stop" for a stop string or a stop token, "length" when max_tokens ran out.
+const char* FinishReasonText(bool stopped_by_string, engine::FinishReason reason);
+
+nlohmann::json UsageJson(const engine::Usage& u);
+
+// The response's identity, shared by every chunk of a stream.
+struct CompletionMeta {
+  std::string id, model;
+  int64_t created = 0;
+  bool chat = false;
+};
+
+// The whole (non-streamed) response. token_ids: attached when non-null.
+nlohmann::json CompletionResponse(const CompletionMeta& meta, const std::string& text, const char* finish_reason,
+                                  const std::vector<int32_t>* token_ids, const engine::Usage& usage);
+// One stream chunk: a delta (the first chat chunk carries the assistant role), with the finish
+// reason on the last one (nullptr before). token_ids: the ids since the previous chunk.
+nlohmann::json CompletionChunk(const CompletionMeta& meta, const std::string& delta, const char* finish_reason,
+                               bool first, const std::vector<int32_t>* token_ids);
+// The usage chunk after the last delta (stream_options.include_usage).
+nlohmann::json UsageChunk(const CompletionMeta& meta, const engine::Usage& usage);
+
+// Server-sent-event framing.
+std::string SseEvent(const nlohmann::json& data);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+
+}  // namespace radixlm::serve

@@ -1,0 +1,177 @@
+// The completion route's units, without a server or a model: request parsing, the stop-string
+// filter, and the JSON / SSE writers.
+#include <gtest/gtest.h>
+
+#include "serve/completion_request.h"
+#include "serve/completion_stream.h"
+
+namespace radixlm::serve {
+namespace {
+
+using nlohmann::json;
+
+const CompletionLimits kLimits{"m", 64, {2}};
+
+bool Parse(const std::string& body, bool chat, CompletionRequest* out, ApiError* err) {
+  return ParseCompletionRequest(json::parse(body), chat, kLimits, out, err);
+}
+
+TEST(CompletionRequest, ReadsTheFieldsAClientSends) {
+  CompletionRequest r;
+  ApiError e;
+  ASSERT_TRUE(Parse(R"({"model": "m", "prompt": [5, 6, 7], "max_tokens": 9, "temperature": 0, "seed": 3, "stop": ["a", "bc"],
+                       "stream": true, "stream_options": {"include_usage": false}, "return_token_ids": true})",
+                    false, &r, &e));
+  EXPECT_TRUE(r.prompt_is_ids);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(r.params.max_tokens, 9);
+  EXPECT_FALSE(r.default_max_tokens);
+  EXPECT_EQ(r.params.sampling.temperature, 0);
+  EXPECT_EQ(r.params.sampling.seed, 3u);
+  EXPECT_EQ(r.stop_strings, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_TRUE(r.stream && r.return_token_ids && !r.include_usage);
+  EXPECT_EQ(r.params.stop_ids, kLimits.stop_ids);
+
+  ASSERT_TRUE(Parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})",
+                    true, &r, &e));
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_TRUE(r.default_max_tokens);
+  EXPECT_EQ(r.params.max_tokens, 64);
+  ASSERT_TRUE(Parse(R"({"prompt": ["one string"], "stop": "x"})", false, &r, &e));
+  EXPECT_EQ(r.prompt_text, "one string");
+  EXPECT_EQ(r.stop_strings, (std::vector<std::string>{"x"}));
+}
+
+TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
+  struct Case {
+    const char* body;
+    bool chat;
+    int status;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"prompt": "x", "model": "other"})", false, 404, "model"},
+      {R"({"prompt": "x", "model": 7})", false, 400, "model"},
+      {R"({"prompt": "x", "max_tokens": 0})", false, 400, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 4294967297})", false, 400, "max_tokens"},  // would wrap to 1
+      {R"({"prompt": "x", "max_tokens": true})", false, 400, "max_tokens"},
+      {R"({"prompt": "x", "temperature": 3})", false, 400, "temperature"},
+      {R"({"prompt": "x", "n": 2})", false, 400, "n"},
+      {R"({"prompt": "x", "logprobs": 2})", false, 400, "logprobs"},
+      {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, 400, "tools"},
+      {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop"},
+      {R"({"prompt": "x", "stop": 5})", false, 400, "stop"},
+      {R"({"prompt": "x", "stream_options": 1})", false, 400, "stream_options"},
+      {R"({"prompt": [1, -2147483649]})", false, 400, "prompt"},
+      {R"({"prompt": {"a": 1}})", false, 400, "prompt"},
+      {R"({})", false, 400, "prompt"},
+      {R"({"messages": []})", true, 400, "messages"},
+      {R"({"messages": [{"content": "x"}]})", true, 400, "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, 400, "messages"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", true, 400, "messages"},
+  };
+  for (const Case& c : cases) {
+    CompletionRequest r;
+    ApiError e;
+    EXPECT_FALSE(Parse(c.body, c.chat, &r, &e)) << c.body;
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_FALSE(e.message.empty());
+  }
+  // The "off" values of unsupported options pass.
+  CompletionRequest r;
+  ApiError e;
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "logprobs": null, "echo": false, "best_of": 1, "tools": [], "response_format": {"type": "text"}})",
+                    false, &r, &e))
+      << e.message;
+  EXPECT_FALSE(ParseCompletionRequest(json::array(), false, kLimits, &r, &e));  // not an object
+}
+
+// Feeds `pieces` one by one; returns the concatenated output and the pieces emitted.
+std::pair<std::string, std::vector<std::string>> Filter(std::vector<std::string> stops, const std::vector<std::string>& pieces,
+                                                        bool* stopped = nullptr) {
+  StopStringFilter f(std::move(stops));
+  std::string all;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    out.push_back(f.Push(pieces[i], i + 1 == pieces.size()));
+    all += out.back();
+  }
+  if (stopped) *stopped = f.stopped();
+  return {all, out};
+}
+
+TEST(StopStringFilter, NeverEmitsAStopStringOrTheStartOfOne) {
+  bool stopped;
+  // "END" split over three pieces: "E" and "N" are held, then cut.
+  auto [text, pieces] = Filter({"END"}, {"abc E", "N", "D tail", "more"}, &stopped);
+  EXPECT_EQ(text, "abc ");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(pieces[0], "abc ");  // "E" held back
+  EXPECT_EQ(pieces[1], "");
+  // A held prefix that turns out not to be a stop string is released.
+  std::tie(text, pieces) = Filter({"END"}, {"x E", "Nd", "!"}, &stopped);
+  EXPECT_EQ(text, "x ENd!");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(pieces[0], "x ");
+  EXPECT_EQ(pieces[1], "ENd");
+  // The earliest of several stop strings wins, whatever their order in the list.
+  std::tie(text, pieces) = Filter({"zz", "b"}, {"a b c zz"}, &stopped);
+  EXPECT_EQ(text, "a ");
+  // The last piece flushes a held tail; empty stop strings are ignored.
+  std::tie(text, pieces) = Filter({"", "xyz"}, {"abx", "y"}, &stopped);
+  EXPECT_EQ(text, "abxy");
+  EXPECT_FALSE(stopped);
+  EXPECT_EQ(pieces[0], "ab");
+  // Once stopped, nothing more.
+  StopStringFilter f({"s"});
+  EXPECT_EQ(f.Push("as", false), "a");
+  EXPECT_EQ(f.Push("bbb", true), "");
+}
+
+TEST(CompletionWriter, ShapesResponsesAndChunksAsOpenAIDoes) {
+  const CompletionMeta chat{"chatcmpl-1", "m", 100, true}, text{"cmpl-1", "m", 100, false};
+  engine::Usage usage;
+  usage.prompt_tokens = 10;
+  usage.completion_tokens = 3;
+  usage.cached_tokens = 4;
+  const std::vector<int32_t> ids = {7, 8};
+  json r = CompletionResponse(chat, "hi", "length", &ids, usage);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "hi");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][0]["token_ids"], json(ids));
+  EXPECT_EQ(r["usage"]["total_tokens"], 13);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+  r = CompletionResponse(text, "hi", "stop", nullptr, usage);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], "hi");
+  EXPECT_FALSE(r["choices"][0].contains("token_ids"));
+
+  json c = CompletionChunk(chat, "", nullptr, /*first=*/true, nullptr);
+  EXPECT_EQ(c["object"], "chat.completion.chunk");
+  EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(c["choices"][0]["delta"]["content"], "");
+  EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+  c = CompletionChunk(chat, "", "stop", /*first=*/false, nullptr);
+  EXPECT_TRUE(c["choices"][0]["delta"].empty());  // no role, no empty content
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  c = CompletionChunk(text, "ab", nullptr, false, &ids);
+  EXPECT_EQ(c["choices"][0]["text"], "ab");
+  EXPECT_EQ(c["choices"][0]["token_ids"], json(ids));
+  c = UsageChunk(chat, usage);
+  EXPECT_TRUE(c["choices"].empty());
+  EXPECT_EQ(c["usage"]["completion_tokens"], 3);
+
+  EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  // Invalid UTF-8 in a delta is replaced, never a broken frame.
+  EXPECT_NE(SseEvent(json{{"t", std::string("\xff")}}).find("\xef\xbf\xbd"), std::string::npos);
+  EXPECT_STREQ(FinishReasonText(false, engine::FinishReason::kLength), "length");
+  EXPECT_STREQ(FinishReasonText(true, engine::FinishReason::kLength), "stop");
+  EXPECT_STREQ(FinishReasonText(false, engine::FinishReason::kStop), "stop");
+}
+
+}  // namespace
+}  // namespace radixlm::serve
