@@ -57,7 +57,8 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
   auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
-                                          policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
+                                          policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy,
+                                          0.0, cfg.prompt_end_checkpoints)
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction(compaction);
@@ -356,6 +357,47 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
       }
     }
   }
+}
+
+// Retries and regenerations: a hybrid prompt sent again verbatim. Without prompt-end states it
+// reuses only what an earlier branch point left; with them it reuses all but its last token,
+// and no answer changes.
+TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnAnswer) {
+  auto model = models::LoadModel("random:nemotron-h-tiny").value();
+  core::Rng rng(21);
+  Workload w;
+  for (int p = 0; p < 6; ++p) {
+    engine::RequestParams params;
+    for (int k = 0; k < 30 + static_cast<int>(rng.Below(40)); ++k)
+      params.prompt.push_back(static_cast<int32_t>(rng.Below(model->config().vocab_size)));
+    params.max_tokens = 4;
+    for (int repeat = 0; repeat < 3; ++repeat) {
+      params.sampling.seed = 100 * p + repeat;  // a regeneration samples anew
+      w.requests.push_back(params);
+      w.submit_step.push_back(40 * (3 * p + repeat));  // one at a time: each finds the last one cached
+    }
+  }
+  engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+  off.scheduler.max_running = 4;
+  off.scheduler.step_token_budget = 32;
+  const Outcome plain = RunWorkload(*model, w, off);
+  engine::EngineConfig on = off;
+  on.prefix_cache = true;
+  on.checkpoint_slots = 16;
+  const Outcome without = RunWorkload(*model, w, on, "marconi");
+  on.prompt_end_checkpoints = true;
+  const Outcome with = RunWorkload(*model, w, on, "marconi");
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    EXPECT_EQ(with.outputs.at(i), plain.outputs.at(i)) << "request " << i;
+    EXPECT_EQ(without.outputs.at(i), plain.outputs.at(i)) << "request " << i;
+    const int64_t n = static_cast<int64_t>(w.requests[i].prompt.size());
+    if (i % 3 > 0) {
+      EXPECT_EQ(with.usage.at(i).cached_tokens, n - 1) << "repeat " << i;
+      if (i % 3 == 1) EXPECT_EQ(without.usage.at(i).cached_tokens, 0) << "first repeat " << i;
+    }
+  }
+  EXPECT_GT(with.metrics.cached_prompt_tokens, without.metrics.cached_prompt_tokens);
+  EXPECT_LT(with.metrics.computed_tokens, without.metrics.computed_tokens);
 }
 
 TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {

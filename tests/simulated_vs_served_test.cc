@@ -31,7 +31,8 @@ RunRecord Serve(models::Transformer& model, const engine::EngineConfig& cfg, con
   core::ThreadPool pool(1);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, core::DType::kF32});
   auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
-                                          policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy)
+                                          policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy,
+                                          0.0, cfg.prompt_end_checkpoints)
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction({.threshold = 0});
@@ -91,7 +92,8 @@ RunRecord Simulate(const models::ModelConfig& model, const engine::EngineConfig&
   sim::SimPolicy p;
   if (model.n_ssm_layers() > 0) {
     const cache::MemoryConfig layout{.max_running = cfg.scheduler.max_running, .recurrent = true,
-                                     .checkpoint_slots = policy.empty() ? 0 : cfg.checkpoint_slots};
+                                     .checkpoint_slots = policy.empty() ? 0 : cfg.checkpoint_slots,
+                                     .prompt_end_checkpoints = cfg.prompt_end_checkpoints};
     c.executor.state_slots = cache::Memory::StateSlots(layout, !policy.empty());
     c.executor.prefill_alignment = model.ssm_chunk;
     if (!policy.empty())
@@ -139,6 +141,7 @@ TEST(SimulatedVsServed, HybridModelSameHitsUnderEachCheckpointPolicy) {
   for (const std::string policy : {"sglang+", "marconi-static"}) {
     for (int slots : {3, 12}) {
       engine::EngineConfig cfg{.num_blocks = 300, .block_tokens = 4, .checkpoint_slots = slots};
+      cfg.prompt_end_checkpoints = policy == "marconi-static";
       cfg.scheduler.max_running = 3;
       cfg.scheduler.step_token_budget = 64;
       const RunRecord served = Serve(*model, cfg, policy, 11);

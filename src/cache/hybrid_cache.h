@@ -82,7 +82,7 @@ struct HybridRequestStat {
 struct HybridCacheStats {
   int64_t requests = 0, hit_requests = 0, input_tokens = 0, hit_tokens = 0;
   Flops flops_saved = 0;
-  int64_t evictions = 0, checkpoints_admitted = 0, branch_checkpoints = 0;
+  int64_t evictions = 0, checkpoints_admitted = 0, branch_checkpoints = 0, prompt_end_checkpoints = 0;
   // Eviction cost: victims chosen, candidates scored to choose them, and the candidate-set sizes
   // at those moments (scored / candidates = the fraction an eviction looks at).
   int64_t victim_searches = 0, victim_scored = 0, victim_candidates = 0;
@@ -103,6 +103,10 @@ class HybridPrefixCache {
   // Phase two: the request finished with `sequence` = input + output: evict what Reserve()
   // says must go, then admit it.
   virtual void Admit(std::span<const int32_t> sequence) = 0;
+  // The same, also keeping the state after `prompt_end` tokens (the prompt but its last token:
+  // what an exact repeat of the prompt can reuse) if it fits. Policies without such a choice
+  // (vllm+ keeps a state per block; the reference) admit as Admit(sequence).
+  virtual void Admit(std::span<const int32_t> sequence, int64_t prompt_end) { Admit(sequence); }
   // Pin a lookup's path against eviction while a request uses it.
   virtual void Lock(const HybridLookup& lookup) = 0;
   virtual void Unlock(const HybridLookup& lookup) = 0;
@@ -122,9 +126,12 @@ class HybridPrefixCache {
 struct HybridAdmitOptions {
   int64_t branch_state_at = -1;
   int32_t branch_payload = -1, leaf_payload = -1;
+  // The state after prompt_end tokens (-1: none), placed after the insertion if it fits.
+  int64_t prompt_end_at = -1;
+  int32_t prompt_end_payload = -1;
 };
 struct HybridAdmitResult {
-  bool branch_used = false, leaf_used = false;  // whether each offered payload was kept
+  bool branch_used = false, leaf_used = false, prompt_end_used = false;  // each offered payload kept?
   std::vector<int32_t> freed_payloads;          // payloads of checkpoints evicted meanwhile
 };
 

@@ -39,6 +39,9 @@ class HybridRadixCache final : public CheckpointCache {
   HybridLookup Lookup(std::span<const int32_t> input) override;
   HybridReservation Reserve(std::span<const int32_t> sequence) const override { return ReserveWith(sequence, -1); }
   void Admit(std::span<const int32_t> sequence) override { AdmitStates(sequence, {}); }
+  void Admit(std::span<const int32_t> sequence, int64_t prompt_end) override {
+    AdmitStates(sequence, {.prompt_end_at = prompt_end});
+  }
   HybridAdmitResult AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) override;
   int64_t CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,
                               int32_t* payload) const override;
@@ -109,6 +112,9 @@ class HybridRadixCache final : public CheckpointCache {
   Walk Match(std::span<const int32_t> key) const;
   int32_t NewNode();
   int32_t SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload);
+  // A checkpoint at `position` on sequence's (inserted) path, evicting to make room; false if
+  // it does not fit or one is there already.
+  bool PlaceCheckpoint(std::span<const int32_t> sequence, int64_t position, int32_t payload);
   void InsertSequence(std::span<const int32_t> sequence, const HybridAdmitOptions& options, HybridAdmitResult* result);
   HybridReservation ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const;
   bool EvictOne();
@@ -262,9 +268,50 @@ HybridAdmitResult HybridRadixCache::AdmitStates(std::span<const int32_t> sequenc
     Unlock(pin);
     if (!evicted) break;
   }
+  if (options.prompt_end_at > 0 && options.prompt_end_at < static_cast<int64_t>(sequence.size()) &&
+      Match(sequence).matched == static_cast<int64_t>(sequence.size()))  // the sequence went in
+    result.prompt_end_used = PlaceCheckpoint(sequence, options.prompt_end_at, options.prompt_end_payload) &&
+                             options.prompt_end_payload >= 0;
   result.freed_payloads = std::move(freed_);
   freed_.clear();
   return result;
+}
+
+bool HybridRadixCache::PlaceCheckpoint(std::span<const int32_t> sequence, int64_t position, int32_t payload) {
+  // Room for one more checkpoint, the sequence's path pinned.
+  const Walk path = Match(sequence);
+  HybridLookup pin;
+  pin.node = path.full.empty() ? -1 : path.full.back();
+  Lock(pin);
+  bool room = true;
+  while (room && static_cast<double>(TreeBytesExact() + cost_.CheckpointBytes()) > config_.capacity_bytes) room = EvictOne();
+  Unlock(pin);
+  if (!room) return false;
+  // The node whose edge holds `position` (eviction may have merged nodes: walk again).
+  int32_t node = kRoot;
+  size_t pos = 0;
+  while (static_cast<int64_t>(pos) < position) {
+    const int32_t child = FindChild(node, sequence[pos]);
+    RADIXLM_CHECK(child >= 0);
+    const int64_t start = nodes_[child].depth - static_cast<int64_t>(nodes_[child].tokens.size());
+    if (nodes_[child].depth > position) {  // inside this edge: split there
+      SplitEdge(child, position - start, /*with_state=*/true, payload);
+      --counters_.branch_checkpoints;
+      ++counters_.prompt_end_checkpoints;
+      return true;
+    }
+    node = child;
+    pos = static_cast<size_t>(nodes_[child].depth);
+  }
+  Node& n = nodes_[node];
+  if (node == kRoot || n.has_state) return false;  // a checkpoint is there already
+  n.has_state = true;  // a tombstone takes the state
+  n.payload = payload;
+  ++node_count_;
+  ++counters_.checkpoints_admitted;
+  ++counters_.prompt_end_checkpoints;
+  Reindex(node);
+  return true;
 }
 
 int64_t HybridRadixCache::CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,

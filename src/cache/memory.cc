@@ -11,7 +11,9 @@ namespace radixlm::cache {
 
 int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
   if (!c.recurrent) return 0;
-  return hybrid_cache ? 2 * c.max_running + c.checkpoint_slots + 2 : c.max_running;
+  if (!hybrid_cache) return c.max_running;
+  const int32_t captures = c.prompt_end_checkpoints ? 2 : 1;
+  return (1 + captures) * c.max_running + c.checkpoint_slots + 1 + captures;
 }
 
 Memory::Memory(MemoryConfig config, PrefixCaches caches)
@@ -40,13 +42,25 @@ Memory::Memory(MemoryConfig config, PrefixCaches caches)
   for (int32_t s = r - 1; s >= 0; --s) free_slots_.push_back(s);
   if (checkpoints_) {
     for (int32_t s = 2 * r - 1; s >= r; --s) capture_free_.push_back(s);
-    for (int32_t s = 2 * r + config_.checkpoint_slots + 1; s >= 2 * r; --s) checkpoint_free_.push_back(s);
+    int32_t next = 2 * r;
+    if (config_.prompt_end_checkpoints) {
+      for (int32_t s = 3 * r - 1; s >= 2 * r; --s) prompt_end_free_.push_back(s);
+      next = 3 * r;
+    }
+    const int32_t end = StateSlots(config_, true);
+    for (int32_t s = end - 1; s >= next; --s) checkpoint_free_.push_back(s);
   }
 }
 
 int64_t Memory::CachedPrefix(const std::vector<int32_t>& tokens) const {
   // kByteBudget: the policy has no side-effect-free lookup; admission order is arrival order.
   return tree_ ? tree_->Match(tokens, static_cast<int64_t>(tokens.size()) - 1).length : 0;
+}
+
+int64_t Memory::PromptEnd(int64_t prompt_len, int64_t covered) const {
+  if (!config_.prompt_end_checkpoints) return -1;
+  const int64_t at = prompt_len - 1;
+  return at > 0 && at - covered >= std::max<int64_t>(config_.prompt_end_min_gap, 1) ? at : -1;
 }
 
 int64_t Memory::max_sequence_tokens() const {
@@ -61,6 +75,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
   if (config_.mode == MemoryMode::kByteBudget) {
     if (budget_ && count_prompt > 0) {
       const HybridLookup look = budget_->Lookup(std::span<const int32_t>(tokens.data(), count_prompt));
+      seq->prompt_end_at = PromptEnd(count_prompt, std::max(look.hit_tokens, look.branch_checkpoint ? look.matched_tokens : 0));
       out->hit_tokens = look.hit_tokens;
       out->cached_tokens = std::min(look.hit_tokens, n - 1);  // at least one token is computed
     }
@@ -102,6 +117,13 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
       checkpoints_->Lock(seq->checkpoint_lock);
       seq->capture_slot = capture_free_.back();
       capture_free_.pop_back();
+      // The prompt-end state, unless a hit or the branch point covers it already.
+      if (count_prompt > 0) seq->prompt_end_at = PromptEnd(count_prompt, std::max(limit, seq->branch_at));
+      seq->prompt_end_captured = false;
+      if (seq->prompt_end_at > limit && seq->prompt_end_at != seq->branch_at) {
+        seq->prompt_end_slot = prompt_end_free_.back();
+        prompt_end_free_.pop_back();
+      }
     }
     Admission a = tree_->Commit(res, count_prompt);
     RADIXLM_CHECK(!checkpoints_ || a.cached_tokens == limit);
@@ -145,6 +167,12 @@ StepState Memory::StateFor(MemorySeq* seq, int64_t from, int64_t n) {
     s.captures.push_back({static_cast<int32_t>(seq->branch_at - from), seq->capture_slot});
     seq->branch_captured = true;
   }
+  if (seq->prompt_end_slot >= 0 && seq->prompt_end_at > from && seq->prompt_end_at <= from + n) {
+    s.captures.push_back({static_cast<int32_t>(seq->prompt_end_at - from), seq->prompt_end_slot});
+    seq->prompt_end_captured = true;
+  }
+  std::sort(s.captures.begin(), s.captures.end(),
+            [](const StepState::Capture& a, const StepState::Capture& b) { return a.after_tokens < b.after_tokens; });
   return s;
 }
 
@@ -157,8 +185,9 @@ std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, i
   std::vector<StateCopy> copies;
   if (!checkpoints_ || computed <= 0 || seq->state_slot < 0) return copies;
   // The working state holds the state after every computed token: the leaf checkpoint. The
-  // cache holds at most checkpoint_slots checkpoints, so the two spare slots are always free.
-  RADIXLM_CHECK_MSG(checkpoint_free_.size() >= 2, "hybrid cache capacity exceeds its checkpoint slots");
+  // cache holds at most checkpoint_slots checkpoints, so the spare slots are always free.
+  RADIXLM_CHECK_MSG(checkpoint_free_.size() >= (config_.prompt_end_checkpoints ? 3u : 2u),
+                    "hybrid cache capacity exceeds its checkpoint slots");
   const int32_t leaf = checkpoint_free_.back();
   checkpoint_free_.pop_back();
   copies.push_back({seq->state_slot, leaf});
@@ -168,13 +197,22 @@ std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, i
     checkpoint_free_.pop_back();
     copies.push_back({seq->capture_slot, branch});
   }
+  int32_t prompt_end = -1;
+  if (seq->prompt_end_captured && seq->prompt_end_at < computed) {
+    prompt_end = checkpoint_free_.back();
+    checkpoint_free_.pop_back();
+    copies.push_back({seq->prompt_end_slot, prompt_end});
+  }
   HybridAdmitOptions o;
   o.branch_state_at = seq->branch_captured ? seq->branch_at : std::numeric_limits<int64_t>::max();
   o.branch_payload = branch;
   o.leaf_payload = leaf;
+  o.prompt_end_at = prompt_end >= 0 ? seq->prompt_end_at : -1;
+  o.prompt_end_payload = prompt_end;
   const HybridAdmitResult res = checkpoints_->AdmitStates(std::span<const int32_t>(tokens.data(), computed), o);
   if (!res.leaf_used) checkpoint_free_.push_back(leaf);
   if (branch >= 0 && !res.branch_used) checkpoint_free_.push_back(branch);
+  if (prompt_end >= 0 && !res.prompt_end_used) checkpoint_free_.push_back(prompt_end);
   for (int32_t p : res.freed_payloads) checkpoint_free_.push_back(p);
   // A copy into a slot the cache did not keep is harmless (the slot is free and unread), and
   // keeping it in the list keeps the copy order simple: working and capture slots are read
@@ -188,7 +226,8 @@ std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64
   if (config_.mode == MemoryMode::kByteBudget) {
     // The executor stores nothing, so the last output token is as good as computed: admit the
     // whole sequence (input + output), as Marconi's simulator does.
-    if (budget_ && mode == ReleaseMode::kFinish) budget_->Admit(tokens);
+    if (budget_ && mode == ReleaseMode::kFinish)
+      budget_->Admit(tokens, seq->prompt_end_at);
     return copies;
   }
   if (mode == ReleaseMode::kFinish) copies = AdmitStates(tokens, computed, seq);
@@ -197,6 +236,9 @@ std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64
     seq->checkpoint_lock = {};
     capture_free_.push_back(seq->capture_slot);
     seq->capture_slot = -1;
+    if (seq->prompt_end_slot >= 0) prompt_end_free_.push_back(seq->prompt_end_slot);
+    seq->prompt_end_slot = -1;
+    seq->prompt_end_captured = false;
     seq->restore_slot = -1;
     seq->needs_restore = false;
     seq->branch_at = -1;
@@ -225,7 +267,8 @@ std::string Memory::CheckInvariants() const {
     std::sort(v.begin(), v.end());
     return std::adjacent_find(v.begin(), v.end()) == v.end();
   };
-  if (!distinct(free_slots_) || !distinct(capture_free_) || !distinct(checkpoint_free_)) return "a state slot is free twice";
+  if (!distinct(free_slots_) || !distinct(capture_free_) || !distinct(prompt_end_free_) || !distinct(checkpoint_free_))
+    return "a state slot is free twice";
   if (static_cast<int32_t>(free_slots_.size()) > (config_.recurrent ? config_.max_running : 0))
     return "more free working slots than running sequences";
   return "";

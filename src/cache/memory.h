@@ -5,8 +5,9 @@
 //  - for a model with recurrent (Mamba2) layers, the layout of the state store's slots
 //      [0, R)                 each running sequence's working state        (R = max_running)
 //      [R, 2R)                each running sequence's branch-point capture (hybrid cache only)
-//      [2R, 2R + C + 2)       the hybrid cache's C checkpoints, and two spare for admitting a
-//                             finished sequence's states
+//      [2R, 3R)               each running sequence's prompt-end capture (prompt_end_checkpoints)
+//      then C + S             the hybrid cache's C checkpoints, and S spare (2, or 3 with
+//                             prompt-end checkpoints) for admitting a finished sequence's states
 //    (StateSlots() is the one place that says how many slots that is);
 //  - the hybrid prefix cache of checkpoints (the policy object, borrowed).
 // A sequence's share is a MemorySeq: the engine keeps it in its request; only Memory changes it.
@@ -58,6 +59,13 @@ struct MemoryConfig {
   int32_t max_running = 16;       // sequences holding memory at once
   bool recurrent = false;         // the model has recurrent layers: sequences need state slots
   int32_t checkpoint_slots = 0;   // the hybrid cache's capacity in checkpoints
+  // Hybrid cache: also keep the state after each prompt but its last token, so a prompt sent
+  // again verbatim (a retry, a regeneration) is a hit. Costs a checkpoint per request where it
+  // is kept: only where the prompt end lies at least prompt_end_min_gap tokens past the state
+  // the request starts from or captures at its branch point (a repeat would recompute that
+  // much; a chat turn's repeat recomputes only its last user message without it).
+  bool prompt_end_checkpoints = false;
+  int64_t prompt_end_min_gap = 0;
 };
 
 // What one sequence holds. Fields are Memory's to change.
@@ -74,6 +82,9 @@ struct MemorySeq {
   int64_t branch_at = -1;
   bool branch_captured = false;
   int32_t capture_slot = -1;
+  int64_t prompt_end_at = -1;        // the prompt-end state to capture (-1: none)
+  bool prompt_end_captured = false;
+  int32_t prompt_end_slot = -1;
   bool holds_memory() const { return !block_table.empty() || state_slot >= 0; }
 };
 
@@ -157,6 +168,8 @@ class Memory {
   std::string CheckInvariants() const;
 
  private:
+  // Where to keep a prompt's end state (-1: nowhere), given the state at `covered` it has anyway.
+  int64_t PromptEnd(int64_t prompt_len, int64_t covered) const;
   // A finished sequence's states into the hybrid cache: returns the copies into cache slots.
   std::vector<StateCopy> AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
 
@@ -166,7 +179,7 @@ class Memory {
   CheckpointCache* checkpoints_ = nullptr;
   HybridPrefixCache* budget_ = nullptr;
   // Free slots of each kind (see the layout above).
-  std::vector<int32_t> free_slots_, capture_free_, checkpoint_free_;
+  std::vector<int32_t> free_slots_, capture_free_, prompt_end_free_, checkpoint_free_;
 };
 
 }  // namespace radixlm::cache

@@ -139,5 +139,89 @@ TEST(Memory, HybridCheckpointsAreCopiedRestoredAndCapturedAtBranchPoints) {
   cache->CheckInvariants();
 }
 
+// A prompt sent again verbatim: with prompt-end checkpoints the state after all but its last
+// token is captured during prefill and cached at finish, so the repeat reuses n - 1 tokens (in
+// both modes); without, the first repeat reuses nothing.
+TEST(Memory, PromptEndCheckpointsServeAnExactRepeat) {
+  HybridShape shape = Marconi7BShape(16);
+  shape.kv_elem_bytes = 0;
+  const CostModel cost(shape, Accounting::kCorrected);
+  for (bool keep : {false, true}) {
+    HybridCacheConfig hc;
+    hc.policy = HybridPolicy::kMarconiStatic;
+    hc.capacity_bytes = 6.5 * static_cast<double>(cost.CheckpointBytes());
+    auto cache = MakeRadixHybridCache(hc, cost);
+    const MemoryConfig config{.num_blocks = 64, .block_tokens = 4, .prefix_cache = true, .max_running = 2,
+                              .recurrent = true, .checkpoint_slots = 6, .prompt_end_checkpoints = keep};
+    Memory mem(config, cache.get());
+    EXPECT_EQ(Memory::StateSlots(config, true), keep ? 3 * 2 + 6 + 3 : 2 * 2 + 6 + 2);
+    const Tokens prompt = Seq(1, 10);
+    Tokens served = prompt;
+    Memory::Admitted got;
+    MemorySeq s1;
+    ASSERT_TRUE(mem.Admit(served, 10, true, &s1, &got));
+    StepState st = mem.StateFor(&s1, 0, 10);  // the prefill, in one step
+    ASSERT_EQ(st.captures.size(), keep ? 1u : 0u);
+    if (keep) EXPECT_EQ(st.captures[0].after_tokens, 9);
+    for (int32_t t : {500, 501, 502}) served.push_back(t);  // three generated tokens
+    const std::vector<StateCopy> copies = mem.Release(served, 12, ReleaseMode::kFinish, &s1);
+    EXPECT_EQ(copies.size(), keep ? 2u : 1u) << "the leaf, and the prompt end";
+    MemorySeq s2;
+    ASSERT_TRUE(mem.Admit(prompt, 10, true, &s2, &got));
+    EXPECT_EQ(got.cached_tokens, keep ? 9 : 0);
+    if (keep) EXPECT_EQ(mem.StateFor(&s2, 9, 1).restore_from, copies[1].dst);
+    mem.Release(prompt, 10, ReleaseMode::kCancel, &s2);
+    EXPECT_EQ(mem.CheckInvariants(), "");
+    cache->CheckInvariants();
+    EXPECT_EQ(cache->Stats().prompt_end_checkpoints, keep ? 1 : 0);
+  }
+  // The byte-budget mode: the policy places it at admission of the whole sequence.
+  HybridCacheConfig hc;
+  hc.policy = HybridPolicy::kSglangPlus;
+  hc.capacity_bytes = 1e12;
+  auto budget = MakeRadixHybridCache(hc, CostModel(Marconi7BShape(16), Accounting::kCorrected));
+  PrefixCaches caches;
+  caches.budget = budget.get();
+  Memory mem({.mode = MemoryMode::kByteBudget, .prefix_cache = true, .prompt_end_checkpoints = true}, caches);
+  Tokens all = Seq(1, 10);
+  Memory::Admitted got;
+  MemorySeq s1;
+  ASSERT_TRUE(mem.Admit(all, 10, true, &s1, &got));
+  all.push_back(77);
+  mem.Release(all, 10, ReleaseMode::kFinish, &s1);
+  MemorySeq s2;
+  ASSERT_TRUE(mem.Admit(Seq(1, 10), 10, true, &s2, &got));
+  EXPECT_EQ(got.hit_tokens, 9);
+}
+
+// Where it pays: a prompt that ends just past a cached state (a chat turn's short message) keeps
+// no prompt-end state; one that ends far past it does.
+TEST(Memory, PromptEndStateOnlyWhereTheRepeatWouldRecomputeMuch) {
+  HybridShape shape = Marconi7BShape(16);
+  shape.kv_elem_bytes = 0;
+  const CostModel cost(shape, Accounting::kCorrected);
+  HybridCacheConfig hc;
+  hc.policy = HybridPolicy::kSglangPlus;
+  hc.capacity_bytes = 8.5 * static_cast<double>(cost.CheckpointBytes());
+  auto cache = MakeRadixHybridCache(hc, cost);
+  Memory mem({.num_blocks = 64, .block_tokens = 4, .prefix_cache = true, .max_running = 2, .recurrent = true,
+              .checkpoint_slots = 8, .prompt_end_checkpoints = true, .prompt_end_min_gap = 6},
+             cache.get());
+  Memory::Admitted got;
+  const Tokens first = Seq(1, 20);
+  MemorySeq s1;
+  ASSERT_TRUE(mem.Admit(first, 20, true, &s1, &got));
+  EXPECT_EQ(mem.StateFor(&s1, 0, 20).captures.size(), 1u) << "19 tokens past the empty state";
+  mem.Release(first, 20, ReleaseMode::kFinish, &s1);
+  Tokens turn = first;
+  for (int32_t t : {90, 91, 92}) turn.push_back(t);  // a short next message: 3 tokens past the leaf
+  MemorySeq s2;
+  ASSERT_TRUE(mem.Admit(turn, 23, true, &s2, &got));
+  EXPECT_EQ(got.cached_tokens, 20);
+  EXPECT_TRUE(mem.StateFor(&s2, 20, 3).captures.empty());
+  mem.Release(turn, 23, ReleaseMode::kFinish, &s2);
+  EXPECT_EQ(mem.CheckInvariants(), "");
+}
+
 }  // namespace
 }  // namespace radixlm::cache

@@ -35,6 +35,8 @@ struct EngineOptions {
   // Models with Mamba2 layers: the hybrid cache policy and its checkpoint slots.
   std::string hybrid_policy = "marconi";
   int checkpoint_slots = 32;
+  bool prompt_end_checkpoints = false;  // keep each prompt's end state (exact repeats hit)
+  int64_t prompt_end_min_gap = 256;     // ... where it lies this far past the state the request has
   // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
   double prefill_compaction_threshold = 0.92;
   std::string prefill_compaction = "trie";

@@ -33,6 +33,12 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "Mamba2 hybrids: cached SSM checkpoints (0 = no prefix reuse)")
       ->capture_default_str();
+  cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,
+                "Mamba2 hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) hits");
+  cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
+                  "keep a prompt's end state only this many tokens past the state the request starts from or captures")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
                   "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
       ->capture_default_str();
@@ -48,7 +54,7 @@ runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
 // State slots and the hybrid prefix cache for a model with Mamba2 layers (none otherwise).
 runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
   auto h = runner::MakeHybridServing(model, runner::ShapeOfModel(model), o.max_running,
-                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy);
+                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints);
   ExitIfError(h.status());
   return std::move(h).value();
 }
@@ -61,6 +67,8 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   c.scheduler.step_token_budget = o.step_tokens;
   c.scheduler.max_running = o.max_running;
   c.checkpoint_slots = o.checkpoint_slots;
+  c.prompt_end_checkpoints = o.prompt_end_checkpoints;
+  c.prompt_end_min_gap = o.prompt_end_min_gap;
   return c;
 }
 

@@ -35,6 +35,8 @@ struct SimulateOptions {
   int32_t kv_block_tokens = 16;
   int checkpoint_slots = 32, max_running = 16, step_tokens = 0;
   int prefill_alignment = -1;  // -1: the model's (an engine model's Mamba2 chunk), else 0
+  bool prompt_end_checkpoints = false;
+  int64_t prompt_end_min_gap = 256;
   sim::WorkloadOptions workload;
 };
 
@@ -92,6 +94,9 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, const 
   }
   // The policy's own counters; engine memory's block tree reports evicted tokens.
   j["evictions"] = r.cache.evictions;
+  j["prompt_end_checkpoints"] = r.cache.prompt_end_checkpoints;
+  j["cache_nodes"] = r.cache_nodes;
+  j["cache_bytes"] = r.cache_bytes;
   j["evicted_tokens"] = m.evicted_tokens;
   j["checkpoints_admitted"] = r.cache.checkpoints_admitted;
   j["victim_searches"] = r.cache.victim_searches;
@@ -245,6 +250,8 @@ int RunSimulate(SimulateOptions& o) {
     // Prefill in one step unless a budget is given: the TTFT line prices one prefill.
     config.engine.scheduler.step_token_budget = o.step_tokens > 0 ? o.step_tokens : (1 << 30);
     config.engine.scheduler.max_running = o.max_running;
+    config.engine.prompt_end_checkpoints = o.prompt_end_checkpoints;
+    config.engine.prompt_end_min_gap = o.prompt_end_min_gap;
     sim::SimPolicy made;
     if (!engine_memory) {
       config.engine.memory_mode = cache::MemoryMode::kByteBudget;
@@ -276,7 +283,8 @@ int RunSimulate(SimulateOptions& o) {
         made.checkpoints = std::move(ckpt).value();
         config.capacity_bytes += o.checkpoint_slots * static_cast<double>(cost.CheckpointBytes());
         const cache::MemoryConfig layout{.max_running = o.max_running, .recurrent = true,
-                                         .checkpoint_slots = o.checkpoint_slots};
+                                         .checkpoint_slots = o.checkpoint_slots,
+                                         .prompt_end_checkpoints = o.prompt_end_checkpoints};
         config.executor.state_slots = cache::Memory::StateSlots(layout, true);
         config.executor.prefill_alignment = o.prefill_alignment >= 0 ? o.prefill_alignment : model_alignment;
       } else if (*policy != cache::HybridPolicy::kLru) {
@@ -356,6 +364,12 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "--memory engine, hybrid models: cached SSM checkpoints")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-running", o->max_running, "sequences per engine batch")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--step-tokens", o->step_tokens, "tokens per engine step (chunked prefill; default: a prefill in one step)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,
+                "hybrid policies: also keep each prompt's end state (a verbatim repeat hits; a checkpoint per request)");
+  cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
+                  "keep a prompt's end state only this many tokens past the state the request starts from or captures")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_option("--prefill-alignment", o->prefill_alignment, "prefill chunk grid (default: the engine model's Mamba2 chunk)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--policy", o->policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
   cmd->add_option_function<double>("--alpha", [o](double a) { o->alpha = a, o->alpha_set = true; },
@@ -379,6 +393,8 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--sps", o->workload.sessions_per_second, "generated sessions per second");
   cmd->add_option("--art", o->workload.mean_agent_gap_s, "swebench: mean seconds between agent turns");
   cmd->add_option("--seed", o->workload.seed, "generator seed");
+  cmd->add_option("--regenerate", o->workload.regenerate, "generated: chance a turn is sent again verbatim (regenerate / retry)")
+      ->check(CLI::Range(0.0, 0.99));
   cmd->callback([o]() { std::exit(RunSimulate(*o)); });
 }
 

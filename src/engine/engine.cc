@@ -24,7 +24,8 @@ const char* FinishReasonName(FinishReason r) {
 cache::MemoryConfig Engine::MemoryConfigOf(const EngineConfig& c, const Executor& executor) {
   return {.mode = c.memory_mode, .num_blocks = c.num_blocks, .block_tokens = c.block_tokens, .prefix_cache = c.prefix_cache,
           .max_running = c.scheduler.max_running, .recurrent = executor.state_slots() > 0,
-          .checkpoint_slots = c.checkpoint_slots};
+          .checkpoint_slots = c.checkpoint_slots, .prompt_end_checkpoints = c.prompt_end_checkpoints,
+          .prompt_end_min_gap = c.prompt_end_min_gap};
 }
 
 Engine::Engine(EngineConfig config, Executor& executor, cache::PrefixCaches caches, const Clock* clock)

@@ -50,6 +50,9 @@ struct EngineConfig {
   // Models with recurrent layers and a hybrid cache: state slots holding cached checkpoints,
   // after the 2 x max_running working and branch-capture slots (plus 2 for admission).
   int32_t checkpoint_slots = 0;
+  // Hybrid cache: keep each prompt's end state too (cache::MemoryConfig::prompt_end_checkpoints).
+  bool prompt_end_checkpoints = false;
+  int64_t prompt_end_min_gap = 0;
 };
 
 struct EngineMetrics {

@@ -26,6 +26,6 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& model, core::DType kv
 // the model's cache shape (ShapeOfModel), which sizes checkpoints and ranks them.
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
-                                                double alpha = 0);
+                                                double alpha = 0, bool prompt_end_checkpoints = false);
 
 }  // namespace radixlm::runner

@@ -100,6 +100,8 @@ SimResult Simulator::Finish() {
   if (policy != nullptr) {
     result_.cache = policy->Stats();
     result_.alpha = policy->alpha();
+    result_.cache_nodes = policy->NodeCount();
+    result_.cache_bytes = policy->TreeBytes();
   }
   std::vector<cache::HybridRequestStat> hits;
   std::vector<double> ttft, vanilla;

@@ -50,6 +50,8 @@ struct SimResult {
   double capacity_bytes = 0;
   engine::EngineMetrics metrics;   // hits, tokens computed, preemptions: as served
   cache::HybridCacheStats cache;   // the policy's own counters (empty for the block tree's LRU)
+  int64_t cache_nodes = 0;         // checkpoints the policy holds at the end
+  double cache_bytes = 0;          // bytes it holds at the end (its accounting)
   cache::Flops flops_saved = 0;
   double alpha = 0;
   double seconds = 0;              // wall time of the simulation proper (engine steps)

@@ -63,6 +63,10 @@ core::Status GenerateWorkload(const WorkloadOptions& o,
                               const std::function<void(const TraceRequest&)>& emit) {
   if (o.sessions <= 0 || o.sessions_per_second <= 0 || o.mean_agent_gap_s < 0 || o.max_turns <= 0)
     return core::InvalidArgument("sessions, sps and turns must be positive, art non-negative");
+  if (!(o.regenerate >= 0 && o.regenerate < 1)) return core::InvalidArgument("regenerate must be in [0, 1)");
+  // Regenerations draw from their own stream, so regenerate = 0 leaves every trace as it was.
+  core::Rng regen_rng(o.seed * 0x2545f4914f6cdd1dull + 91);
+  auto regenerated = [&]() { return o.regenerate > 0 && regen_rng.Uniform() < o.regenerate; };
   const bool agent = o.kind == "swebench";
   ChatShape chat{};
   if (o.kind == "lmsys") {
@@ -112,8 +116,13 @@ core::Status GenerateWorkload(const WorkloadOptions& o,
         }
         if (len > o.max_context) break;
         if (session.owned.size() + 3 > session.owned.capacity()) break;  // keeps pointers valid
-        const int32_t action = add(RandomTokens(rng, LogNormalLength(rng, 120, 0.5)));
+        int32_t action = add(RandomTokens(rng, LogNormalLength(rng, 120, 0.5)));
         plan.push_back({ts, s, turn, input, action});
+        while (regenerated() && session.owned.size() + 4 <= session.owned.capacity()) {  // the step retried
+          ts += 2.0;
+          action = add(RandomTokens(regen_rng, LogNormalLength(regen_rng, 120, 0.5)));
+          plan.push_back({ts, s, turn, input, action});
+        }
         const int64_t obs_len = LogNormalLength(rng, 520, 1.1);
         const int32_t obs = add(RandomTokens(rng, obs_len));
         // SWE-agent's placeholder names how many lines it dropped: a few fixed tokens + count.
@@ -134,10 +143,15 @@ core::Status GenerateWorkload(const WorkloadOptions& o,
         if (session.owned.size() + 3 > session.owned.capacity()) break;
         if (turn > 0) ts += 0.75 * static_cast<double>(user_len) / (90.0 / 60.0);  // typing
         history.push_back(add(RandomTokens(rng, user_len)));
-        const int32_t reply = add(RandomTokens(rng, reply_len));
+        int32_t reply = add(RandomTokens(rng, reply_len));
         plan.push_back({ts, s, turn, history, reply});
+        while (regenerated() && session.owned.size() + 4 <= session.owned.capacity()) {  // "regenerate"
+          ts += 5.0;
+          reply = add(RandomTokens(regen_rng, LogNormalLength(regen_rng, chat.reply_mean, 0.8)));
+          plan.push_back({ts, s, turn, history, reply});
+        }
         history.push_back(reply);
-        len += user_len + reply_len;
+        len += user_len + static_cast<int64_t>(session.segments[reply]->size());
       }
     }
   }

@@ -13,6 +13,9 @@
 //                     five it is collapsed to a short placeholder (SWE-agent's history
 //                     processor), so each input rewrites history in the middle. A session
 //                     stops at 32,768 tokens or 50 turns.
+// regenerate (default 0): the chance that a turn is sent again verbatim (the user asks for
+// another answer; the agent retries its step) a few seconds later, with a new output the
+// session then continues from.
 // Same knobs and seed -> same trace, byte for byte.
 #pragma once
 
@@ -33,6 +36,7 @@ struct WorkloadOptions {
   uint64_t seed = 0;
   int64_t max_context = 32768;
   int max_turns = 50;
+  double regenerate = 0;
 };
 
 // Emits the requests in arrival order.
