@@ -400,6 +400,51 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
   EXPECT_LT(with.metrics.computed_tokens, without.metrics.computed_tokens);
 }
 
+// cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
+// models; within a tenant everything is shared as before; no answer changes.
+TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    const bool hybrid = model->config().n_ssm_layers() > 0;
+    core::Rng rng(3);
+    std::vector<int32_t> system(40);
+    for (auto& t : system) t = static_cast<int32_t>(rng.Below(model->config().vocab_size));
+    Workload w;
+    for (int i = 0; i < 8; ++i) {
+      engine::RequestParams p;
+      p.prompt = system;
+      for (int k = 0; k < 5; ++k) p.prompt.push_back(static_cast<int32_t>(rng.Below(model->config().vocab_size)));
+      p.max_tokens = 3;
+      p.cache_salt = i % 2 ? "tenant-b" : "tenant-a";
+      w.requests.push_back(p);
+      w.submit_step.push_back(i < 2 ? 0 : 30 * i);  // the first two together (one step), then one by one
+    }
+    engine::EngineConfig off{.num_blocks = 256, .block_tokens = 8, .prefix_cache = false};
+    off.scheduler.max_running = 4;
+    const Outcome plain = RunWorkload(*model, w, off);
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    on.checkpoint_slots = 16;
+    const Outcome salted = RunWorkload(*model, w, on, hybrid ? "sglang+" : "", {.threshold = hybrid ? 0.0 : 1.0});
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      EXPECT_EQ(salted.outputs.at(i), plain.outputs.at(i)) << spec << " request " << i;
+      // Each tenant's first request finds nothing: not the other tenant's identical system prompt.
+      if (i < 2) EXPECT_EQ(salted.usage.at(i).cached_tokens, 0) << spec << " request " << i;
+      // A tenant's later requests reuse its system prompt (a hybrid from its third request on: the
+      // second captures the state at the branch point).
+      if (i >= (hybrid ? 4u : 2u)) EXPECT_GE(salted.usage.at(i).cached_tokens, 40) << spec << " request " << i;
+    }
+    // The two first requests ran in one step with identical rows: not computed once for both.
+    EXPECT_EQ(salted.metrics.deduplicated_tokens, 0) << spec;
+    // Without salts the same workload shares across the two.
+    Workload shared = w;
+    for (auto& r : shared.requests) r.cache_salt.clear();
+    const Outcome one = RunWorkload(*model, shared, on, hybrid ? "sglang+" : "", {.threshold = hybrid ? 0.0 : 1.0});
+    EXPECT_GT(one.metrics.cached_prompt_tokens + one.metrics.deduplicated_tokens,
+              salted.metrics.cached_prompt_tokens + salted.metrics.deduplicated_tokens) << spec;
+  }
+}
+
 TEST_F(EngineTest, MultiTurnConversationReportsGrowingCachedTokens) {
   core::ThreadPool pool(2);
   models::KvStore kv(model_->config(), {256, 16});

@@ -176,6 +176,14 @@ def main():
             msgs.append({"role": "assistant", "content": out["choices"][0]["message"]["content"]})
         check(all(b > a for a, b in zip(seen, seen[1:])), "multi-turn cached_tokens grow: %s" % seen)
 
+        # cache_salt: a tenant never hits another tenant's cached prompt; its own repeat hits.
+        salted_prompt = "A tenant's private document that nobody else should find cached. " * 6
+        def salted(salt):
+            body = {"prompt": salted_prompt, "max_tokens": 2, "temperature": 0, "cache_salt": salt}
+            return json.loads(post(base, "/v1/completions", body)[1])["usage"]["prompt_tokens_details"]["cached_tokens"]
+        first, other, again = salted("tenant-1"), salted("tenant-2"), salted("tenant-1")
+        check(first == 0 and other == 0 and again > 0, "cache_salt isolates tenants (cached %d, %d, then %d)" % (first, other, again))
+
         # Malformed requests: 4xx with a clear message, and the server keeps serving.
         cases = [
             ("invalid JSON", post(base, "/v1/completions", None, raw=b"{not json"), 400, "not valid JSON"),

@@ -77,6 +77,10 @@ class HybridRadixCache final : public CheckpointCache {
     std::vector<int32_t> visited;  // every node the walk entered, root first
     int32_t deepest_state = -1;
     bool splits_edge = false;      // matching stopped inside an edge
+    // Matching stopped at the end of a tombstone (a split no state was taken at): a branch
+    // point whose state prefill should capture, as for a split.
+    bool ends_at_tombstone = false;
+    bool Branch() const { return splits_edge || ends_at_tombstone; }
   };
 
   static uint64_t ChildKey(int32_t parent, int32_t token) {
@@ -189,6 +193,7 @@ HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) con
     node = child;
     walk.visited.push_back(node);
   }
+  walk.ends_at_tombstone = !walk.splits_edge && !walk.full.empty() && !nodes_[walk.full.back()].has_state;
   return walk;
 }
 
@@ -196,7 +201,7 @@ HybridReservation HybridRadixCache::ReserveWith(std::span<const int32_t> sequenc
   const Walk walk = Match(sequence);
   HybridReservation r;
   r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
-  const bool branch_state = walk.splits_edge && (branch_state_at < 0 || branch_state_at == walk.matched);
+  const bool branch_state = walk.Branch() && (branch_state_at < 0 || branch_state_at == walk.matched);
   r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch_state ? 1 : 0);
   r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
   r.bytes_over_capacity =
@@ -235,7 +240,7 @@ HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
   const bool anywhere = policy_->hit_ends_anywhere();
   result.matched_tokens = walk.matched;
   result.hit_tokens = anywhere ? walk.matched : walk.reusable;
-  result.branch_checkpoint = !anywhere && walk.splits_edge;
+  result.branch_checkpoint = !anywhere && walk.Branch();
   result.node = anywhere ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
   // Marconi refreshes only the node whose checkpoint serves the hit.
   if (!policy_->refreshes_path() && result.node >= 0) Touch(result.node);
@@ -364,6 +369,17 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
       pos += n;
       // A fully matched node is refreshed only if the insertion descends past it.
       if (path && pos < sequence.size()) Touch(node);
+      if (!nodes_[node].has_state && options.branch_state_at == static_cast<int64_t>(pos)) {
+        // A tombstone where this request captured the state: it becomes a checkpoint.
+        Node& t = nodes_[node];
+        t.has_state = true;
+        t.payload = options.branch_payload;
+        ++node_count_;
+        ++counters_.branch_checkpoints;
+        ++counters_.checkpoints_admitted;
+        result->branch_used = options.branch_payload >= 0;
+        Reindex(node);
+      }
       continue;
     }
     // Branch point: one split per insertion; its checkpoint is the state prefill took there.
@@ -371,7 +387,7 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
     split_done = true;
     const bool with_state = options.branch_state_at < 0 || options.branch_state_at == static_cast<int64_t>(pos + n);
     node = SplitEdge(child, static_cast<int64_t>(n), with_state, options.branch_payload);
-    result->branch_used = with_state && options.branch_payload >= 0;
+    result->branch_used |= with_state && options.branch_payload >= 0;
     pos += n;
     if (path) Touch(node);
   }

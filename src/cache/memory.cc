@@ -52,9 +52,33 @@ Memory::Memory(MemoryConfig config, PrefixCaches caches)
   }
 }
 
-int64_t Memory::CachedPrefix(const std::vector<int32_t>& tokens) const {
+int64_t Memory::CachedPrefix(const std::vector<int32_t>& tokens, const MemorySeq& seq) const {
   // kByteBudget: the policy has no side-effect-free lookup; admission order is arrival order.
-  return tree_ ? tree_->Match(tokens, static_cast<int64_t>(tokens.size()) - 1).length : 0;
+  return tree_ ? tree_->Match(tokens, static_cast<int64_t>(tokens.size()) - 1, seq.ns).length : 0;
+}
+
+int32_t Memory::Namespace(const std::string& salt) {
+  if (salt.empty()) return 0;
+  auto [it, fresh] = namespaces_.try_emplace(salt, static_cast<int32_t>(namespaces_.size() + 1));
+  return it->second;
+}
+
+void Memory::Bind(MemorySeq* seq, const std::string& cache_salt) {
+  RADIXLM_CHECK(!seq->holds_memory());
+  seq->ns = Namespace(cache_salt);
+}
+
+Memory::CheckpointKey::CheckpointKey(const std::vector<int32_t>& tokens, int64_t n, int32_t ns) {
+  if (ns == 0) {
+    span = std::span<const int32_t>(tokens.data(), n);
+    return;
+  }
+  // A token no vocabulary has: namespaces never share a path in the checkpoint tree.
+  storage.reserve(n + 1);
+  storage.push_back(-ns);
+  storage.insert(storage.end(), tokens.begin(), tokens.begin() + n);
+  span = storage;
+  offset = 1;
 }
 
 int64_t Memory::PromptEnd(int64_t prompt_len, int64_t covered) const {
@@ -92,23 +116,26 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     int64_t limit = n - 1;
     int32_t ckpt_node = -1, ckpt_slot = -1;
     if (checkpoints_) {
-      const int64_t kv = tree_->Match(tokens, n - 1).length;
-      limit = checkpoints_->CheckpointAtOrBelow(tokens, kv, &ckpt_node, &ckpt_slot);
+      const int64_t kv = tree_->Match(tokens, n - 1, seq->ns).length;
+      const CheckpointKey key(tokens, kv, seq->ns);
+      limit = std::max<int64_t>(0, checkpoints_->CheckpointAtOrBelow(key.span, kv + key.offset, &ckpt_node, &ckpt_slot) - key.offset);
     }
-    Reservation res = tree_->Reserve(tokens, limit, n);
+    Reservation res = tree_->Reserve(tokens, limit, n, seq->ns);
     // A match locks its deepest node whole, the tail this sequence does not use too, so a
     // sequence that fits the pool could stay infeasible for good. Alone, no other lock exists:
     // without a match everything is evictable and it must fit.
     if (!res.feasible && alone) {
       limit = 0;
       ckpt_node = ckpt_slot = -1;
-      res = tree_->Reserve(tokens, 0, n);
+      res = tree_->Reserve(tokens, 0, n, seq->ns);
     }
     if (!res.feasible) return false;
     if (checkpoints_) {
       // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
-      const HybridLookup look = checkpoints_->Lookup(std::span<const int32_t>(tokens.data(), n - 1));
-      seq->branch_at = look.branch_checkpoint && look.matched_tokens > limit ? look.matched_tokens : -1;
+      const CheckpointKey key(tokens, n - 1, seq->ns);
+      const HybridLookup look = checkpoints_->Lookup(key.span);
+      const int64_t matched = look.matched_tokens - key.offset;
+      seq->branch_at = look.branch_checkpoint && matched > limit ? matched : -1;
       seq->branch_captured = false;
       seq->restore_slot = limit > 0 ? ckpt_slot : -1;
       seq->needs_restore = limit > 0;
@@ -178,7 +205,7 @@ StepState Memory::StateFor(MemorySeq* seq, int64_t from, int64_t n) {
 
 void Memory::Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq) {
   // kByteBudget: a sequence enters the policy's tree only when it finishes (Marconi's model).
-  if (tree_) tree_->Insert(tokens, n, seq.block_table);
+  if (tree_) tree_->Insert(tokens, n, seq.block_table, seq.ns);
 }
 
 std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq) {
@@ -204,12 +231,13 @@ std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, i
     copies.push_back({seq->prompt_end_slot, prompt_end});
   }
   HybridAdmitOptions o;
-  o.branch_state_at = seq->branch_captured ? seq->branch_at : std::numeric_limits<int64_t>::max();
+  const CheckpointKey key(tokens, computed, seq->ns);
+  o.branch_state_at = seq->branch_captured ? seq->branch_at + key.offset : std::numeric_limits<int64_t>::max();
   o.branch_payload = branch;
   o.leaf_payload = leaf;
-  o.prompt_end_at = prompt_end >= 0 ? seq->prompt_end_at : -1;
+  o.prompt_end_at = prompt_end >= 0 ? seq->prompt_end_at + key.offset : -1;
   o.prompt_end_payload = prompt_end;
-  const HybridAdmitResult res = checkpoints_->AdmitStates(std::span<const int32_t>(tokens.data(), computed), o);
+  const HybridAdmitResult res = checkpoints_->AdmitStates(key.span, o);
   if (!res.leaf_used) checkpoint_free_.push_back(leaf);
   if (branch >= 0 && !res.branch_used) checkpoint_free_.push_back(branch);
   if (prompt_end >= 0 && !res.prompt_end_used) checkpoint_free_.push_back(prompt_end);
@@ -244,7 +272,7 @@ std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64
     seq->branch_at = -1;
     seq->branch_captured = false;
   }
-  if (tree_ && mode != ReleaseMode::kCancel && computed > 0) tree_->Insert(tokens, computed, seq->block_table);
+  if (tree_ && mode != ReleaseMode::kCancel && computed > 0) tree_->Insert(tokens, computed, seq->block_table, seq->ns);
   if (tree_ && seq->has_lock) tree_->Unlock(seq->locked);
   seq->has_lock = false;
   seq->locked = kRootNode;

@@ -41,6 +41,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/block_pool.h"
@@ -70,6 +73,7 @@ struct MemoryConfig {
 
 // What one sequence holds. Fields are Memory's to change.
 struct MemorySeq {
+  int32_t ns = 0;                    // cache namespace (cache_salt; 0: the shared default)
   std::vector<int32_t> block_table;  // KV block of each block index of the sequence
   std::vector<int32_t> owned;        // blocks the sequence must release
   NodeId locked = kRootNode;         // its cached prefix, pinned against eviction
@@ -130,8 +134,12 @@ class Memory {
   // State slots the executor's state store must hold for `config` (0: not recurrent).
   static int32_t StateSlots(const MemoryConfig& config, bool hybrid_cache);
 
-  // Tokens of tokens[0, size - 1) the KV tree would serve now (0 without the prefix cache).
-  int64_t CachedPrefix(const std::vector<int32_t>& tokens) const;
+  // Tokens of tokens[0, size - 1) the KV tree would serve seq now (0 without the prefix cache).
+  int64_t CachedPrefix(const std::vector<int32_t>& tokens, const MemorySeq& seq) const;
+  // Puts a sequence in the cache namespace of `cache_salt` (empty: the shared default), before
+  // its first admission. Sequences of different namespaces never share cached prefixes (KV or
+  // checkpoints); they share the memory and its eviction order.
+  void Bind(MemorySeq* seq, const std::string& cache_salt);
 
   struct Admitted {
     int64_t cached_tokens = 0;          // tokens whose KV (and state) the sequence starts with
@@ -168,6 +176,15 @@ class Memory {
   std::string CheckInvariants() const;
 
  private:
+  int32_t Namespace(const std::string& salt);
+  // The hybrid cache's key for tokens[0, n) of namespace ns: a leading token no vocabulary has
+  // (-ns) outside the default namespace, so positions there are offset by one.
+  struct CheckpointKey {
+    CheckpointKey(const std::vector<int32_t>& tokens, int64_t n, int32_t ns);
+    std::vector<int32_t> storage;
+    std::span<const int32_t> span;
+    int64_t offset = 0;
+  };
   // Where to keep a prompt's end state (-1: nowhere), given the state at `covered` it has anyway.
   int64_t PromptEnd(int64_t prompt_len, int64_t covered) const;
   // A finished sequence's states into the hybrid cache: returns the copies into cache slots.
@@ -178,6 +195,7 @@ class Memory {
   std::unique_ptr<RadixTree> tree_;
   CheckpointCache* checkpoints_ = nullptr;
   HybridPrefixCache* budget_ = nullptr;
+  std::unordered_map<std::string, int32_t> namespaces_;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, prompt_end_free_, checkpoint_free_;
 };

@@ -37,7 +37,23 @@ int32_t RadixTree::BlockFor(const Node& n, int64_t position) const {
 
 bool RadixTree::IsEvictableLeaf(NodeId id) const {
   const Node& n = nodes_[id];
-  return id != kRootNode && n.alive && n.lock == 0 && n.children.empty();
+  return id != kRootNode && n.alive && !n.ns_root && n.lock == 0 && n.children.empty();
+}
+
+NodeId RadixTree::RootOf(int32_t ns) const {
+  if (ns == 0) return kRootNode;
+  auto it = namespace_roots_.find(ns);
+  return it == namespace_roots_.end() ? -1 : it->second;
+}
+
+NodeId RadixTree::EnsureRoot(int32_t ns) {
+  const NodeId have = RootOf(ns);
+  if (have >= 0) return have;
+  const NodeId id = NewNode();
+  nodes_[id].parent = kRootNode;
+  nodes_[id].ns_root = true;
+  namespace_roots_[ns] = id;
+  return id;
 }
 
 void RadixTree::UpdateEvictable(NodeId id) {
@@ -52,10 +68,12 @@ void RadixTree::Touch(NodeId id) {
   UpdateEvictable(id);
 }
 
-MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit) const {
+MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit, int32_t ns) const {
   MatchResult r;
   limit = std::min<int64_t>(limit, tokens.size());
-  NodeId node = kRootNode;
+  NodeId node = RootOf(ns);
+  if (node < 0) return r;  // nothing cached in this namespace yet
+  r.node = node;
   int64_t pos = 0;
   while (pos < limit) {
     const auto it = nodes_[node].children.find(tokens[pos]);
@@ -79,10 +97,11 @@ MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit) 
   return r;
 }
 
-Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens) const {
+Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens,
+                               int32_t ns) const {
   Reservation r;
   r.version = version_;
-  r.match = Match(tokens, match_limit);
+  r.match = Match(tokens, match_limit, ns);
   const int64_t m = r.match.length;
   const int64_t full = m / bs_;
   r.cow_tokens = static_cast<int32_t>(m % bs_);
@@ -118,7 +137,7 @@ Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match
     for (int32_t b : nodes_[victim].blocks)
       if (pool_.ref_count(b) - ++refs_dropped[b] == 0) ++available;
     const NodeId parent = nodes_[victim].parent;
-    if (parent == kRootNode) continue;
+    if (parent == kRootNode || nodes_[parent].ns_root) continue;
     auto [cl, inserted] = children_left.try_emplace(parent, static_cast<int32_t>(nodes_[parent].children.size()));
     if (--cl->second == 0 && nodes_[parent].lock == 0 && !on_path[parent])
       exposed.push({nodes_[parent].last_access, parent});
@@ -187,9 +206,9 @@ NodeId RadixTree::Split(NodeId id, int64_t at) {
   return lower;
 }
 
-int64_t RadixTree::Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& table) {
+int64_t RadixTree::Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& table, int32_t ns) {
   RADIXLM_CHECK(n <= static_cast<int64_t>(tokens.size()) && (n + bs_ - 1) / bs_ <= static_cast<int64_t>(table.size()));
-  NodeId node = kRootNode;
+  NodeId node = n > 0 ? EnsureRoot(ns) : kRootNode;
   int64_t pos = 0, added = 0;
   while (pos < n) {
     const auto it = nodes_[node].children.find(tokens[pos]);
@@ -275,6 +294,13 @@ std::string RadixTree::CheckInvariants() const {
     const Node& n = nodes_[id];
     if (!n.alive || id == kRootNode) continue;
     const std::string where = "node " + std::to_string(id) + ": ";
+    if (n.ns_root) {
+      if (!n.tokens.empty() || n.parent != kRootNode || IsEvictableLeaf(id)) return where + "a namespace root holds tokens";
+      bool registered = false;
+      for (const auto& [ns, root] : namespace_roots_) registered |= root == id;
+      if (!registered) return where + "an unregistered namespace root";
+      continue;
+    }
     if (n.tokens.empty()) return where + "empty edge";
     if (n.parent < 0 || !nodes_[n.parent].alive) return where + "dead parent";
     const Node& p = nodes_[n.parent];

@@ -13,6 +13,9 @@
 // that plan. Locked nodes (those on a running request's path) are never evicted.
 // Eviction takes unlocked leaves in LRU order from an ordered set: O(log n) per victim.
 // Match is O(prompt length) (one child lookup per edge, then a token compare).
+// Namespaces (cache_salt): each has its own root, so sequences of different namespaces never
+// match each other's prefixes; they share the pool, the LRU order and eviction. Namespace 0 is
+// the default root.
 // Single-threaded: owned by the engine loop (and replayed as is by the simulator).
 #pragma once
 
@@ -70,17 +73,19 @@ class RadixTree {
  public:
   explicit RadixTree(BlockPool& pool);
 
-  // Longest cached prefix of tokens[0, limit), with the blocks that hold it. No side effects.
-  MatchResult Match(const std::vector<int32_t>& tokens, int64_t limit) const;
+  // Longest cached prefix of tokens[0, limit) in namespace `ns`, with the blocks that hold it.
+  // No side effects.
+  MatchResult Match(const std::vector<int32_t>& tokens, int64_t limit, int32_t ns = 0) const;
   // Plans admitting a request whose first `total_tokens` positions need KV blocks; the match is
   // capped at `match_limit` (callers keep at least one prompt token to compute).
-  Reservation Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens) const;
+  Reservation Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens,
+                      int32_t ns = 0) const;
   // REQUIRES: r.feasible and no mutation since Reserve.
   Admission Commit(const Reservation& r, int64_t prompt_tokens);
 
   // Inserts tokens[0, n) whose KV lives in `block_table` (the request's table; blocks are
   // referenced, not taken). Returns the tokens that were new to the tree.
-  int64_t Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& block_table);
+  int64_t Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& block_table, int32_t ns = 0);
   void Lock(NodeId node);
   void Unlock(NodeId node);
   // Evicts LRU unlocked leaves until `blocks` blocks are free in the pool (or nothing is left
@@ -103,8 +108,11 @@ class RadixTree {
     int32_t lock = 0;
     uint64_t last_access = 0;
     bool alive = false;
+    bool ns_root = false;           // a namespace's root: no tokens, never evicted
     int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
   };
+  NodeId RootOf(int32_t ns) const;  // -1: the namespace holds nothing yet
+  NodeId EnsureRoot(int32_t ns);
 
   NodeId NewNode();
   void FreeNode(NodeId id);
@@ -122,6 +130,7 @@ class RadixTree {
   std::vector<Node> nodes_;
   std::vector<NodeId> free_nodes_;
   std::set<std::pair<uint64_t, NodeId>> evictable_;  // (last_access, node), LRU first
+  std::unordered_map<int32_t, NodeId> namespace_roots_;
   uint64_t clock_ = 0, version_ = 0;
   int64_t cached_tokens_ = 0;
   CacheStats stats_;

@@ -40,6 +40,7 @@ class FakeKv {
 struct Running {
   std::vector<int32_t> tokens;
   Admission adm;
+  int32_t ns = 0;
 };
 
 Running Admit(RadixTree& tree, FakeKv& kv, const std::vector<int32_t>& tokens) {
@@ -53,7 +54,7 @@ Running Admit(RadixTree& tree, FakeKv& kv, const std::vector<int32_t>& tokens) {
 }
 
 void Finish(RadixTree& tree, BlockPool& pool, Running& run) {
-  tree.Insert(run.tokens, run.tokens.size(), run.adm.block_table);
+  tree.Insert(run.tokens, run.tokens.size(), run.adm.block_table, run.ns);
   if (run.adm.cached_tokens > 0) tree.Unlock(run.adm.locked_node);
   for (int32_t b : run.adm.owned_blocks) pool.Release(b);
 }
@@ -110,6 +111,8 @@ TEST(RadixTreeTest, EvictsLeastRecentlyUsedUnlockedLeavesOnly) {
   EXPECT_EQ(tree.CheckInvariants(), "");
 }
 
+// Namespaces (cache_salt) ride along: each request picks one of three, and a match may only come
+// from sequences of its own namespace, while eviction stays one LRU over all of them.
 TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
   for (int bs : {1, 4, 16}) {
     for (int blocks : {40, 4000}) {  // contended and unbounded
@@ -117,6 +120,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
       RadixTree tree(pool);
       FakeKv kv(blocks, bs);
       std::vector<std::vector<int32_t>> inserted;
+      std::vector<int32_t> inserted_ns;
       std::vector<Running> running;
       core::Rng rng(bs * 7919 + blocks);
       bool evicted = false;
@@ -130,20 +134,23 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
           }
           const int extra = 1 + static_cast<int>(rng.Below(12));
           for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(4)));
-          const Reservation r = tree.Reserve(t, static_cast<int64_t>(t.size()) - 1, t.size());
+          const int32_t ns = static_cast<int32_t>(rng.Below(3));
+          const Reservation r = tree.Reserve(t, static_cast<int64_t>(t.size()) - 1, t.size(), ns);
           if (!r.feasible) continue;
           evicted |= !r.evictions.empty();
           // Without evictions so far, the match is the longest common prefix with any insert.
           if (!evicted) {
             int64_t best = 0;
-            for (const auto& s : inserted) {
+            for (size_t i = 0; i < inserted.size(); ++i) {
+              if (inserted_ns[i] != ns) continue;
+              const auto& s = inserted[i];
               int64_t k = 0;
               while (k < static_cast<int64_t>(std::min(s.size(), t.size())) - 0 && k < static_cast<int64_t>(t.size()) - 1 && s[k] == t[k]) ++k;
               best = std::max(best, k);
             }
             ASSERT_EQ(r.match.length, best);
           }
-          Running run{t, tree.Commit(r, t.size())};
+          Running run{t, tree.Commit(r, t.size()), ns};
           if (run.adm.cow_src >= 0) kv.Copy(run.adm.cow_src, run.adm.cow_dst, run.adm.cow_tokens);
           ASSERT_TRUE(kv.Holds(run.adm.block_table, t, run.adm.cached_tokens)) << "step " << step;
           kv.Write(run.adm.block_table, t, run.adm.cached_tokens, t.size());
@@ -152,6 +159,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
           const size_t i = rng.Below(running.size());
           Finish(tree, pool, running[i]);
           inserted.push_back(running[i].tokens);
+          inserted_ns.push_back(running[i].ns);
           running.erase(running.begin() + i);
         } else if (op == 9) {
           const int32_t want = static_cast<int32_t>(rng.Below(blocks / 2 + 1));
@@ -160,7 +168,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
         ASSERT_EQ(tree.CheckInvariants(), "") << "step " << step;
         ASSERT_LE(pool.blocks_in_use(), blocks);
         for (const Running& r : running)  // locked prefixes are never evicted
-          ASSERT_GE(tree.Match(r.tokens, r.adm.cached_tokens).length, r.adm.cached_tokens);
+          ASSERT_GE(tree.Match(r.tokens, r.adm.cached_tokens, r.ns).length, r.adm.cached_tokens);
       }
       EXPECT_GT(tree.stats().matched_tokens, 0) << "the workload must exercise hits";
       if (bs > 1) EXPECT_GT(tree.stats().cow_copies, 0);

@@ -105,7 +105,10 @@ void Engine::DrainInbox() {
     incoming.swap(inbox_);
     cancels.swap(cancels_);
   }
-  for (auto& r : incoming) waiting_.push_back(std::move(r));
+  for (auto& r : incoming) {
+    memory_.Bind(&r->mem, r->params.cache_salt);
+    waiting_.push_back(std::move(r));
+  }
   for (RequestId id : cancels) {
     for (auto* list : {&waiting_, &running_})
       for (auto& r : *list)
@@ -181,11 +184,11 @@ bool Engine::Step() {
   std::vector<scheduler::SeqView> run_views, wait_views;
   for (const auto& r : running_) {
     by_id[r->id] = r.get();
-    run_views.push_back({static_cast<int64_t>(r->id), r->tokens, r->computed, r->arrival, r->waited_steps});
+    run_views.push_back({static_cast<int64_t>(r->id), r->tokens, r->computed, r->arrival, r->waited_steps, r->mem.ns});
   }
   for (const auto& r : waiting_) {
     by_id[r->id] = r.get();
-    wait_views.push_back({static_cast<int64_t>(r->id), r->tokens, 0, r->arrival, r->waited_steps});
+    wait_views.push_back({static_cast<int64_t>(r->id), r->tokens, 0, r->arrival, r->waited_steps, r->mem.ns});
   }
   std::vector<BlockCopy> copies;
   struct EngineRoom : scheduler::Room {
@@ -196,7 +199,10 @@ bool Engine::Step() {
         : e(engine), reqs(r), copies(c) {}
     bool Grow(int64_t id, int64_t upto) override { return e.memory_.Grow(&reqs.at(id)->mem, upto); }
     void Preempt(int64_t id) override { e.Preempt(*reqs.at(id)); }
-    int64_t CachedPrefix(int64_t id) const override { return e.memory_.CachedPrefix(reqs.at(id)->tokens); }
+    int64_t CachedPrefix(int64_t id) const override {
+      const Req& r = *reqs.at(id);
+      return e.memory_.CachedPrefix(r.tokens, r.mem);
+    }
     bool Admit(int64_t id, bool alone, int64_t* computed) override {
       Req& r = *reqs.at(id);
       if (!e.Admit(r, &copies, alone)) return false;
@@ -240,6 +246,7 @@ bool Engine::Step() {
     s.tokens = std::span<const int32_t>(r.tokens.data() + r.computed, p.n);
     s.start_position = static_cast<int32_t>(r.computed);
     s.context = std::span<const int32_t>(r.tokens.data(), r.computed);
+    s.share_group = r.mem.ns;
     s.block_table = r.mem.block_table;
     s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size()) && !r.params.continuation;
     const cache::StepState st = memory_.StateFor(&r.mem, r.computed, p.n);

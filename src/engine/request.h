@@ -22,6 +22,9 @@ struct RequestParams {
   // are emitted and their KV computed exactly as if they had been generated, and no logits are
   // computed. max_tokens is then its length, which may be 0 (the prompt only).
   std::optional<std::vector<int32_t>> continuation;
+  // Tenancy: requests with different salts never share cached prefixes or step rows (vLLM's and
+  // SGLang's cache_salt). Empty: the shared default.
+  std::string cache_salt;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -23,7 +23,7 @@ const models::CompactionPlan* ModelExecutor::PlanCompaction(std::span<const engi
     hash[i] = h;
     group[i] = static_cast<int64_t>(i);
     for (size_t j = 0; j < i; ++j) {
-      if (group[j] == static_cast<int64_t>(j) && hash[j] == h &&
+      if (group[j] == static_cast<int64_t>(j) && hash[j] == h && seqs[j].share_group == seqs[i].share_group &&
           std::ranges::equal(seqs[j].context, seqs[i].context)) {
         group[i] = static_cast<int64_t>(j);
         break;

@@ -5,13 +5,14 @@
 
 namespace radixlm::scheduler {
 
-int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, std::span<const StepPlan::Chunk> plan,
+int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int32_t share_group,
+                           std::span<const StepPlan::Chunk> plan,
                            std::span<const std::span<const int32_t>> plan_tokens) {
   if (start >= static_cast<int64_t>(tokens.size())) return 0;
   int64_t best = 0;
   for (size_t k = 0; k < plan.size(); ++k) {
     const std::span<const int32_t> other = plan_tokens[k];
-    if (plan[k].from != start || other[start] != tokens[start]) continue;  // cheap test first
+    if (plan[k].share_group != share_group || plan[k].from != start || other[start] != tokens[start]) continue;
     const int64_t end = std::min<int64_t>(start + plan[k].n, static_cast<int64_t>(tokens.size()));
     const int64_t common = std::mismatch(tokens.begin(), tokens.begin() + end, other.begin()).first - tokens.begin();
     if (common > start) best = std::max(best, common - start);
@@ -27,8 +28,8 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
   std::vector<std::span<const int32_t>> plan_tokens;
   int64_t budget = config.scheduler.step_token_budget;
   const bool shares = config.shares_step_prefixes;
-  auto shared_with_plan = [&](std::span<const int32_t> tokens, int64_t start) {
-    return shares ? RowsSharedWithPlan(tokens, start, plan.chunks, plan_tokens) : 0;
+  auto shared_with_plan = [&](const SeqView& s, int64_t start) {
+    return shares ? RowsSharedWithPlan(s.tokens, start, s.share_group, plan.chunks, plan_tokens) : 0;
   };
   // A prefill chunk of at most n tokens ending on the alignment grid when it can (too small a
   // budget to reach the grid: split anyway).
@@ -38,7 +39,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
     return end > computed ? end - computed : n;
   };
   auto plan_chunk = [&](const SeqView& s, int64_t n, int64_t shared) {
-    plan.chunks.push_back({s.id, s.computed, n});
+    plan.chunks.push_back({s.id, s.computed, n, s.share_group});
     plan_tokens.push_back(s.tokens);
     budget -= std::max<int64_t>(n - shared, 0);
   };
@@ -56,7 +57,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
     const SeqView& r = running[i];
     const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
     const bool decode = remaining == 1;
-    const int64_t shared = decode ? 0 : shared_with_plan(r.tokens, r.computed);
+    const int64_t shared = decode ? 0 : shared_with_plan(r, r.computed);
     const int64_t n =
         decode ? 1 : aligned(r.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
     if (n <= 0) continue;
@@ -86,12 +87,12 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
       SeqView w = waiting[idx];
       // Out of budget, a request is still admitted when its first rows are shared with the plan
       // (it starts where its cached prefix ends); otherwise keep the order and wait.
-      if (budget <= 0 && shared_with_plan(w.tokens, views[idx].cached_tokens) == 0) break;
+      if (budget <= 0 && shared_with_plan(w, views[idx].cached_tokens) == 0) break;
       if (!room.Admit(w.id, running.empty(), &w.computed)) break;
       admitted[idx] = 1;
       plan.admitted.push_back(w.id);
       const int64_t remaining = static_cast<int64_t>(w.tokens.size()) - w.computed;
-      const int64_t shared = shared_with_plan(w.tokens, w.computed);
+      const int64_t shared = shared_with_plan(w, w.computed);
       const int64_t n = aligned(w.computed, std::min(remaining, shared + std::max<int64_t>(budget, 0)), remaining);
       running.push_back(w);
       if (n > 0) plan_chunk(w, n, shared);  // else admitted with no rows this step: it starts in the next

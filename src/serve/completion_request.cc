@@ -168,6 +168,13 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     }
     if (!Field(body["stream_options"], "include_usage", &p->include_usage, err)) return false;
   }
+  if (body.contains("cache_salt") && !body["cache_salt"].is_null()) {
+    if (!body["cache_salt"].is_string() || body["cache_salt"].get<std::string>().empty()) {
+      *err = {400, "'cache_salt' must be a non-empty string", "invalid_request_error", "cache_salt", "invalid_type"};
+      return false;
+    }
+    p->params.cache_salt = body["cache_salt"].get<std::string>();
+  }
   p->params.stop_ids = limits.stop_ids;
   return chat ? ParseMessages(body, p, err) : ParsePrompt(body, p, err);
 }

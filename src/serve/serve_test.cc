@@ -20,7 +20,8 @@ TEST(CompletionRequest, ReadsTheFieldsAClientSends) {
   CompletionRequest r;
   ApiError e;
   ASSERT_TRUE(Parse(R"({"model": "m", "prompt": [5, 6, 7], "max_tokens": 9, "temperature": 0, "seed": 3, "stop": ["a", "bc"],
-                       "stream": true, "stream_options": {"include_usage": false}, "return_token_ids": true})",
+                       "stream": true, "stream_options": {"include_usage": false}, "return_token_ids": true,
+                       "cache_salt": "tenant-a"})",
                     false, &r, &e));
   EXPECT_TRUE(r.prompt_is_ids);
   EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{5, 6, 7}));
@@ -31,6 +32,7 @@ TEST(CompletionRequest, ReadsTheFieldsAClientSends) {
   EXPECT_EQ(r.stop_strings, (std::vector<std::string>{"a", "bc"}));
   EXPECT_TRUE(r.stream && r.return_token_ids && !r.include_usage);
   EXPECT_EQ(r.params.stop_ids, kLimits.stop_ids);
+  EXPECT_EQ(r.params.cache_salt, "tenant-a");
 
   ASSERT_TRUE(Parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})",
                     true, &r, &e));
@@ -65,6 +67,8 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
       {R"({"prompt": "x", "stream_options": 1})", false, 400, "stream_options"},
       {R"({"prompt": [1, -2147483649]})", false, 400, "prompt"},
       {R"({"prompt": {"a": 1}})", false, 400, "prompt"},
+      {R"({"prompt": "x", "cache_salt": ""})", false, 400, "cache_salt"},
+      {R"({"prompt": "x", "cache_salt": 7})", false, 400, "cache_salt"},
       {R"({})", false, 400, "prompt"},
       {R"({"messages": []})", true, 400, "messages"},
       {R"({"messages": [{"content": "x"}]})", true, 400, "messages"},
