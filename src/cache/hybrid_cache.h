@@ -139,6 +139,9 @@ struct HybridAdmitResult {
 class CheckpointCache : public HybridPrefixCache {
  public:
   virtual HybridAdmitResult AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) = 0;
+  // What Lookup(input) would answer, without recording a request, refreshing or tuning (a
+  // re-admission after preemption is no new request).
+  virtual HybridLookup Peek(std::span<const int32_t> input) const = 0;
   // The deepest checkpoint on tokens' path ending at or before `limit` tokens: its length (0 if
   // none) and node / payload (-1 if none). No side effects.
   virtual int64_t CheckpointAtOrBelow(std::span<const int32_t> tokens, int64_t limit, int32_t* node,

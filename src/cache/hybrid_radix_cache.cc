@@ -37,6 +37,7 @@ class HybridRadixCache final : public CheckpointCache {
   }
 
   HybridLookup Lookup(std::span<const int32_t> input) override;
+  HybridLookup Peek(std::span<const int32_t> input) const override { return LookupOf(Match(input)); }
   HybridReservation Reserve(std::span<const int32_t> sequence) const override { return ReserveWith(sequence, -1); }
   void Admit(std::span<const int32_t> sequence) override { AdmitStates(sequence, {}); }
   void Admit(std::span<const int32_t> sequence, int64_t prompt_end) override {
@@ -114,8 +115,10 @@ class HybridRadixCache final : public CheckpointCache {
   }
   void Tick() { ++clock_; }
   Walk Match(std::span<const int32_t> key) const;
+  HybridLookup LookupOf(const Walk& walk) const;
   int32_t NewNode();
-  int32_t SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload);
+  // branch: the state is a branch point's (counted as such); else the leaf's.
+  int32_t SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload, bool branch = true);
   // A checkpoint at `position` on sequence's (inserted) path, evicting to make room; false if
   // it does not fit or one is there already.
   bool PlaceCheckpoint(std::span<const int32_t> sequence, int64_t position, int32_t payload);
@@ -197,12 +200,33 @@ HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) con
   return walk;
 }
 
+HybridLookup HybridRadixCache::LookupOf(const Walk& walk) const {
+  HybridLookup result;
+  const bool anywhere = policy_->hit_ends_anywhere();
+  result.matched_tokens = walk.matched;
+  result.hit_tokens = anywhere ? walk.matched : walk.reusable;
+  result.branch_checkpoint = !anywhere && walk.Branch();
+  result.node = anywhere ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
+  return result;
+}
+
 HybridReservation HybridRadixCache::ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const {
+  // Exactly what InsertSequence places (keep the two in step).
   const Walk walk = Match(sequence);
+  const int64_t size = static_cast<int64_t>(sequence.size());
   HybridReservation r;
-  r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
-  const bool branch_state = walk.Branch() && (branch_state_at < 0 || branch_state_at == walk.matched);
-  r.checkpoints = (r.new_tokens > 0 ? 1 : 0) + (branch_state ? 1 : 0);
+  r.new_tokens = size - walk.matched;
+  // The state after the last token: a new leaf, or where the sequence ends inside a cached edge
+  // (a split) or on a tombstone (unless the branch state fills that one).
+  const bool ends_inside = walk.splits_edge && walk.matched == size;
+  const bool ends_on_tombstone = walk.ends_at_tombstone && walk.matched == size && branch_state_at != size;
+  const bool leaf = r.new_tokens > 0 || ends_inside || ends_on_tombstone;
+  // The branch state: a split the sequence continues past, or a tombstone it passes where it
+  // captured the state.
+  bool branch = walk.splits_edge && r.new_tokens > 0 && (branch_state_at < 0 || branch_state_at == walk.matched);
+  if (!branch && branch_state_at >= 0)
+    for (int32_t f : walk.full) branch |= !nodes_[f].has_state && nodes_[f].depth == branch_state_at;
+  r.checkpoints = (leaf ? 1 : 0) + (branch ? 1 : 0);
   r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
   r.bytes_over_capacity =
       std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
@@ -236,12 +260,7 @@ HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
   const Walk walk = Match(input);
   if (policy_->refreshes_path())
     for (int32_t n : walk.visited) Touch(n);
-  HybridLookup result;
-  const bool anywhere = policy_->hit_ends_anywhere();
-  result.matched_tokens = walk.matched;
-  result.hit_tokens = anywhere ? walk.matched : walk.reusable;
-  result.branch_checkpoint = !anywhere && walk.Branch();
-  result.node = anywhere ? (walk.full.empty() ? -1 : walk.full.back()) : walk.deepest_state;
+  const HybridLookup result = LookupOf(walk);
   // Marconi refreshes only the node whose checkpoint serves the hit.
   if (!policy_->refreshes_path() && result.node >= 0) Touch(result.node);
   history_.push_back({static_cast<int64_t>(input.size()), result.hit_tokens});
@@ -327,7 +346,7 @@ int64_t HybridRadixCache::CheckpointAtOrBelow(std::span<const int32_t> tokens, i
   return walk.deepest_state >= 0 ? nodes_[walk.deepest_state].depth : 0;
 }
 
-int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload) {
+int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload, bool branch) {
   const int32_t split = NewNode();
   const int32_t parent = nodes_[child].parent;
   DetachChild(child);
@@ -343,7 +362,7 @@ int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, 
   AttachChild(parent, split);
   AttachChild(split, child);
   if (with_state) {
-    ++counters_.branch_checkpoints;
+    counters_.branch_checkpoints += branch;
     ++counters_.checkpoints_admitted;
   }
   Reindex(split);
@@ -382,16 +401,35 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
       }
       continue;
     }
-    // Branch point: one split per insertion; its checkpoint is the state prefill took there.
     RADIXLM_CHECK(!split_done);
     split_done = true;
+    if (pos + n == sequence.size()) {
+      // The sequence ends inside a cached edge: the split holds its final state (the leaf's).
+      node = SplitEdge(child, static_cast<int64_t>(n), /*with_state=*/true, options.leaf_payload, /*branch=*/false);
+      result->leaf_used = options.leaf_payload >= 0;
+      pos += n;
+      if (path) Touch(node);
+      return;
+    }
+    // Branch point: one split per insertion; its checkpoint is the state prefill took there.
     const bool with_state = options.branch_state_at < 0 || options.branch_state_at == static_cast<int64_t>(pos + n);
     node = SplitEdge(child, static_cast<int64_t>(n), with_state, options.branch_payload);
     result->branch_used |= with_state && options.branch_payload >= 0;
     pos += n;
     if (path) Touch(node);
   }
-  if (pos == sequence.size()) return;  // already cached in full
+  if (pos == sequence.size()) {  // cached in full
+    if (node != kRoot && !nodes_[node].has_state) {  // ending on a tombstone: it takes the final state
+      Node& t = nodes_[node];
+      t.has_state = true;
+      t.payload = options.leaf_payload;
+      ++node_count_;
+      ++counters_.checkpoints_admitted;
+      result->leaf_used = options.leaf_payload >= 0;
+      Reindex(node);
+    }
+    return;
+  }
   const int32_t parent = node;
   const int32_t leaf = NewNode();
   Node& l = nodes_[leaf];

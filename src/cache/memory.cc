@@ -57,10 +57,17 @@ int64_t Memory::CachedPrefix(const std::vector<int32_t>& tokens, const MemorySeq
   return tree_ ? tree_->Match(tokens, static_cast<int64_t>(tokens.size()) - 1, seq.ns).length : 0;
 }
 
-int32_t Memory::Namespace(const std::string& salt) {
+int64_t Memory::Namespace(const std::string& salt) {
   if (salt.empty()) return 0;
-  auto [it, fresh] = namespaces_.try_emplace(salt, static_cast<int32_t>(namespaces_.size() + 1));
-  return it->second;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, then splitmix64's finaliser
+  for (unsigned char c : salt) h = (h ^ c) * 1099511628211ull;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  const int64_t ns = static_cast<int64_t>(h & ((uint64_t{1} << 60) - 1));
+  return ns == 0 ? 1 : ns;
 }
 
 void Memory::Bind(MemorySeq* seq, const std::string& cache_salt) {
@@ -68,17 +75,18 @@ void Memory::Bind(MemorySeq* seq, const std::string& cache_salt) {
   seq->ns = Namespace(cache_salt);
 }
 
-Memory::CheckpointKey::CheckpointKey(const std::vector<int32_t>& tokens, int64_t n, int32_t ns) {
+Memory::CheckpointKey::CheckpointKey(const std::vector<int32_t>& tokens, int64_t n, int64_t ns) {
   if (ns == 0) {
     span = std::span<const int32_t>(tokens.data(), n);
     return;
   }
-  // A token no vocabulary has: namespaces never share a path in the checkpoint tree.
-  storage.reserve(n + 1);
-  storage.push_back(-ns);
+  // Tokens no vocabulary has: namespaces never share a path in the checkpoint tree.
+  storage.reserve(n + 2);
+  storage.push_back(-1 - static_cast<int32_t>(ns & 0x3fffffff));
+  storage.push_back(-1 - static_cast<int32_t>((ns >> 30) & 0x3fffffff));
   storage.insert(storage.end(), tokens.begin(), tokens.begin() + n);
   span = storage;
-  offset = 1;
+  offset = 2;
 }
 
 int64_t Memory::PromptEnd(int64_t prompt_len, int64_t covered) const {
@@ -98,10 +106,13 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
   *out = {};
   if (config_.mode == MemoryMode::kByteBudget) {
     if (budget_ && count_prompt > 0) {
-      const HybridLookup look = budget_->Lookup(std::span<const int32_t>(tokens.data(), count_prompt));
-      seq->prompt_end_at = PromptEnd(count_prompt, std::max(look.hit_tokens, look.branch_checkpoint ? look.matched_tokens : 0));
-      out->hit_tokens = look.hit_tokens;
-      out->cached_tokens = std::min(look.hit_tokens, n - 1);  // at least one token is computed
+      const CheckpointKey key(tokens, count_prompt, seq->ns);
+      const HybridLookup look = budget_->Lookup(key.span);
+      const int64_t hit = std::max<int64_t>(0, look.hit_tokens - key.offset);
+      const int64_t matched = std::max<int64_t>(0, look.matched_tokens - key.offset);
+      seq->prompt_end_at = PromptEnd(count_prompt, std::max(hit, look.branch_checkpoint ? matched : 0));
+      out->hit_tokens = hit;
+      out->cached_tokens = std::min(hit, n - 1);  // at least one token is computed
     }
     return true;
   }
@@ -133,7 +144,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     if (checkpoints_) {
       // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
       const CheckpointKey key(tokens, n - 1, seq->ns);
-      const HybridLookup look = checkpoints_->Lookup(key.span);
+      const HybridLookup look = count_prompt > 0 ? checkpoints_->Lookup(key.span) : checkpoints_->Peek(key.span);
       const int64_t matched = look.matched_tokens - key.offset;
       seq->branch_at = look.branch_checkpoint && matched > limit ? matched : -1;
       seq->branch_captured = false;
@@ -254,8 +265,10 @@ std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64
   if (config_.mode == MemoryMode::kByteBudget) {
     // The executor stores nothing, so the last output token is as good as computed: admit the
     // whole sequence (input + output), as Marconi's simulator does.
-    if (budget_ && mode == ReleaseMode::kFinish)
-      budget_->Admit(tokens, seq->prompt_end_at);
+    if (budget_ && mode == ReleaseMode::kFinish) {
+      const CheckpointKey key(tokens, static_cast<int64_t>(tokens.size()), seq->ns);
+      budget_->Admit(key.span, seq->prompt_end_at >= 0 ? seq->prompt_end_at + key.offset : -1);
+    }
     return copies;
   }
   if (mode == ReleaseMode::kFinish) copies = AdmitStates(tokens, computed, seq);

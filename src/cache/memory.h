@@ -73,7 +73,7 @@ struct MemoryConfig {
 
 // What one sequence holds. Fields are Memory's to change.
 struct MemorySeq {
-  int32_t ns = 0;                    // cache namespace (cache_salt; 0: the shared default)
+  int64_t ns = 0;                    // cache namespace (a hash of cache_salt; 0: the shared default)
   std::vector<int32_t> block_table;  // KV block of each block index of the sequence
   std::vector<int32_t> owned;        // blocks the sequence must release
   NodeId locked = kRootNode;         // its cached prefix, pinned against eviction
@@ -176,11 +176,14 @@ class Memory {
   std::string CheckInvariants() const;
 
  private:
-  int32_t Namespace(const std::string& salt);
-  // The hybrid cache's key for tokens[0, n) of namespace ns: a leading token no vocabulary has
-  // (-ns) outside the default namespace, so positions there are offset by one.
+  // A salt's namespace: a 62-bit hash (no table to grow with the number of salts; finding a
+  // salt that collides with another tenant's unknown one takes ~2^61 tries).
+  static int64_t Namespace(const std::string& salt);
+  // The hybrid cache's key for tokens[0, n) of namespace ns: outside the default namespace, two
+  // leading tokens no vocabulary has (negative, 30 bits of ns each), so positions there are
+  // offset by two.
   struct CheckpointKey {
-    CheckpointKey(const std::vector<int32_t>& tokens, int64_t n, int32_t ns);
+    CheckpointKey(const std::vector<int32_t>& tokens, int64_t n, int64_t ns);
     std::vector<int32_t> storage;
     std::span<const int32_t> span;
     int64_t offset = 0;
@@ -195,7 +198,6 @@ class Memory {
   std::unique_ptr<RadixTree> tree_;
   CheckpointCache* checkpoints_ = nullptr;
   HybridPrefixCache* budget_ = nullptr;
-  std::unordered_map<std::string, int32_t> namespaces_;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, prompt_end_free_, checkpoint_free_;
 };

@@ -40,13 +40,13 @@ bool RadixTree::IsEvictableLeaf(NodeId id) const {
   return id != kRootNode && n.alive && !n.ns_root && n.lock == 0 && n.children.empty();
 }
 
-NodeId RadixTree::RootOf(int32_t ns) const {
+NodeId RadixTree::RootOf(int64_t ns) const {
   if (ns == 0) return kRootNode;
   auto it = namespace_roots_.find(ns);
   return it == namespace_roots_.end() ? -1 : it->second;
 }
 
-NodeId RadixTree::EnsureRoot(int32_t ns) {
+NodeId RadixTree::EnsureRoot(int64_t ns) {
   const NodeId have = RootOf(ns);
   if (have >= 0) return have;
   const NodeId id = NewNode();
@@ -68,7 +68,7 @@ void RadixTree::Touch(NodeId id) {
   UpdateEvictable(id);
 }
 
-MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit, int32_t ns) const {
+MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit, int64_t ns) const {
   MatchResult r;
   limit = std::min<int64_t>(limit, tokens.size());
   NodeId node = RootOf(ns);
@@ -98,7 +98,7 @@ MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit, 
 }
 
 Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens,
-                               int32_t ns) const {
+                               int64_t ns) const {
   Reservation r;
   r.version = version_;
   r.match = Match(tokens, match_limit, ns);
@@ -206,7 +206,7 @@ NodeId RadixTree::Split(NodeId id, int64_t at) {
   return lower;
 }
 
-int64_t RadixTree::Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& table, int32_t ns) {
+int64_t RadixTree::Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& table, int64_t ns) {
   RADIXLM_CHECK(n <= static_cast<int64_t>(tokens.size()) && (n + bs_ - 1) / bs_ <= static_cast<int64_t>(table.size()));
   NodeId node = n > 0 ? EnsureRoot(ns) : kRootNode;
   int64_t pos = 0, added = 0;
@@ -275,6 +275,17 @@ int32_t RadixTree::EvictLeaf(NodeId id) {
   stats_.evicted_tokens += static_cast<int64_t>(n.tokens.size());
   ++stats_.evicted_nodes;
   FreeNode(id);
+  if (nodes_[parent].ns_root && nodes_[parent].children.empty() && nodes_[parent].lock == 0) {
+    // An emptied namespace holds nothing: its root goes (salts must not grow the tree forever).
+    for (auto it = namespace_roots_.begin(); it != namespace_roots_.end(); ++it)
+      if (it->second == parent) {
+        namespace_roots_.erase(it);
+        break;
+      }
+    FreeNode(parent);
+    ++version_;
+    return freed;
+  }
   UpdateEvictable(parent);
   ++version_;
   return freed;

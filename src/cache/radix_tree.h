@@ -75,17 +75,17 @@ class RadixTree {
 
   // Longest cached prefix of tokens[0, limit) in namespace `ns`, with the blocks that hold it.
   // No side effects.
-  MatchResult Match(const std::vector<int32_t>& tokens, int64_t limit, int32_t ns = 0) const;
+  MatchResult Match(const std::vector<int32_t>& tokens, int64_t limit, int64_t ns = 0) const;
   // Plans admitting a request whose first `total_tokens` positions need KV blocks; the match is
   // capped at `match_limit` (callers keep at least one prompt token to compute).
   Reservation Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens,
-                      int32_t ns = 0) const;
+                      int64_t ns = 0) const;
   // REQUIRES: r.feasible and no mutation since Reserve.
   Admission Commit(const Reservation& r, int64_t prompt_tokens);
 
   // Inserts tokens[0, n) whose KV lives in `block_table` (the request's table; blocks are
   // referenced, not taken). Returns the tokens that were new to the tree.
-  int64_t Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& block_table, int32_t ns = 0);
+  int64_t Insert(const std::vector<int32_t>& tokens, int64_t n, const std::vector<int32_t>& block_table, int64_t ns = 0);
   void Lock(NodeId node);
   void Unlock(NodeId node);
   // Evicts LRU unlocked leaves until `blocks` blocks are free in the pool (or nothing is left
@@ -111,8 +111,8 @@ class RadixTree {
     bool ns_root = false;           // a namespace's root: no tokens, never evicted
     int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
   };
-  NodeId RootOf(int32_t ns) const;  // -1: the namespace holds nothing yet
-  NodeId EnsureRoot(int32_t ns);
+  NodeId RootOf(int64_t ns) const;  // -1: the namespace holds nothing yet
+  NodeId EnsureRoot(int64_t ns);
 
   NodeId NewNode();
   void FreeNode(NodeId id);
@@ -130,7 +130,7 @@ class RadixTree {
   std::vector<Node> nodes_;
   std::vector<NodeId> free_nodes_;
   std::set<std::pair<uint64_t, NodeId>> evictable_;  // (last_access, node), LRU first
-  std::unordered_map<int32_t, NodeId> namespace_roots_;
+  std::unordered_map<int64_t, NodeId> namespace_roots_;  // emptied ones are freed
   uint64_t clock_ = 0, version_ = 0;
   int64_t cached_tokens_ = 0;
   CacheStats stats_;

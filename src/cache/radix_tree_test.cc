@@ -40,7 +40,7 @@ class FakeKv {
 struct Running {
   std::vector<int32_t> tokens;
   Admission adm;
-  int32_t ns = 0;
+  int64_t ns = 0;
 };
 
 Running Admit(RadixTree& tree, FakeKv& kv, const std::vector<int32_t>& tokens) {
@@ -120,7 +120,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
       RadixTree tree(pool);
       FakeKv kv(blocks, bs);
       std::vector<std::vector<int32_t>> inserted;
-      std::vector<int32_t> inserted_ns;
+      std::vector<int64_t> inserted_ns;
       std::vector<Running> running;
       core::Rng rng(bs * 7919 + blocks);
       bool evicted = false;
@@ -134,7 +134,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
           }
           const int extra = 1 + static_cast<int>(rng.Below(12));
           for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(4)));
-          const int32_t ns = static_cast<int32_t>(rng.Below(3));
+          const int64_t ns = static_cast<int64_t>(rng.Below(3)) << 40;  // 62-bit ids, as salts hash to
           const Reservation r = tree.Reserve(t, static_cast<int64_t>(t.size()) - 1, t.size(), ns);
           if (!r.feasible) continue;
           evicted |= !r.evictions.empty();

@@ -16,7 +16,7 @@ struct StepSequence {
   // The tokens before start_position (what the sequence's KV already holds). Two sequences
   // with equal contexts may share this step's rows (intra-step prefix dedup).
   std::span<const int32_t> context;
-  int32_t share_group = 0;               // rows are shared only within a group (cache namespace)
+  int64_t share_group = 0;               // rows are shared only within a group (cache namespace)
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
   bool want_logits = false;              // logits of the last token
   // Models with recurrent (Mamba2) layers: the sequence's working state slot, reset to the

@@ -5,7 +5,7 @@
 
 namespace radixlm::scheduler {
 
-int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int32_t share_group,
+int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int64_t share_group,
                            std::span<const StepPlan::Chunk> plan,
                            std::span<const std::span<const int32_t>> plan_tokens) {
   if (start >= static_cast<int64_t>(tokens.size())) return 0;

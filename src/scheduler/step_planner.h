@@ -37,7 +37,7 @@ struct SeqView {
   std::span<const int32_t> tokens;  // prompt + generated so far
   int64_t computed = 0;
   int64_t arrival = 0, waited_steps = 0;
-  int32_t share_group = 0;  // rows are shared only within a group (a cache namespace)
+  int64_t share_group = 0;  // rows are shared only within a group (a cache namespace)
 };
 
 // What the planner asks memory for. Every call may change memory; a false answer changed nothing.
@@ -59,7 +59,7 @@ struct StepPlan {
   struct Chunk {
     int64_t id = 0;
     int64_t from = 0, n = 0;  // compute tokens [from, from + n)
-    int32_t share_group = 0;
+    int64_t share_group = 0;
   };
   std::vector<Chunk> chunks;            // in execution order
   std::vector<int64_t> running;         // ids running after the step's admissions, in order
@@ -74,7 +74,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running,
 
 // Rows of a chunk of `tokens` from `start` that a sequence of the same share group already in
 // `plan` computes: same context tokens[0, start) (it holds start tokens too), same tokens after.
-int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int32_t share_group,
+int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int64_t share_group,
                            std::span<const StepPlan::Chunk> plan,
                            std::span<const std::span<const int32_t>> plan_tokens);
 
