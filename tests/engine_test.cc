@@ -86,9 +86,8 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   out.metrics = eng.Metrics();
   EXPECT_EQ(out.metrics.running, 0);
   EXPECT_EQ(out.metrics.waiting, 0);
-  if (eng.tree()) {
-    EXPECT_EQ(eng.tree()->CheckInvariants(), "");
-  }
+  // The tree, the block pool and every state slot (free or held by exactly one checkpoint).
+  EXPECT_EQ(eng.memory().CheckInvariants(), "");
   return out;
 }
 
@@ -393,7 +392,9 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
     const int64_t n = static_cast<int64_t>(w.requests[i].prompt.size());
     if (i % 3 > 0) {
       EXPECT_EQ(with.usage.at(i).cached_tokens, n - 1) << "repeat " << i;
-      if (i % 3 == 1) EXPECT_EQ(without.usage.at(i).cached_tokens, 0) << "first repeat " << i;
+      if (i % 3 == 1) {
+        EXPECT_EQ(without.usage.at(i).cached_tokens, 0) << "first repeat " << i;
+      }
     }
   }
   EXPECT_GT(with.metrics.cached_prompt_tokens, without.metrics.cached_prompt_tokens);
@@ -429,10 +430,14 @@ TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
     for (size_t i = 0; i < w.requests.size(); ++i) {
       EXPECT_EQ(salted.outputs.at(i), plain.outputs.at(i)) << spec << " request " << i;
       // Each tenant's first request finds nothing: not the other tenant's identical system prompt.
-      if (i < 2) EXPECT_EQ(salted.usage.at(i).cached_tokens, 0) << spec << " request " << i;
+      if (i < 2) {
+        EXPECT_EQ(salted.usage.at(i).cached_tokens, 0) << spec << " request " << i;
+      }
       // A tenant's later requests reuse its system prompt (a hybrid from its third request on: the
       // second captures the state at the branch point).
-      if (i >= (hybrid ? 4u : 2u)) EXPECT_GE(salted.usage.at(i).cached_tokens, 40) << spec << " request " << i;
+      if (i >= (hybrid ? 4u : 2u)) {
+        EXPECT_GE(salted.usage.at(i).cached_tokens, 40) << spec << " request " << i;
+      }
     }
     // The two first requests ran in one step with identical rows: not computed once for both.
     EXPECT_EQ(salted.metrics.deduplicated_tokens, 0) << spec;

@@ -131,8 +131,12 @@ TEST(SimulatedVsServed, AttentionModelSameHitsWithEvictionAndPreemption) {
     SCOPED_TRACE("blocks " + std::to_string(blocks));
     ExpectSameHits(served, simulated);
     EXPECT_GT(served.metrics.cached_prompt_tokens, 0);
-    if (blocks <= 40) EXPECT_GT(served.metrics.evicted_tokens, 0);
-    if (blocks == 30) EXPECT_GT(served.metrics.preemptions, 0);
+    if (blocks <= 40) {
+      EXPECT_GT(served.metrics.evicted_tokens, 0);
+    }
+    if (blocks == 30) {
+      EXPECT_GT(served.metrics.preemptions, 0);
+    }
   }
 }
 
@@ -148,7 +152,9 @@ TEST(SimulatedVsServed, HybridModelSameHitsUnderEachCheckpointPolicy) {
       const RunRecord simulated = Simulate(model->config(), cfg, policy, served.trace);
       SCOPED_TRACE(policy + ", " + std::to_string(slots) + " slots");
       ExpectSameHits(served, simulated);
-      if (slots == 12) EXPECT_GT(served.metrics.cached_prompt_tokens, 0);
+      if (slots == 12) {
+        EXPECT_GT(served.metrics.cached_prompt_tokens, 0);
+      }
     }
   }
 }

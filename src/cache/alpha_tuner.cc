@@ -1,6 +1,7 @@
 #include "cache/alpha_tuner.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "core/thread_pool.h"
 
@@ -10,6 +11,8 @@ constexpr int kGrid = 21;  // alpha = 0, 0.1, ..., 2.0
 }
 
 AlphaTuner::~AlphaTuner() {
+  // Shutdown waits for at most the replay in flight, not the remaining grid.
+  cancel_->store(true);
   if (pending_.valid()) pending_.wait();
 }
 
@@ -58,7 +61,13 @@ std::optional<double> AlphaTuner::Poll(int64_t requests_seen, const Replay& repl
   if (pending_.valid()) {
     if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return std::nullopt;
     tuned_ = true;
-    return pending_.get();
+    try {
+      return pending_.get();
+    } catch (const std::exception& e) {
+      // A failed replay must not take the server down: keep the alpha in use.
+      std::cerr << "radixlm: marconi alpha tuning failed, keeping alpha " << "(" << e.what() << ")\n";
+      return std::nullopt;
+    }
   }
   // >=: the engine looks up several requests between two finishes, so the count can step over.
   if (window_ < 0 || requests_seen < window_ || requests_.empty()) return std::nullopt;
@@ -70,9 +79,9 @@ std::optional<double> AlphaTuner::Poll(int64_t requests_seen, const Replay& repl
   const int last_n = config_.tuning_last_n;
   if (config_.tune_in_background) {
     // The replays read only their own copies; the caller's loop goes on with the old alpha.
-    pending_ = std::async(std::launch::async, [replay, window = std::move(window), last_n] {
+    pending_ = std::async(std::launch::async, [replay, window = std::move(window), last_n, cancel = cancel_] {
       std::vector<Flops> saved(kGrid, 0);
-      for (int i = 0; i < kGrid; ++i) saved[i] = replay(i / 10.0, window, last_n);
+      for (int i = 0; i < kGrid && !cancel->load(); ++i) saved[i] = replay(i / 10.0, window, last_n);
       return Best(saved);
     });
     return std::nullopt;

@@ -14,8 +14,10 @@
 // Thread-safety: the tuner is owned by one cache and called from its loop only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <future>
 #include <optional>
 #include <span>
@@ -63,6 +65,8 @@ class AlphaTuner {
   int64_t window_ = -1;
   bool tuned_ = false;
   std::future<double> pending_;
+  // Set when the tuner goes away; the background replays stop at the next alpha.
+  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace radixlm::cache

@@ -51,7 +51,8 @@ core::StatusOr<std::unique_ptr<CheckpointCache>> MakeCheckpointCache(const Hybri
 }
 
 core::StatusOr<std::unique_ptr<CheckpointCache>> MakeSlotCheckpointCache(HybridPolicy policy, int slots,
-                                                                         HybridShape shape, double alpha) {
+                                                                         HybridShape shape, double alpha,
+                                                                         bool tune_in_background) {
   if (policy != HybridPolicy::kSglangPlus && policy != HybridPolicy::kMarconi && policy != HybridPolicy::kMarconiStatic)
     return core::InvalidArgument(std::string("policy '") + HybridPolicyName(policy) +
                                  "' cannot serve a model with Mamba2 layers (use sglang+, marconi or marconi-static)");
@@ -62,7 +63,7 @@ core::StatusOr<std::unique_ptr<CheckpointCache>> MakeSlotCheckpointCache(HybridP
   config.policy = policy;
   config.alpha = alpha;
   config.capacity_bytes = (slots + 0.5) * static_cast<double>(cost.CheckpointBytes());
-  config.tune_in_background = true;
+  config.tune_in_background = tune_in_background;
   return MakeCheckpointCache(config, cost);
 }
 

@@ -157,10 +157,12 @@ core::StatusOr<std::unique_ptr<CheckpointCache>> MakeCheckpointCache(const Hybri
 
 // The engine's checkpoint cache: room for exactly `slots` checkpoints of `shape` (KV is the
 // block tree's business, so the shape's KV is not counted; half a checkpoint of slack for
-// rounding). Policies sglang+, marconi (tuned in the background: no engine step waits for its
-// replays), marconi-static (alpha).
+// rounding). Policies sglang+, marconi, marconi-static (alpha). A server tunes marconi in the
+// background (no engine step waits for its replays); the simulator tunes inline, so a run's
+// result does not depend on thread timing.
 core::StatusOr<std::unique_ptr<CheckpointCache>> MakeSlotCheckpointCache(HybridPolicy policy, int slots,
-                                                                         HybridShape shape, double alpha = 0);
+                                                                         HybridShape shape, double alpha = 0,
+                                                                         bool tune_in_background = true);
 
 // FLOPs saved over a request history, as the reference computes it (SSM term on the summed
 // hit tokens, attention and MLP per request; the sum is linear, so this equals the per-request

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <random>
@@ -211,6 +212,59 @@ TEST(HybridCache, SplitWithoutAStateLeavesATombstoneThatNeverHitsAndMergesAway) 
   EXPECT_EQ(cache->CheckpointAtOrBelow(Seq(1, 45), 45, &node, &payload), 30);
   EXPECT_EQ(payload, 10);
   cache->CheckInvariants();
+}
+
+// Filling tombstones and ending inside an edge: Reserve counts what InsertSequence places, so
+// a cache with room for three states never holds four.
+TEST(HybridCache, FillingATombstoneOrEndingInsideAnEdgeStaysWithinCapacity) {
+  HybridShape shape = Marconi7BShape(16);
+  shape.kv_elem_bytes = 0;
+  const CostModel slots_only(shape, Accounting::kCorrected);
+  const double capacity = 3.5 * slots_only.CheckpointBytes();
+  auto cache = MakeRadixHybridCache(Config(HybridPolicy::kSglangPlus, capacity), slots_only);
+  cache->AdmitStates(Seq(1, 100), {.leaf_payload = 7});
+  // A stale branch plan leaves a tombstone at 60; two states are held.
+  cache->AdmitStates(Cat(Seq(1, 60), Seq(900, 20)), {.branch_state_at = 50, .branch_payload = 8, .leaf_payload = 9});
+  EXPECT_EQ(cache->NodeCount(), 2);
+  // Filling the tombstone at 60 and a new leaf are two more states: one must go first (the
+  // tombstone then merges away and the branch state goes into a fresh split at 60).
+  HybridAdmitResult r = cache->AdmitStates(Cat(Seq(1, 60), Seq(800, 10)),
+                                           {.branch_state_at = 60, .branch_payload = 10, .leaf_payload = 11});
+  EXPECT_TRUE(r.branch_used && r.leaf_used);
+  EXPECT_EQ(r.freed_payloads, std::vector<int32_t>{7});
+  cache->CheckInvariants();
+  EXPECT_LE(cache->TreeBytes(), capacity);
+  int32_t node, payload;
+  EXPECT_EQ(cache->CheckpointAtOrBelow(Seq(1, 60), 60, &node, &payload), 60);
+  EXPECT_EQ(payload, 10);
+
+  // A sequence that is a strict prefix of a cached one keeps its own state: the edge splits
+  // where it ends and the split node holds the leaf payload (no stateless single-child node).
+  auto fresh = MakeRadixHybridCache(Config(HybridPolicy::kSglangPlus, 1e12), slots_only);
+  fresh->AdmitStates(Seq(1, 100), {.leaf_payload = 1});
+  r = fresh->AdmitStates(Seq(1, 40), {.leaf_payload = 2});
+  EXPECT_TRUE(r.leaf_used);
+  fresh->CheckInvariants();
+  EXPECT_EQ(fresh->CheckpointAtOrBelow(Seq(1, 40), 40, &node, &payload), 40);
+  EXPECT_EQ(payload, 2);
+  EXPECT_EQ(fresh->Reserve(Seq(1, 40)).checkpoints, 0);  // already there
+  EXPECT_EQ(fresh->Reserve(Seq(1, 20)).checkpoints, 1);  // a leaf split inside the edge
+}
+
+TEST(HybridCache, PeekAnswersLikeLookupWithoutRecordingARequest) {
+  const CostModel cost(Marconi7BShape(16), Accounting::kCorrected);
+  auto cache = MakeRadixHybridCache(Config(HybridPolicy::kMarconi, 1e12), cost);
+  cache->Lookup(Seq(1, 100));
+  cache->AdmitStates(Seq(1, 100), {.leaf_payload = 3});
+  const auto before = cache->Stats();
+  const HybridLookup peeked = cache->Peek(Cat(Seq(1, 100), Seq(500, 5)));
+  EXPECT_EQ(peeked.hit_tokens, 100);
+  const auto after = cache->Stats();
+  EXPECT_EQ(after.requests, before.requests);
+  EXPECT_EQ(after.hit_tokens, before.hit_tokens);
+  const HybridLookup looked = cache->Lookup(Cat(Seq(1, 100), Seq(500, 5)));
+  EXPECT_EQ(looked.hit_tokens, peeked.hit_tokens);
+  EXPECT_EQ(cache->Stats().requests, before.requests + 1);
 }
 
 TEST(HybridCache, EvictedCheckpointsHandTheirPayloadsBack) {
@@ -440,6 +494,43 @@ TEST(AlphaTuner, BackgroundTuningReachesTheSameAlphaAndTheWindowIsBounded) {
   }
   EXPECT_LE(capped->Stats().tuning_window_tokens, 5000);
   EXPECT_TRUE(capped->Stats().alpha_tuned);
+}
+
+// A replay that throws keeps the alpha in use; a tuner going away stops its replays at the next
+// alpha instead of running the whole grid.
+TEST(AlphaTuner, AFailedReplayKeepsTheAlphaAndShutdownDoesNotRunTheGrid) {
+  HybridCacheConfig config = Config(HybridPolicy::kMarconi, 1e12);
+  config.tune_in_background = true;
+  config.bootstrap_multiplier = 1;
+  {
+    AlphaTuner tuner(config);
+    tuner.RecordLookup(Seq(1, 10));
+    tuner.OnEviction(1);
+    const AlphaTuner::Replay failing = [](double, const std::vector<AlphaTuner::Request>&, int) -> Flops {
+      throw std::runtime_error("replay broke");
+    };
+    EXPECT_FALSE(tuner.Poll(1, failing).has_value());  // started in the background
+    std::optional<double> got;
+    for (int i = 0; i < 500 && !tuner.tuned(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      got = tuner.Poll(1, failing);
+    }
+    EXPECT_TRUE(tuner.tuned());
+    EXPECT_FALSE(got.has_value());
+  }
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  {
+    AlphaTuner tuner(config);
+    tuner.RecordLookup(Seq(1, 10));
+    tuner.OnEviction(1);
+    const AlphaTuner::Replay slow = [calls](double, const std::vector<AlphaTuner::Request>&, int) -> Flops {
+      calls->fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      return 0;
+    };
+    tuner.Poll(1, slow);
+  }  // the destructor cancels
+  EXPECT_LE(calls->load(), 2);
 }
 
 }  // namespace

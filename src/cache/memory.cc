@@ -312,6 +312,13 @@ std::string Memory::CheckInvariants() const {
     return "a state slot is free twice";
   if (static_cast<int32_t>(free_slots_.size()) > (config_.recurrent ? config_.max_running : 0))
     return "more free working slots than running sequences";
+  if (checkpoints_ && config_.recurrent) {
+    // Every checkpoint slot is either free or held by exactly one cached checkpoint.
+    const int64_t region = StateSlots(config_, true) - (config_.prompt_end_checkpoints ? 3 : 2) * config_.max_running;
+    if (static_cast<int64_t>(checkpoint_free_.size()) + checkpoints_->NodeCount() != region)
+      return "checkpoint slots leaked or double-held: " + std::to_string(checkpoint_free_.size()) + " free + " +
+             std::to_string(checkpoints_->NodeCount()) + " cached != " + std::to_string(region);
+  }
   return "";
 }
 

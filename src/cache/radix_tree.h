@@ -95,6 +95,8 @@ class RadixTree {
   int64_t cached_tokens() const { return cached_tokens_; }
   const CacheStats& stats() const { return stats_; }
   uint64_t version() const { return version_; }
+  // Namespaces holding cached tokens (an emptied one costs nothing: many salts do not leak).
+  size_t namespaces_held() const { return namespace_roots_.size(); }
   // Empty when consistent; else the first violated invariant.
   std::string CheckInvariants() const;
 

@@ -111,6 +111,27 @@ TEST(RadixTreeTest, EvictsLeastRecentlyUsedUnlockedLeavesOnly) {
   EXPECT_EQ(tree.CheckInvariants(), "");
 }
 
+TEST(RadixTreeTest, AnEvictedNamespaceLeavesNothingBehind) {
+  BlockPool pool({.num_blocks = 8, .block_tokens = 4});
+  RadixTree tree(pool);
+  FakeKv kv(8, 4);
+  for (int64_t salt = 1; salt <= 50; ++salt) {  // 50 tenants, room for two at a time
+    const std::vector<int32_t> tokens(8, static_cast<int32_t>(salt));
+    const Reservation r = tree.Reserve(tokens, 7, 8, salt << 40);
+    ASSERT_TRUE(r.feasible) << salt;
+    Running run{tokens, tree.Commit(r, 8), salt << 40};
+    kv.Write(run.adm.block_table, tokens, 0, 8);
+    Finish(tree, pool, run);
+    EXPECT_LE(tree.namespaces_held(), 4u);
+    EXPECT_EQ(tree.CheckInvariants(), "");
+  }
+  EXPECT_EQ(tree.Match(std::vector<int32_t>(8, 50), 8, int64_t{50} << 40).length, 8);
+  EXPECT_EQ(tree.Match(std::vector<int32_t>(8, 50), 8, int64_t{49} << 40).length, 0);
+  tree.EvictUntilFree(8);
+  EXPECT_EQ(tree.namespaces_held(), 0u);
+  EXPECT_EQ(tree.CheckInvariants(), "");
+}
+
 // Namespaces (cache_salt) ride along: each request picks one of three, and a match may only come
 // from sequences of its own namespace, while eviction stays one LRU over all of them.
 TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {

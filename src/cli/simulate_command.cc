@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -274,11 +275,17 @@ int RunSimulate(SimulateOptions& o) {
       // slots with the policy; the state slots its executor would hold.
       config.engine.memory_mode = cache::MemoryMode::kBlockPool;
       config.engine.block_tokens = o.kv_block_tokens;
-      config.engine.num_blocks = static_cast<int32_t>((o.kv_tokens + o.kv_block_tokens - 1) / o.kv_block_tokens);
+      const int64_t blocks = (o.kv_tokens + o.kv_block_tokens - 1) / o.kv_block_tokens;
+      if (blocks > std::numeric_limits<int32_t>::max())
+        return fail(core::InvalidArgument("--kv-tokens " + std::to_string(o.kv_tokens) + " is " +
+                                          std::to_string(blocks) + " blocks of " + std::to_string(o.kv_block_tokens) +
+                                          " tokens; the pool holds at most 2^31-1 blocks"));
+      config.engine.num_blocks = static_cast<int32_t>(blocks);
       config.engine.checkpoint_slots = o.checkpoint_slots;
       config.capacity_bytes = static_cast<double>(cost.KvBytes(int64_t{config.engine.num_blocks} * o.kv_block_tokens));
       if (shape->n_ssm_layers > 0) {
-        auto ckpt = cache::MakeSlotCheckpointCache(*policy, o.checkpoint_slots, *shape, o.alpha);
+        auto ckpt = cache::MakeSlotCheckpointCache(*policy, o.checkpoint_slots, *shape, o.alpha,
+                                                   /*tune_in_background=*/false);
         if (!ckpt.ok()) return fail(ckpt.status());
         made.checkpoints = std::move(ckpt).value();
         config.capacity_bytes += o.checkpoint_slots * static_cast<double>(cost.CheckpointBytes());
