@@ -24,6 +24,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/engine_setup.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "models/kv_store.h"
 #include "runner/hybrid_cache_setup.h"
@@ -33,12 +35,6 @@
 #include "tokenizer/chat_template.h"
 
 namespace radixlm::cli {
-
-// Defined with the serve command (the engine options both commands share).
-void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
-engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
-runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o);
-runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o);
 
 namespace {
 
@@ -179,6 +175,9 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
   TokenTrie oracle;
   std::atomic<size_t> next{0};
   const double t0 = engine::NowSeconds();
+  int64_t total_turns = 0;
+  for (const Conversation& c : convs) total_turns += static_cast<int64_t>(c.turns.size());
+  Progress progress("replay", total_turns);  // updated under mu
   auto client = [&]() {
     httplib::Client http(host, port);
     http.set_read_timeout(3600, 0);
@@ -234,6 +233,7 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
         auto res = http.send(req);
         std::lock_guard<std::mutex> lock(mu);
         ++result.requests;
+        progress.Update(result.requests);
         if (!res || res->status != 200 || usage.is_null()) {
           ++result.errors;
           continue;
@@ -260,6 +260,7 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
   std::vector<std::thread> threads;
   for (int i = 0; i < clients; ++i) threads.emplace_back(client);
   for (auto& t : threads) t.join();
+  progress.Done();
   result.seconds = engine::NowSeconds() - t0;
   return result;
 }

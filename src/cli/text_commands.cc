@@ -3,13 +3,15 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/engine_setup.h"
 #include "models/kv_store.h"
-#include "runner/generator.h"
+#include "serve/completion_stream.h"
 #include "tokenizer/chat_template.h"
 
 namespace radixlm::cli {
@@ -24,6 +26,30 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> TokenizerOnly(const ModelO
     vocab = c.vocab_size;
   }
   return LoadTokenizer(o, vocab);
+}
+
+// The next turn's prompt as a continuation of the tokens the model already holds: the previous
+// prompt's tokens, then the reply's tokens as generated (as far as the new rendering repeats
+// their text), then the rest encoded. Re-encoding the whole conversation would re-tokenise the
+// reply (BPE need not reproduce generated tokens), and the cache, token-exact, would miss from
+// there on; a hybrid model, whose cache holds states only at checkpoints, would miss entirely.
+// llama.cpp's chat keeps its tokens the same way. Falls back to encoding the whole text when the
+// rendering does not extend the previous one (e.g. an exchange was dropped).
+std::vector<int32_t> ContinueTokens(const tokenizer::Tokenizer& tok, const std::string& prev_text,
+                                    const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& reply,
+                                    const std::string& text) {
+  if (prev_tokens.empty() || text.compare(0, prev_text.size(), prev_text) != 0) return tok.Encode(text);
+  const std::string tail = text.substr(prev_text.size());
+  size_t keep = 0, covered = 0;
+  for (size_t k = 1; k <= reply.size(); ++k) {
+    const std::string d = tok.Decode(std::span<const int32_t>(reply).first(k));
+    if (d.size() <= tail.size() && tail.compare(0, d.size(), d) == 0) keep = k, covered = d.size();
+  }
+  std::vector<int32_t> out = prev_tokens;
+  out.insert(out.end(), reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(keep));
+  const std::vector<int32_t> rest = tok.Encode(std::string_view(tail).substr(covered));
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
 }
 
 }  // namespace
@@ -118,70 +144,140 @@ void RegisterTokenize(CLI::App& app) {
 void RegisterChat(CLI::App& app) {
   struct Opts {
     ModelOptions model;
+    EngineOptions engine;
     std::string system, chat_template;
-    runner::GenerateOptions gen;
+    int max_tokens = 64;
+    sampling::SamplingParams sampling;
   };
   auto* o = new Opts;
-  o->gen.max_tokens = 64;
-  auto* cmd = app.add_subcommand("chat", "interactive chat: one user turn per line of input, replies streamed");
-  AddModelOptions(cmd, &o->model);
+  o->engine.kv_tokens = 8192;  // one conversation
+  o->engine.max_running = 1;
+  auto* cmd = app.add_subcommand("chat", "interactive chat through the engine and its prefix cache: one user turn per line "
+                                         "of input, replies streamed, each turn's prompt, cached and computed tokens shown");
+  AddModelOptions(cmd, &o->model, /*positional_model=*/true);
   AddTokenizerOptions(cmd, &o->model);
+  AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--system", o->system, "system message");
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
-  cmd->add_option("--max-tokens,-n", o->gen.max_tokens, "tokens per reply")->capture_default_str();
-  cmd->add_option("--temperature", o->gen.sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-p", o->gen.sampling.top_p);
-  cmd->add_option("--seed", o->gen.sampling.seed);
+  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens per reply")->capture_default_str();
+  cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-p", o->sampling.top_p);
+  cmd->add_option("--seed", o->sampling.seed);
   cmd->callback([o] {
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
     auto format = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template);
     ExitIfError(format.status());
-    o->gen.stop_ids = EndOfTurnIds(tok);
+    // The same engine as `serve`: a conversation's history stays in the radix cache, so each
+    // turn computes only what is new (the previous reply's last token and the new message).
     core::ThreadPool pool(o->model.threads);
-    const int64_t ctx = std::min<int64_t>(model.config().max_context, 8192);
-    const int block_tokens = 16;
-    models::KvStore kv(model.config(), {static_cast<int>((ctx + block_tokens - 1) / block_tokens), block_tokens, KvDtypeOf(o->model)});
-    cache::BlockPool blocks({kv.n_blocks(), block_tokens});
-    runner::Generator gen(model, pool, kv, blocks);
+    const engine::EngineConfig ec = MakeEngineConfig(o->engine);
+    models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens, KvDtypeOf(o->model)});
+    runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
+    runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
+    exec.set_compaction(MakePrefillCompaction(o->engine));
+    engine::Engine eng(ec, exec, hybrid.cache.get());
+    // A turn ends at an end-of-turn token, or at the format's end marker written as text (a
+    // model whose tokenizer has no such special token).
+    const std::vector<std::string> stops = {*format == tokenizer::ChatFormat::kChatMl   ? "<|im_end|>"
+                                            : *format == tokenizer::ChatFormat::kLlama3 ? "<|eot_id|>"
+                                                                                        : "</s>"};
     std::vector<tokenizer::ChatMessage> history;
     if (!o->system.empty()) history.push_back({"system", o->system});
-    std::fprintf(stderr, "%s on %d threads, %s chat template; one message per line, Ctrl-D to end\n",
-                 model.config().name.c_str(), pool.size(), tokenizer::ChatFormatName(*format));
+    std::fprintf(stderr, "%s on %d threads, %s chat template, prefix cache %s; one message per line, Ctrl-D to end\n",
+                 model.config().name.c_str(), pool.size(), tokenizer::ChatFormatName(*format),
+                 o->engine.no_prefix_cache ? "off" : "on");
     if (o->model.model.rfind("random:", 0) == 0)
       std::fprintf(stderr, "(random weights: the replies are noise; the token ids, the streaming and the costs are real)\n");
     std::string line;
     int turn = 0;
+    int64_t total_prompt = 0, total_cached = 0;
+    std::string prev_text;                          // the last prompt's text ...
+    std::vector<int32_t> prev_tokens, prev_reply;   // ... its tokens, and the reply's as generated
+    double total_prefill_s = 0;
     while (std::printf("\n> "), std::fflush(stdout), std::getline(std::cin, line)) {
       if (line.empty()) continue;
       history.push_back({"user", line});
-      auto prompt_text = tokenizer::RenderChat(*format, history, /*add_generation_prompt=*/true);
-      ExitIfError(prompt_text.status());
-      const auto prompt = tok.Encode(*prompt_text);
-      if (static_cast<int64_t>(prompt.size()) + o->gen.max_tokens > ctx) {
-        std::printf("[conversation reached the %lld-token context; start a new one]\n", static_cast<long long>(ctx));
-        break;
+      engine::RequestParams params;
+      params.max_tokens = o->max_tokens;
+      params.stop_ids = EndOfTurnIds(tok);
+      params.sampling = o->sampling;
+      params.sampling.seed = o->sampling.seed + static_cast<uint64_t>(turn);
+      // Past the context (or the KV pool), the oldest exchange goes, as chat clients do; the
+      // system message stays. The cache then still holds the system prompt's prefix.
+      const size_t keep = o->system.empty() ? 0 : 1;
+      int dropped = 0;
+      std::string prompt_text;
+      for (;;) {
+        auto rendered = tokenizer::RenderChat(*format, history, /*add_generation_prompt=*/true);
+        ExitIfError(rendered.status());
+        prompt_text = std::move(*rendered);
+        params.prompt = ContinueTokens(tok, prev_text, prev_tokens, prev_reply, prompt_text);
+        if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens <= eng.max_request_tokens()) break;
+        if (history.size() < keep + 3) break;  // only this message left: it does not fit
+        history.erase(history.begin() + static_cast<std::ptrdiff_t>(keep), history.begin() + static_cast<std::ptrdiff_t>(keep + 2));
+        ++dropped;
+      }
+      if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens > eng.max_request_tokens()) {
+        std::printf("[this message and --max-tokens exceed the %lld-token limit (the model's context, --kv-tokens)]\n",
+                    static_cast<long long>(eng.max_request_tokens()));
+        history.pop_back();
+        continue;
       }
       if (!isatty(0)) std::printf("%s", line.c_str());  // echo scripted input so the log reads as a chat
       std::printf("\n");
-      tokenizer::StreamDecoder stream(tok);
-      std::string reply;
-      auto r = gen.Generate(prompt, o->gen, [&](int32_t id) {
-        const std::string piece = stream.Push(id);
-        reply += piece;
-        std::printf("%s", piece.c_str());
+      if (dropped > 0)
+        std::printf("[the oldest %d exchange%s dropped to fit the %lld-token context]\n", dropped, dropped > 1 ? "s" : "",
+                    static_cast<long long>(eng.max_request_tokens()));
+      serve::CompletionText text(tok, stops);
+      bool done = false;
+      engine::TokenEvent last;
+      const int64_t prompt_tokens = static_cast<int64_t>(params.prompt.size());
+      std::vector<int32_t> sent_prompt = params.prompt;
+      auto id = eng.Submit(std::move(params), [&](const engine::TokenEvent& ev) {
+        std::printf("%s", text.Push(ev).c_str());
         std::fflush(stdout);
-        return true;
+        if (ev.finish != engine::FinishReason::kNone) {
+          done = true;
+          last = ev;
+        }
       });
-      ExitIfError(r.status());
-      reply += stream.Finish();
-      history.push_back({"assistant", reply});
-      std::printf("\n[turn %d: prompt %zu tokens in %.0f ms (%.0f tok/s); %zu tokens at %.1f tok/s]\n", ++turn,
-                  prompt.size(), r->prefill_seconds * 1e3, prompt.size() / r->prefill_seconds, r->tokens.size(),
-                  r->decode_steps ? r->decode_steps / r->decode_seconds : 0.0);
+      ExitIfError(id.status());
+      bool cancelled = false;
+      while (!done) {
+        eng.Step();  // token callbacks run here, on this thread
+        if (text.stopped() && !cancelled) {
+          eng.Cancel(*id);  // the end marker came as text
+          cancelled = true;
+        }
+      }
+      if (last.finish == engine::FinishReason::kError) {
+        std::fprintf(stderr, "radixlm chat: %s\n", last.error.c_str());
+        std::exit(1);
+      }
+      history.push_back({"assistant", text.text()});
+      prev_text = prompt_text;
+      prev_tokens = std::move(sent_prompt);
+      prev_reply = text.ids();
+      const engine::Usage& u = last.usage;
+      const double decode_s = u.total_seconds - u.ttft_seconds;
+      ++turn;
+      total_prompt += prompt_tokens;
+      total_cached += u.cached_tokens;
+      total_prefill_s += u.ttft_seconds;
+      std::printf("\n[turn %d: prompt %lld tokens = %lld cached + %lld computed, first token after %.0f ms; %lld tokens at %.1f tok/s]\n",
+                  turn, static_cast<long long>(prompt_tokens), static_cast<long long>(u.cached_tokens),
+                  static_cast<long long>(prompt_tokens - u.cached_tokens), u.ttft_seconds * 1e3,
+                  static_cast<long long>(u.completion_tokens),
+                  u.completion_tokens > 1 && decode_s > 0 ? (u.completion_tokens - 1) / decode_s : 0.0);
     }
     std::printf("\n");
+    if (turn > 0)
+      std::printf("[%d turns: %lld prompt tokens, %lld (%.0f%%) from the prefix cache, %lld computed; %.2f s to first tokens]\n",
+                  turn, static_cast<long long>(total_prompt), static_cast<long long>(total_cached),
+                  100.0 * total_cached / std::max<int64_t>(1, total_prompt),
+                  static_cast<long long>(total_prompt - total_cached), total_prefill_s);
   });
 }
 

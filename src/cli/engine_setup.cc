@@ -1,0 +1,53 @@
+#include "cli/engine_setup.h"
+
+namespace radixlm::cli {
+
+void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
+  cmd->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (all layers)")->capture_default_str();
+  cmd->add_option("--block-tokens", o->block_tokens, "tokens per KV block")->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
+  cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
+  cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
+  cmd->add_option("--hybrid-policy", o->hybrid_policy, "Mamba2 hybrids: prefix cache policy sglang+|marconi|marconi-static")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "Mamba2 hybrids: cached SSM checkpoints (0 = no prefix reuse)")
+      ->capture_default_str();
+  cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,
+                "Mamba2 hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) hits");
+  cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
+                  "keep a prompt's end state only this many tokens past the state the request starts from or captures")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
+                  "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
+      ->check(CLI::IsMember({"trie", "gather"}))
+      ->capture_default_str();
+}
+
+runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
+  return {.threshold = o.prefill_compaction_threshold, .trie_attention = o.prefill_compaction == "trie"};
+}
+
+runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
+  auto h = runner::MakeHybridServing(model, runner::ShapeOfModel(model), o.max_running,
+                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints);
+  ExitIfError(h.status());
+  return std::move(h).value();
+}
+
+engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
+  engine::EngineConfig c;
+  c.block_tokens = o.block_tokens;
+  c.num_blocks = static_cast<int32_t>((o.kv_tokens + o.block_tokens - 1) / o.block_tokens);
+  c.prefix_cache = !o.no_prefix_cache;
+  c.scheduler.step_token_budget = o.step_tokens;
+  c.scheduler.max_running = o.max_running;
+  c.checkpoint_slots = o.checkpoint_slots;
+  c.prompt_end_checkpoints = o.prompt_end_checkpoints;
+  c.prompt_end_min_gap = o.prompt_end_min_gap;
+  return c;
+}
+
+}  // namespace radixlm::cli
