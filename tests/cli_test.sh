@@ -74,6 +74,17 @@ else
   long=$("$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 1 --turns 1 --max-tokens 1 --system-prompt "You answer in one short sentence." --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
   if [ -n "$short" ] && [ -n "$long" ] && [ "$long" -gt "$short" ]; then echo "ok   replay-system-prompt"; else echo "FAIL replay-system-prompt: $short vs $long prompt tokens"; fail=1; fi
   expect chat-unknown-template 1 "unknown chat template 'zzz'" -- "$bin" chat -m random:tiny --chat-template zzz
+  # chat runs through the engine: the second turn's prompt starts with the first turn's prompt and
+  # reply, which come from the prefix cache (all but the reply's last token); without the cache none.
+  chat=$(printf 'Hello there.\nAnd again.\n' | "$bin" chat -m random:tiny --system "Be brief." -n 4 --temperature 0 2>&1)
+  t1=$(grep -oE 'turn 1: prompt [0-9]+ tokens = 0 cached' <<<"$chat" | grep -oE 'prompt [0-9]+' | cut -d' ' -f2)
+  c2=$(grep -oE 'turn 2: prompt [0-9]+ tokens = [0-9]+ cached' <<<"$chat" | grep -oE '= [0-9]+' | cut -d' ' -f2)
+  if [ -n "$t1" ] && [ -n "$c2" ] && [ "$c2" -ge "$t1" ]; then echo "ok   chat-turn-2-cached"; else echo "FAIL chat-turn-2-cached: $chat"; fail=1; fi
+  expect chat-no-cache 0 'turn 2: prompt [0-9]+ tokens = 0 cached' -- bash -c "printf 'Hello there.\nAnd again.\n' | '$bin' chat -m random:tiny -n 4 --temperature 0 --no-prefix-cache"
+  expect chat-hybrid 0 'turn 2: prompt [0-9]+ tokens = [1-9][0-9]* cached' -- bash -c "printf 'Hello there.\nAnd again.\n' | '$bin' chat -m random:nemotron-h-tiny --tokenizer llama2 --chat-template chatml -n 4 --temperature 0"
+  printf 'In the beginning God created the heaven and the earth.' > "$tmp/ppl.txt"
+  expect perplexity-json 0 '^\{"ctx":[0-9]+,"perplexity":[0-9.]+,"seconds":[0-9.e-]+,"tokens_scored":[0-9]+,"windows":1\}$' -- "$bin" perplexity -m random:tiny --file "$tmp/ppl.txt" --json
+  expect perplexity-missing 1 'nope.txt: cannot open' -- "$bin" perplexity -m random:tiny --file "$tmp/nope.txt"
 fi
 expect info-hybrid 0 '"layer_kinds":\["mamba2","mlp","mamba2","attention","mlp","mamba2","mlp"\].*"ssm":\{"chunk"' -- "$bin" info random:nemotron-h-tiny --json
 expect generate-hybrid 0 '"tokens":\[' -- "$bin" generate -m random:granite-h-tiny --ids 1,2,3 -n 4 --json

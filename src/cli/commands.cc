@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +13,7 @@
 
 #include "cache/block_pool.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
 #include "kernels/gemm.h"
@@ -215,6 +218,75 @@ void RegisterLogits(CLI::App& app) {
     std::ofstream f(o->out, std::ios::binary);
     f.write(reinterpret_cast<const char*>(logits->data()), logits->size() * sizeof(float));
     if (!f) ExitIfError(core::IoError(o->out + ": write failed"));
+  });
+}
+
+// Perplexity of a text file, as llama.cpp's tool and train/train_kjv.py define it here: the text
+// tokenised whole (no BOS), cut into windows of --ctx tokens, each window's tokens after its
+// first scored from the logits of the window so far; exp(mean negative log-likelihood).
+void RegisterPerplexity(CLI::App& app) {
+  struct Opts {
+    ModelOptions model;
+    std::string file;
+    int64_t ctx = 0;
+    bool json_out = false;
+  };
+  auto* o = new Opts;
+  auto* cmd = app.add_subcommand("perplexity", "perplexity of a model on a text file (windows of --ctx tokens)");
+  AddModelOptions(cmd, &o->model, /*positional_model=*/true);
+  AddTokenizerOptions(cmd, &o->model);
+  cmd->add_option("--file,-f", o->file, "UTF-8 text")->required();
+  cmd->add_option("--ctx", o->ctx, "tokens per window (default: the model's context, at most 512)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  cmd->add_flag("--json", o->json_out, "print one JSON object");
+  cmd->callback([o] {
+    std::ifstream in(o->file, std::ios::binary);
+    if (!in) ExitIfError(core::NotFound(o->file + ": cannot open"));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
+    const models::Transformer& model = *loaded.model;
+    const int64_t ctx = o->ctx > 0 ? o->ctx : std::min<int64_t>(model.config().max_context, 512);
+    if (ctx > model.config().max_context)
+      ExitIfError(core::InvalidArgument("--ctx " + std::to_string(ctx) + " exceeds the model's context of " +
+                                        std::to_string(model.config().max_context)));
+    const std::vector<int32_t> ids = loaded.tokenizer->Encode(text);
+    if (ids.size() < 2) ExitIfError(core::InvalidArgument(o->file + ": fewer than two tokens"));
+    core::ThreadPool pool(o->model.threads);
+    KvSetup kv(model.config(), ctx, KvDtypeOf(o->model));
+    runner::Generator gen(*loaded.model, pool, kv.store, kv.pool);
+    const int64_t vocab = model.config().vocab_size;
+    const int64_t windows = (static_cast<int64_t>(ids.size()) - 1 + ctx - 1) / ctx;
+    double nll = 0;
+    int64_t scored = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    Progress progress("perplexity", windows);
+    for (int64_t w = 0; w < windows; ++w) {
+      const auto begin = ids.begin() + w * ctx;
+      const std::vector<int32_t> window(begin, begin + std::min<int64_t>(ctx, ids.end() - begin));
+      if (window.size() < 2) break;
+      auto logits = gen.AllLogits(window);
+      ExitIfError(logits.status());
+      for (size_t i = 0; i + 1 < window.size(); ++i) {
+        const float* row = logits->data() + i * vocab;
+        const float max = *std::max_element(row, row + vocab);
+        double sum = 0;
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+        nll += std::log(sum) + max - row[window[i + 1]];
+        ++scored;
+      }
+      progress.Update(w + 1);
+    }
+    progress.Done();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double ppl = std::exp(nll / static_cast<double>(scored));
+    if (o->json_out) {
+      std::printf("%s\n", json({{"perplexity", ppl}, {"tokens_scored", scored}, {"windows", windows}, {"ctx", ctx},
+                                {"seconds", seconds}}).dump().c_str());
+    } else {
+      std::printf("perplexity %.3f over %lld tokens of %s (%lld windows of %lld tokens, %.1f s)\n", ppl,
+                  static_cast<long long>(scored), o->file.c_str(), static_cast<long long>(windows),
+                  static_cast<long long>(ctx), seconds);
+    }
   });
 }
 

@@ -9,6 +9,7 @@ namespace radixlm::cli {
 void RegisterInfo(CLI::App& app);
 void RegisterGenerate(CLI::App& app);
 void RegisterLogits(CLI::App& app);
+void RegisterPerplexity(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterExport(CLI::App& app);
 void RegisterTokenize(CLI::App& app);

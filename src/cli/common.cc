@@ -1,7 +1,9 @@
 #include "cli/common.h"
 
-#include <algorithm>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -119,10 +121,16 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelO
 }
 
 ModelAndTokenizer LoadModelAndTokenizerOrExit(const ModelOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (isatty(2)) std::fprintf(stderr, "loading %s ...", o.model.c_str());
   auto m = LoadFromOptions(o);
+  if (isatty(2)) std::fprintf(stderr, "\r\033[K");
   ExitIfError(m.status());
   auto t = LoadTokenizer(o, (*m)->config().vocab_size);
   ExitIfError(t.status());
+  // A load long enough to notice (bf16 conversion, repacking quantised panels) says what it was.
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (s >= 1.0) std::fprintf(stderr, "radixlm: loaded %s (%s) in %.1f s\n", o.model.c_str(), (*m)->config().name.c_str(), s);
   return {std::move(m).value(), std::move(t).value()};
 }
 

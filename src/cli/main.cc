@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterInfo(app);
   radixlm::cli::RegisterGenerate(app);
   radixlm::cli::RegisterLogits(app);
+  radixlm::cli::RegisterPerplexity(app);
   radixlm::cli::RegisterBench(app);
   radixlm::cli::RegisterExport(app);
   radixlm::cli::RegisterTokenize(app);

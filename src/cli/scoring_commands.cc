@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "runner/scoring.h"
 #include "tokenizer/scoring_format.h"
 
@@ -162,8 +163,11 @@ void RegisterRerank(CLI::App& app) {
     }
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
+    Progress progress("rerank", static_cast<int64_t>(pairs.size()));
+    runner.set_progress([&](size_t done, size_t) { progress.Update(static_cast<int64_t>(done)); });
     const auto t0 = std::chrono::steady_clock::now();
     auto logits = runner.YesNoLogits(pairs, format->yes_id, format->no_id);
+    progress.Done();
     ExitIfError(logits.status());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o->out.empty()) {
@@ -238,8 +242,11 @@ void RegisterEmbed(CLI::App& app) {
     }
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
+    Progress progress("embed", static_cast<int64_t>(inputs.size()));
+    runner.set_progress([&](size_t done, size_t) { progress.Update(static_cast<int64_t>(done)); });
     const auto t0 = std::chrono::steady_clock::now();
     auto emb = runner.Embed(inputs, last ? runner::Pooling::kLastToken : runner::Pooling::kMean, !o->no_normalize);
+    progress.Done();
     ExitIfError(emb.status());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o->out.empty()) {

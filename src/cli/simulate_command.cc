@@ -12,6 +12,7 @@
 
 #include "cache/marconi_reference.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "core/thread_pool.h"
 #include "models/loader.h"
 #include "runner/hybrid_cache_setup.h"
@@ -315,14 +316,23 @@ int RunSimulate(SimulateOptions& o) {
   } else {
     auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens);
     if (!reader.ok()) return fail(reader.status());
+    int64_t lines = 0;  // one request per line: the bar's total
+    {
+      std::ifstream count(o.trace, std::ios::binary);
+      for (std::string line; std::getline(count, line);) lines += line.find_first_not_of(" \t\r") != std::string::npos;
+    }
+    Progress progress("simulate", lines);
     sim::TraceRequest request;
+    int64_t fed = 0;
     for (;;) {
       auto more = reader->Next(&request);
       if (!more.ok()) return fail(more.status());
       if (!*more) break;
       core::Status s = feed(request);
       if (!s.ok()) return fail(s);
+      progress.Update(++fed);
     }
+    progress.Done();
   }
   std::vector<sim::SimResult> results;
   for (auto& sim : sims) results.push_back(sim->Finish());

@@ -180,6 +180,7 @@ void ScoringRunner::Run(std::span<const std::vector<int32_t>> seqs, const Output
     stats_.output_rows += static_cast<int64_t>(logit_rows.request.size() + hidden_rows.request.size());
     stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     out(first, count, {hidden, hidden_rows.index, logits, logit_rows.index});
+    if (progress_) progress_(first + count, seqs.size());
   }
 }
 

@@ -58,6 +58,10 @@ class ScoringRunner {
   // OK when Embed / YesNoLogits would accept these inputs.
   core::Status Validate(std::span<const std::vector<int32_t>> seqs) const;
 
+  // Called after each forward with the sequences done so far and the call's total (a CLI's
+  // progress bar); on the calling thread.
+  void set_progress(std::function<void(size_t done, size_t total)> progress) { progress_ = std::move(progress); }
+
   const ScoringStats& stats() const { return stats_; }
   const ScoringConfig& config() const { return config_; }
   const models::ModelConfig& model_config() const { return model_.config(); }
@@ -85,6 +89,7 @@ class ScoringRunner {
   core::ThreadPool& pool_;
   ScoringConfig config_;
   models::KvStore kv_;
+  std::function<void(size_t, size_t)> progress_;
   ScoringStats stats_;
 };
 
