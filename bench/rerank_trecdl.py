@@ -16,7 +16,7 @@ restarted with the same log skips what is there (no query lost or measured twice
 summary covers every logged query. While a file named PAUSE exists in the working directory no
 new query starts. Usage:
   bench/rerank_trecdl.py [--radixlm BIN] [--queries 43] [--passages 100] [--log F.jsonl] [--out F.json]
-Data: ../shared/data/rerank/trecdl19 (skipped with a message when absent)."""
+Data: --data, a TREC-DL 2019 folder (the workplace keeps one in its shared data)."""
 import argparse
 import json
 import math
@@ -136,7 +136,7 @@ def summarize(args, thresholds, queries, records, qrels):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--radixlm", default=os.path.join(HERE, "..", "build", "src", "cli", "radixlm"))
-    ap.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data", "rerank", "trecdl19"))
+    ap.add_argument("--data", required=True, help="the TREC-DL 2019 folder (e.g. the workplace's shared/data/rerank/trecdl19)")
     ap.add_argument("--model", default="random:qwen3-0.6b")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--queries", type=int, default=5)

@@ -39,6 +39,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--radixlm", default=os.path.join(ROOT, "build", "src", "cli", "radixlm"))
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "hybrid-cache-findings.md"))
+    ap.add_argument("--mooncake", default="", help="the Mooncake synthetic trace (section 5 is skipped without it)")
     args = ap.parse_args()
     r = args.radixlm
     lines = []
@@ -97,8 +98,8 @@ def main():
                     pct(res["marconi"]["token_hit_rate"]),
                     gain(res["marconi"]["token_hit_rate"], res["sglang+"]["token_hit_rate"])))
 
-        mooncake = os.path.join(ROOT, "..", "shared", "data", "traces", "mooncake_synthetic_trace.jsonl")
-        if os.path.exists(mooncake):
+        mooncake = args.mooncake
+        if mooncake and os.path.exists(mooncake):
             lines += ["", "## 5. Mooncake synthetic trace (block-hash mode, 512-token blocks), 7B hybrid", "",
                       "| cache | vLLM+ | SGLang+ | Marconi (alpha) | request hit SGLang+ / Marconi |", "|---|---|---|---|---|"]
             for gb in (50, 100, 200, 500):

@@ -21,8 +21,9 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 }
 
 std::string SharedData(const std::string& rel) {
-  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
-  const auto p = std::filesystem::path(src ? src : ".") / ".." / "shared" / "data" / rel;
+  const char* shared = std::getenv("RADIXLM_SHARED_DATA");  // CMake's; unset: no shared data
+  if (shared == nullptr || *shared == 0) return "";
+  const auto p = std::filesystem::path(shared) / rel;
   return std::filesystem::exists(p) ? p.string() : "";
 }
 
@@ -177,7 +178,7 @@ TEST(Workloads, ChatSessionsAppendEveryTurn) {
 
 TEST(TtftModel, FitsTheJambaTableToMarconisLine) {
   const std::string table = SharedData("latency/ttft_jamba_1.5_mini.csv");
-  if (table.empty()) GTEST_SKIP() << "../shared/data absent";
+  if (table.empty()) GTEST_SKIP() << "shared data absent (RADIXLM_SHARED_DATA)";
   auto m = TtftModel::FitCsv(table);
   ASSERT_TRUE(m.ok());
   EXPECT_NEAR(m->intercept_ms(), 17.81, 0.01);

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "traces")
+DATA = os.path.join(os.environ.get("RADIXLM_SHARED_DATA", "/nonexistent"), "traces")  # set by CMake
 TRACE = os.path.join(DATA, "marconi_synthetic_trace_seed0.jsonl")
 GOLDEN = os.path.join(DATA, "marconi_reference_results_seed0.json")
 
@@ -26,7 +26,7 @@ def simulate(radixlm, capacity, policy, alpha=None):
 def main():
     radixlm = sys.argv[1]
     if not os.path.exists(TRACE) or not os.path.exists(GOLDEN):
-        print("SKIP: ../shared/data/traces not present")
+        print("SKIP: shared data not present (RADIXLM_SHARED_DATA)")
         return 77  # CTest's SKIP_RETURN_CODE
     golden = json.load(open(GOLDEN))
     passed = failed = 0
