@@ -16,5 +16,5 @@ total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$log" || true)
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*\*\*\*Skipped' "$log" || true)
 failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#.*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$log" || true)
 echo "radixlm tests: $((total - skipped - failed)) passed, $skipped skipped, $failed failed (of $total)"
-if [ "$skipped" -gt 0 ]; then echo "  (skipped: optional data such as ../shared, or a CPU feature this machine lacks; listed above)"; fi
+if [ "$skipped" -gt 0 ]; then echo "  (skipped: optional data absent (RADIXLM_SHARED_DATA) or a CPU feature this machine lacks; listed above)"; fi
 exit "$rc"

@@ -532,6 +532,43 @@ TEST_F(EngineTest, RejectsBadRequestsClearlyAndCancelsCleanly) {
   EXPECT_EQ(eng.pool().blocks_in_use(), 0);
 }
 
+// A stop string in the text ends a request early (EndEarly): it finishes as stopped and what it
+// computed stays cached, so the next turn finds prompt + reply; a cancel discards the reply.
+TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
+  for (bool end_early : {true, false}) {
+    core::ThreadPool pool(2);
+    models::KvStore kv(model_->config(), {64, 16});
+    runner::ModelExecutor exec(*model_, pool, kv);
+    engine::Engine eng({.num_blocks = 64, .block_tokens = 16}, exec);
+    const std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+    std::vector<int32_t> reply;
+    engine::FinishReason reason = engine::FinishReason::kNone;
+    auto id = eng.Submit({.prompt = prompt, .max_tokens = 100}, [&](const engine::TokenEvent& ev) {
+      if (ev.token >= 0) reply.push_back(ev.token);
+      if (ev.finish != engine::FinishReason::kNone) reason = ev.finish;
+    });
+    ASSERT_TRUE(id.ok());
+    for (int i = 0; i < 6; ++i) eng.Step();
+    end_early ? eng.EndEarly(*id) : eng.Cancel(*id);
+    eng.RunUntilIdle();
+    EXPECT_EQ(reason, end_early ? engine::FinishReason::kStop : engine::FinishReason::kCancelled);
+    ASSERT_GE(reply.size(), 3u);
+    std::vector<int32_t> next = prompt;
+    next.insert(next.end(), reply.begin(), reply.end());
+    next.push_back(20);
+    engine::Usage usage;
+    ASSERT_TRUE(eng.Submit({.prompt = next, .max_tokens = 1}, [&](const engine::TokenEvent& ev) {
+                     if (ev.finish != engine::FinishReason::kNone) usage = ev.usage;
+                   }).ok());
+    eng.RunUntilIdle();
+    // Cached: the prompt and the reply but its last token (never fed back); after a cancel only
+    // the prompt (published when its prefill finished).
+    EXPECT_EQ(usage.cached_tokens, static_cast<int64_t>(end_early ? prompt.size() + reply.size() - 1 : prompt.size()))
+        << end_early;
+    EXPECT_EQ(eng.memory().CheckInvariants(), "");
+  }
+}
+
 TEST(AdmissionOrderTest, LongestCachedPrefixFirstButStarvedRequestsLeadOldestFirst) {
   scheduler::SchedulerConfig cfg;
   cfg.starvation_steps = 10;

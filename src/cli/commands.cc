@@ -221,9 +221,10 @@ void RegisterLogits(CLI::App& app) {
   });
 }
 
-// Perplexity of a text file, as llama.cpp's tool and train/train_kjv.py define it here: the text
-// tokenised whole (no BOS), cut into windows of --ctx tokens, each window's tokens after its
-// first scored from the logits of the window so far; exp(mean negative log-likelihood).
+// Perplexity of a text file as train/train_kjv.py computes it: the text tokenised whole (no BOS),
+// cut into windows of --ctx tokens, each window's tokens after its first scored from the logits
+// of the window so far; exp(mean negative log-likelihood). (llama.cpp's tool differs: it adds
+// BOS, scores each window's second half only and drops a last partial window.)
 void RegisterPerplexity(CLI::App& app) {
   struct Opts {
     ModelOptions model;

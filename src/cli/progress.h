@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +15,7 @@ namespace radixlm::cli {
 
 class Progress {
  public:
+  // total <= 0: unknown (a running count instead of a bar).
   Progress(std::string label, int64_t total)
       : label_(std::move(label)), total_(total), tty_(isatty(2) != 0), start_(Clock::now()) {}
   ~Progress() { Done(); }
@@ -21,7 +23,7 @@ class Progress {
   void Update(int64_t done) {
     if (!tty_ || finished_) return;
     const auto now = Clock::now();
-    if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    if ((total_ <= 0 || done < total_) && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     Draw(done);
   }
@@ -37,8 +39,13 @@ class Progress {
   using Clock = std::chrono::steady_clock;
   void Draw(int64_t done) {
     constexpr int kWidth = 30;
-    const double frac = total_ > 0 ? static_cast<double>(done) / static_cast<double>(total_) : 1.0;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    if (total_ <= 0) {  // total unknown: a count
+      std::fprintf(stderr, "\r\033[K%s %lld  %.0f s", label_.c_str(), static_cast<long long>(done), elapsed);
+      std::fflush(stderr);
+      return;
+    }
+    const double frac = std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
     const int filled = static_cast<int>(frac * kWidth);
     std::string bar(filled, '#');
     bar.resize(kWidth, '.');

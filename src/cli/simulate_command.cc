@@ -2,6 +2,8 @@
 // of the model (sim/simulator.h: the engine's scheduler, memory and cache policies as served) and
 // reports hit rates, FLOPs saved and modelled TTFT; or, with --generate, writes a synthetic
 // workload trace.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -316,8 +318,10 @@ int RunSimulate(SimulateOptions& o) {
   } else {
     auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens);
     if (!reader.ok()) return fail(reader.status());
-    int64_t lines = 0;  // one request per line: the bar's total
-    {
+    // One request per line: the bar's total, counted only for a bar on a terminal and a regular
+    // file (a pipe, --trace <(zcat t.gz), can be read once).
+    int64_t lines = 0;
+    if (isatty(2) && std::filesystem::is_regular_file(o.trace)) {
       std::ifstream count(o.trace, std::ios::binary);
       for (std::string line; std::getline(count, line);) lines += line.find_first_not_of(" \t\r") != std::string::npos;
     }

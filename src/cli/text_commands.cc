@@ -40,10 +40,13 @@ std::vector<int32_t> ContinueTokens(const tokenizer::Tokenizer& tok, const std::
                                     const std::string& text) {
   if (prev_tokens.empty() || text.compare(0, prev_text.size(), prev_text) != 0) return tok.Encode(text);
   const std::string tail = text.substr(prev_text.size());
+  // The reply's raw bytes token by token (Decode would drop a SentencePiece leading space).
   size_t keep = 0, covered = 0;
-  for (size_t k = 1; k <= reply.size(); ++k) {
-    const std::string d = tok.Decode(std::span<const int32_t>(reply).first(k));
-    if (d.size() <= tail.size() && tail.compare(0, d.size(), d) == 0) keep = k, covered = d.size();
+  std::string bytes;
+  for (size_t k = 0; k < reply.size(); ++k) {
+    bytes += tok.TokenBytes(reply[k]);
+    if (bytes.size() > tail.size()) break;
+    if (tail.compare(0, bytes.size(), bytes) == 0) keep = k + 1, covered = bytes.size();
   }
   std::vector<int32_t> out = prev_tokens;
   out.insert(out.end(), reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(keep));
@@ -159,7 +162,7 @@ void RegisterChat(CLI::App& app) {
   AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--system", o->system, "system message");
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
-  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens per reply")->capture_default_str();
+  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens per reply")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p);
   cmd->add_option("--seed", o->sampling.seed);
@@ -209,14 +212,15 @@ void RegisterChat(CLI::App& app) {
       const size_t keep = o->system.empty() ? 0 : 1;
       int dropped = 0;
       std::string prompt_text;
+      std::vector<tokenizer::ChatMessage> trimmed = history;  // history changes only if the message fits
       for (;;) {
-        auto rendered = tokenizer::RenderChat(*format, history, /*add_generation_prompt=*/true);
+        auto rendered = tokenizer::RenderChat(*format, trimmed, /*add_generation_prompt=*/true);
         ExitIfError(rendered.status());
         prompt_text = std::move(*rendered);
         params.prompt = ContinueTokens(tok, prev_text, prev_tokens, prev_reply, prompt_text);
         if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens <= eng.max_request_tokens()) break;
-        if (history.size() < keep + 3) break;  // only this message left: it does not fit
-        history.erase(history.begin() + static_cast<std::ptrdiff_t>(keep), history.begin() + static_cast<std::ptrdiff_t>(keep + 2));
+        if (trimmed.size() < keep + 3) break;  // only this message left: it does not fit
+        trimmed.erase(trimmed.begin() + static_cast<std::ptrdiff_t>(keep), trimmed.begin() + static_cast<std::ptrdiff_t>(keep + 2));
         ++dropped;
       }
       if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens > eng.max_request_tokens()) {
@@ -225,6 +229,7 @@ void RegisterChat(CLI::App& app) {
         history.pop_back();
         continue;
       }
+      history = std::move(trimmed);
       if (!isatty(0)) std::printf("%s", line.c_str());  // echo scripted input so the log reads as a chat
       std::printf("\n");
       if (dropped > 0)
@@ -246,9 +251,14 @@ void RegisterChat(CLI::App& app) {
       ExitIfError(id.status());
       bool cancelled = false;
       while (!done) {
-        eng.Step();  // token callbacks run here, on this thread
+        // Token callbacks run here, on this thread. A request alone always fits (Submit checked
+        // it against the pool), so a step with nothing to do before it finished is a bug.
+        if (!eng.Step() && !done) {
+          std::fprintf(stderr, "radixlm chat: the engine stopped before the reply finished\n");
+          std::exit(1);
+        }
         if (text.stopped() && !cancelled) {
-          eng.Cancel(*id);  // the end marker came as text
+          eng.EndEarly(*id);  // the end marker came as text: finish, keeping the reply cached
           cancelled = true;
         }
       }

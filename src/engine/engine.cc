@@ -92,14 +92,22 @@ core::StatusOr<RequestId> Engine::Submit(RequestParams params, TokenCallback cal
 void Engine::Cancel(RequestId id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    cancels_.push_back(id);
+    cancels_.push_back({id, false});
+  }
+  cv_.notify_all();
+}
+
+void Engine::EndEarly(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancels_.push_back({id, true});
   }
   cv_.notify_all();
 }
 
 void Engine::DrainInbox() {
   std::vector<std::unique_ptr<Req>> incoming;
-  std::vector<RequestId> cancels;
+  std::vector<std::pair<RequestId, bool>> cancels;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(inbox_);
@@ -109,10 +117,13 @@ void Engine::DrainInbox() {
     memory_.Bind(&r->mem, r->params.cache_salt);
     waiting_.push_back(std::move(r));
   }
-  for (RequestId id : cancels) {
+  for (const auto& [id, end_early] : cancels) {
     for (auto* list : {&waiting_, &running_})
       for (auto& r : *list)
-        if (r && r->id == id) r->cancelled = true;
+        if (r && r->id == id && !r->cancelled) {
+          r->cancelled = true;
+          r->end_early = end_early;
+        }
   }
 }
 
@@ -168,7 +179,7 @@ bool Engine::Step() {
   // Cancellations first: they free resources for everyone else.
   for (auto* list : {&waiting_, &running_})
     for (auto& r : *list)
-      if (r && r->cancelled) Finish(r, FinishReason::kCancelled);
+      if (r && r->cancelled) Finish(r, r->end_early ? FinishReason::kStop : FinishReason::kCancelled);
   auto compact = [](std::vector<std::unique_ptr<Req>>& v) { v.erase(std::remove(v.begin(), v.end(), nullptr), v.end()); };
   compact(waiting_);
   compact(running_);

@@ -81,6 +81,10 @@ class Engine {
   // Queues a request; the callback receives every token and a final event.
   core::StatusOr<RequestId> Submit(RequestParams params, TokenCallback callback);
   void Cancel(RequestId id);
+  // The client has what it wants (a stop string in the text): the request finishes at the next
+  // step as if it had stopped (FinishReason::kStop), its computed tokens kept in the cache as
+  // at a natural finish (a cancel discards them).
+  void EndEarly(RequestId id);
 
   // One step of the loop; returns false when there was nothing to do.
   bool Step();
@@ -113,6 +117,7 @@ class Engine {
     Usage usage;
     bool first_admission = true;
     bool cancelled = false;
+    bool end_early = false;  // with cancelled: finish as stopped, keep the cache
     int64_t arrival = 0, waited_steps = 0;
     double submit_time = 0;
     explicit Req(const sampling::SamplingParams& s) : sampler(s) {}
@@ -140,7 +145,7 @@ class Engine {
   mutable std::mutex mu_;  // guards inbox_, cancels_, metrics_, next_id_
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Req>> inbox_;
-  std::vector<RequestId> cancels_;
+  std::vector<std::pair<RequestId, bool>> cancels_;  // (id, end early)
   EngineMetrics metrics_;
   RequestId next_id_ = 1;
   int64_t arrivals_ = 0;

@@ -171,7 +171,7 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
   auto advance = [this, text, engine_id](const engine::TokenEvent& ev) {
     const bool was_stopped = text->stopped();
     std::string delta = text->Push(ev);
-    if (text->stopped() && !was_stopped) engine_.Cancel(engine_id);
+    if (text->stopped() && !was_stopped) engine_.EndEarly(engine_id);  // keeps what it computed cached
     return delta;
   };
   if (!request->stream) {
