@@ -93,10 +93,12 @@ void RegisterInfo(CLI::App& app) {
                 j["weight_type"].get<std::string>().c_str(), j["weights_bytes"].get<size_t>() / 1048576.0);
     std::printf("  matmul: %s; KV cache %s\n", j["matmul"].get<std::string>().c_str(), o->kv_dtype.c_str());
     const auto& c = (*m)->config();
-    std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, MLP %d, RoPE theta %g (%s)%s%s%s\n",
+    char rope[96] = "no RoPE";
+    if (c.use_rope) std::snprintf(rope, sizeof rope, "RoPE theta %g (%s)", c.rope_theta, j["rope_layout"].get<std::string>().c_str());
+    std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, MLP %d, %s%s%s%s\n",
                 static_cast<long long>(c.vocab_size), c.d_model, c.n_blocks, c.n_heads, c.n_kv_heads, c.head_dim,
-                c.ffn_dim, c.rope_theta, j["rope_layout"].get<std::string>().c_str(), c.qk_norm ? ", q/k norm" : "",
-                c.qkv_bias ? ", qkv bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+                c.ffn_dim, rope, c.qk_norm ? ", q/k norm" : "", c.qkv_bias ? ", qkv bias" : "",
+                c.tied_embeddings ? ", tied embeddings" : "");
     if (c.n_ssm_layers() > 0)
       std::printf("  %d Mamba2 layers: %d heads x %d, d_state %d, %d groups, d_conv %d; %d attention layers%s; "
                   "state %.2f MiB per sequence\n",

@@ -751,6 +751,8 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
     wr.Set(a + "ssm.time_step_rank", GgufValue::U32(c.ssm_heads));
     wr.Set(a + "ssm.group_count", GgufValue::U32(c.ssm_groups));
     wr.Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
+    // llama.cpp's nemotron_h loader requires the plain key too (it falls back to it for RMS).
+    if (c.arch == "nemotron_h") wr.Set(a + "attention.layer_norm_epsilon", GgufValue::F32(c.rms_eps));
     wr.Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
     wr.Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
     std::vector<GgufValue> kv_heads, ffn;
