@@ -1,14 +1,39 @@
 #!/usr/bin/env bash
-# The main job on the built-in default model (random:qwen3-0.6b, random weights of Qwen3-0.6B's
-# shape, real Qwen3 tokenizer): set-up, build, then a scripted three-turn chat, each reply
-# streamed, with what every turn cost. Extra arguments go to `radixlm chat`.
+# The main job on the default model (models/kjv-qwen3.gguf, a small model trained on the King
+# James Bible; RADIXLM_MODEL picks another): set-up, build, then
+#   1. a three-turn chat through the serving engine and its radix prefix cache, each reply
+#      streamed, each turn's prompt / cached / computed tokens and timings printed; then two
+#      turns on the hybrid (Mamba2 + attention) model, whose cache holds SSM checkpoints;
+#   2. the other sharing paths, each against the plain path in the same run (scripts/second_act.py).
+# Extra arguments go to the first `radixlm chat`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-./build/src/cli/radixlm info
+B=./build/src/cli/radixlm
+MODEL="${RADIXLM_MODEL:-models/kjv-qwen3.gguf}"
+HYBRID="${RADIXLM_HYBRID_MODEL:-models/kjv-hybrid.gguf}"
+
+echo
+echo "== 1. A conversation through the engine: each turn computes only what is new"
+"$B" info "$MODEL"
 printf '%s\n' \
-  "Give me three tips for writing fast C++ code." \
-  "Which of those matters most for an LLM inference engine?" \
-  "Summarise our conversation in one sentence." |
-  ./build/src/cli/radixlm chat --dtype bf16 --system "You are a concise assistant." --max-tokens 48 \
-    --temperature 0.8 --top-p 0.95 --seed 1 "$@"
+  "In the beginning God created the heaven and the earth." \
+  "And God said, Let there be light: and there was light." \
+  "What did God call the light?" |
+  "$B" chat "$MODEL" --system "Answer in the words of the King James Bible." --max-tokens 32 \
+    --temperature 0.7 --top-p 0.9 --seed 1 "$@"
+
+if [ -f "$HYBRID" ]; then
+  echo
+  echo "== 1b. The same on the hybrid model: the cache keeps SSM checkpoints (Marconi's policy)"
+  "$B" info "$HYBRID"
+  printf '%s\n' \
+    "The LORD is my shepherd; I shall not want." \
+    "He maketh me to lie down in green pastures." |
+    "$B" chat "$HYBRID" --system "Answer in the words of the King James Bible." --max-tokens 40 \
+      --temperature 0.7 --top-p 0.9 --seed 1
+fi
+
+echo
+echo "== 2. The other sharing paths, each against the plain path (medians of 3, alternated)"
+python3 scripts/second_act.py "$B" "$MODEL"
