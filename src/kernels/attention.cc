@@ -41,7 +41,7 @@ RADIXLM_AVX2 inline __m256 LoadKv8(const KvElem<D>* p) {
 }
 
 using attn::kMaxGroup;
-using attn::kTileRows;
+using attn::kTileVectors;
 using attn::TileRow;
 constexpr int kMaxBlock = 256;   // block_tokens limit for the per-block score buffer
 
@@ -163,23 +163,23 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
   const KvElem<D>* keys = static_cast<const KvElem<D>*>(kv.k);
   const KvElem<D>* values = static_cast<const KvElem<D>*>(kv.v);
-  float m[kTileRows][kMaxGroup], l[kTileRows][kMaxGroup];
+  float m[kTileVectors], l[kTileVectors];  // per (row, head): index r * group + g
   float scores[kMaxGroup][kMaxBlock];
   const KvElem<D>* vptr[kMaxBlock];
-  const float* qv[kTileRows * kMaxGroup];
+  const float* qv[kTileVectors];
   thread_local std::vector<float> block_scores_buf;
-  block_scores_buf.resize(static_cast<size_t>(kTileRows) * kMaxGroup * bt);
+  block_scores_buf.resize(static_cast<size_t>(kTileVectors) * bt);
   float* block_scores = block_scores_buf.data();  // [tile rows x group, bt]
-  int32_t max_pos = 0;
+  int32_t max_pos = -1;
   for (int r = 0; r < n_rows; ++r) {
     max_pos = std::max(max_pos, rows[r].position);
     for (int g = 0; g < group; ++g) {
-      m[r][g] = -std::numeric_limits<float>::infinity();
-      l[r][g] = 0;
+      m[r * group + g] = -std::numeric_limits<float>::infinity();
+      l[r * group + g] = 0;
       std::memset(rows[r].out + (kv_head * group + g) * d, 0, d * sizeof(float));
     }
   }
-  for (int64_t start = 0; start <= max_pos; start += bt) {
+  for (int64_t start = seq.kv_begin; start <= max_pos; start += bt) {
     const int32_t block = seq.block_table[start / bt];
     const int n_block = static_cast<int>(std::min<int64_t>(bt, max_pos + 1 - start));
     for (int j = 0; j < n_block; ++j) vptr[j] = values + kv.ValueIndex(block, j, kv_head);
@@ -196,9 +196,11 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
       for (int g = 0; g < group; ++g, ++vq)
         for (int j = 0; j < n; ++j) scores[g][j] = block_scores[vq * bt + j] * p.scale;
       for (int g = 0; g < group; ++g) {
-        float bm = m[r][g];
+        float& mg = m[r * group + g];
+        float& lg = l[r * group + g];
+        float bm = mg;
         for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
-        const float correction = std::exp(m[r][g] - bm);  // exp(-inf) = 0 on the first block
+        const float correction = std::exp(mg - bm);  // exp(-inf) = 0 on the first block
         if (avx2) {
           ExpSubAvx2(scores[g], n, bm);
         } else {
@@ -206,8 +208,8 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
         }
         float bs = 0;
         for (int j = 0; j < n; ++j) bs += scores[g][j];
-        l[r][g] = l[r][g] * correction + bs;
-        m[r][g] = bm;
+        lg = lg * correction + bs;
+        mg = bm;
         float* acc = rows[r].out + (kv_head * group + g) * d;
         if (avx2) ScaleAccumulateAvx2<D>(acc, correction, scores[g], vptr, n, d);
         else ScaleAccumulateScalar<D>(acc, correction, scores[g], vptr, n, d);
@@ -217,9 +219,12 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
   for (int r = 0; r < n_rows; ++r)
     for (int g = 0; g < group; ++g) {
       float* acc = rows[r].out + (kv_head * group + g) * d;
-      const float inv = 1.0f / l[r][g];
+      const float lv = l[r * group + g];
+      // Nothing attended (a split's empty part): out stays 0, lse = -inf, the merge's identity.
+      const float inv = lv > 0 ? 1.0f / lv : 0.0f;
       for (int i = 0; i < d; ++i) acc[i] *= inv;
-      if (rows[r].lse) rows[r].lse[kv_head * group + g] = m[r][g] + std::log(l[r][g]);
+      if (rows[r].lse)
+        rows[r].lse[kv_head * group + g] = lv > 0 ? m[r * group + g] + std::log(lv) : -std::numeric_limits<float>::infinity();
     }
 }
 
@@ -257,13 +262,15 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
                     float* out, float* lse) {
   RADIXLM_CHECK(p.n_heads % p.n_kv_heads == 0 && p.n_heads / p.n_kv_heads <= kMaxGroup);
   RADIXLM_CHECK(kv.block_tokens <= kMaxBlock);
+  const int tile_rows = attn::TileRows(p.n_heads / p.n_kv_heads);
   std::vector<Tile> tiles;
   for (size_t si = 0; si < seqs.size(); ++si) {
     const AttentionSeq& sq = seqs[si];
+    RADIXLM_CHECK(sq.kv_begin >= 0 && sq.kv_begin % kv.block_tokens == 0);
     for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r)
       RADIXLM_CHECK(positions[r] >= 0 && static_cast<size_t>(positions[r] / kv.block_tokens) < sq.block_table.size());
-    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; r += kTileRows)
-      tiles.push_back({static_cast<int32_t>(si), r, std::min<int64_t>(kTileRows, sq.row_begin + sq.n_rows - r)});
+    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; r += tile_rows)
+      tiles.push_back({static_cast<int32_t>(si), r, std::min<int64_t>(tile_rows, sq.row_begin + sq.n_rows - r)});
   }
   const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
@@ -273,7 +280,7 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   // Items are dealt round-robin: causal tiles grow in cost with position, so contiguous
   // ranges would leave one thread with the expensive end of every prompt.
   pool.RunOnAll([&](int t) {
-    TileRow rows[kTileRows];
+    TileRow rows[kTileVectors];
     for (int64_t i = t; i < n_items; i += n_threads) {
       const Tile& tile = tiles[i / p.n_kv_heads];
       const int kv_head = static_cast<int>(i % p.n_kv_heads);
@@ -294,6 +301,93 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   });
 }
 
+void MergeAttentionStates(int64_t n_rows, int n_heads, int head_dim, float* out, float* lse, const float* out_b,
+                          const float* lse_b) {
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int h = 0; h < n_heads; ++h) {
+      float& la = lse[r * n_heads + h];
+      const float lb = lse_b[r * n_heads + h];
+      float* o = out + (r * n_heads + h) * head_dim;
+      const float* ob = out_b + (r * n_heads + h) * head_dim;
+      if (lb == -std::numeric_limits<float>::infinity()) continue;  // b attended nothing
+      if (la == -std::numeric_limits<float>::infinity()) {
+        std::memcpy(o, ob, head_dim * sizeof(float));
+        la = lb;
+        continue;
+      }
+      // softmax over the union: weights exp(l - max) of each part's normalised output.
+      const float mx = std::max(la, lb);
+      const float wa = std::exp(la - mx), wb = std::exp(lb - mx);
+      const float inv = 1.0f / (wa + wb);
+      for (int i = 0; i < head_dim; ++i) o[i] = (o[i] * wa + ob[i] * wb) * inv;
+      la = mx + std::log(wa + wb);
+    }
+}
+
+int CascadeTileRows(int group_heads) { return attn::TileRows(group_heads); }
+
+void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
+                      std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
+                      std::span<const CascadeGroup> groups, float* out, float* lse, bool one_pass_per_row) {
+  const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
+  int64_t n_rows = 0;
+  for (const AttentionSeq& s : seqs) n_rows = std::max(n_rows, s.row_begin + s.n_rows);
+  // Each row's split point: its group's prefix length (0: not split).
+  std::vector<int64_t> split(n_rows, 0);
+  int64_t n_grouped = 0;
+  for (const CascadeGroup& g : groups) {
+    const int64_t prefix = static_cast<int64_t>(g.prefix_blocks.size()) * kv.block_tokens;
+    for (int64_t r : g.rows) {
+      RADIXLM_CHECK(r >= 0 && r < n_rows && split[r] == 0 && positions[r] >= prefix - 1);
+      split[r] = prefix;
+    }
+    n_grouped += static_cast<int64_t>(g.rows.size());
+  }
+  // Prefix part: the group's rows gathered, attending [0, prefix) through the shared blocks.
+  std::vector<float> qa(n_grouped * stride), oa(n_grouped * stride), la(n_grouped * p.n_heads);
+  std::vector<int32_t> pa(n_grouped);
+  std::vector<int64_t> row_of(n_grouped);
+  std::vector<AttentionSeq> prefix_seqs;
+  int64_t k = 0;
+  for (const CascadeGroup& g : groups) {
+    const int64_t first = k;
+    const int32_t last = static_cast<int32_t>(g.prefix_blocks.size()) * kv.block_tokens - 1;
+    for (int64_t r : g.rows) {
+      std::memcpy(qa.data() + k * stride, q + r * stride, stride * sizeof(float));
+      pa[k] = last;
+      row_of[k] = r;
+      if (one_pass_per_row) prefix_seqs.push_back({k, 1, g.prefix_blocks});
+      ++k;
+    }
+    if (!one_pass_per_row && k > first) prefix_seqs.push_back({first, k - first, g.prefix_blocks});
+  }
+  if (n_grouped > 0) PagedAttention(pool, p, kv, prefix_seqs, pa.data(), qa.data(), oa.data(), la.data());
+  // Suffix part: every row through its own sequence, from its split point.
+  std::vector<AttentionSeq> suffix_seqs(seqs.begin(), seqs.end());
+  for (AttentionSeq& s : suffix_seqs) {
+    int64_t begin = -1;
+    for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
+      RADIXLM_CHECK_MSG(begin < 0 || split[r] == begin, "rows of one sequence split at different points");
+      begin = split[r];
+    }
+    s.kv_begin = std::max<int64_t>(begin, 0);
+  }
+  std::vector<float> own_lse;
+  float* lb = lse;
+  if (lb == nullptr) {
+    own_lse.resize(n_rows * p.n_heads);
+    lb = own_lse.data();
+  }
+  PagedAttention(pool, p, kv, suffix_seqs, positions, q, out, lb);
+  // Merge the prefix state into each grouped row (rows with position < prefix attended nothing
+  // in their suffix part, lse -inf, and take the prefix state as it is).
+  for (int64_t i = 0; i < n_grouped; ++i) {
+    const int64_t r = row_of[i];
+    MergeAttentionStates(1, p.n_heads, p.head_dim, out + r * stride, lb + r * p.n_heads, oa.data() + i * stride,
+                         la.data() + i * p.n_heads);
+  }
+}
+
 void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
                              std::span<const AttentionSeq> seqs, const int32_t* positions,
                              const float* q, float* out, float* lse) {
@@ -301,10 +395,15 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
   for (const AttentionSeq& s : seqs)
     for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r)
       for (int h = 0; h < p.n_heads; ++h) {
-        const int n = positions[r] + 1;
-        std::vector<double> sc(n);
+        const int begin = static_cast<int>(s.kv_begin), n = positions[r] + 1;
+        if (n <= begin) {  // nothing to attend
+          for (int i = 0; i < d; ++i) out[(r * p.n_heads + h) * d + i] = 0;
+          if (lse) lse[r * p.n_heads + h] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        std::vector<double> sc(n, 0.0);
         double mx = -1e300;
-        for (int j = 0; j < n; ++j) {
+        for (int j = begin; j < n; ++j) {
           double dot = 0;
           for (int i = 0; i < d; ++i)
             dot += static_cast<double>(q[(r * p.n_heads + h) * d + i]) *
@@ -313,10 +412,10 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
           mx = std::max(mx, sc[j]);
         }
         double sum = 0;
-        for (int j = 0; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
+        for (int j = begin; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
         for (int i = 0; i < d; ++i) {
           double o = 0;
-          for (int j = 0; j < n; ++j)
+          for (int j = begin; j < n; ++j)
             o += sc[j] * kv.ValueAt(s.block_table[j / kv.block_tokens], j % kv.block_tokens, h / group, i);
           out[(r * p.n_heads + h) * d + i] = static_cast<float>(o / sum);
         }

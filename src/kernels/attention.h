@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -66,11 +67,15 @@ struct KvLayerView {
 };
 
 // Query rows [row_begin, row_begin + n_rows) of the batch belong to one sequence whose KV
-// block i is block_table[i].
+// block i is block_table[i]. The rows attend KV positions [kv_begin, position]: kv_begin > 0
+// is the suffix part of a split (cascade) attention, whose prefix part is attended elsewhere;
+// a row with nothing to attend gets out = 0 and lse = -inf (the merge's identity).
+// REQUIRES: kv_begin a multiple of the block size.
 struct AttentionSeq {
   int64_t row_begin = 0;
   int64_t n_rows = 0;
   std::span<const int32_t> block_table;
+  int64_t kv_begin = 0;
 };
 
 struct AttentionParams {
@@ -89,6 +94,35 @@ void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const in
 void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
                     std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
                     float* out, float* lse);
+
+// Merges the attention state (out_b, lse_b) into (out, lse), both over disjoint KV ranges of the
+// same query rows: the softmax over the union, exactly (FlashInfer's merge_state, natural log).
+// out, out_b: [n_rows, n_heads, head_dim]; lse, lse_b: [n_rows, n_heads].
+void MergeAttentionStates(int64_t n_rows, int n_heads, int head_dim, float* out, float* lse, const float* out_b,
+                          const float* lse_b);
+
+// Rows that share the KV of positions [0, prefix_tokens) in the same physical blocks (a radix
+// node's blocks, shared by every request below it).
+struct CascadeGroup {
+  std::span<const int32_t> prefix_blocks;  // prefix_tokens / block_tokens ids
+  std::vector<int64_t> rows;               // batch rows; each row's sequence starts with these blocks
+};
+
+// Cascade attention (FlashInfer's two-level form): each group's rows attend the shared prefix
+// together, so each prefix block is read once per tile of up to 256 / group rows rather than
+// once per row, then each row attends its own positions [prefix_tokens, position] through its
+// sequence, and the two states merge through their log-sum-exp. Rows in no group attend as in
+// PagedAttention. `one_pass_per_row` runs every row's prefix part alone (the plain path with
+// the same split points): the result is bitwise the same, which is what the tests hold it to;
+// against the unsplit PagedAttention it agrees to rounding (~1e-6 relative in f32).
+// REQUIRES: every row of a group has position >= prefix_tokens - 1 and belongs to a sequence
+// whose first blocks are prefix_blocks; groups disjoint.
+// Rows of one tile: a group's prefix blocks are read once per this many rows (per kv head).
+int CascadeTileRows(int group_heads);
+
+void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
+                      std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
+                      std::span<const CascadeGroup> groups, float* out, float* lse, bool one_pass_per_row = false);
 
 // Oracle: the textbook two-pass softmax in double precision, one row at a time.
 void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,

@@ -242,13 +242,13 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   const Elem<D>* keys = static_cast<const Elem<D>*>(kv.k);
   const Elem<D>* values = static_cast<const Elem<D>*>(kv.v);
 
-  float m[kTileRows * kMaxGroup], l[kTileRows * kMaxGroup];
-  const float* qv[kTileRows * kMaxGroup];
-  float* acc[kTileRows * kMaxGroup];
-  float* sv[kTileRows * kMaxGroup];
-  float corr[kTileRows * kMaxGroup];
-  int valid_keys[kTileRows * kMaxGroup];
-  int32_t max_pos = 0;
+  float m[kTileVectors], l[kTileVectors];
+  const float* qv[kTileVectors];
+  float* acc[kTileVectors];
+  float* sv[kTileVectors];
+  float corr[kTileVectors];
+  int valid_keys[kTileVectors];
+  int32_t max_pos = -1;
   for (int r = 0; r < n_rows; ++r) {
     max_pos = std::max(max_pos, rows[r].position);
     for (int g = 0; g < group; ++g) {
@@ -262,7 +262,8 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   }
   KeyGroup<D> kg[64];
   KeyGroup<DType::kF32> kgs[64];
-  for (int64_t c0 = 0; c0 <= max_pos; c0 += chunk) {
+  // Chunks are aligned to the first position attended (a split's suffix starts at kv_begin).
+  for (int64_t c0 = seq.kv_begin; c0 <= max_pos; c0 += chunk) {
     const int n_keys = static_cast<int>(std::min<int64_t>(chunk, max_pos + 1 - c0));
     const int n_groups = (n_keys + 15) / 16;
     // Query vectors of rows that reach this chunk (a row's vectors are consecutive).
@@ -344,9 +345,11 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     for (int g = 0; g < group; ++g) {
       const int vec = r * group + g;
       float* out = rows[r].out + (kv_head * group + g) * d;
-      const float inv = 1.0f / l[vec];
+      // Nothing attended (a split's empty part): out stays 0, lse = -inf, the merge's identity.
+      const float inv = l[vec] > 0 ? 1.0f / l[vec] : 0.0f;
       for (int i = 0; i < d; ++i) out[i] *= inv;
-      if (rows[r].lse) rows[r].lse[kv_head * group + g] = m[vec] + std::log(l[vec]);
+      if (rows[r].lse)
+        rows[r].lse[kv_head * group + g] = l[vec] > 0 ? m[vec] + std::log(l[vec]) : -std::numeric_limits<float>::infinity();
     }
 }
 

@@ -17,8 +17,11 @@ struct TileRow {
   float* lse;       // [n_heads] or nullptr
 };
 
-inline constexpr int kTileRows = 16;  // query rows sharing each K/V load
-inline constexpr int kMaxGroup = 16;  // q heads per kv head
+inline constexpr int kMaxGroup = 16;      // q heads per kv head
+inline constexpr int kTileVectors = 256;  // query vectors (rows x group) sharing each K/V load
+// Rows per tile: as many as the vector budget allows, so a cascade group of decode rows (all at
+// one position over a shared prefix) reads each K/V block once for up to 256 / group rows.
+inline int TileRows(int group) { return kTileVectors / group; }
 
 // The AVX-512 tile kernel (any KV dtype, block size and head_dim <= 256). Softmax runs over
 // chunks of whole KV blocks of at least 64 keys, aligned to the sequence's first position,
