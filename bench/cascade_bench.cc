@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--repeats") repeats = std::atoi(argv[i + 1]);
   }
   const int heads = 16, kv_heads = 8, hd = 128, bt = 16;
+  const int64_t kSplit = 1024;  // the model's split: "plain" is the same split without groups
   const k::AttentionParams p{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   radixlm::core::ThreadPool pool(threads);
   radixlm::core::Rng rng(1);
@@ -68,8 +69,8 @@ int main(int argc, char** argv) {
         std::vector<double> plain_s, cascade_s;
         auto time = [&](bool cascade) {
           const auto t0 = std::chrono::steady_clock::now();
-          if (cascade) k::CascadeAttention(pool, p, kv, seqs, pos.data(), q.data(), {&group, 1}, out.data(), lse.data());
-          else k::PagedAttention(pool, p, kv, seqs, pos.data(), q.data(), out.data(), lse.data());
+          if (cascade) k::CascadeAttention(pool, p, kv, seqs, pos.data(), q.data(), {&group, 1}, kSplit, out.data(), lse.data());
+          else k::CascadeAttention(pool, p, kv, seqs, pos.data(), q.data(), {}, kSplit, out.data(), lse.data());
           return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         };
         time(false);

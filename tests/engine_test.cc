@@ -20,6 +20,7 @@ struct Outcome {
   std::map<int, std::vector<int32_t>> outputs;  // by request index
   std::map<int, engine::Usage> usage;
   engine::EngineMetrics metrics;
+  int64_t cascade_rows = 0;
 };
 
 struct Workload {
@@ -53,7 +54,7 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
 // compaction: intra-step prefix dedup in the executor (threshold 0 = off).
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
                     const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0},
-                    core::DType kv_dtype = core::DType::kF32) {
+                    core::DType kv_dtype = core::DType::kF32, bool cascade = true) {
   core::ThreadPool pool(2);
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
   auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
@@ -62,6 +63,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction(compaction);
+  exec.set_cascade(cascade);
   engine::Engine eng(cfg, exec, hybrid.cache.get());
   Outcome out;
   int step = 0;
@@ -83,6 +85,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
     if (!worked && submitted == order.size()) break;
     if (step > 100000) break;
   }
+  out.cascade_rows = exec.cascade_rows();
   out.metrics = eng.Metrics();
   EXPECT_EQ(out.metrics.running, 0);
   EXPECT_EQ(out.metrics.waiting, 0);
@@ -566,6 +569,46 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
     EXPECT_EQ(usage.cached_tokens, static_cast<int64_t>(end_early ? prompt.size() + reply.size() - 1 : prompt.size()))
         << end_early;
     EXPECT_EQ(eng.memory().CheckInvariants(), "");
+  }
+}
+
+// Cascade attention in the engine: requests sharing a prefix longer than the attention split
+// decode in cascade groups (their shared blocks read once per step), with the same tokens as
+// with cascade off, on an attention model and a hybrid, f32 and bf16 KV, and through
+// preemption (a small pool) mid-group.
+TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    const bool hybrid = model->config().n_ssm_layers() > 0;
+    core::Rng rng(5);
+    std::vector<int32_t> system(1100 + rng.Below(200));
+    for (auto& t : system) t = static_cast<int32_t>(rng.Below(model->config().vocab_size));
+    Workload w;
+    for (int i = 0; i < 6; ++i) {
+      engine::RequestParams p;
+      p.prompt = system;
+      for (int k = 0; k < 5 + static_cast<int>(rng.Below(30)); ++k)
+        p.prompt.push_back(static_cast<int32_t>(rng.Below(model->config().vocab_size)));
+      p.max_tokens = 6;
+      w.requests.push_back(p);
+      // The first caches the prefix, the second finds the branch point there (a hybrid's
+      // checkpoint), the rest share it.
+      w.submit_step.push_back(i == 0 ? 0 : i == 1 ? 40 : 80);
+    }
+    for (core::DType kv : {core::DType::kF32, core::DType::kBF16})
+      for (int32_t blocks : {512, 200}) {
+        engine::EngineConfig cfg{.num_blocks = blocks, .block_tokens = 16, .checkpoint_slots = 16};
+        cfg.scheduler.max_running = 8;
+        cfg.scheduler.step_token_budget = 512;
+        const std::string policy = hybrid ? "sglang+" : "";
+        const Outcome on = RunWorkload(*model, w, cfg, policy, {.threshold = 0}, kv, true);
+        const Outcome off = RunWorkload(*model, w, cfg, policy, {.threshold = 0}, kv, false);
+        for (size_t i = 0; i < w.requests.size(); ++i)
+          EXPECT_EQ(on.outputs.at(i), off.outputs.at(i)) << spec << " request " << i << " blocks " << blocks;
+        EXPECT_GT(on.cascade_rows, 0) << spec << " blocks " << blocks;
+        EXPECT_EQ(off.cascade_rows, 0);
+        EXPECT_GT(on.metrics.cached_prompt_tokens, 0);
+      }
   }
 }
 

@@ -326,65 +326,139 @@ void MergeAttentionStates(int64_t n_rows, int n_heads, int head_dim, float* out,
 
 int CascadeTileRows(int group_heads) { return attn::TileRows(group_heads); }
 
+int64_t AttentionSplitTokens(int block_tokens) { return (1024 + block_tokens - 1) / block_tokens * block_tokens; }
+
+std::vector<CascadeGroup> PlanCascadeGroups(std::span<const AttentionSeq> seqs, const int32_t* positions,
+                                            int block_tokens, int64_t split_tokens, int min_rows) {
+  std::vector<CascadeGroup> groups;
+  const int64_t chunk_blocks = split_tokens / block_tokens;
+  std::vector<const AttentionSeq*> decode;
+  for (const AttentionSeq& s : seqs)
+    if (s.n_rows == 1 && !s.block_table.empty() && positions[s.row_begin] + 1 >= split_tokens) decode.push_back(&s);
+  std::stable_sort(decode.begin(), decode.end(),
+                   [](const AttentionSeq* a, const AttentionSeq* b) { return a->block_table[0] < b->block_table[0]; });
+  for (size_t i = 0; i < decode.size();) {
+    size_t j = i + 1;
+    while (j < decode.size() && decode[j]->block_table[0] == decode[i]->block_table[0]) ++j;
+    if (static_cast<int>(j - i) >= min_rows) {
+      // The cluster's common prefix, in whole chunks, below every row's own position.
+      const std::span<const int32_t> first = decode[i]->block_table;
+      int64_t common = static_cast<int64_t>(first.size());
+      for (size_t k = i; k < j; ++k) {
+        const std::span<const int32_t> t = decode[k]->block_table;
+        int64_t n = 0;
+        while (n < common && n < static_cast<int64_t>(t.size()) && t[n] == first[n]) ++n;
+        common = std::min<int64_t>(n, (positions[decode[k]->row_begin] + 1) / block_tokens);
+      }
+      common = common / chunk_blocks * chunk_blocks;
+      if (common > 0) {
+        CascadeGroup g;
+        g.prefix_blocks = first.first(static_cast<size_t>(common));
+        for (size_t k = i; k < j; ++k) g.rows.push_back(decode[k]->row_begin);
+        groups.push_back(std::move(g));
+      }
+    }
+    i = j;
+  }
+  return groups;
+}
+
 void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
                       std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
-                      std::span<const CascadeGroup> groups, float* out, float* lse, bool one_pass_per_row) {
+                      std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,
+                      bool one_pass_per_row) {
+  RADIXLM_CHECK(split_tokens > 0 && split_tokens % kv.block_tokens == 0);
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
   int64_t n_rows = 0;
-  for (const AttentionSeq& s : seqs) n_rows = std::max(n_rows, s.row_begin + s.n_rows);
-  // Each row's split point: its group's prefix length (0: not split).
-  std::vector<int64_t> split(n_rows, 0);
-  int64_t n_grouped = 0;
-  for (const CascadeGroup& g : groups) {
-    const int64_t prefix = static_cast<int64_t>(g.prefix_blocks.size()) * kv.block_tokens;
-    for (int64_t r : g.rows) {
-      RADIXLM_CHECK(r >= 0 && r < n_rows && split[r] == 0 && positions[r] >= prefix - 1);
-      split[r] = prefix;
-    }
-    n_grouped += static_cast<int64_t>(g.rows.size());
-  }
-  // Prefix part: the group's rows gathered, attending [0, prefix) through the shared blocks.
-  std::vector<float> qa(n_grouped * stride), oa(n_grouped * stride), la(n_grouped * p.n_heads);
-  std::vector<int32_t> pa(n_grouped);
-  std::vector<int64_t> row_of(n_grouped);
-  std::vector<AttentionSeq> prefix_seqs;
-  int64_t k = 0;
-  for (const CascadeGroup& g : groups) {
-    const int64_t first = k;
-    const int32_t last = static_cast<int32_t>(g.prefix_blocks.size()) * kv.block_tokens - 1;
-    for (int64_t r : g.rows) {
-      std::memcpy(qa.data() + k * stride, q + r * stride, stride * sizeof(float));
-      pa[k] = last;
-      row_of[k] = r;
-      if (one_pass_per_row) prefix_seqs.push_back({k, 1, g.prefix_blocks});
-      ++k;
-    }
-    if (!one_pass_per_row && k > first) prefix_seqs.push_back({first, k - first, g.prefix_blocks});
-  }
-  if (n_grouped > 0) PagedAttention(pool, p, kv, prefix_seqs, pa.data(), qa.data(), oa.data(), la.data());
-  // Suffix part: every row through its own sequence, from its split point.
-  std::vector<AttentionSeq> suffix_seqs(seqs.begin(), seqs.end());
-  for (AttentionSeq& s : suffix_seqs) {
-    int64_t begin = -1;
-    for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
-      RADIXLM_CHECK_MSG(begin < 0 || split[r] == begin, "rows of one sequence split at different points");
-      begin = split[r];
-    }
-    s.kv_begin = std::max<int64_t>(begin, 0);
+  int32_t max_pos = -1;
+  for (const AttentionSeq& sq : seqs) {
+    RADIXLM_CHECK(sq.kv_begin == 0);
+    n_rows = std::max(n_rows, sq.row_begin + sq.n_rows);
+    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r) max_pos = std::max(max_pos, positions[r]);
   }
   std::vector<float> own_lse;
-  float* lb = lse;
-  if (lb == nullptr) {
+  if (lse == nullptr) {
     own_lse.resize(n_rows * p.n_heads);
-    lb = own_lse.data();
+    lse = own_lse.data();
   }
-  PagedAttention(pool, p, kv, suffix_seqs, positions, q, out, lb);
-  // Merge the prefix state into each grouped row (rows with position < prefix attended nothing
-  // in their suffix part, lse -inf, and take the prefix state as it is).
-  for (int64_t i = 0; i < n_grouped; ++i) {
-    const int64_t r = row_of[i];
-    MergeAttentionStates(1, p.n_heads, p.head_dim, out + r * stride, lb + r * p.n_heads, oa.data() + i * stride,
-                         la.data() + i * p.n_heads);
+  // Each row's shared chunks: its group's prefix in whole split_tokens chunks (0: none).
+  std::vector<int64_t> shared_chunks(n_rows, 0);
+  std::vector<int64_t> grouped_rows;
+  std::vector<const CascadeGroup*> group_of_row;
+  for (const CascadeGroup& g : groups) {
+    const int64_t chunks = static_cast<int64_t>(g.prefix_blocks.size()) * kv.block_tokens / split_tokens;
+    for (int64_t r : g.rows) {
+      RADIXLM_CHECK(r >= 0 && r < n_rows && shared_chunks[r] == 0 && positions[r] + 1 >= chunks * split_tokens);
+      if (chunks == 0) continue;
+      shared_chunks[r] = chunks;
+      grouped_rows.push_back(r);
+      group_of_row.push_back(&g);
+    }
+  }
+  for (const AttentionSeq& sq : seqs)
+    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r)
+      RADIXLM_CHECK_MSG(sq.n_rows == 1 || shared_chunks[r] == 0, "cascade groups hold single-row (decode) sequences");
+  const int64_t n_chunks = max_pos < 0 ? 0 : max_pos / split_tokens + 1;
+  // Grouped rows' queries, gathered once (a group's rows are adjacent).
+  const int64_t ng = static_cast<int64_t>(grouped_rows.size());
+  std::vector<float> qg(ng * stride), og(ng * stride), lg(ng * p.n_heads);
+  for (int64_t i = 0; i < ng; ++i) std::memcpy(qg.data() + i * stride, q + grouped_rows[i] * stride, stride * sizeof(float));
+  std::vector<float> oc, lc;
+  std::vector<int32_t> pc(n_rows), pgc(ng);
+  std::vector<AttentionSeq> chunk_seqs, group_seqs;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t begin = c * split_tokens, last = begin + split_tokens - 1;
+    // Rows attend [begin, min(position, last)] through their own sequence...
+    chunk_seqs.clear();
+    for (const AttentionSeq& sq : seqs) {
+      const int64_t r0 = sq.row_begin;
+      if (positions[r0 + sq.n_rows - 1] < begin && positions[r0] < begin) continue;  // nothing here
+      if (sq.n_rows == 1 && c < shared_chunks[r0]) continue;                        // its group's
+      AttentionSeq cs = sq;
+      cs.kv_begin = begin;
+      chunk_seqs.push_back(cs);
+      for (int64_t r = r0; r < r0 + sq.n_rows; ++r) pc[r] = static_cast<int32_t>(std::min<int64_t>(positions[r], last));
+    }
+    // ... or, for a group's shared chunks, together through the group's prefix blocks.
+    group_seqs.clear();
+    for (int64_t i = 0; i < ng;) {
+      const CascadeGroup* g = group_of_row[i];
+      int64_t j = i;
+      while (j < ng && group_of_row[j] == g) ++j;
+      if (c < shared_chunks[grouped_rows[i]]) {
+        if (one_pass_per_row) {
+          for (int64_t k = i; k < j; ++k) group_seqs.push_back({k, 1, g->prefix_blocks, begin});
+        } else {
+          group_seqs.push_back({i, j - i, g->prefix_blocks, begin});
+        }
+        for (int64_t k = i; k < j; ++k) pgc[k] = static_cast<int32_t>(last);
+      }
+      i = j;
+    }
+    // Chunk 0 is written in place; later chunks merge into it, in chunk order, so a row's
+    // result is the same fold of the same chunk states whether its prefix was shared or not.
+    float* o = out;
+    float* l = lse;
+    if (c > 0) {
+      oc.resize(n_rows * stride);
+      lc.resize(n_rows * p.n_heads);
+      o = oc.data();
+      l = lc.data();
+    }
+    if (!chunk_seqs.empty()) PagedAttention(pool, p, kv, chunk_seqs, pc.data(), q, o, l);
+    if (!group_seqs.empty()) PagedAttention(pool, p, kv, group_seqs, pgc.data(), qg.data(), og.data(), lg.data());
+    for (int64_t i = 0; i < ng; ++i) {
+      if (c >= shared_chunks[grouped_rows[i]]) continue;
+      const int64_t r = grouped_rows[i];
+      std::memcpy(o + r * stride, og.data() + i * stride, stride * sizeof(float));
+      std::memcpy(l + r * p.n_heads, lg.data() + i * p.n_heads, p.n_heads * sizeof(float));
+    }
+    if (c == 0) continue;
+    for (const AttentionSeq& sq : seqs)
+      for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r)
+        if (positions[r] >= begin)
+          MergeAttentionStates(1, p.n_heads, p.head_dim, out + r * stride, lse + r * p.n_heads, o + r * stride,
+                               l + r * p.n_heads);
   }
 }
 

@@ -108,21 +108,38 @@ struct CascadeGroup {
   std::vector<int64_t> rows;               // batch rows; each row's sequence starts with these blocks
 };
 
-// Cascade attention (FlashInfer's two-level form): each group's rows attend the shared prefix
-// together, so each prefix block is read once per tile of up to 256 / group rows rather than
-// once per row, then each row attends its own positions [prefix_tokens, position] through its
-// sequence, and the two states merge through their log-sum-exp. Rows in no group attend as in
-// PagedAttention. `one_pass_per_row` runs every row's prefix part alone (the plain path with
-// the same split points): the result is bitwise the same, which is what the tests hold it to;
-// against the unsplit PagedAttention it agrees to rounding (~1e-6 relative in f32).
-// REQUIRES: every row of a group has position >= prefix_tokens - 1 and belongs to a sequence
-// whose first blocks are prefix_blocks; groups disjoint.
 // Rows of one tile: a group's prefix blocks are read once per this many rows (per kv head).
 int CascadeTileRows(int group_heads);
 
+// The split models use: the first multiple of block_tokens at or above 1024 tokens (long enough
+// that the merges cost ~nothing, short enough that a shared system prompt spans whole chunks).
+int64_t AttentionSplitTokens(int block_tokens);
+
+// Cascade groups of a batch, from its block tables alone: single-row (decode) sequences whose
+// tables start with the same block ids share that prefix physically (the radix cache hands the
+// same blocks to every request below a node). Rows are clustered by their first block; a
+// cluster of at least min_rows rows whose common prefix spans at least one whole split chunk
+// (and lies below every row's position) is a group. One level: nested prefixes share their
+// outermost common part.
+std::vector<CascadeGroup> PlanCascadeGroups(std::span<const AttentionSeq> seqs, const int32_t* positions,
+                                            int block_tokens, int64_t split_tokens, int min_rows = 2);
+
+// Attention split at fixed positions, with cascade groups. Every row's attention is the fold, in
+// order, of its states over the chunks [c * split_tokens, (c + 1) * split_tokens) of its
+// positions, merged through their log-sum-exp; the split points depend only on positions, so a
+// row's result never depends on the batch. A group's rows attend the chunks their shared
+// prefix covers in whole together (FlashInfer's cascade: each prefix block read once per tile
+// of up to CascadeTileRows rows, not once per row) and the rest through their own sequences;
+// the chunk states are the same either way, so cascade on = off bitwise. `one_pass_per_row`
+// computes a group's chunks row by row (the same arithmetic; for tests). Within one chunk the
+// result is PagedAttention's; against the unsplit attention it agrees to rounding (~1e-6 in f32).
+// REQUIRES: split_tokens a multiple of block_tokens; grouped rows are single-row (decode)
+// sequences whose block tables start with their group's prefix_blocks; groups disjoint; every
+// seq has kv_begin 0.
 void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
                       std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
-                      std::span<const CascadeGroup> groups, float* out, float* lse, bool one_pass_per_row = false);
+                      std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,
+                      bool one_pass_per_row = false);
 
 // Oracle: the textbook two-pass softmax in double precision, one row at a time.
 void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,

@@ -232,74 +232,82 @@ TEST(PagedAttentionTest, WriteKvRoundsToTheStoreDtype) {
 }
 
 // Cascade attention: groups of rows share the first blocks of their sequences. On every ISA the
-// CPU has: cascade = the same split run row by row (bitwise), = the unsplit attention to
-// rounding (f32: 2e-6 absolute on unit-scale values), and rows in no group are untouched; the
-// kv_begin ranges the split uses match the oracle.
-TEST(CascadeAttentionTest, GroupsMatchTheSameSplitRowByRowBitwiseAndTheUnsplitToRounding) {
+// CPU has, for two split sizes: with groups = without groups = the groups' chunks row by row,
+// bitwise; = the unsplit attention to rounding (f32: 2e-6 absolute on unit-scale values); and a
+// kv_begin range matches the oracle.
+TEST(CascadeAttentionTest, GroupsChangeNothingBitwiseAndTheSplitMatchesTheUnsplitToRounding) {
   for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
     core::SetIsaCap(isa);
     if (core::ActiveIsa() != isa) continue;  // this CPU lacks it
     for (core::DType dtype : {core::DType::kF32, core::DType::kBF16})
-      for (int bt : {16, 24}) {
-        const int heads = 8, kv_heads = 2, hd = 64;
-        Fixture f(1, bt, kv_heads, hd, 77 + bt, dtype);
-        core::Rng& rng = f.rng;
-        std::vector<int32_t> ids(f.n_blocks);
-        std::iota(ids.begin(), ids.end(), 0);
-        for (int i = f.n_blocks - 1; i > 0; --i) std::swap(ids[i], ids[rng.Below(i + 1)]);
-        // Two groups with prefixes of 3 and 5 blocks (the second nested in a longer prefix of the
-        // same ids would be a deeper level; here they are disjoint), and 2 rows alone.
-        const std::vector<int32_t> prefix_a(ids.begin(), ids.begin() + 3), prefix_b(ids.begin() + 3, ids.begin() + 8);
-        int next = 8;
-        std::vector<std::vector<int32_t>> tables;
-        std::vector<int32_t> pos;
-        std::vector<int> group_of;  // 0 a, 1 b, -1 none
-        auto add = [&](const std::vector<int32_t>& prefix, int group, int own_blocks, int position) {
-          std::vector<int32_t> t = prefix;
-          for (int b = 0; b < own_blocks; ++b) t.push_back(ids[next++]);
-          tables.push_back(t);
-          pos.push_back(position);
-          group_of.push_back(group);
-        };
-        for (int i = 0; i < 5; ++i) add(prefix_a, 0, 2, 3 * bt + static_cast<int>(rng.Below(2 * bt)));
-        add(prefix_a, 0, 1, 3 * bt - 1);  // the prefix's last position: nothing of its own
-        for (int i = 0; i < 4; ++i) add(prefix_b, 1, 2, 5 * bt + static_cast<int>(rng.Below(2 * bt)));
-        add({}, -1, 4, 3 * bt + 5);
-        add(prefix_b, -1, 2, 6 * bt);  // shares blocks but is not grouped
-        const int n = static_cast<int>(pos.size());
-        std::vector<AttentionSeq> seqs;
-        for (int r = 0; r < n; ++r) seqs.push_back({r, 1, tables[r]});
-        std::vector<CascadeGroup> groups(2);
-        groups[0].prefix_blocks = prefix_a;
-        groups[1].prefix_blocks = prefix_b;
-        for (int r = 0; r < n; ++r)
-          if (group_of[r] >= 0) groups[group_of[r]].rows.push_back(r);
-        std::vector<float> q(n * heads * hd);
-        for (float& x : q) x = rng.Normal(0, 1);
-        core::ThreadPool pool(2);
-        const AttentionParams p{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
-        std::vector<float> cascade(q.size()), split(q.size()), plain(q.size()), lc(n * heads), ls(n * heads), lp(n * heads);
-        CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), groups, cascade.data(), lc.data());
-        CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), groups, split.data(), ls.data(), true);
-        PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), plain.data(), lp.data());
-        const std::string what = std::string(core::IsaName(isa)) + " " + std::string(core::DTypeName(dtype)) + " bt " + std::to_string(bt);
-        ASSERT_EQ(std::memcmp(cascade.data(), split.data(), cascade.size() * 4), 0) << what;
-        ASSERT_EQ(std::memcmp(lc.data(), ls.data(), lc.size() * 4), 0) << what;
-        for (int r = 0; r < n; ++r)
-          for (int i = 0; i < heads * hd; ++i) {
-            const size_t at = static_cast<size_t>(r) * heads * hd + i;
-            if (group_of[r] < 0) ASSERT_EQ(cascade[at], plain[at]) << what << " ungrouped row " << r;
-            else ASSERT_NEAR(cascade[at], plain[at], 2e-6) << what << " row " << r;
-          }
-        for (int i = 0; i < n * heads; ++i) ASSERT_NEAR(lc[i], lp[i], 2e-5) << what;
-        // A suffix-only range against the oracle.
-        std::vector<AttentionSeq> tail = seqs;
-        for (int r = 0; r < n; ++r) tail[r].kv_begin = group_of[r] == 1 ? 5 * bt : 0;
-        std::vector<float> got(q.size()), want(q.size()), lg(n * heads), lw(n * heads);
-        PagedAttention(pool, p, f.View(), tail, pos.data(), q.data(), got.data(), lg.data());
-        PagedAttentionReference(p, f.View(), tail, pos.data(), q.data(), want.data(), lw.data());
-        for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << what;
-      }
+      for (int bt : {16, 24})
+        for (int split_blocks : {1, 2}) {
+          const int heads = 8, kv_heads = 2, hd = 64;
+          Fixture f(1, bt, kv_heads, hd, 77 + bt, dtype);
+          core::Rng& rng = f.rng;
+          std::vector<int32_t> ids(f.n_blocks);
+          std::iota(ids.begin(), ids.end(), 0);
+          for (int i = f.n_blocks - 1; i > 0; --i) std::swap(ids[i], ids[rng.Below(i + 1)]);
+          // Groups over prefixes of 3 and 5 blocks, a prefill sequence, and rows alone (one of
+          // them sharing blocks without being grouped).
+          const std::vector<int32_t> prefix_a(ids.begin(), ids.begin() + 3), prefix_b(ids.begin() + 3, ids.begin() + 8);
+          int next = 8;
+          std::vector<std::vector<int32_t>> tables;
+          std::vector<AttentionSeq> seqs;
+          std::vector<int32_t> pos;
+          std::vector<int> group_of;  // per row: 0 a, 1 b, -1 none
+          auto add = [&](const std::vector<int32_t>& prefix, int group, int own_blocks, std::vector<int32_t> rows_pos) {
+            std::vector<int32_t> t = prefix;
+            for (int b = 0; b < own_blocks; ++b) t.push_back(ids[next++]);
+            tables.push_back(t);
+            seqs.push_back({static_cast<int64_t>(pos.size()), static_cast<int64_t>(rows_pos.size()), {}});
+            for (int32_t x : rows_pos) {
+              pos.push_back(x);
+              group_of.push_back(group);
+            }
+          };
+          for (int i = 0; i < 5; ++i) add(prefix_a, 0, 2, {3 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
+          add(prefix_a, 0, 1, {3 * bt - 1});  // the prefix's last position: nothing of its own
+          for (int i = 0; i < 4; ++i) add(prefix_b, 1, 2, {5 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
+          add({}, -1, 4, {3 * bt + 5});
+          add(prefix_b, -1, 2, {6 * bt});
+          add({}, -1, 5, {2 * bt - 3, 2 * bt - 2, 2 * bt - 1, 2 * bt, 2 * bt + 1, 4 * bt + 2});  // a prefill chunk
+          for (size_t i = 0; i < seqs.size(); ++i) seqs[i].block_table = tables[i];
+          const int n = static_cast<int>(pos.size());
+          std::vector<CascadeGroup> groups(2), none;
+          groups[0].prefix_blocks = prefix_a;
+          groups[1].prefix_blocks = prefix_b;
+          for (int r = 0; r < n; ++r)
+            if (group_of[r] >= 0) groups[group_of[r]].rows.push_back(r);
+          std::vector<float> q(n * heads * hd);
+          for (float& x : q) x = rng.Normal(0, 1);
+          core::ThreadPool pool(2);
+          const AttentionParams p{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
+          const int64_t split = static_cast<int64_t>(split_blocks) * bt;
+          std::vector<float> on(q.size()), off(q.size()), rows(q.size()), plain(q.size());
+          std::vector<float> l_on(n * heads), l_off(n * heads), l_rows(n * heads), l_plain(n * heads);
+          CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), groups, split, on.data(), l_on.data());
+          CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), none, split, off.data(), l_off.data());
+          CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), groups, split, rows.data(), l_rows.data(), true);
+          PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), plain.data(), l_plain.data());
+          const std::string what = std::string(core::IsaName(isa)) + " " + std::string(core::DTypeName(dtype)) +
+                                   " bt " + std::to_string(bt) + " split " + std::to_string(split);
+          ASSERT_EQ(std::memcmp(on.data(), off.data(), on.size() * 4), 0) << what;
+          ASSERT_EQ(std::memcmp(l_on.data(), l_off.data(), l_on.size() * 4), 0) << what;
+          ASSERT_EQ(std::memcmp(on.data(), rows.data(), on.size() * 4), 0) << what;
+          for (size_t i = 0; i < on.size(); ++i) ASSERT_NEAR(on[i], plain[i], 2e-6) << what << " at " << i;
+          for (int i = 0; i < n * heads; ++i) ASSERT_NEAR(l_on[i], l_plain[i], 2e-5) << what;
+          // A kv_begin range against the oracle.
+          std::vector<AttentionSeq> tail = seqs;
+          for (AttentionSeq& t : tail) t.kv_begin = bt;
+          std::vector<float> got(q.size()), want(q.size()), lg(n * heads), lw(n * heads);
+          PagedAttention(pool, p, f.View(), tail, pos.data(), q.data(), got.data(), lg.data());
+          PagedAttentionReference(p, f.View(), tail, pos.data(), q.data(), want.data(), lw.data());
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << what;
+          for (int i = 0; i < n * heads; ++i)
+            if (std::isfinite(lw[i])) ASSERT_NEAR(lg[i], lw[i], 1e-5) << what;
+            else ASSERT_EQ(lg[i], lw[i]) << what;
+        }
   }
   core::SetIsaCap(core::Isa::kAvx512);
 }

@@ -227,7 +227,8 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
       kernels::WriteKv(layer, fix_seqs_, fix_positions_.data(), k_full_.data(), v_full_.data());
     }
     const double t0 = profile_ ? Seconds() : 0;
-    kernels::PagedAttention(pool, params, layer, compact_seqs_, plan.compact_positions.data(), q, qkv_.data(), nullptr);
+    kernels::CascadeAttention(pool, params, layer, compact_seqs_, plan.compact_positions.data(), q, {},
+                              kernels::AttentionSplitTokens(layer.block_tokens), qkv_.data(), nullptr);
     if (profile_) profile_->attention_s += Seconds() - t0;
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
     AddResidual(n);
@@ -253,7 +254,8 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   }
   kernels::WriteKv(layer, b.seqs, b.positions.data(), k, v);
   const double t0 = profile_ ? Seconds() : 0;
-  kernels::PagedAttention(pool, params, layer, b.seqs, b.positions.data(), q, out, nullptr);
+  kernels::CascadeAttention(pool, params, layer, b.seqs, b.positions.data(), q, plan ? std::span<const kernels::CascadeGroup>{} : b.cascade,
+                            kernels::AttentionSplitTokens(layer.block_tokens), out, nullptr);
   if (profile_) profile_->attention_s += Seconds() - t0;
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);

@@ -58,6 +58,10 @@ struct ForwardBatch {
   // duplicate row. K/V of shared rows are copied into a sequence's own block only where its
   // table diverges from the creator's (callers that share prefix blocks avoid those copies).
   bool trie_attention = false;
+  // Cascade attention: decode rows grouped by the prefix blocks they share (kernels::
+  // PlanCascadeGroups); attention is split at kernels::AttentionSplitTokens either way, so the
+  // groups change no result, only how often shared KV is read.
+  std::vector<kernels::CascadeGroup> cascade;
 };
 
 struct AttentionLayerWeights {

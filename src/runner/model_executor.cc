@@ -71,6 +71,10 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
   b.logit_rows = rows_;
   b.compaction = PlanCompaction(seqs, seq_begin);
   b.trie_attention = b.compaction && compaction_.trie_attention;
+  if (cascade_ && !b.compaction)
+    b.cascade = kernels::PlanCascadeGroups(b.seqs, positions_.data(), kv_.block_tokens(),
+                                           kernels::AttentionSplitTokens(kv_.block_tokens()));
+  for (const kernels::CascadeGroup& g : b.cascade) cascade_rows_ += static_cast<int64_t>(g.rows.size());
   logits->resize(rows_.size() * model_.config().vocab_size);
   model_.Forward(pool_, b, kv_, logits->data(), states_);
 }

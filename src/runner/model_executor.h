@@ -29,6 +29,10 @@ class ModelExecutor : public engine::Executor {
                 models::SsmStateStore* states = nullptr)
       : model_(model), pool_(pool), kv_(kv), states_(states) {}
   void set_compaction(PrefillCompaction c) { compaction_ = c; }
+  // Cascade attention for decode rows that share prefix blocks (on by default; the answers are
+  // the same either way, only the KV reads change).
+  void set_cascade(bool on) { cascade_ = on; }
+  int64_t cascade_rows() const { return cascade_rows_; }  // decode rows attended in a cascade group
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
                std::vector<float>* logits) override;
   int64_t vocab_size() const override { return model_.config().vocab_size; }
@@ -46,6 +50,8 @@ class ModelExecutor : public engine::Executor {
   models::SsmStateStore* states_;
   std::vector<int32_t> ids_, positions_, rows_;
   PrefillCompaction compaction_;
+  bool cascade_ = true;
+  int64_t cascade_rows_ = 0;
   int64_t deduplicated_rows_ = 0;
   // The plan for this step, or null when it would not pay (or cannot be used).
   const models::CompactionPlan* PlanCompaction(std::span<const engine::StepSequence> seqs,
