@@ -3,11 +3,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <cmath>
-#include <iterator>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -16,10 +16,13 @@
 #include "cli/progress.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
+#include "engine/engine.h"
+#include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/peak.h"
 #include "models/kv_store.h"
 #include "runner/generator.h"
+#include "runner/model_executor.h"
 #include "runner/scoring.h"
 #include "tokenizer/chat_template.h"
 
@@ -344,6 +347,90 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
   std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
 }
 
+// Decode of `batch` concurrent requests that share a `prefix`-token prompt prefix (+ `suffix`
+// own tokens each), through the serving engine with the radix cache (the prefix is cached by a
+// first request, so the batch's block tables share its blocks), cascade attention on or off.
+// Reports decode tokens/s over the steps where every request decodes, and the KV bytes the
+// attention layers read per decode step (at the middle of the decode) in each mode.
+void BenchCascadeDecode(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
+                        int gen_tokens, bool cascade, bool json_out, core::DType kv_dtype) {
+  const auto& c = model.config();
+  if (batch < 1 || prefix < 0 || suffix < 1 || gen_tokens < 2)
+    ExitIfError(core::InvalidArgument("--decode-batch >= 1, --suffix >= 1 and --gen-tokens >= 2"));
+  const int32_t bt = 16;
+  // The prefix once (shared), then each request's own tokens and a partial block of slack.
+  const int64_t per_request = suffix + gen_tokens + 2 * bt;
+  engine::EngineConfig ec;
+  ec.block_tokens = bt;
+  ec.num_blocks = static_cast<int32_t>((prefix + static_cast<int64_t>(batch + 1) * per_request) / bt + 8);
+  ec.scheduler.max_running = batch + 1;
+  ec.scheduler.step_token_budget = 2048;
+  if (prefix + suffix + gen_tokens > c.max_context) ExitIfError(core::InvalidArgument("longer than the model's context"));
+  models::KvStore kv(c, {ec.num_blocks, ec.block_tokens, kv_dtype});
+  runner::ModelExecutor exec(model, pool, kv);
+  exec.set_compaction({.threshold = 0});
+  exec.set_cascade(cascade);
+  engine::Engine eng(ec, exec);
+  core::Rng rng(7);
+  std::vector<int32_t> shared(prefix);
+  for (auto& t : shared) t = static_cast<int32_t>(rng.Below(c.vocab_size));
+  auto make = [&](int max_tokens) {
+    engine::RequestParams p;
+    p.prompt = shared;
+    for (int i = 0; i < suffix; ++i) p.prompt.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
+    p.max_tokens = max_tokens;
+    p.sampling.temperature = 0;
+    return p;
+  };
+  ExitIfError(eng.Submit(make(1), nullptr).status());  // caches the shared prefix
+  eng.RunUntilIdle();
+  int first_tokens = 0, finished = 0;
+  for (int i = 0; i < batch; ++i)
+    ExitIfError(eng.Submit(make(gen_tokens), [&](const engine::TokenEvent& ev) {
+                     if (ev.finish != engine::FinishReason::kNone) ++finished;
+                     else if (ev.token >= 0) ++first_tokens;
+                   }).status());
+  // Prefill (and the first token of every request), then time the steps where all decode.
+  int64_t steps = 0;
+  while (first_tokens < batch) eng.Step();
+  const int64_t cascade_rows_before = exec.cascade_rows();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (finished < batch) {
+    eng.Step();
+    ++steps;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t decode_tokens = static_cast<int64_t>(batch) * (gen_tokens - 1);
+  // KV bytes the attention layers read in one decode step at the middle of the decode.
+  const double token_bytes = 2.0 * c.n_kv_heads * c.head_dim * core::DTypeSize(kv_dtype) * c.n_attention_layers();
+  const int64_t split = kernels::AttentionSplitTokens(bt);
+  const int64_t shared_tokens = (prefix / bt * bt) / split * split;  // whole split chunks of whole blocks
+  const int64_t mid = prefix + suffix + gen_tokens / 2;
+  const int tile = kernels::CascadeTileRows(c.n_heads / c.n_kv_heads);
+  const double plain_bytes = token_bytes * batch * mid;
+  const double cascade_bytes =
+      batch >= 2 ? token_bytes * (static_cast<double>(shared_tokens) * ((batch + tile - 1) / tile) +
+                                  static_cast<double>(batch) * (mid - shared_tokens))
+                 : plain_bytes;
+  json j = {{"model", c.name},
+            {"threads", pool.size()},
+            {"isa", core::IsaName(core::ActiveIsa())},
+            {"kv_dtype", std::string(core::DTypeName(kv_dtype))},
+            {"decode_batch", batch},
+            {"shared_prefix", prefix},
+            {"suffix", suffix},
+            {"gen_tokens", gen_tokens},
+            {"cascade", cascade ? "on" : "off"},
+            {"decode_steps", steps},
+            {"decode_tokens", decode_tokens},
+            {"decode_seconds", seconds},
+            {"decode_tokens_per_s", decode_tokens / seconds},
+            {"cascade_rows", exec.cascade_rows() - cascade_rows_before},
+            {"kv_bytes_read_per_step", cascade ? cascade_bytes : plain_bytes},
+            {"kv_bytes_ratio_plain_over_cascade", plain_bytes / cascade_bytes}};
+  std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
+}
+
 void RegisterBench(CLI::App& app) {
   struct Opts {
     ModelOptions model;
@@ -352,6 +439,9 @@ void RegisterBench(CLI::App& app) {
     // Intra-batch prefix dedup sweep (RadixMLP): batch > 0 switches to it.
     int batch = 0, shared_prefix = 0, suffix = 64, max_batch_tokens = 8192;
     std::string compaction = "gather";
+    // Cascade decode: decode_batch > 0 switches to it.
+    int decode_batch = 0;
+    std::string cascade = "on";
   };
   auto* o = new Opts;
   auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run; "
@@ -370,6 +460,12 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted), also the KV pool of a forward")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
+  cmd->add_option("--decode-batch", o->decode_batch,
+                  "concurrent requests decoding over a shared prefix (--shared-prefix, --suffix, --gen-tokens) through the engine")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--cascade", o->cascade, "with --decode-batch: cascade attention on | off")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->callback([o] {
     const auto t_load = std::chrono::steady_clock::now();
     auto m = LoadFromOptions(o->model);
@@ -378,6 +474,11 @@ void RegisterBench(CLI::App& app) {
     auto& model = **m;
     const auto& c = model.config();
     core::ThreadPool pool(o->model.threads);
+    if (o->decode_batch > 0) {
+      BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",
+                         o->json_out, KvDtypeOf(o->model));
+      return;
+    }
     if (o->batch > 0) {
       BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens,
                       o->repeats, o->json_out, KvDtypeOf(o->model));

@@ -40,6 +40,8 @@ struct EngineOptions {
   // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
   double prefill_compaction_threshold = 0.92;
   std::string prefill_compaction = "trie";
+  // Cascade attention for decode rows sharing prefix blocks (answers are the same either way).
+  std::string cascade = "on";
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);

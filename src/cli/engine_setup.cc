@@ -21,6 +21,10 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
                   "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
       ->capture_default_str();
+  cmd->add_option("--cascade", o->cascade,
+                  "cascade attention: decode rows sharing a cached prefix read its KV once per step (same answers on or off)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
       ->check(CLI::IsMember({"trie", "gather"}))
       ->capture_default_str();

@@ -315,6 +315,7 @@ void RegisterReplay(CLI::App& app) {
       runner::HybridServing hybrid = MakeHybrid(model.config(), eo);
       runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
       exec.set_compaction(MakePrefillCompaction(eo));
+      exec.set_cascade(eo.cascade == "on");
       engine::Engine eng(ec, exec, hybrid.cache.get());
       serve::ServerConfig sc;
       sc.model_name = "replay";

@@ -81,6 +81,7 @@ void RegisterServe(CLI::App& app) {
     runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
     runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
     exec.set_compaction(MakePrefillCompaction(o->engine));
+    exec.set_cascade(o->engine.cascade == "on");
     engine::Engine eng(ec, exec, hybrid.cache.get());
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);

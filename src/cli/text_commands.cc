@@ -180,6 +180,7 @@ void RegisterChat(CLI::App& app) {
     runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
     runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
     exec.set_compaction(MakePrefillCompaction(o->engine));
+    exec.set_cascade(o->engine.cascade == "on");
     engine::Engine eng(ec, exec, hybrid.cache.get());
     // A turn ends at an end-of-turn token, or at the format's end marker written as text (a
     // model whose tokenizer has no such special token).
