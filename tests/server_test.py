@@ -184,6 +184,25 @@ def main():
         first, other, again = salted("tenant-1"), salted("tenant-2"), salted("tenant-1")
         check(first == 0 and other == 0 and again > 0, "cache_salt isolates tenants (cached %d, %d, then %d)" % (first, other, again))
 
+        # Parallel sampling: n greedy choices equal the n = 1 answer; the prompt counts once.
+        nbody = {"prompt": "Parallel sampling shares one prompt. " * 8, "max_tokens": 5, "temperature": 0}
+        one = json.loads(post(base, "/v1/completions", nbody)[1])
+        many = json.loads(post(base, "/v1/completions", dict(nbody, n=3))[1])
+        check([c["index"] for c in many["choices"]] == [0, 1, 2] and
+              all(c["text"] == one["choices"][0]["text"] for c in many["choices"]) and
+              many["usage"]["prompt_tokens"] == one["usage"]["prompt_tokens"] and
+              many["usage"]["completion_tokens"] == 3 * one["usage"]["completion_tokens"],
+              "n = 3 greedy: three choices equal to n = 1, the prompt counted once (%s)" % many["usage"])
+        sampled = json.loads(post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Pick."}],
+                                                                 "max_tokens": 8, "temperature": 1.0, "seed": 5, "n": 4})[1])
+        check(len(sampled["choices"]) == 4 and len({c["message"]["content"] for c in sampled["choices"]}) > 1,
+              "n = 4 sampled chat choices differ")
+        ev = stream(base, "/v1/completions", dict(nbody, n=2))
+        idx = {json.loads(e)["choices"][0]["index"] for e in ev if e != "[DONE]" and json.loads(e)["choices"]}
+        finished = [json.loads(e)["choices"][0] for e in ev if e != "[DONE]" and json.loads(e)["choices"] and
+                    json.loads(e)["choices"][0]["finish_reason"]]
+        check(idx == {0, 1} and len(finished) == 2 and ev[-1] == "[DONE]", "streaming n = 2: chunks of both choices, two finishes")
+
         # Malformed requests: 4xx with a clear message, and the server keeps serving.
         cases = [
             ("invalid JSON", post(base, "/v1/completions", None, raw=b"{not json"), 400, "not valid JSON"),

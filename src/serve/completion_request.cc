@@ -131,10 +131,11 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     *err = {400, "'temperature' must be in [0, 2] and 'top_p' in (0, 1]", "invalid_request_error", "temperature", "invalid_value"};
     return false;
   }
-  if (n != 1) {
-    *err = {400, "only n = 1 is supported", "invalid_request_error", "n", "unsupported_value"};
+  if (n < 1 || n > kMaxChoices) {
+    *err = {400, "'n' must be in [1, " + std::to_string(kMaxChoices) + "]", "invalid_request_error", "n", "invalid_value"};
     return false;
   }
+  p->n = n;
   // Options this server does not implement are refused rather than ignored, so a client never
   // takes an answer without them for one with them. Their "off" values pass.
   for (const char* name : {"logprobs", "top_logprobs", "echo", "best_of", "logit_bias", "suffix", "tools", "response_format"}) {

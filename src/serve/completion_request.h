@@ -25,6 +25,8 @@ struct CompletionLimits {
   std::vector<int32_t> stop_ids;  // always end generation (EOS, end of turn)
 };
 
+inline constexpr int kMaxChoices = 16;  // n
+
 struct CompletionRequest {
   bool chat = false;
   // The prompt: chat messages, or (completions) a text or token ids.
@@ -35,6 +37,7 @@ struct CompletionRequest {
   engine::RequestParams params;  // max_tokens, sampling, stop ids; the prompt is BuildPrompt's
   std::vector<std::string> stop_strings;
   bool stream = false, return_token_ids = false, include_usage = true;
+  int n = 1;  // completions of the one prompt (choices); samples i use seed + i
   bool default_max_tokens = false;  // max_tokens not given: the server cuts it to the room left
 };
 

@@ -61,20 +61,25 @@ json Envelope(const CompletionMeta& meta, const char* object, json choices) {
 }
 }  // namespace
 
-json CompletionResponse(const CompletionMeta& meta, const std::string& text, const char* finish_reason,
-                        const std::vector<int32_t>* token_ids, const engine::Usage& usage) {
-  json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
-  if (meta.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
-  if (token_ids) choice["token_ids"] = *token_ids;
-  json out = Envelope(meta, meta.chat ? "chat.completion" : "text_completion", json::array({choice}));
+json CompletionResponse(const CompletionMeta& meta, const std::vector<CompletionChoice>& choices,
+                        const engine::Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const CompletionChoice& c = choices[i];
+    json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+    if (meta.chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else choice["text"] = c.text;
+    if (c.token_ids) choice["token_ids"] = *c.token_ids;
+    list.push_back(std::move(choice));
+  }
+  json out = Envelope(meta, meta.chat ? "chat.completion" : "text_completion", std::move(list));
   out["usage"] = UsageJson(usage);
   return out;
 }
 
 json CompletionChunk(const CompletionMeta& meta, const std::string& delta, const char* finish_reason, bool first,
-                     const std::vector<int32_t>* token_ids) {
-  json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
+                     const std::vector<int32_t>* token_ids, int index) {
+  json choice = {{"index", index}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
   if (meta.chat) {
     choice["delta"] = json::object();
     if (first) choice["delta"]["role"] = "assistant";

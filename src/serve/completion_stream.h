@@ -58,13 +58,20 @@ struct CompletionMeta {
   bool chat = false;
 };
 
-// The whole (non-streamed) response. token_ids: attached when non-null.
-nlohmann::json CompletionResponse(const CompletionMeta& meta, const std::string& text, const char* finish_reason,
-                                  const std::vector<int32_t>* token_ids, const engine::Usage& usage);
-// One stream chunk: a delta (the first chat chunk carries the assistant role), with the finish
-// reason on the last one (nullptr before). token_ids: the ids since the previous chunk.
+// One choice of a whole response. token_ids: attached when non-null.
+struct CompletionChoice {
+  std::string text;
+  const char* finish_reason = "stop";
+  const std::vector<int32_t>* token_ids = nullptr;
+};
+// The whole (non-streamed) response, choices in index order.
+nlohmann::json CompletionResponse(const CompletionMeta& meta, const std::vector<CompletionChoice>& choices,
+                                  const engine::Usage& usage);
+// One stream chunk of choice `index`: a delta (the first chat chunk carries the assistant role),
+// with the finish reason on the last one (nullptr before). token_ids: the ids since the
+// previous chunk.
 nlohmann::json CompletionChunk(const CompletionMeta& meta, const std::string& delta, const char* finish_reason,
-                               bool first, const std::vector<int32_t>* token_ids);
+                               bool first, const std::vector<int32_t>* token_ids, int index = 0);
 // The usage chunk after the last delta (stream_options.include_usage).
 nlohmann::json UsageChunk(const CompletionMeta& meta, const engine::Usage& usage);
 

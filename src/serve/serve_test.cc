@@ -59,7 +59,8 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
       {R"({"prompt": "x", "max_tokens": 4294967297})", false, 400, "max_tokens"},  // would wrap to 1
       {R"({"prompt": "x", "max_tokens": true})", false, 400, "max_tokens"},
       {R"({"prompt": "x", "temperature": 3})", false, 400, "temperature"},
-      {R"({"prompt": "x", "n": 2})", false, 400, "n"},
+      {R"({"prompt": "x", "n": 17})", false, 400, "n"},
+      {R"({"prompt": "x", "n": 0})", false, 400, "n"},
       {R"({"prompt": "x", "logprobs": 2})", false, 400, "logprobs"},
       {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, 400, "tools"},
       {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop"},
@@ -141,7 +142,7 @@ TEST(CompletionWriter, ShapesResponsesAndChunksAsOpenAIDoes) {
   usage.completion_tokens = 3;
   usage.cached_tokens = 4;
   const std::vector<int32_t> ids = {7, 8};
-  json r = CompletionResponse(chat, "hi", "length", &ids, usage);
+  json r = CompletionResponse(chat, {{"hi", "length", &ids}}, usage);
   EXPECT_EQ(r["object"], "chat.completion");
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(r["choices"][0]["message"]["content"], "hi");
@@ -149,10 +150,14 @@ TEST(CompletionWriter, ShapesResponsesAndChunksAsOpenAIDoes) {
   EXPECT_EQ(r["choices"][0]["token_ids"], json(ids));
   EXPECT_EQ(r["usage"]["total_tokens"], 13);
   EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
-  r = CompletionResponse(text, "hi", "stop", nullptr, usage);
+  r = CompletionResponse(text, {{"hi", "stop", nullptr}, {"ho", "length", nullptr}}, usage);
   EXPECT_EQ(r["object"], "text_completion");
   EXPECT_EQ(r["choices"][0]["text"], "hi");
   EXPECT_FALSE(r["choices"][0].contains("token_ids"));
+  EXPECT_EQ(r["choices"][1]["index"], 1);  // n = 2: choices in index order
+  EXPECT_EQ(r["choices"][1]["text"], "ho");
+  EXPECT_EQ(r["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(CompletionChunk(text, "x", nullptr, false, nullptr, 3)["choices"][0]["index"], 3);
 
   json c = CompletionChunk(chat, "", nullptr, /*first=*/true, nullptr);
   EXPECT_EQ(c["object"], "chat.completion.chunk");

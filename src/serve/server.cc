@@ -1,7 +1,10 @@
 #include "serve/server.h"
 
+#include <algorithm>
+
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <condition_variable>
@@ -157,83 +160,147 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
     const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request->params.prompt.size());
     if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
   }
-  auto channel = std::make_shared<Channel>();
-  auto id = engine_.Submit(request->params, [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
-  if (!id.ok()) {
-    if (id.status().code() == core::StatusCode::kOutOfRange)
-      return fail({400, id.status().message(), "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
-    return fail({400, id.status().message(), "invalid_request_error", "prompt", "invalid_value"});
+  const int n = request->n;
+  engine::Usage prompt_usage;  // n > 1: the prompt's, counted once
+  if (n > 1) {
+    // Parallel sampling: the prompt is prefilled once (a prompt-only request puts it in the
+    // radix cache), then the n samples find it there and share its blocks, so they decode as
+    // one cascade group.
+    engine::RequestParams prefill = request->params;
+    prefill.continuation = std::vector<int32_t>{};
+    auto warm = std::make_shared<Channel>();
+    auto wid = engine_.Submit(prefill, [warm](const engine::TokenEvent& ev) { warm->Push(ev); });
+    if (!wid.ok()) {
+      if (wid.status().code() == core::StatusCode::kOutOfRange)
+        return fail({400, wid.status().message(), "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+      return fail({400, wid.status().message(), "invalid_request_error", "prompt", "invalid_value"});
+    }
+    engine::TokenEvent ev;
+    while (!warm->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
+    }
+    prompt_usage = ev.usage;
   }
-  const engine::RequestId engine_id = *id;
+  // One engine request per choice, all reporting into one channel.
+  auto channel = std::make_shared<Channel>();
+  auto ids = std::make_shared<std::vector<engine::RequestId>>();
+  for (int i = 0; i < n; ++i) {
+    engine::RequestParams params = request->params;
+    params.sampling.seed = request->params.sampling.seed + static_cast<uint64_t>(i);
+    auto id = engine_.Submit(std::move(params), [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
+    if (!id.ok()) {
+      for (engine::RequestId done : *ids) engine_.Cancel(done);  // their events go unread
+      if (id.status().code() == core::StatusCode::kOutOfRange)
+        return fail({400, id.status().message(), "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
+      return fail({400, id.status().message(), "invalid_request_error", "prompt", "invalid_value"});
+    }
+    ids->push_back(*id);
+  }
+  auto index_of = [ids](engine::RequestId id) {
+    return static_cast<int>(std::find(ids->begin(), ids->end(), id) - ids->begin());
+  };
   const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
-  auto text = std::make_shared<CompletionText>(tok_, request->stop_strings);
-  // A stop string ends the text: the engine stops generating.
-  auto advance = [this, text, engine_id](const engine::TokenEvent& ev) {
-    const bool was_stopped = text->stopped();
-    std::string delta = text->Push(ev);
-    if (text->stopped() && !was_stopped) engine_.EndEarly(engine_id);  // keeps what it computed cached
+  auto texts = std::make_shared<std::vector<std::unique_ptr<CompletionText>>>();
+  for (int i = 0; i < n; ++i) texts->push_back(std::make_unique<CompletionText>(tok_, request->stop_strings));
+  // A stop string ends a choice's text: its request stops generating (keeping its KV cached).
+  auto advance = [this, texts, ids](int i, const engine::TokenEvent& ev) {
+    CompletionText& text = *(*texts)[i];
+    const bool was_stopped = text.stopped();
+    std::string delta = text.Push(ev);
+    if (text.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
     return delta;
   };
+  // The response's usage: the prompt once, every choice's completion.
+  auto total_usage = [n, prompt_usage](const std::vector<engine::Usage>& finals) {
+    engine::Usage u = finals[0];
+    if (n > 1) {
+      u.cached_tokens = prompt_usage.cached_tokens;
+      u.completion_tokens = 0;
+      for (const engine::Usage& f : finals) u.completion_tokens += f.completion_tokens;
+    }
+    return u;
+  };
   if (!request->stream) {
+    std::vector<engine::Usage> finals(n);
+    std::vector<engine::FinishReason> reasons(n, engine::FinishReason::kNone);
+    int open = n;
     engine::TokenEvent ev;
-    while (true) {
+    while (open > 0) {
       // cpp-httplib 0.11 cannot tell a non-streaming handler that its client left; such a
       // request runs to completion (streaming requests are cancelled on disconnect).
       if (!channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
-      advance(ev);
-      if (ev.finish != engine::FinishReason::kNone) break;
+      const int i = index_of(ev.id);
+      advance(i, ev);
+      if (ev.finish != engine::FinishReason::kNone) {
+        finals[i] = ev.usage;
+        reasons[i] = ev.finish;
+        --open;
+      }
     }
-    const json out = CompletionResponse(meta, text->text(), FinishReasonText(text->stopped(), ev.finish),
-                                        request->return_token_ids ? &text->ids() : nullptr, ev.usage);
+    std::vector<CompletionChoice> choices(n);
+    for (int i = 0; i < n; ++i)
+      choices[i] = {(*texts)[i]->text(), FinishReasonText((*texts)[i]->stopped(), reasons[i]),
+                    request->return_token_ids ? &(*texts)[i]->ids() : nullptr};
+    const json out = CompletionResponse(meta, choices, total_usage(finals));
     res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
     return;
   }
-  // Streaming: one chunk per text delta; the final chunk carries the finish reason, then a
-  // usage chunk, then [DONE].
+  // Streaming: one chunk per text delta of a choice; each choice's last chunk carries its finish
+  // reason; then a usage chunk, then [DONE].
   res.set_chunked_content_provider("text/event-stream", [=, this](size_t, httplib::DataSink& sink) {
     (void)guard;  // held until the stream ends
     auto send = [&](const json& j) {
       const std::string line = SseEvent(j);
       return sink.write(line.data(), line.size());
     };
-    bool first = true;
-    size_t ids_sent = 0;  // a chunk carries every id since the last one (some tokens add no text)
-    auto new_ids = [&]() -> std::optional<std::vector<int32_t>> {
+    std::vector<bool> first(n, true);
+    std::vector<size_t> ids_sent(n, 0);  // a chunk carries every id since the last one
+    auto new_ids = [&](int i) -> std::optional<std::vector<int32_t>> {
       if (!request->return_token_ids) return std::nullopt;
-      std::vector<int32_t> ids(text->ids().begin() + ids_sent, text->ids().end());
-      ids_sent = text->ids().size();
-      return ids;
+      const std::vector<int32_t>& all = (*texts)[i]->ids();
+      std::vector<int32_t> fresh(all.begin() + ids_sent[i], all.end());
+      ids_sent[i] = all.size();
+      return fresh;
     };
+    std::vector<engine::Usage> finals(n);
+    int open = n;
+    bool gone = false;
     engine::TokenEvent ev;
-    while (true) {
+    while (open > 0) {
       if (!channel->Pop(&ev, std::chrono::milliseconds(200))) {
-        if (!sink.is_writable()) {  // client went away: cancel and drain
-          engine_.Cancel(engine_id);
-          while (!channel->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
-          }
-          return false;
+        if (!gone && !sink.is_writable()) {  // client went away: cancel, drain the final events
+          gone = true;
+          for (engine::RequestId id : *ids) engine_.Cancel(id);
         }
         continue;
       }
-      const std::string delta = advance(ev);
+      const int i = index_of(ev.id);
+      const std::string delta = advance(i, ev);
       const bool done = ev.finish != engine::FinishReason::kNone;
-      if ((!delta.empty() || first) && !done) {
-        const auto ids = new_ids();
-        if (!send(CompletionChunk(meta, delta, nullptr, first, ids ? &*ids : nullptr))) {
-          engine_.Cancel(engine_id);
-          continue;  // keep draining until the final event
+      if (done) {
+        finals[i] = ev.usage;
+        --open;
+      }
+      if (gone) continue;
+      if ((!delta.empty() || first[i]) && !done) {
+        const auto fresh = new_ids(i);
+        if (!send(CompletionChunk(meta, delta, nullptr, first[i], fresh ? &*fresh : nullptr, i))) {
+          gone = true;
+          for (engine::RequestId id : *ids) engine_.Cancel(id);
+          continue;  // keep draining until every final event
         }
-        first = false;
+        first[i] = false;
       }
       if (done) {
-        const auto ids = new_ids();
-        send(CompletionChunk(meta, delta, FinishReasonText(text->stopped(), ev.finish), first, ids ? &*ids : nullptr));
-        if (request->include_usage) send(UsageChunk(meta, ev.usage));
-        sink.write(kSseDone, std::strlen(kSseDone));
-        sink.done();
-        return true;
+        const auto fresh = new_ids(i);
+        send(CompletionChunk(meta, delta, FinishReasonText((*texts)[i]->stopped(), ev.finish), first[i],
+                             fresh ? &*fresh : nullptr, i));
       }
     }
+    if (gone) return false;
+    if (request->include_usage) send(UsageChunk(meta, total_usage(finals)));
+    sink.write(kSseDone, std::strlen(kSseDone));
+    sink.done();
+    return true;
   });
 }
 
