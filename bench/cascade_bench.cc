@@ -3,7 +3,8 @@
 // decodes one token. Reports the median step time of each (alternated, so machine noise hits
 // both alike), the KV bytes each reads, and the ideal speed-up (bytes plain / bytes cascade).
 // Shape: Qwen3-0.6B's attention (16 q heads, 8 kv heads x 128), bf16 KV, blocks of 16.
-// Usage: cascade_bench [--threads 2] [--repeats 9]   (prints one JSON line per configuration)
+// Usage: cascade_bench [--threads 2] [--repeats 9] [--batch B --prefix P --suffix S]
+// (one JSON line per configuration; B, P, S pick one instead of the sweep)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,10 +31,14 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, repeats = 9;
+  int threads = 2, repeats = 9, only_batch = 0, only_prefix = 0, only_suffix = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--threads") threads = std::atoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--repeats") repeats = std::atoi(argv[i + 1]);
+    const std::string a = argv[i];
+    if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    if (a == "--repeats") repeats = std::atoi(argv[i + 1]);
+    if (a == "--batch") only_batch = std::atoi(argv[i + 1]);
+    if (a == "--prefix") only_prefix = std::atoi(argv[i + 1]);
+    if (a == "--suffix") only_suffix = std::atoi(argv[i + 1]);
   }
   const int heads = 16, kv_heads = 8, hd = 128, bt = 16;
   const int64_t kSplit = 1024;  // the model's split: "plain" is the same split without groups
@@ -43,6 +48,9 @@ int main(int argc, char** argv) {
   for (int batch : {8, 32, 64})
     for (int prefix : {1024, 4096, 16384})
       for (int suffix : {64, 512}) {
+        if ((only_batch && batch != only_batch) || (only_prefix && prefix != only_prefix) ||
+            (only_suffix && suffix != only_suffix))
+          continue;
         const int prefix_blocks = prefix / bt, own_blocks = (suffix + bt - 1) / bt + 1;
         const int n_blocks = prefix_blocks + batch * own_blocks;
         const size_t elems = size_t(n_blocks) * bt * kv_heads * hd;
