@@ -30,6 +30,8 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
 }
 
+namespace {
+
 runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
   return {.threshold = o.prefill_compaction_threshold, .trie_attention = o.prefill_compaction == "trie"};
 }
@@ -52,6 +54,19 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   c.prompt_end_checkpoints = o.prompt_end_checkpoints;
   c.prompt_end_min_gap = o.prompt_end_min_gap;
   return c;
+}
+
+}  // namespace
+
+ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o,
+                             core::DType kv_dtype)
+    : config_(MakeEngineConfig(o)),
+      kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype}),
+      hybrid_(MakeHybrid(model.config(), o)),
+      executor_(model, pool, kv_, hybrid_.states.get()),
+      engine_(config_, executor_, hybrid_.cache.get()) {
+  executor_.set_compaction(MakePrefillCompaction(o));
+  executor_.set_cascade(o.cascade == "on");
 }
 
 }  // namespace radixlm::cli

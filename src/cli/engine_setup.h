@@ -6,16 +6,34 @@
 
 #include "cli/common.h"
 #include "engine/engine.h"
-#include "models/model_config.h"
+#include "core/thread_pool.h"
+#include "models/kv_store.h"
+#include "models/transformer.h"
 #include "runner/hybrid_cache_setup.h"
 #include "runner/model_executor.h"
 
 namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
-engine::EngineConfig MakeEngineConfig(const EngineOptions& o);
-// State slots and the hybrid prefix cache for a model with Mamba2 layers (none otherwise).
-runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o);
-runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o);
+
+// The serving engine on a model and everything it runs on: the KV pool the options size, the
+// state slots and hybrid prefix cache of a model with Mamba2 layers, the executor with its
+// prefill compaction and cascade settings. Borrows the model and the pool; not movable (the
+// engine holds references to its members).
+class ServingEngine {
+ public:
+  ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o, core::DType kv_dtype);
+  ServingEngine(const ServingEngine&) = delete;
+  ServingEngine& operator=(const ServingEngine&) = delete;
+  engine::Engine& engine() { return engine_; }
+  const models::KvStore& kv() const { return kv_; }
+
+ private:
+  engine::EngineConfig config_;
+  models::KvStore kv_;
+  runner::HybridServing hybrid_;
+  runner::ModelExecutor executor_;
+  engine::Engine engine_;
+};
 
 }  // namespace radixlm::cli

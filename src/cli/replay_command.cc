@@ -310,13 +310,8 @@ void RegisterReplay(CLI::App& app) {
       if (!o->compare && cache_on == o->engine.no_prefix_cache) continue;
       EngineOptions eo = o->engine;
       eo.no_prefix_cache = !cache_on;
-      const engine::EngineConfig ec = MakeEngineConfig(eo);
-      models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens, KvDtypeOf(o->model)});
-      runner::HybridServing hybrid = MakeHybrid(model.config(), eo);
-      runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
-      exec.set_compaction(MakePrefillCompaction(eo));
-      exec.set_cascade(eo.cascade == "on");
-      engine::Engine eng(ec, exec, hybrid.cache.get());
+      ServingEngine serving(model, pool, eo, KvDtypeOf(o->model));
+      engine::Engine& eng = serving.engine();
       serve::ServerConfig sc;
       sc.model_name = "replay";
       sc.stop_ids = {};  // fixed-length answers: every request generates max_tokens

@@ -76,13 +76,8 @@ void RegisterServe(CLI::App& app) {
     else if (!o->chat_template.empty()) ExitIfError(f.status());
     else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
     core::ThreadPool pool(o->model.threads);
-    const engine::EngineConfig ec = MakeEngineConfig(o->engine);
-    models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens, KvDtypeOf(o->model)});
-    runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
-    runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
-    exec.set_compaction(MakePrefillCompaction(o->engine));
-    exec.set_cascade(o->engine.cascade == "on");
-    engine::Engine eng(ec, exec, hybrid.cache.get());
+    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model));
+    engine::Engine& eng = serving.engine();
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);
     o->server.embed_pooling = o->embed_pooling == "last" ? engine::Pooling::kLastToken : engine::Pooling::kMean;
@@ -102,8 +97,8 @@ void RegisterServe(CLI::App& app) {
     std::signal(SIGTERM, OnSignal);
     eng.Start();
     std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
-                 o->server.model_name.c_str(), o->server.host.c_str(), o->server.port, ec.num_blocks, ec.block_tokens,
-                 kv.nbytes() / 1048576.0, ec.prefix_cache ? "on" : "off");
+                 o->server.model_name.c_str(), o->server.host.c_str(), o->server.port, eng.config().num_blocks,
+                 eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
     const core::Status st = server.Listen();
     eng.Stop();
     g_server = nullptr;

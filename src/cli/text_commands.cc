@@ -175,13 +175,8 @@ void RegisterChat(CLI::App& app) {
     // The same engine as `serve`: a conversation's history stays in the radix cache, so each
     // turn computes only what is new (the previous reply's last token and the new message).
     core::ThreadPool pool(o->model.threads);
-    const engine::EngineConfig ec = MakeEngineConfig(o->engine);
-    models::KvStore kv(model.config(), {ec.num_blocks, ec.block_tokens, KvDtypeOf(o->model)});
-    runner::HybridServing hybrid = MakeHybrid(model.config(), o->engine);
-    runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
-    exec.set_compaction(MakePrefillCompaction(o->engine));
-    exec.set_cascade(o->engine.cascade == "on");
-    engine::Engine eng(ec, exec, hybrid.cache.get());
+    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model));
+    engine::Engine& eng = serving.engine();
     // A turn ends at an end-of-turn token, or at the format's end marker written as text (a
     // model whose tokenizer has no such special token).
     const std::vector<std::string> stops = {*format == tokenizer::ChatFormat::kChatMl   ? "<|im_end|>"

@@ -376,6 +376,9 @@ void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const Kv
     n_rows = std::max(n_rows, sq.row_begin + sq.n_rows);
     for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r) max_pos = std::max(max_pos, positions[r]);
   }
+  // One chunk and no groups (every context shorter than the split): the split is the plain
+  // pass, with none of the bookkeeping below.
+  if (groups.empty() && max_pos < split_tokens) return PagedAttention(pool, p, kv, seqs, positions, q, out, lse);
   std::vector<float> own_lse;
   if (lse == nullptr) {
     own_lse.resize(n_rows * p.n_heads);

@@ -250,17 +250,16 @@ RADIXLM_AVX512_VNNI void QuantMicro(const MicroArgs& a) {
 
 // ---- tables ------------------------------------------------------------------------------------
 // Float types: rows 1..8 with 3 panels or 1, and 1 x 8, 2 x 4, 3 x 3 for decode.
+#define RADIXLM_FLOAT_SHAPES(X)                    \
+  X(1, 1) X(2, 1) X(3, 1) X(4, 1) X(5, 1) X(6, 1) X(7, 1) X(8, 1) \
+  X(1, 3) X(2, 3) X(3, 3) X(4, 3) X(5, 3) X(6, 3) X(7, 3) X(8, 3) \
+  X(1, 8) X(2, 4)
+
 template <FloatKind KIND>
 MicroFn FloatTable(int mr, int np) {
 #define RADIXLM_CASE(R, P) \
   case R * 16 + P: return &FloatMicro<KIND, R, P>;
-  switch (mr * 16 + np) {
-    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1)
-    RADIXLM_CASE(5, 1) RADIXLM_CASE(6, 1) RADIXLM_CASE(7, 1) RADIXLM_CASE(8, 1)
-    RADIXLM_CASE(1, 3) RADIXLM_CASE(2, 3) RADIXLM_CASE(3, 3) RADIXLM_CASE(4, 3)
-    RADIXLM_CASE(5, 3) RADIXLM_CASE(6, 3) RADIXLM_CASE(7, 3) RADIXLM_CASE(8, 3)
-    RADIXLM_CASE(1, 8) RADIXLM_CASE(2, 4)
-  }
+  switch (mr * 16 + np) { RADIXLM_FLOAT_SHAPES(RADIXLM_CASE) }
 #undef RADIXLM_CASE
   return nullptr;
 }
@@ -269,16 +268,11 @@ MicroFn FloatTable(int mr, int np) {
 MicroFn Bf16DotTable(int mr, int np) {
 #define RADIXLM_CASE(R, P) \
   case R * 16 + P: return &Bf16DotMicro<R, P>;
-  switch (mr * 16 + np) {
-    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1)
-    RADIXLM_CASE(5, 1) RADIXLM_CASE(6, 1) RADIXLM_CASE(7, 1) RADIXLM_CASE(8, 1)
-    RADIXLM_CASE(1, 3) RADIXLM_CASE(2, 3) RADIXLM_CASE(3, 3) RADIXLM_CASE(4, 3)
-    RADIXLM_CASE(5, 3) RADIXLM_CASE(6, 3) RADIXLM_CASE(7, 3) RADIXLM_CASE(8, 3)
-    RADIXLM_CASE(1, 8) RADIXLM_CASE(2, 4)
-  }
+  switch (mr * 16 + np) { RADIXLM_FLOAT_SHAPES(RADIXLM_CASE) }
 #undef RADIXLM_CASE
   return nullptr;
 }
+#undef RADIXLM_FLOAT_SHAPES
 
 // Quantised types: rows 1..8 with 1 panel, and 1 x 4, 2 x 2, 3 x 2 for decode.
 template <DType T>
