@@ -21,6 +21,7 @@ struct Outcome {
   std::map<int, engine::Usage> usage;
   engine::EngineMetrics metrics;
   int64_t cascade_rows = 0;
+  int64_t cascade_nested_rows = 0;
 };
 
 struct Workload {
@@ -86,6 +87,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
     if (step > 100000) break;
   }
   out.cascade_rows = exec.cascade_rows();
+  out.cascade_nested_rows = exec.cascade_nested_rows();
   out.metrics = eng.Metrics();
   EXPECT_EQ(out.metrics.running, 0);
   EXPECT_EQ(out.metrics.waiting, 0);
@@ -575,28 +577,37 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // Cascade attention in the engine: requests sharing a prefix longer than the attention split
 // decode in cascade groups (their shared blocks read once per step), with the same tokens as
 // with cascade off, on an attention model and a hybrid, f32 and bf16 KV, and through
-// preemption (a small pool) mid-group.
+// preemption (a small pool) mid-group. Random sharing depth: a system prompt, then one of two
+// few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
   for (const char* spec : {"random:tiny", "random:nemotron-h-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(5);
-    std::vector<int32_t> system(1100 + rng.Below(200));
-    for (auto& t : system) t = static_cast<int32_t>(rng.Below(model->config().vocab_size));
+    auto random_tokens = [&](int n) {
+      std::vector<int32_t> t(n);
+      for (auto& x : t) x = static_cast<int32_t>(rng.Below(model->config().vocab_size));
+      return t;
+    };
+    const std::vector<int32_t> system = random_tokens(1100 + static_cast<int>(rng.Below(200)));
+    const std::vector<std::vector<int32_t>> few_shot = {random_tokens(1030), random_tokens(1100)};
     Workload w;
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < 8; ++i) {
       engine::RequestParams p;
       p.prompt = system;
-      for (int k = 0; k < 5 + static_cast<int>(rng.Below(30)); ++k)
-        p.prompt.push_back(static_cast<int32_t>(rng.Below(model->config().vocab_size)));
-      p.max_tokens = 6;
+      // The first two carry each few-shot block (so both levels are cached), the rest pick one.
+      const int depth = i < 2 ? i + 1 : static_cast<int>(rng.Below(3));
+      if (depth > 0) p.prompt.insert(p.prompt.end(), few_shot[depth - 1].begin(), few_shot[depth - 1].end());
+      const std::vector<int32_t> own = random_tokens(5 + static_cast<int>(rng.Below(30)));
+      p.prompt.insert(p.prompt.end(), own.begin(), own.end());
+      p.max_tokens = 40;
       w.requests.push_back(p);
-      // The first caches the prefix, the second finds the branch point there (a hybrid's
-      // checkpoint), the rest share it.
-      w.submit_step.push_back(i == 0 ? 0 : i == 1 ? 40 : 80);
+      // The first ones cache the prefixes, the next find the branch points there (a hybrid's
+      // checkpoints), the rest share them.
+      w.submit_step.push_back(i < 2 ? 0 : i < 4 ? 60 : 120);
     }
     for (core::DType kv : {core::DType::kF32, core::DType::kBF16})
-      for (int32_t blocks : {512, 200}) {
+      for (int32_t blocks : {512, 225}) {
         engine::EngineConfig cfg{.num_blocks = blocks, .block_tokens = 16, .checkpoint_slots = 16};
         cfg.scheduler.max_running = 8;
         cfg.scheduler.step_token_budget = 512;
@@ -606,8 +617,10 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
         for (size_t i = 0; i < w.requests.size(); ++i)
           EXPECT_EQ(on.outputs.at(i), off.outputs.at(i)) << spec << " request " << i << " blocks " << blocks;
         EXPECT_GT(on.cascade_rows, 0) << spec << " blocks " << blocks;
+        EXPECT_GT(on.cascade_nested_rows, 0) << spec << " blocks " << blocks;
         EXPECT_EQ(off.cascade_rows, 0);
         EXPECT_GT(on.metrics.cached_prompt_tokens, 0);
+        if (blocks == 225) EXPECT_GT(on.metrics.preemptions, 0) << spec;
       }
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <ranges>
 #include <type_traits>
 #include <vector>
 
@@ -329,36 +330,64 @@ int CascadeTileRows(int group_heads) { return attn::TileRows(group_heads); }
 int64_t AttentionSplitTokens(int block_tokens) { return (1024 + block_tokens - 1) / block_tokens * block_tokens; }
 
 std::vector<CascadeGroup> PlanCascadeGroups(std::span<const AttentionSeq> seqs, const int32_t* positions,
-                                            int block_tokens, int64_t split_tokens, int min_rows) {
+                                            int block_tokens, int64_t split_tokens, int min_seqs) {
   std::vector<CascadeGroup> groups;
-  const int64_t chunk_blocks = split_tokens / block_tokens;
-  std::vector<const AttentionSeq*> decode;
+  const int64_t cb = split_tokens / block_tokens;  // blocks per chunk
+  // Whole chunks below a sequence's first row that its table covers.
+  auto chunks_of = [&](const AttentionSeq& s) {
+    if (s.n_rows == 0) return int64_t{0};
+    return std::min<int64_t>((positions[s.row_begin] + 1) / split_tokens,
+                             static_cast<int64_t>(s.block_table.size()) / cb);
+  };
+  std::vector<const AttentionSeq*> live;  // candidates for the current chunk
   for (const AttentionSeq& s : seqs)
-    if (s.n_rows == 1 && !s.block_table.empty() && positions[s.row_begin] + 1 >= split_tokens) decode.push_back(&s);
-  std::stable_sort(decode.begin(), decode.end(),
-                   [](const AttentionSeq* a, const AttentionSeq* b) { return a->block_table[0] < b->block_table[0]; });
-  for (size_t i = 0; i < decode.size();) {
-    size_t j = i + 1;
-    while (j < decode.size() && decode[j]->block_table[0] == decode[i]->block_table[0]) ++j;
-    if (static_cast<int>(j - i) >= min_rows) {
-      // The cluster's common prefix, in whole chunks, below every row's own position.
-      const std::span<const int32_t> first = decode[i]->block_table;
-      int64_t common = static_cast<int64_t>(first.size());
-      for (size_t k = i; k < j; ++k) {
-        const std::span<const int32_t> t = decode[k]->block_table;
-        int64_t n = 0;
-        while (n < common && n < static_cast<int64_t>(t.size()) && t[n] == first[n]) ++n;
-        common = std::min<int64_t>(n, (positions[decode[k]->row_begin] + 1) / block_tokens);
+    if (chunks_of(s) > 0) live.push_back(&s);
+  // open[i]: the group live[i] extended at the previous chunk (-1: none).
+  std::vector<int64_t> open(live.size(), -1);
+  for (int64_t c = 0; live.size() >= static_cast<size_t>(std::max(min_seqs, 1)); ++c) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < live.size(); ++i)
+      if (chunks_of(*live[i]) > c) order.push_back(i);
+    auto chunk = [&](size_t i) { return live[i]->block_table.subspan(static_cast<size_t>(c * cb), static_cast<size_t>(cb)); };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const auto x = chunk(a), y = chunk(b);
+      return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+    });
+    std::vector<const AttentionSeq*> next_live;
+    std::vector<int64_t> next_open;
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i + 1;
+      while (j < order.size() && std::ranges::equal(chunk(order[j]), chunk(order[i]))) ++j;
+      if (static_cast<int>(j - i) >= min_seqs) {
+        // Extend the previous chunk's group when it is exactly these sequences; else a new level.
+        const int64_t prev = open[order[i]];
+        bool same = prev >= 0;
+        size_t prev_seqs = 0;
+        if (same) {
+          for (size_t k = i; k < j; ++k) same = same && open[order[k]] == prev;
+          for (int64_t o : open) prev_seqs += o == prev;
+          same = same && prev_seqs == j - i;
+        }
+        int64_t g = prev;
+        if (!same) {
+          g = static_cast<int64_t>(groups.size());
+          CascadeGroup ng;
+          ng.first_chunk = c;
+          for (size_t k = i; k < j; ++k)
+            for (int64_t r = live[order[k]]->row_begin; r < live[order[k]]->row_begin + live[order[k]]->n_rows; ++r)
+              ng.rows.push_back(r);
+          groups.push_back(std::move(ng));
+        }
+        groups[g].prefix_blocks = live[order[i]]->block_table.first(static_cast<size_t>((c + 1) * cb));
+        for (size_t k = i; k < j; ++k) {
+          next_live.push_back(live[order[k]]);
+          next_open.push_back(g);
+        }
       }
-      common = common / chunk_blocks * chunk_blocks;
-      if (common > 0) {
-        CascadeGroup g;
-        g.prefix_blocks = first.first(static_cast<size_t>(common));
-        for (size_t k = i; k < j; ++k) g.rows.push_back(decode[k]->row_begin);
-        groups.push_back(std::move(g));
-      }
+      i = j;
     }
-    i = j;
+    live = std::move(next_live);
+    open = std::move(next_open);
   }
   return groups;
 }
@@ -384,59 +413,58 @@ void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const Kv
     own_lse.resize(n_rows * p.n_heads);
     lse = own_lse.data();
   }
-  // Each row's shared chunks: its group's prefix in whole split_tokens chunks (0: none).
-  std::vector<int64_t> shared_chunks(n_rows, 0);
-  std::vector<int64_t> grouped_rows;
-  std::vector<const CascadeGroup*> group_of_row;
+  // Group entries (group, row), a group's adjacent; their queries gathered once.
+  std::vector<int64_t> entry_row, group_begin{0}, group_end_chunk;
   for (const CascadeGroup& g : groups) {
-    const int64_t chunks = static_cast<int64_t>(g.prefix_blocks.size()) * kv.block_tokens / split_tokens;
+    const int64_t end = static_cast<int64_t>(g.prefix_blocks.size()) * kv.block_tokens / split_tokens;
+    RADIXLM_CHECK(g.first_chunk >= 0);
     for (int64_t r : g.rows) {
-      RADIXLM_CHECK(r >= 0 && r < n_rows && shared_chunks[r] == 0 && positions[r] + 1 >= chunks * split_tokens);
-      if (chunks == 0) continue;
-      shared_chunks[r] = chunks;
-      grouped_rows.push_back(r);
-      group_of_row.push_back(&g);
+      RADIXLM_CHECK(r >= 0 && r < n_rows && positions[r] + 1 >= end * split_tokens);
+      entry_row.push_back(r);
     }
+    group_begin.push_back(static_cast<int64_t>(entry_row.size()));
+    group_end_chunk.push_back(end);
   }
-  for (const AttentionSeq& sq : seqs)
-    for (int64_t r = sq.row_begin; r < sq.row_begin + sq.n_rows; ++r)
-      RADIXLM_CHECK_MSG(sq.n_rows == 1 || shared_chunks[r] == 0, "cascade groups hold single-row (decode) sequences");
-  const int64_t n_chunks = max_pos < 0 ? 0 : max_pos / split_tokens + 1;
-  // Grouped rows' queries, gathered once (a group's rows are adjacent).
-  const int64_t ng = static_cast<int64_t>(grouped_rows.size());
+  const int64_t ng = static_cast<int64_t>(entry_row.size());
   std::vector<float> qg(ng * stride), og(ng * stride), lg(ng * p.n_heads);
-  for (int64_t i = 0; i < ng; ++i) std::memcpy(qg.data() + i * stride, q + grouped_rows[i] * stride, stride * sizeof(float));
+  for (int64_t i = 0; i < ng; ++i) std::memcpy(qg.data() + i * stride, q + entry_row[i] * stride, stride * sizeof(float));
+  const int64_t n_chunks = max_pos < 0 ? 0 : max_pos / split_tokens + 1;
   std::vector<float> oc, lc;
   std::vector<int32_t> pc(n_rows), pgc(ng);
+  std::vector<uint8_t> grouped(n_rows);
   std::vector<AttentionSeq> chunk_seqs, group_seqs;
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t begin = c * split_tokens, last = begin + split_tokens - 1;
-    // Rows attend [begin, min(position, last)] through their own sequence...
+    // A group's rows attend its chunks together through the group's blocks...
+    std::fill(grouped.begin(), grouped.end(), 0);
+    group_seqs.clear();
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      if (c < groups[gi].first_chunk || c >= group_end_chunk[gi]) continue;
+      const int64_t i = group_begin[gi], j = group_begin[gi + 1];
+      if (one_pass_per_row) {
+        for (int64_t k = i; k < j; ++k) group_seqs.push_back({k, 1, groups[gi].prefix_blocks, begin});
+      } else if (j > i) {
+        group_seqs.push_back({i, j - i, groups[gi].prefix_blocks, begin});
+      }
+      for (int64_t k = i; k < j; ++k) {
+        pgc[k] = static_cast<int32_t>(last);
+        RADIXLM_CHECK_MSG(!grouped[entry_row[k]], "a row in two cascade groups for the same chunk");
+        grouped[entry_row[k]] = 1;
+      }
+    }
+    // ... and every other row attends [begin, min(position, last)] through its own sequence.
     chunk_seqs.clear();
     for (const AttentionSeq& sq : seqs) {
       const int64_t r0 = sq.row_begin;
-      if (positions[r0 + sq.n_rows - 1] < begin && positions[r0] < begin) continue;  // nothing here
-      if (sq.n_rows == 1 && c < shared_chunks[r0]) continue;                        // its group's
+      if (sq.n_rows == 0 || (positions[r0 + sq.n_rows - 1] < begin && positions[r0] < begin)) continue;  // nothing here
+      int64_t in_group = 0;
+      for (int64_t r = r0; r < r0 + sq.n_rows; ++r) in_group += grouped[r];
+      RADIXLM_CHECK_MSG(in_group == 0 || in_group == sq.n_rows, "a cascade group holds whole sequences");
+      if (in_group) continue;
       AttentionSeq cs = sq;
       cs.kv_begin = begin;
       chunk_seqs.push_back(cs);
       for (int64_t r = r0; r < r0 + sq.n_rows; ++r) pc[r] = static_cast<int32_t>(std::min<int64_t>(positions[r], last));
-    }
-    // ... or, for a group's shared chunks, together through the group's prefix blocks.
-    group_seqs.clear();
-    for (int64_t i = 0; i < ng;) {
-      const CascadeGroup* g = group_of_row[i];
-      int64_t j = i;
-      while (j < ng && group_of_row[j] == g) ++j;
-      if (c < shared_chunks[grouped_rows[i]]) {
-        if (one_pass_per_row) {
-          for (int64_t k = i; k < j; ++k) group_seqs.push_back({k, 1, g->prefix_blocks, begin});
-        } else {
-          group_seqs.push_back({i, j - i, g->prefix_blocks, begin});
-        }
-        for (int64_t k = i; k < j; ++k) pgc[k] = static_cast<int32_t>(last);
-      }
-      i = j;
     }
     // Chunk 0 is written in place; later chunks merge into it, in chunk order, so a row's
     // result is the same fold of the same chunk states whether its prefix was shared or not.
@@ -450,11 +478,13 @@ void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const Kv
     }
     if (!chunk_seqs.empty()) PagedAttention(pool, p, kv, chunk_seqs, pc.data(), q, o, l);
     if (!group_seqs.empty()) PagedAttention(pool, p, kv, group_seqs, pgc.data(), qg.data(), og.data(), lg.data());
-    for (int64_t i = 0; i < ng; ++i) {
-      if (c >= shared_chunks[grouped_rows[i]]) continue;
-      const int64_t r = grouped_rows[i];
-      std::memcpy(o + r * stride, og.data() + i * stride, stride * sizeof(float));
-      std::memcpy(l + r * p.n_heads, lg.data() + i * p.n_heads, p.n_heads * sizeof(float));
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      if (c < groups[gi].first_chunk || c >= group_end_chunk[gi]) continue;
+      for (int64_t k = group_begin[gi]; k < group_begin[gi + 1]; ++k) {
+        const int64_t r = entry_row[k];
+        std::memcpy(o + r * stride, og.data() + k * stride, stride * sizeof(float));
+        std::memcpy(l + r * p.n_heads, lg.data() + k * p.n_heads, p.n_heads * sizeof(float));
+      }
     }
     if (c == 0) continue;
     for (const AttentionSeq& sq : seqs)

@@ -101,11 +101,15 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
 void MergeAttentionStates(int64_t n_rows, int n_heads, int head_dim, float* out, float* lse, const float* out_b,
                           const float* lse_b);
 
-// Rows that share the KV of positions [0, prefix_tokens) in the same physical blocks (a radix
-// node's blocks, shared by every request below it).
+// Rows that share, in the same physical blocks, the KV of the split chunks
+// [first_chunk, end_chunk) where end_chunk = prefix_blocks.size() * block_tokens / split_tokens
+// (rounded down):
+// a radix node's blocks, held by every request below it. Groups nest (system prompt -> few-shot
+// -> conversation): a row may be in several groups over disjoint chunk ranges.
 struct CascadeGroup {
-  std::span<const int32_t> prefix_blocks;  // prefix_tokens / block_tokens ids
-  std::vector<int64_t> rows;               // batch rows; each row's sequence starts with these blocks
+  std::span<const int32_t> prefix_blocks;  // block ids of positions [0, end_chunk * split_tokens)
+  std::vector<int64_t> rows;               // batch rows; every row of a member sequence
+  int64_t first_chunk = 0;
 };
 
 // Rows of one tile: a group's prefix blocks are read once per this many rows (per kv head).
@@ -115,27 +119,28 @@ int CascadeTileRows(int group_heads);
 // that the merges cost ~nothing, short enough that a shared system prompt spans whole chunks).
 int64_t AttentionSplitTokens(int block_tokens);
 
-// Cascade groups of a batch, from its block tables alone: single-row (decode) sequences whose
-// tables start with the same block ids share that prefix physically (the radix cache hands the
-// same blocks to every request below a node). Rows are clustered by their first block; a
-// cluster of at least min_rows rows whose common prefix spans at least one whole split chunk
-// (and lies below every row's position) is a group. One level: nested prefixes share their
-// outermost common part.
+// Cascade groups of a batch, from its block tables alone (no bookkeeping in requests): for each
+// split chunk, the sequences whose tables hold the same block ids over the whole chunk, and whose
+// rows all lie at or after the chunk's end, share it physically; at least min_seqs of them form
+// a group for that chunk (the cost rule: below a whole chunk, or alone, the plain pass is as
+// cheap). Consecutive chunks shared by the same sequences are one group; where a group splits
+// into sub-groups further down the tree, those are the nested levels. Decode rows and prefill
+// chunks (all rows after the shared chunks) alike.
 std::vector<CascadeGroup> PlanCascadeGroups(std::span<const AttentionSeq> seqs, const int32_t* positions,
-                                            int block_tokens, int64_t split_tokens, int min_rows = 2);
+                                            int block_tokens, int64_t split_tokens, int min_seqs = 2);
 
 // Attention split at fixed positions, with cascade groups. Every row's attention is the fold, in
 // order, of its states over the chunks [c * split_tokens, (c + 1) * split_tokens) of its
 // positions, merged through their log-sum-exp; the split points depend only on positions, so a
-// row's result never depends on the batch. A group's rows attend the chunks their shared
-// prefix covers in whole together (FlashInfer's cascade: each prefix block read once per tile
-// of up to CascadeTileRows rows, not once per row) and the rest through their own sequences;
-// the chunk states are the same either way, so cascade on = off bitwise. `one_pass_per_row`
-// computes a group's chunks row by row (the same arithmetic; for tests). Within one chunk the
-// result is PagedAttention's; against the unsplit attention it agrees to rounding (~1e-6 in f32).
-// REQUIRES: split_tokens a multiple of block_tokens; grouped rows are single-row (decode)
-// sequences whose block tables start with their group's prefix_blocks; groups disjoint; every
-// seq has kv_begin 0.
+// row's result never depends on the batch. A group's rows attend the chunks it covers
+// together (FlashInfer's cascade: each block read once per tile of up to CascadeTileRows rows,
+// not once per row) and the rest through their own sequences; the chunk states are the same
+// either way, so cascade on = off bitwise. `one_pass_per_row` computes a group's chunks row by
+// row (the same arithmetic; for tests). Within one chunk the result is PagedAttention's; against
+// the unsplit attention it agrees to rounding (~1e-6 in f32).
+// REQUIRES: split_tokens a multiple of block_tokens; a group lists every row of each member
+// sequence, whose block table starts with the group's prefix_blocks and whose rows all lie at or
+// after the group's last chunk; no row in two groups for the same chunk; every seq has kv_begin 0.
 void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
                       std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
                       std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,

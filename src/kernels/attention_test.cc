@@ -248,45 +248,54 @@ TEST(CascadeAttentionTest, GroupsChangeNothingBitwiseAndTheSplitMatchesTheUnspli
           std::vector<int32_t> ids(f.n_blocks);
           std::iota(ids.begin(), ids.end(), 0);
           for (int i = f.n_blocks - 1; i > 0; --i) std::swap(ids[i], ids[rng.Below(i + 1)]);
-          // Groups over prefixes of 3 and 5 blocks, a prefill sequence, and rows alone (one of
-          // them sharing blocks without being grouped).
+          // Groups over prefixes of 3 and 5 blocks; inside the first, a nested group over 2 more
+          // blocks (system prompt -> few-shot); a prefill chunk in the second group; rows alone
+          // (one of them sharing blocks without being grouped).
           const std::vector<int32_t> prefix_a(ids.begin(), ids.begin() + 3), prefix_b(ids.begin() + 3, ids.begin() + 8);
-          int next = 8;
+          std::vector<int32_t> prefix_ac = prefix_a;
+          prefix_ac.insert(prefix_ac.end(), ids.begin() + 8, ids.begin() + 10);
+          int next = 10;
           std::vector<std::vector<int32_t>> tables;
           std::vector<AttentionSeq> seqs;
           std::vector<int32_t> pos;
-          std::vector<int> group_of;  // per row: 0 a, 1 b, -1 none
-          auto add = [&](const std::vector<int32_t>& prefix, int group, int own_blocks, std::vector<int32_t> rows_pos) {
+          std::vector<std::vector<int>> groups_of;  // per row: the hand-built groups it is in
+          auto add = [&](const std::vector<int32_t>& prefix, std::vector<int> in, int own_blocks, std::vector<int32_t> rows_pos) {
             std::vector<int32_t> t = prefix;
             for (int b = 0; b < own_blocks; ++b) t.push_back(ids[next++]);
             tables.push_back(t);
             seqs.push_back({static_cast<int64_t>(pos.size()), static_cast<int64_t>(rows_pos.size()), {}});
             for (int32_t x : rows_pos) {
               pos.push_back(x);
-              group_of.push_back(group);
+              groups_of.push_back(in);
             }
           };
-          for (int i = 0; i < 5; ++i) add(prefix_a, 0, 2, {3 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
-          add(prefix_a, 0, 1, {3 * bt - 1});  // the prefix's last position: nothing of its own
-          for (int i = 0; i < 4; ++i) add(prefix_b, 1, 2, {5 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
-          add({}, -1, 4, {3 * bt + 5});
-          add(prefix_b, -1, 2, {6 * bt});
-          add({}, -1, 5, {2 * bt - 3, 2 * bt - 2, 2 * bt - 1, 2 * bt, 2 * bt + 1, 4 * bt + 2});  // a prefill chunk
+          for (int i = 0; i < 2; ++i) add(prefix_a, {0}, 2, {3 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
+          for (int i = 0; i < 3; ++i) add(prefix_ac, {0, 2}, 2, {5 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
+          add(prefix_a, {0}, 1, {3 * bt - 1});  // the prefix's last position: nothing of its own
+          for (int i = 0; i < 4; ++i) add(prefix_b, {1}, 2, {5 * bt + static_cast<int32_t>(rng.Below(2 * bt))});
+          add(prefix_b, {1}, 2, {5 * bt + 1, 5 * bt + 2, 5 * bt + 3, 6 * bt + 4});  // a prefill chunk
+          add({}, {}, 4, {3 * bt + 5});
+          add(prefix_b, {}, 2, {6 * bt});
+          add({}, {}, 5, {2 * bt - 3, 2 * bt - 2, 2 * bt - 1, 2 * bt, 2 * bt + 1, 4 * bt + 2});  // a prefill chunk
           for (size_t i = 0; i < seqs.size(); ++i) seqs[i].block_table = tables[i];
           const int n = static_cast<int>(pos.size());
-          std::vector<CascadeGroup> groups(2), none;
+          const int64_t split = static_cast<int64_t>(split_blocks) * bt;
+          std::vector<CascadeGroup> groups(3), none;
           groups[0].prefix_blocks = prefix_a;
           groups[1].prefix_blocks = prefix_b;
+          groups[2].prefix_blocks = prefix_ac;
+          groups[2].first_chunk = 3 / split_blocks;  // where the outer group's whole chunks end
           for (int r = 0; r < n; ++r)
-            if (group_of[r] >= 0) groups[group_of[r]].rows.push_back(r);
+            for (int g : groups_of[r]) groups[g].rows.push_back(r);
+          const std::vector<CascadeGroup> planned = PlanCascadeGroups(seqs, pos.data(), bt, split);
           std::vector<float> q(n * heads * hd);
           for (float& x : q) x = rng.Normal(0, 1);
           core::ThreadPool pool(2);
           const AttentionParams p{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
-          const int64_t split = static_cast<int64_t>(split_blocks) * bt;
-          std::vector<float> on(q.size()), off(q.size()), rows(q.size()), plain(q.size());
-          std::vector<float> l_on(n * heads), l_off(n * heads), l_rows(n * heads), l_plain(n * heads);
+          std::vector<float> on(q.size()), off(q.size()), rows(q.size()), plain(q.size()), auto_on(q.size());
+          std::vector<float> l_on(n * heads), l_off(n * heads), l_rows(n * heads), l_plain(n * heads), l_auto(n * heads);
           CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), groups, split, on.data(), l_on.data());
+          CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), planned, split, auto_on.data(), l_auto.data());
           CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), none, split, off.data(), l_off.data());
           CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), groups, split, rows.data(), l_rows.data(), true);
           PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), plain.data(), l_plain.data());
@@ -295,6 +304,8 @@ TEST(CascadeAttentionTest, GroupsChangeNothingBitwiseAndTheSplitMatchesTheUnspli
           ASSERT_EQ(std::memcmp(on.data(), off.data(), on.size() * 4), 0) << what;
           ASSERT_EQ(std::memcmp(l_on.data(), l_off.data(), l_on.size() * 4), 0) << what;
           ASSERT_EQ(std::memcmp(on.data(), rows.data(), on.size() * 4), 0) << what;
+          ASSERT_EQ(std::memcmp(on.data(), auto_on.data(), on.size() * 4), 0) << what;
+          ASSERT_EQ(std::memcmp(l_on.data(), l_auto.data(), l_on.size() * 4), 0) << what;
           for (size_t i = 0; i < on.size(); ++i) ASSERT_NEAR(on[i], plain[i], 2e-6) << what << " at " << i;
           for (int i = 0; i < n * heads; ++i) ASSERT_NEAR(l_on[i], l_plain[i], 2e-5) << what;
           // A kv_begin range against the oracle.
@@ -310,6 +321,33 @@ TEST(CascadeAttentionTest, GroupsChangeNothingBitwiseAndTheSplitMatchesTheUnspli
         }
   }
   core::SetIsaCap(core::Isa::kAvx512);
+}
+
+// The planner on hand-built tables (block size 4, split 8 = two blocks a chunk): a system prompt
+// of 2 chunks under four sequences, a few-shot chunk under three of them, a conversation chunk
+// under two; a sequence whose position lies inside a chunk is no member for it, a sequence
+// alone is no group, and a prefill chunk whose first row lies after the shared chunks is one.
+TEST(CascadeAttentionTest, PlannerFindsNestedLevelsFromBlockTablesAlone) {
+  const std::vector<int32_t> a = {0, 1, 2, 3, 10, 11, 20, 21, 30}, b = {0, 1, 2, 3, 10, 11, 20, 21, 31},
+                             c = {0, 1, 2, 3, 10, 11, 22, 23, 32}, d = {0, 1, 2, 3, 12, 13, 33},
+                             e = {40, 41, 42}, pre = {0, 1, 2, 3, 14, 15, 16};
+  std::vector<AttentionSeq> seqs = {{0, 1, a}, {1, 1, b}, {2, 1, c}, {3, 1, d}, {4, 1, e}, {5, 3, pre}};
+  const std::vector<int32_t> pos = {33, 32, 30, 26, 10, 20, 21, 22};
+  const std::vector<CascadeGroup> g = PlanCascadeGroups(seqs, pos.data(), 4, 8);
+  ASSERT_EQ(g.size(), 3u);
+  // chunks 0-1 (blocks 0-3): a, b, c, d and the prefill rows 5-7.
+  EXPECT_EQ(g[0].first_chunk, 0);
+  EXPECT_EQ(std::vector<int32_t>(g[0].prefix_blocks.begin(), g[0].prefix_blocks.end()), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(g[0].rows, (std::vector<int64_t>{0, 1, 2, 3, 5, 6, 7}));
+  // chunk 2 (blocks 10, 11): a, b, c.
+  EXPECT_EQ(g[1].first_chunk, 2);
+  EXPECT_EQ(g[1].prefix_blocks.size(), 6u);
+  EXPECT_EQ(g[1].rows, (std::vector<int64_t>{0, 1, 2}));
+  // chunk 3 (blocks 20, 21): a and b; c's chunk 3 differs, and it is no group alone.
+  EXPECT_EQ(g[2].first_chunk, 3);
+  EXPECT_EQ(g[2].prefix_blocks.size(), 8u);
+  EXPECT_EQ(g[2].rows, (std::vector<int64_t>{0, 1}));
+  EXPECT_TRUE(PlanCascadeGroups(seqs, pos.data(), 4, 8, 8).empty());
 }
 
 TEST(CascadeAttentionTest, MergeTreatsAnEmptyPartAsTheIdentity) {

@@ -74,7 +74,8 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
   if (cascade_ && !b.compaction)
     b.cascade = kernels::PlanCascadeGroups(b.seqs, positions_.data(), kv_.block_tokens(),
                                            kernels::AttentionSplitTokens(kv_.block_tokens()));
-  for (const kernels::CascadeGroup& g : b.cascade) cascade_rows_ += static_cast<int64_t>(g.rows.size());
+  for (const kernels::CascadeGroup& g : b.cascade)
+    (g.first_chunk == 0 ? cascade_rows_ : cascade_nested_rows_) += static_cast<int64_t>(g.rows.size());
   logits->resize(rows_.size() * model_.config().vocab_size);
   model_.Forward(pool_, b, kv_, logits->data(), states_);
 }

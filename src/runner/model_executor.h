@@ -32,7 +32,8 @@ class ModelExecutor : public engine::Executor {
   // Cascade attention for decode rows that share prefix blocks (on by default; the answers are
   // the same either way, only the KV reads change).
   void set_cascade(bool on) { cascade_ = on; }
-  int64_t cascade_rows() const { return cascade_rows_; }  // decode rows attended in a cascade group
+  int64_t cascade_rows() const { return cascade_rows_; }  // rows attended in a cascade group
+  int64_t cascade_nested_rows() const { return cascade_nested_rows_; }  // ... in a nested level
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
                std::vector<float>* logits) override;
   int64_t vocab_size() const override { return model_.config().vocab_size; }
@@ -52,6 +53,7 @@ class ModelExecutor : public engine::Executor {
   PrefillCompaction compaction_;
   bool cascade_ = true;
   int64_t cascade_rows_ = 0;
+  int64_t cascade_nested_rows_ = 0;
   int64_t deduplicated_rows_ = 0;
   // The plan for this step, or null when it would not pay (or cannot be used).
   const models::CompactionPlan* PlanCompaction(std::span<const engine::StepSequence> seqs,
