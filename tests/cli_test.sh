@@ -22,6 +22,18 @@ expect generate-json 0 '"tokens":\[' -- "$bin" generate -m random:tiny --ids 1,2
 expect bad-ids 1 "'x' is not a token id" -- "$bin" generate -m random:tiny --ids 1,x
 expect id-outside-vocab 1 'outside the vocabulary' -- "$bin" generate -m random:tiny --ids 999999999
 expect prompt-too-long 1 'exceeds the context' -- "$bin" generate -m random:llama2-tiny --ids 1 -n 50000
+expect n-too-many 105 'n: Value 17 not in range' -- "$bin" generate -m random:tiny --ids 1,2,3 --n 17
+# --n: greedy samples all equal the n = 1 answer; sampled, sample i is the n = 1 answer with seed + i.
+one=$("$bin" generate -m random:tiny --ids 1,2,3 -n 6 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+many=$("$bin" generate -m random:tiny --ids 1,2,3 -n 6 --n 3 --json 2>/dev/null | python3 -c 'import json,sys; print(set(str(c["tokens"]) for c in json.load(sys.stdin)["choices"]))')
+seeded=$("$bin" generate -m random:tiny --ids 1,2,3 -n 6 --temperature 0.9 --seed 7 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+third=$("$bin" generate -m random:tiny --ids 1,2,3 -n 6 --temperature 0.9 --seed 5 --n 3 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][2]["tokens"])')
+if [ -n "$one" ] && [ "$many" = "{'$one'}" ] && [ -n "$seeded" ] && [ "$seeded" = "$third" ]; then
+  echo "ok   generate-n"
+else
+  echo "FAIL generate-n: n=1 $one, greedy n=3 $many; seed 7 $seeded vs seed 5 + 2 $third"
+  fail=1
+fi
 expect unknown-model 1 'no such file or folder' -- "$bin" info /nonexistent/model.gguf
 expect unknown-preset 1 "no random preset 'nope'" -- "$bin" info random:nope
 printf 'GGUF\x03\x00\x00\x00' > "$tmp/trunc.gguf"

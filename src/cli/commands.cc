@@ -13,6 +13,7 @@
 
 #include "cache/block_pool.h"
 #include "cli/common.h"
+#include "cli/engine_setup.h"
 #include "cli/progress.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
@@ -111,6 +112,75 @@ void RegisterInfo(CLI::App& app) {
   });
 }
 
+// `generate --n N`: parallel sampling through the serving engine, as the server's "n" does. A
+// prompt-only request puts the prompt in the radix cache; the n samples then find it there,
+// share its blocks and decode as one cascade group.
+void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const tokenizer::Tokenizer* tok,
+                     const std::vector<int32_t>& prompt, const runner::GenerateOptions& gen, int n, core::DType kv_dtype,
+                     bool json_out) {
+  EngineOptions eo;
+  const int64_t per_sample = (gen.max_tokens + eo.block_tokens) / eo.block_tokens * eo.block_tokens;
+  eo.kv_tokens = std::max<int64_t>(eo.kv_tokens, static_cast<int64_t>(prompt.size()) + eo.block_tokens + n * per_sample);
+  eo.max_running = std::max(eo.max_running, n);
+  ServingEngine serving(model, pool, eo, kv_dtype);
+  engine::Engine& eng = serving.engine();
+  engine::RequestParams params;
+  params.prompt = prompt;
+  params.max_tokens = gen.max_tokens;
+  params.stop_ids = gen.stop_ids;
+  params.sampling = gen.sampling;
+  engine::RequestParams warm = params;
+  warm.continuation = std::vector<int32_t>{};
+  engine::Usage prompt_usage;
+  ExitIfError(eng.Submit(warm, [&](const engine::TokenEvent& ev) {
+                   if (ev.finish != engine::FinishReason::kNone) prompt_usage = ev.usage;
+                 }).status());
+  eng.RunUntilIdle();
+  std::vector<engine::RequestId> ids;
+  std::vector<std::vector<int32_t>> tokens(n);
+  std::vector<engine::TokenEvent> last(n);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    engine::RequestParams p = params;
+    p.sampling.seed = params.sampling.seed + static_cast<uint64_t>(i);
+    auto id = eng.Submit(std::move(p), [&, i](const engine::TokenEvent& ev) {
+      if (ev.token >= 0) tokens[i].push_back(ev.token);
+      if (ev.finish != engine::FinishReason::kNone) last[i] = ev;
+    });
+    ExitIfError(id.status());
+    ids.push_back(*id);
+  }
+  eng.RunUntilIdle();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int64_t generated = 0;
+  json choices = json::array();
+  for (int i = 0; i < n; ++i) {
+    if (last[i].finish == engine::FinishReason::kError) ExitIfError(core::Status(core::StatusCode::kInternal, last[i].error));
+    generated += static_cast<int64_t>(tokens[i].size());
+    json c = {{"index", i}, {"tokens", tokens[i]}, {"finish_reason", engine::FinishReasonName(last[i].finish)}};
+    if (tok) c["text"] = tok->Decode(tokens[i], /*skip_special=*/false);
+    choices.push_back(std::move(c));
+  }
+  if (json_out) {
+    const json j = {{"prompt_tokens", prompt.size()}, {"prompt_tokens_computed", static_cast<int64_t>(prompt.size()) - prompt_usage.cached_tokens},
+                    {"choices", choices}, {"completion_tokens", generated}, {"tokens_per_s", generated / seconds}};
+    std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    return;
+  }
+  std::printf("prompt: %zu tokens (computed once); %d samples:\n", prompt.size(), n);
+  for (const json& c : choices) {
+    std::printf("[%d] ", c["index"].get<int>());
+    if (tok) {
+      std::printf("%s\n", c["text"].get<std::string>().c_str());
+    } else {
+      for (int32_t t : c["tokens"]) std::printf("%d ", t);
+      std::printf("\n");
+    }
+  }
+  std::printf("%lld tokens in %.2f s (%.1f tok/s over the %d samples)\n", static_cast<long long>(generated), seconds,
+              generated / seconds, n);
+}
+
 void RegisterGenerate(CLI::App& app) {
   struct Opts {
     ModelOptions model;
@@ -118,6 +188,7 @@ void RegisterGenerate(CLI::App& app) {
     runner::GenerateOptions gen;
     std::string stop, prompt;
     bool json_out = false, chat = false;
+    int n = 1;
   };
   auto* o = new Opts;
   o->gen.max_tokens = 32;
@@ -133,6 +204,10 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--top-p", o->gen.sampling.top_p, "1 = off");
   cmd->add_option("--seed", o->gen.sampling.seed, "sampling seed");
   cmd->add_option("--stop", o->stop, "stop token ids, comma-separated (default: the model's EOS)");
+  cmd->add_option("--n", o->n, "samples of the prompt (seeds seed .. seed + n - 1): the prompt is computed once and "
+                  "the samples decode as one cascade group")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   cmd->callback([o] {
     auto m = LoadFromOptions(o->model);
@@ -167,6 +242,7 @@ void RegisterGenerate(CLI::App& app) {
       o->gen.stop_ids = {model.config().eos_id};
     }
     core::ThreadPool pool(o->model.threads);
+    if (o->n > 1) return GenerateSamples(model, pool, tok.get(), prompt, o->gen, o->n, KvDtypeOf(o->model), o->json_out);
     KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o->gen.max_tokens, KvDtypeOf(o->model));
     runner::Generator gen(model, pool, kv.store, kv.pool);
     std::unique_ptr<tokenizer::StreamDecoder> stream;
