@@ -209,6 +209,17 @@ def main():
                                                                  "max_tokens": 8, "temperature": 1.0, "seed": 5, "n": 4})[1])
         check(len(sampled["choices"]) == 4 and len({c["message"]["content"] for c in sampled["choices"]}) > 1,
               "n = 4 sampled chat choices differ")
+        # best_of: 4 samples drawn (seeds 11..14, each the n = 1 answer with that seed), the 2 most
+        # likely returned, every sample's tokens counted.
+        bbody = dict(nbody, temperature=1.0, seed=11, max_tokens=6)
+        singles = [json.loads(post(base, "/v1/completions", dict(bbody, seed=11 + i))[1]) for i in range(4)]
+        best = json.loads(post(base, "/v1/completions", dict(bbody, n=2, best_of=4))[1])
+        texts = [x["choices"][0]["text"] for x in singles]
+        check(len(best["choices"]) == 2 and all(c["text"] in texts for c in best["choices"]) and
+              best["usage"]["completion_tokens"] == sum(x["usage"]["completion_tokens"] for x in singles),
+              "best_of = 4, n = 2: two of the four seeded samples, all four counted (%s)" % best["usage"])
+        code, body = post(base, "/v1/completions", dict(bbody, n=2, best_of=4, stream=True))
+        check(code == 400 and "best_of" in body, "best_of > n with stream: 400")
         ev = stream(base, "/v1/completions", dict(nbody, n=2))
         idx = {json.loads(e)["choices"][0]["index"] for e in ev if e != "[DONE]" and json.loads(e)["choices"]}
         finished = [json.loads(e)["choices"][0] for e in ev if e != "[DONE]" and json.loads(e)["choices"] and

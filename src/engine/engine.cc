@@ -295,7 +295,9 @@ bool Engine::Step() {
       }
       next = (*r.params.continuation)[given];
     } else {
-      next = r.sampler.Sample(std::span<const float>(logits_.data() + row * vocab, vocab));
+      const std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      next = r.sampler.Sample(logits);
+      if (r.params.cumulative_logprob) r.usage.cumulative_logprob += sampling::LogProb(logits, next);
       ++row;
     }
     r.tokens.push_back(next);

@@ -25,6 +25,8 @@ struct RequestParams {
   // Tenancy: requests with different salts never share cached prefixes or step rows (vLLM's and
   // SGLang's cache_salt). Empty: the shared default.
   std::string cache_salt;
+  // Sum the sampled tokens' log-probabilities into Usage::cumulative_logprob (best_of ranks by it).
+  bool cumulative_logprob = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -37,6 +39,7 @@ struct Usage {
   int64_t preemptions = 0;
   double ttft_seconds = 0;        // submission to first generated token
   double total_seconds = 0;
+  double cumulative_logprob = 0;  // with RequestParams::cumulative_logprob
 };
 
 // Delivered on the engine thread; keep handlers short (push into a queue).

@@ -2,8 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace radixlm::sampling {
+
+double LogProb(std::span<const float> logits, int32_t id) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float x : logits) mx = std::max(mx, x);
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  return static_cast<double>(logits[static_cast<size_t>(id)]) - mx - std::log(sum);
+}
 
 int32_t Argmax(std::span<const float> logits) {
   int32_t best = 0;

@@ -31,4 +31,8 @@ class Sampler {
 
 int32_t Argmax(std::span<const float> logits);
 
+// log softmax(logits)[id]: the model's log-probability of a token (before temperature, top-k and
+// top-p, as OpenAI's logprobs and best_of ranking use it).
+double LogProb(std::span<const float> logits, int32_t id);
+
 }  // namespace radixlm::sampling

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace radixlm::sampling {
@@ -35,6 +36,16 @@ TEST(SamplerTest, TemperatureTooSmallForFloatIsGreedy) {
   const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.0f, -1.0f};
   Sampler tiny({.temperature = 1e-40f, .seed = 7});
   for (int i = 0; i < 20; ++i) EXPECT_EQ(tiny.Sample(logits), 1);
+}
+
+TEST(SamplerTest, LogProbIsTheLogSoftmax) {
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f, 2.0f, -1.0f};
+  double z = 0;
+  for (float x : logits) z += std::exp(static_cast<double>(x));
+  for (int32_t i = 0; i < 5; ++i) EXPECT_NEAR(LogProb(logits, i), logits[i] - std::log(z), 1e-12);
+  // Large logits do not overflow.
+  const std::vector<float> big = {1000.0f, 1000.0f};
+  EXPECT_NEAR(LogProb(big, 0), -std::log(2.0), 1e-12);
 }
 
 }  // namespace

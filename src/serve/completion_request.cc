@@ -1,5 +1,7 @@
 #include "serve/completion_request.h"
 
+#include <algorithm>
+#include <numeric>
 #include <random>
 #include <type_traits>
 
@@ -90,6 +92,15 @@ bool ParsePrompt(const json& body, CompletionRequest* out, ApiError* err) {
 
 }  // namespace
 
+std::vector<int> BestOf(const std::vector<double>& cumulative_logprobs, int n) {
+  std::vector<int> order(cumulative_logprobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return cumulative_logprobs[a] > cumulative_logprobs[b]; });
+  order.resize(std::min<size_t>(order.size(), static_cast<size_t>(std::max(n, 0))));
+  return order;
+}
+
 bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits& limits, CompletionRequest* p,
                             ApiError* err) {
   *p = {};
@@ -120,11 +131,11 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
   }
   p->params.max_tokens = max_tokens;
   float temperature = 1.0f, top_p = 1.0f;
-  int top_k = 0, n = 1;
+  int top_k = 0, n = 1, best_of = 0;
   // No seed means a fresh one (OpenAI's meaning); a seed makes sampling reproducible.
   int64_t seed = static_cast<int64_t>(std::random_device{}() >> 1);
   if (!Field(body, "temperature", &temperature, err) || !Field(body, "top_p", &top_p, err) ||
-      !Field(body, "top_k", &top_k, err) || !Field(body, "seed", &seed, err) || !Field(body, "n", &n, err) ||
+      !Field(body, "top_k", &top_k, err) || !Field(body, "seed", &seed, err) || !Field(body, "n", &n, err) || !Field(body, "best_of", &best_of, err) ||
       !Field(body, "stream", &p->stream, err) || !Field(body, "return_token_ids", &p->return_token_ids, err))
     return false;
   if (temperature < 0 || temperature > 2 || top_p <= 0 || top_p > 1) {
@@ -136,13 +147,25 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     return false;
   }
   p->n = n;
+  // best_of: that many samples, the n with the highest cumulative log-probability returned.
+  if (best_of == 0) best_of = n;
+  if (best_of < n || best_of > kMaxChoices) {
+    *err = {400, "'best_of' must be in [n, " + std::to_string(kMaxChoices) + "]", "invalid_request_error", "best_of", "invalid_value"};
+    return false;
+  }
+  if (best_of > n && p->stream) {
+    *err = {400, "'best_of' greater than 'n' cannot be streamed (the best are known only at the end)", "invalid_request_error",
+            "best_of", "invalid_value"};
+    return false;
+  }
+  p->best_of = best_of;
   // Options this server does not implement are refused rather than ignored, so a client never
   // takes an answer without them for one with them. Their "off" values pass.
-  for (const char* name : {"logprobs", "top_logprobs", "echo", "best_of", "logit_bias", "suffix", "tools", "response_format"}) {
+  for (const char* name : {"logprobs", "top_logprobs", "echo", "logit_bias", "suffix", "tools", "response_format"}) {
     if (!body.contains(name)) continue;
     const json& v = body[name];
     const std::string key = name;
-    const bool off = v.is_null() || v == false || (v.is_number_integer() && v == (key == "best_of" ? 1 : 0) && key != "logprobs") ||
+    const bool off = v.is_null() || v == false || (v.is_number_integer() && v == 0 && key != "logprobs") ||
                      ((v.is_object() || v.is_array()) && v.empty()) || (v.is_string() && v.get<std::string>().empty()) ||
                      (key == "response_format" && v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
     if (!off) {

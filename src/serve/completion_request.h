@@ -38,8 +38,13 @@ struct CompletionRequest {
   std::vector<std::string> stop_strings;
   bool stream = false, return_token_ids = false, include_usage = true;
   int n = 1;  // completions of the one prompt (choices); samples i use seed + i
+  int best_of = 1;  // samples drawn (>= n); the n most likely (cumulative logprob) are returned
   bool default_max_tokens = false;  // max_tokens not given: the server cuts it to the room left
 };
+
+// Which of the samples best_of returns: the n highest cumulative log-probabilities, best first
+// (ties: the lower index).
+std::vector<int> BestOf(const std::vector<double>& cumulative_logprobs, int n);
 
 bool ParseCompletionRequest(const nlohmann::json& body, bool chat, const CompletionLimits& limits,
                             CompletionRequest* out, ApiError* err);

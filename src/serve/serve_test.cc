@@ -61,6 +61,9 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
       {R"({"prompt": "x", "temperature": 3})", false, 400, "temperature"},
       {R"({"prompt": "x", "n": 17})", false, 400, "n"},
       {R"({"prompt": "x", "n": 0})", false, 400, "n"},
+      {R"({"prompt": "x", "n": 3, "best_of": 2})", false, 400, "best_of"},
+      {R"({"prompt": "x", "best_of": 17})", false, 400, "best_of"},
+      {R"({"prompt": "x", "best_of": 2, "stream": true})", false, 400, "best_of"},
       {R"({"prompt": "x", "logprobs": 2})", false, 400, "logprobs"},
       {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, 400, "tools"},
       {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop"},
@@ -91,6 +94,16 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
                     false, &r, &e))
       << e.message;
   EXPECT_FALSE(ParseCompletionRequest(json::array(), false, kLimits, &r, &e));  // not an object
+  EXPECT_EQ(r.best_of, 1);
+  ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 5})", false, &r, &e)) << e.message;
+  EXPECT_EQ(r.best_of, 5);
+  ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 2, "stream": true})", false, &r, &e)) << e.message;
+}
+
+TEST(CompletionRequest, BestOfReturnsTheMostLikelySamplesBestFirst) {
+  EXPECT_EQ(BestOf({-3.0, -1.0, -2.0, -1.0}, 2), (std::vector<int>{1, 3}));  // a tie: the lower index first
+  EXPECT_EQ(BestOf({-3.0, -1.0, -2.0}, 3), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(BestOf({-0.5}, 1), (std::vector<int>{0}));
 }
 
 // Feeds `pieces` one by one; returns the concatenated output and the pieces emitted.

@@ -1,11 +1,10 @@
 #include "serve/server.h"
 
-#include <algorithm>
-
 #include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <cstring>
 #include <condition_variable>
 #include <cstdint>
@@ -161,8 +160,9 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
     if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
   }
   const int n = request->n;
-  engine::Usage prompt_usage;  // n > 1: the prompt's, counted once
-  if (n > 1) {
+  const int runs = request->best_of;  // samples drawn: n, or best_of (>= n, not streamed)
+  engine::Usage prompt_usage;  // runs > 1: the prompt's, counted once
+  if (runs > 1) {
     // Parallel sampling: the prompt is prefilled once (a prompt-only request puts it in the
     // radix cache), then the n samples find it there and share its blocks, so they decode as
     // one cascade group.
@@ -183,9 +183,10 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
   // One engine request per choice, all reporting into one channel.
   auto channel = std::make_shared<Channel>();
   auto ids = std::make_shared<std::vector<engine::RequestId>>();
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < runs; ++i) {
     engine::RequestParams params = request->params;
     params.sampling.seed = request->params.sampling.seed + static_cast<uint64_t>(i);
+    params.cumulative_logprob = runs > n;
     auto id = engine_.Submit(std::move(params), [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
     if (!id.ok()) {
       for (engine::RequestId done : *ids) engine_.Cancel(done);  // their events go unread
@@ -200,7 +201,7 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
   };
   const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
   auto texts = std::make_shared<std::vector<std::unique_ptr<CompletionText>>>();
-  for (int i = 0; i < n; ++i) texts->push_back(std::make_unique<CompletionText>(tok_, request->stop_strings));
+  for (int i = 0; i < runs; ++i) texts->push_back(std::make_unique<CompletionText>(tok_, request->stop_strings));
   // A stop string ends a choice's text: its request stops generating (keeping its KV cached).
   auto advance = [this, texts, ids](int i, const engine::TokenEvent& ev) {
     CompletionText& text = *(*texts)[i];
@@ -210,9 +211,9 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
     return delta;
   };
   // The response's usage: the prompt once, every choice's completion.
-  auto total_usage = [n, prompt_usage](const std::vector<engine::Usage>& finals) {
+  auto total_usage = [runs, prompt_usage](const std::vector<engine::Usage>& finals) {
     engine::Usage u = finals[0];
-    if (n > 1) {
+    if (runs > 1) {
       u.cached_tokens = prompt_usage.cached_tokens;
       u.completion_tokens = 0;
       for (const engine::Usage& f : finals) u.completion_tokens += f.completion_tokens;
@@ -220,9 +221,9 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
     return u;
   };
   if (!request->stream) {
-    std::vector<engine::Usage> finals(n);
-    std::vector<engine::FinishReason> reasons(n, engine::FinishReason::kNone);
-    int open = n;
+    std::vector<engine::Usage> finals(runs);
+    std::vector<engine::FinishReason> reasons(runs, engine::FinishReason::kNone);
+    int open = runs;
     engine::TokenEvent ev;
     while (open > 0) {
       // cpp-httplib 0.11 cannot tell a non-streaming handler that its client left; such a
@@ -236,10 +237,19 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
         --open;
       }
     }
+    std::vector<int> picked(n);
+    std::iota(picked.begin(), picked.end(), 0);
+    if (runs > n) {
+      std::vector<double> logprobs;
+      for (const engine::Usage& f : finals) logprobs.push_back(f.cumulative_logprob);
+      picked = BestOf(logprobs, n);
+    }
     std::vector<CompletionChoice> choices(n);
-    for (int i = 0; i < n; ++i)
-      choices[i] = {(*texts)[i]->text(), FinishReasonText((*texts)[i]->stopped(), reasons[i]),
-                    request->return_token_ids ? &(*texts)[i]->ids() : nullptr};
+    for (int i = 0; i < n; ++i) {
+      const int k = picked[i];
+      choices[i] = {(*texts)[k]->text(), FinishReasonText((*texts)[k]->stopped(), reasons[k]),
+                    request->return_token_ids ? &(*texts)[k]->ids() : nullptr};
+    }
     const json out = CompletionResponse(meta, choices, total_usage(finals));
     res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
     return;
