@@ -51,12 +51,17 @@ struct ApiError {
   std::string message, type = "invalid_request_error", param, code;
 };
 
-inline void SendError(httplib::Response& res, const ApiError& e) {
+// The OpenAI error object of `e`: {"error": {message, type, param, code}}.
+inline nlohmann::json ErrorBody(const ApiError& e) {
   using nlohmann::json;
   json err = {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
+  return json({{"error", err}});
+}
+
+inline void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(json({{"error", err}}).dump(), "application/json");
+  res.set_content(ErrorBody(e).dump(), "application/json");
 }
 
 // error_type: "Validation" (422 / 413), "Overloaded" (429), "Backend" (500), "Unhealthy" (503).

@@ -1,0 +1,57 @@
+// The embedding and reranking APIs without a transport: a request body in, an HTTP status and a
+// JSON body out. The server's routes (serve/scoring_routes.cc) and `radixlm batch` call the same
+// code, so a batch line answers exactly what the route would.
+//   /v1/embeddings {input: str | [str] | [int] | [[int]], encoding_format?: float|base64,
+//                   dimensions?: n (leading dimensions, re-normalised), instruction?: str}
+//   /embed  {inputs: str | [str], normalize?: true, truncate?: false, instruction?: str} -> [[f]]
+//   /rerank {query, texts: [str], raw_scores?: false, return_text?: false, truncate?: false,
+//            instruction?: str} -> [{index, score[, text]}] by descending score
+// ("instruction" is radixlm's extension: the query instruction of the two formats.)
+// Errors: OpenAI's object for /v1/embeddings, text-embeddings-inference's ({"error",
+// "error_type"}) for /embed and /rerank, so each API's clients parse the errors they expect.
+// Thread-safe: jobs go to the scoring service, which merges concurrent ones into batches.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "engine/scoring_service.h"
+#include "tokenizer/scoring_format.h"
+#include "tokenizer/tokenizer.h"
+
+namespace radixlm::serve {
+
+struct ApiAnswer {
+  int status = 200;
+  nlohmann::json body;
+};
+
+struct ScoringApiConfig {
+  std::string model_name = "radixlm";
+  std::string rerank_instruction = "Given a web search query, retrieve relevant passages that answer the query";
+  std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
+  engine::Pooling embed_pooling = engine::Pooling::kLastToken;
+};
+
+// text-embeddings-inference's error body; error_type: "Validation" (422 / 413), "Overloaded"
+// (429), "Backend" (500, 501), "Unhealthy" (503).
+nlohmann::json TeiErrorBody(const std::string& message, const std::string& error_type);
+
+class ScoringApi {
+ public:
+  // Borrows both.
+  ScoringApi(const tokenizer::Tokenizer& tok, engine::ScoringService& scoring, ScoringApiConfig config);
+  ApiAnswer Embeddings(const nlohmann::json& body) const;
+  ApiAnswer Embed(const nlohmann::json& body) const;
+  ApiAnswer Rerank(const nlohmann::json& body) const;
+
+ private:
+  const tokenizer::Tokenizer& tok_;
+  engine::ScoringService& scoring_;
+  ScoringApiConfig config_;
+  core::StatusOr<tokenizer::RerankerFormat> rerank_format_;  // tokenized once; an error is answered per request
+};
+
+}  // namespace radixlm::serve
