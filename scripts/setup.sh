@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   python3 python3-torch python3-numpy  # independent reference implementations for tests only
   bible-kjv                            # public-domain English corpus for tokenizer tests (bible-kjv-text)
   gnuplot-nox                          # simulator plots (radixlm simulate --plot)
+  libopenmpi-dev openmpi-bin           # radixlm batch over MPI ranks (mpirun -np N)
 )
 
 missing=()

@@ -19,5 +19,6 @@ void RegisterReplay(CLI::App& app);
 void RegisterSimulate(CLI::App& app);
 void RegisterRerank(CLI::App& app);
 void RegisterEmbed(CLI::App& app);
+void RegisterBatch(CLI::App& app);
 
 }  // namespace radixlm::cli

@@ -12,6 +12,7 @@
 // Thread-safe: jobs go to the scoring service, which merges concurrent ones into batches.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,13 +40,35 @@ struct ScoringApiConfig {
 // (429), "Backend" (500, 501), "Unhealthy" (503).
 nlohmann::json TeiErrorBody(const std::string& message, const std::string& error_type);
 
+enum class ScoringRoute { kEmbeddings, kEmbed, kRerank };
+
+// A request made into a scoring job (validated and tokenized), with what shapes its answer; or,
+// when invalid, the answer that refuses it. Batch jobs merge the jobs of requests that share
+// prefixes into one (RadixMLP then computes the shared part once) and answer each from its part.
+struct ScoringCall {
+  ScoringRoute route = ScoringRoute::kEmbeddings;
+  std::optional<ApiAnswer> refused;
+  engine::ScoringJob job;
+  std::string encoding = "float";  // /v1/embeddings
+  int64_t dimensions = 0;          // /v1/embeddings: 0 = all
+  bool raw_scores = false, return_text = false;  // /rerank
+  nlohmann::json texts;            // /rerank with return_text
+  int64_t tokens = 0;              // of all inputs
+};
+
 class ScoringApi {
  public:
   // Borrows both.
   ScoringApi(const tokenizer::Tokenizer& tok, engine::ScoringService& scoring, ScoringApiConfig config);
-  ApiAnswer Embeddings(const nlohmann::json& body) const;
-  ApiAnswer Embed(const nlohmann::json& body) const;
-  ApiAnswer Rerank(const nlohmann::json& body) const;
+  ApiAnswer Embeddings(const nlohmann::json& body) const { return Call(ScoringRoute::kEmbeddings, body); }
+  ApiAnswer Embed(const nlohmann::json& body) const { return Call(ScoringRoute::kEmbed, body); }
+  ApiAnswer Rerank(const nlohmann::json& body) const { return Call(ScoringRoute::kRerank, body); }
+  // Prepare, run on the scoring service, Answer.
+  ApiAnswer Call(ScoringRoute route, const nlohmann::json& body) const;
+  ScoringCall Prepare(ScoringRoute route, const nlohmann::json& body) const;
+  // The answer to a prepared call from its job's result (or why the job failed).
+  ApiAnswer Answer(const ScoringCall& call, core::StatusOr<engine::ScoringResult> result) const;
+  engine::ScoringService& service() const { return scoring_; }
 
  private:
   const tokenizer::Tokenizer& tok_;
