@@ -299,15 +299,25 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
       for (int64_t m : g.members) members.push_back(lines[completions[item_state[m].completion].line]->custom_id);
       groups.push_back({{"prefix_tokens", g.prefix_tokens}, {"custom_ids", members}});
     }
-    json imbalance = json::object();
-    for (int ranks : {1, 2, 4, 8, 16, 32, 64})
-      imbalance[std::to_string(ranks)] = scheduler::ShardImbalance(plan, prompts, generate, ranks);
+    // Over N ranks: groups larger than a rank's share split (each piece computes its prefix
+    // again), then whole groups balanced; the imbalance (max / mean predicted cost) and the
+    // saving left.
+    json imbalance = json::object(), sharded_saving = json::object(), scoring_imbalance = json::object();
+    for (int ranks : {1, 2, 4, 8, 16, 32, 64}) {
+      const scheduler::BatchPlan split = scheduler::SplitLargeGroups(plan, prompts, generate, ranks);
+      imbalance[std::to_string(ranks)] = scheduler::ShardImbalance(split, prompts, generate, ranks);
+      sharded_saving[std::to_string(ranks)] = split.stats.saving();
+      const scheduler::BatchPlan s_split = scheduler::SplitLargeGroups(scoring_plan, scoring_first, scoring_rest, ranks);
+      scoring_imbalance[std::to_string(ranks)] = scheduler::ShardImbalance(s_split, scoring_first, scoring_rest, ranks);
+    }
     const json j = {{"lines", n_lines},
                     {"invalid_lines", std::count_if(lines.begin(), lines.end(), [](const auto& l) { return !l; })},
                     {"grouping", o.grouping},
                     {"completions", PlanJson(plan.stats)},
                     {"scoring", PlanJson(scoring_predicted)},
                     {"predicted_imbalance", imbalance},
+                    {"saving_over_ranks", sharded_saving},
+                    {"scoring_predicted_imbalance", scoring_imbalance},
                     {"groups", groups}};
     if (o.json_out) {
       std::printf("%s\n", j.dump().c_str());
@@ -346,12 +356,13 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
 
   // Scoring lines, by planned groups: one merged job per group (and per job kind), each line
   // answered from its part; a merged job that fails is retried line by line to say which.
-  const std::vector<int> scoring_rank = scheduler::ShardGroups(scoring_plan, scoring_first, scoring_rest, world.size());
+  const scheduler::BatchPlan scoring_sharded = scheduler::SplitLargeGroups(scoring_plan, scoring_first, scoring_rest, world.size());
+  const std::vector<int> scoring_rank = scheduler::ShardGroups(scoring_sharded, scoring_first, scoring_rest, world.size());
   int64_t scoring_rows = 0, scoring_computed = 0;
   const engine::ScoringStats scoring_before = scoring_queue ? scoring_queue->stats() : engine::ScoringStats{};
-  for (size_t g = 0; g < scoring_plan.groups.size(); ++g) {
+  for (size_t g = 0; g < scoring_sharded.groups.size(); ++g) {
     if (scoring_rank[g] != world.rank()) continue;
-    const std::vector<int64_t>& members = scoring_plan.groups[g].members;
+    const std::vector<int64_t>& members = scoring_sharded.groups[g].members;
     for (size_t a = 0; a < members.size();) {
       const engine::ScoringJob& first = scoring_calls[members[a]].second.job;
       engine::ScoringJob merged = first;
@@ -395,13 +406,14 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   }
 
   // Completion lines, by planned groups on the engine.
-  const std::vector<int> rank_of_group = scheduler::ShardGroups(plan, prompts, generate, world.size());
+  const scheduler::BatchPlan sharded = scheduler::SplitLargeGroups(plan, prompts, generate, world.size());
+  const std::vector<int> rank_of_group = scheduler::ShardGroups(sharded, prompts, generate, world.size());
   std::vector<scheduler::PrefixGroup> mine;
   int64_t my_prompt_tokens = 0;
-  for (size_t g = 0; g < plan.groups.size(); ++g)
+  for (size_t g = 0; g < sharded.groups.size(); ++g)
     if (rank_of_group[g] == world.rank()) {
-      mine.push_back(plan.groups[g]);
-      for (int64_t m : plan.groups[g].members) my_prompt_tokens += static_cast<int64_t>(prompts[m].size());
+      mine.push_back(sharded.groups[g]);
+      for (int64_t m : sharded.groups[g].members) my_prompt_tokens += static_cast<int64_t>(prompts[m].size());
     }
   std::vector<int64_t> open_items(completions.size());
   for (size_t c = 0; c < completions.size(); ++c) open_items[c] = static_cast<int64_t>(completions[c].items.size());

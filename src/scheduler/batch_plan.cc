@@ -1,6 +1,7 @@
 #include "scheduler/batch_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 
@@ -273,6 +274,34 @@ int64_t GroupCost(const PrefixGroup& g, std::span<const std::vector<int32_t>> pr
   int64_t cost = g.prefix_tokens;
   for (int64_t m : g.members) cost += static_cast<int64_t>(prompts[m].size()) - g.prefix_tokens + generate[m];
   return cost;
+}
+
+BatchPlan SplitLargeGroups(const BatchPlan& plan, std::span<const std::vector<int32_t>> prompts,
+                           std::span<const int64_t> generate, int workers) {
+  if (workers <= 1) return plan;
+  int64_t total = 0;
+  for (const PrefixGroup& g : plan.groups) total += GroupCost(g, prompts, generate);
+  const double share = static_cast<double>(total) / workers;
+  BatchPlan out;
+  out.stats = plan.stats;
+  out.stats.planned_tokens = 0;
+  out.stats.groups = out.stats.shared_groups = 0;
+  for (const PrefixGroup& g : plan.groups) {
+    const int64_t cost = GroupCost(g, prompts, generate);
+    const int64_t n = static_cast<int64_t>(g.members.size());
+    const int64_t pieces = std::min<int64_t>(n, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(cost / share - 1e-9))));
+    for (int64_t k = 0; k < pieces; ++k) {
+      PrefixGroup piece;
+      piece.members.assign(g.members.begin() + k * n / pieces, g.members.begin() + (k + 1) * n / pieces);
+      piece.prefix_tokens = piece.members.size() > 1 ? g.prefix_tokens : 0;
+      out.stats.planned_tokens += piece.prefix_tokens;
+      for (int64_t m : piece.members) out.stats.planned_tokens += static_cast<int64_t>(prompts[m].size()) - piece.prefix_tokens;
+      ++out.stats.groups;
+      out.stats.shared_groups += piece.members.size() > 1;
+      out.groups.push_back(std::move(piece));
+    }
+  }
+  return out;
 }
 
 std::vector<int> ShardGroups(const BatchPlan& plan, std::span<const std::vector<int32_t>> prompts,

@@ -71,6 +71,13 @@ int64_t GroupingSaving(std::span<const std::vector<int32_t>> prompts, Grouping g
 std::vector<int> ShardGroups(const BatchPlan& plan, std::span<const std::vector<int32_t>> prompts,
                              std::span<const int64_t> generate, int workers);
 
+// The plan with every group whose cost exceeds a worker's fair share (total / workers) cut into
+// about cost / share pieces of consecutive members, each computing the prefix once more (a
+// piece of one member shares nothing): without it one big group (a system prompt shared by the
+// whole job) could not be balanced over workers. Stats updated; workers <= 1: the plan as is.
+BatchPlan SplitLargeGroups(const BatchPlan& plan, std::span<const std::vector<int32_t>> prompts,
+                           std::span<const int64_t> generate, int workers);
+
 // Predicted cost of a group: prefix once + each member's own tokens + its generated tokens.
 int64_t GroupCost(const PrefixGroup& g, std::span<const std::vector<int32_t>> prompts, std::span<const int64_t> generate);
 

@@ -198,5 +198,25 @@ TEST(BatchPlanTest, ShardsWholeGroupsLongestFirstToTheLeastLoaded) {
   EXPECT_NEAR(ShardImbalance(plan, p, gen, 1), 1.0, 1e-12);
 }
 
+// One group shared by the whole job cannot be balanced whole: cut into pieces of about a
+// worker's share (each computing the prefix once more), it can.
+TEST(BatchPlanTest, SplitsAGroupLargerThanAWorkersShare) {
+  Prompts p;
+  for (int m = 0; m < 80; ++m) p.push_back(Cat({Tokens(1, 200), Tokens(1000 + 100 * m, 50)}));
+  p.push_back(Tokens(50000, 30));
+  const std::vector<int64_t> gen(p.size(), 10);
+  const BatchPlan plan = PlanBatch(p);
+  EXPECT_NEAR(ShardImbalance(plan, p, gen, 4), 4.0, 0.1);  // the big group on one worker
+  const BatchPlan split = SplitLargeGroups(plan, p, gen, 4);
+  EXPECT_LT(ShardImbalance(split, p, gen, 4), 1.1);
+  EXPECT_EQ(split.stats.shared_groups, 4);
+  EXPECT_EQ(split.stats.planned_tokens, plan.stats.planned_tokens + 3 * 200);  // the prefix thrice more
+  std::vector<int> seen(p.size(), 0);
+  for (const PrefixGroup& g : split.groups)
+    for (int64_t m : g.members) ++seen[m];
+  EXPECT_EQ(seen, std::vector<int>(p.size(), 1));
+  EXPECT_EQ(SplitLargeGroups(plan, p, gen, 1).groups.size(), plan.groups.size());
+}
+
 }  // namespace
 }  // namespace radixlm::scheduler
