@@ -4,7 +4,7 @@
   synthetic  BatchLLM-style: groups of --members-min..max requests sharing a --prefix-min..max
              token prefix, each with --unique-min..max tokens of its own, --max-tokens to
              generate; prompts as token ids (no tokenizer needed); lines shuffled.
-  trec       TREC-DL 2019 from ../shared/data (castorini/rank_llm's BM25 top-100): one /rerank
+  trec       TREC-DL 2019 from --shared DIR/data (castorini/rank_llm's BM25 top-100): one /rerank
              line per (query, passage) pair, shuffled (--per-query: one line per query instead).
   mtbench    MT-Bench first turns (lm-sys/FastChat) as chat completions under one shared system
              prompt.
@@ -68,7 +68,7 @@ def main():
     p.add_argument("kind", choices=["synthetic", "trec", "mtbench"])
     p.add_argument("--out", required=True)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "../../shared"))
+    p.add_argument("--shared", help="the shared folder holding data/ (trec, mtbench)")
     p.add_argument("--vocab", type=int, default=151936)
     p.add_argument("--groups", type=int, default=50)
     p.add_argument("--members-min", type=int, default=16)
@@ -85,6 +85,8 @@ def main():
     p.add_argument("--system-repeat", type=int, default=4)
     p.add_argument("--no-shuffle", action="store_true")
     a = p.parse_args()
+    if a.kind != "synthetic" and not a.shared:
+        p.error("%s needs --shared DIR (the folder with data/rerank and data/chat)" % a.kind)
     rng = random.Random(a.seed)
     lines = {"synthetic": synthetic, "trec": trec, "mtbench": mtbench}[a.kind](a, rng)
     if not a.no_shuffle:

@@ -622,7 +622,9 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
         EXPECT_GT(on.cascade_nested_rows, 0) << spec << " blocks " << blocks;
         EXPECT_EQ(off.cascade_rows, 0);
         EXPECT_GT(on.metrics.cached_prompt_tokens, 0);
-        if (blocks == 225) EXPECT_GT(on.metrics.preemptions, 0) << spec;
+        if (blocks == 225) {
+          EXPECT_GT(on.metrics.preemptions, 0) << spec;
+        }
       }
   }
 }

@@ -18,6 +18,20 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
+// The distribution a sampler draws from: the candidates top-k and top-p keep, with their
+// unnormalised weights exp((logit - max) / temperature). Order: by descending weight when top-p
+// truncated (the nucleus is a prefix of that order), otherwise unspecified.
+// Cost: O(V) passes and selection, never a sort of the vocabulary (top-p sorts only the
+// candidates above a weight cutoff that already holds top_p of the mass; tokens below
+// e^-30 of the best are dropped first: together under 1e-8 of the mass at any vocabulary size
+// up to 10^6, below float's rounding of the total).
+struct Candidates {
+  std::vector<std::pair<float, int32_t>> items;  // (weight, id)
+  double total = 0;
+};
+// REQUIRES: temperature > 0 and the scaled best logit finite.
+void TruncatedDistribution(std::span<const float> logits, const SamplingParams& params, Candidates* out);
+
 class Sampler {
  public:
   explicit Sampler(SamplingParams params) : params_(params), rng_(params.seed) {}
@@ -26,7 +40,9 @@ class Sampler {
  private:
   SamplingParams params_;
   core::Rng rng_;
-  std::vector<std::pair<float, int32_t>> candidates_;
+  Candidates candidates_;
+  std::vector<float> weights_;  // temperature alone: every token's weight, drawn in id order
+  std::vector<double> block_sums_;
 };
 
 int32_t Argmax(std::span<const float> logits);

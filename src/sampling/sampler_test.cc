@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "core/random.h"
+
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 namespace radixlm::sampling {
@@ -46,6 +50,61 @@ TEST(SamplerTest, LogProbIsTheLogSoftmax) {
   // Large logits do not overflow.
   const std::vector<float> big = {1000.0f, 1000.0f};
   EXPECT_NEAR(LogProb(big, 0), -std::log(2.0), 1e-12);
+}
+
+// The textbook truncation (sort the whole vocabulary, keep top-k, then the smallest prefix
+// holding top-p of the mass), as an oracle for the selection-based one.
+std::map<int32_t, double> SortedReference(const std::vector<float>& logits, const SamplingParams& p) {
+  std::vector<std::pair<double, int32_t>> c;
+  for (size_t i = 0; i < logits.size(); ++i) c.push_back({logits[i] / p.temperature, static_cast<int32_t>(i)});
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) c.resize(p.top_k);
+  const double mx = c[0].first;
+  double total = 0;
+  for (auto& x : c) total += (x.first = std::exp(x.first - mx));
+  size_t n = c.size();
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    n = 0;
+    while (n < c.size()) {
+      cum += c[n++].first / total;
+      if (cum >= p.top_p) break;
+    }
+  }
+  total = 0;
+  for (size_t i = 0; i < n; ++i) total += c[i].first;
+  std::map<int32_t, double> out;
+  for (size_t i = 0; i < n; ++i) out[c[i].second] = c[i].first / total;
+  return out;
+}
+
+// On a Qwen3-sized vocabulary, flat (random-weight) and peaked logits: the selection-based
+// truncation keeps the same tokens with the same probabilities (to 1e-5, float weights; tokens below e^-30 of
+// the best may be dropped, together under 1e-8), for temperature, top-k and top-p alone and
+// together.
+TEST(SamplerTest, SelectionTruncationEqualsTheSortedOracle) {
+  core::Rng rng(3);
+  for (double spread : {1.0, 4.0, 12.0}) {
+    std::vector<float> logits(151936);
+    for (auto& x : logits) x = static_cast<float>(rng.Normal(0, spread));
+    for (SamplingParams p : {SamplingParams{.temperature = 1.0f}, SamplingParams{.temperature = 0.7f, .top_k = 40},
+                             SamplingParams{.temperature = 1.0f, .top_p = 0.9f}, SamplingParams{.temperature = 0.6f, .top_p = 0.95f},
+                             SamplingParams{.temperature = 1.3f, .top_k = 1000, .top_p = 0.5f}}) {
+      const auto want = SortedReference(logits, p);
+      Candidates got;
+      TruncatedDistribution(logits, p, &got);
+      std::map<int32_t, double> have;
+      for (const auto& [w, id] : got.items) have[id] = w / got.total;
+      double dropped = 0;
+      for (const auto& [id, prob] : want)
+        if (!have.count(id)) dropped += prob;
+      EXPECT_LT(dropped, 1e-8) << spread;
+      for (const auto& [id, prob] : have) {
+        ASSERT_TRUE(want.count(id)) << "kept a token the oracle drops: " << id << " spread " << spread;
+        ASSERT_NEAR(prob, want.at(id), 1e-5) << spread;  // float weights vs the double oracle
+      }
+    }
+  }
 }
 
 }  // namespace
