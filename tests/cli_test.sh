@@ -118,6 +118,29 @@ printf '{"ts": 0, "input_tokens": [1,2' > "$tmp/bad.jsonl"
 expect simulate-bad-trace 1 'bad.jsonl:1:' -- "$bin" simulate --trace "$tmp/bad.jsonl"
 expect simulate-generate 0 'wrote [0-9]+ requests' -- "$bin" simulate --generate swebench --sessions 2 --sps 1 --art 5 --seed 1 --out "$tmp/g.jsonl"
 expect simulate-generated 0 '"requests":[0-9]+' -- "$bin" simulate --trace "$tmp/g.jsonl" --policy all --cache-size 1GB --json
+# Model configs no model can have are refused at load (they would give all-NaN logits).
+"$bin" export -m random:tiny --format hf --out "$tmp/hf" >/dev/null 2>&1
+sed -i 's/"rope_theta": *[0-9.e+]*/"rope_theta": 0/' "$tmp/hf/config.json"
+expect config-rope-theta-zero 1 'rope_theta must be a finite number above 1' -- "$bin" info "$tmp/hf"
+sed -i 's/"rope_theta": 0/"rope_theta": 1000000.0/; s/"rms_norm_eps": *[0-9.e+-]*/"rms_norm_eps": -1/' "$tmp/hf/config.json"
+expect config-eps-negative 1 'norm epsilon must be in \(0, 1\)' -- "$bin" info "$tmp/hf"
+# Serving: an empty API key is an error (not authentication off); one source of the key; a
+# port in use is an error at start-up (no second server sharing it).
+expect api-key-empty 1 'the API key is empty' -- "$bin" serve -m random:tiny --api-key ""
+: > "$tmp/empty.key"
+expect api-key-file-empty 1 'the API key is empty' -- "$bin" serve -m random:tiny --api-key-file "$tmp/empty.key"
+expect api-key-two-ways 1 'give the API key one way' -- env RADIXLM_API_KEY=a "$bin" serve -m random:tiny --api-key b
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" serve -m random:tiny --port "$port" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
+expect port-in-use 1 'cannot listen on 127.0.0.1:[0-9]+ \(in use' -- timeout 30 "$bin" serve -m random:tiny --port "$port"
+kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
+# Inputs that are not traces, and thread counts no machine has, are refused.
+expect simulate-trace-folder 1 'is not a file or a pipe \(a folder\)' -- "$bin" simulate --trace "$tmp"
+expect simulate-trace-device 1 'is not a file or a pipe' -- timeout 20 "$bin" simulate --trace /dev/zero
+expect simulate-threads-huge 105 'threads: Value 100000 not in range' -- "$bin" simulate --trace "$tmp/g.jsonl" --threads 100000
+expect generate-threads-huge 105 'threads: Value 5000 not in range' -- "$bin" generate -m random:tiny --threads 5000 --ids 1
 if command -v gnuplot >/dev/null; then
   expect simulate-plot 0 'sglang' -- "$bin" simulate --trace "$tmp/g.jsonl" --policy all --cache-size 1GB --plot "$tmp/p"
   if [ -s "$tmp/p_hit_rate.png" ] && [ -s "$tmp/p_ttft_cdf.png" ]; then echo "ok   simulate-png"; else echo "FAIL simulate-png"; fail=1; fi

@@ -23,7 +23,7 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model) {
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
-  cmd->add_option("--threads,-t", o->threads, "compute threads (0 = one per core)");
+  cmd->add_option("--threads,-t", o->threads, "compute threads (0 = one per core)")->check(CLI::Range(0, 1024));
 }
 
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o) {

@@ -1,5 +1,8 @@
 // radixlm serve: the OpenAI-compatible server on a real model with the radix prefix cache.
+#include <cctype>
 #include <csignal>
+#include <cstdlib>
+#include <fstream>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -29,7 +32,7 @@ void RegisterServe(CLI::App& app) {
     ModelOptions model;
     EngineOptions engine;
     serve::ServerConfig server;
-    std::string chat_template, embed_pooling = "last";
+    std::string chat_template, embed_pooling = "last", api_key_file;
     int64_t scoring_batch_tokens = 8192;
     double scoring_threshold = 0.92;
     std::string scoring_compaction = "trie";
@@ -43,7 +46,9 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->server.port)->capture_default_str();
   cmd->add_option("--model-name", o->server.model_name, "name clients use in 'model' (default: the model spec)");
-  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer KEY'");
+  cmd->add_option("--api-key", o->server.api_key,
+                  "require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file or RADIXLM_API_KEY)");
+  cmd->add_option("--api-key-file", o->api_key_file, "read the API key from this file (first line)");
   cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429 (one worker thread each)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -67,7 +72,22 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--embed-instruction", o->server.embed_query_instruction,
                   "embed every input as a query with this instruction (requests may pass their own)");
   cmd->add_option("--rerank-instruction", o->server.rerank_instruction)->capture_default_str();
-  cmd->callback([o] {
+  CLI::Option* api_key_opt = cmd->get_option("--api-key");
+  cmd->callback([o, api_key_opt] {
+    // The key: --api-key, --api-key-file or RADIXLM_API_KEY; given but empty is an error (it
+    // would silently turn authentication off).
+    const int sources = (api_key_opt->count() > 0) + !o->api_key_file.empty() + (std::getenv("RADIXLM_API_KEY") != nullptr);
+    if (sources > 1) ExitIfError(core::InvalidArgument("give the API key one way: --api-key, --api-key-file or RADIXLM_API_KEY"));
+    if (!o->api_key_file.empty()) {
+      std::ifstream f(o->api_key_file);
+      if (!f) ExitIfError(core::Status(core::StatusCode::kNotFound, "cannot read the API key file " + o->api_key_file));
+      std::getline(f, o->server.api_key);
+      while (!o->server.api_key.empty() && std::isspace(static_cast<unsigned char>(o->server.api_key.back()))) o->server.api_key.pop_back();
+    } else if (const char* env = std::getenv("RADIXLM_API_KEY")) {
+      o->server.api_key = env;
+    }
+    if (sources == 1 && o->server.api_key.empty())
+      ExitIfError(core::InvalidArgument("the API key is empty (that would turn authentication off; omit it to serve without one)"));
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;

@@ -404,7 +404,7 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--layers", o->layers, "override layer counts SSM:ATTENTION:MLP");
   cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: 17.81 ms + 0.05296 ms/token, Marconi's fit of Jamba-1.5-Mini's table)");
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per hash id of a Mooncake trace");
-  cmd->add_option("--threads", o->threads, "threads for marconi's alpha-tuning replays");
+  cmd->add_option("--threads", o->threads, "threads for marconi's alpha-tuning replays")->check(CLI::Range(1, 1024));
   cmd->add_option("--csv", o->csv, "write one row per request and policy");
   cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");
   cmd->add_flag("--json", o->json_out, "print JSON");

@@ -1,5 +1,8 @@
 #include "models/model_config.h"
 
+#include <cmath>
+#include <string>
+
 namespace radixlm::models {
 
 const char* LayerKindName(LayerKind k) {
@@ -91,7 +94,12 @@ std::string ModelConfig::Validate() const {
       ssm_head_dim > kMaxDim || ssm_state > kMaxDim || ssm_groups > kMaxHeads || ssm_conv > 1024 ||
       int64_t{ssm_heads} * ssm_head_dim > kMaxDim || int64_t{n_heads} * head_dim > kMaxDim)
     return "implausible attention or Mamba2 sizes";
+  // Numbers a file states that no model can have: they would run and produce NaN logits.
+  if (!(std::isfinite(rms_eps) && rms_eps > 0 && rms_eps < 1)) return "the norm epsilon must be in (0, 1), not " + std::to_string(rms_eps);
+  if (max_context <= 0) return "the context length must be positive";
   if (n_attention_layers() > 0) {
+    if (use_rope && !(std::isfinite(rope_theta) && rope_theta > 1.0))
+      return "rope_theta must be a finite number above 1, not " + std::to_string(rope_theta);
     if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return "attention sizes must be positive";
     if (n_heads % n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";
     if (n_heads / n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";

@@ -1,5 +1,7 @@
 #include "serve/server.h"
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -66,6 +68,13 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
   const int workers = config_.max_concurrent_requests + 8;  // headroom so 429s and /metrics still answer
   http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   http_->set_payload_max_length(config_.max_body_bytes);
+  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
+  // and the kernel split the traffic between them: keep only SO_REUSEADDR (a restart may
+  // rebind while old connections linger), so a port in use is an error at start-up.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   Routes();
 }
 
@@ -73,7 +82,8 @@ Server::~Server() { Stop(); }
 
 core::Status Server::Listen() {
   if (!http_->bind_to_port(config_.host.c_str(), config_.port))
-    return core::IoError("cannot listen on " + config_.host + ":" + std::to_string(config_.port));
+    return core::IoError("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
+                         " (in use by another process, or not an address of this machine)");
   http_->listen_after_bind();
   return core::Status::Ok();
 }

@@ -1,5 +1,7 @@
 #include "sim/trace.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <charconv>
 #include <climits>
@@ -113,6 +115,11 @@ core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceForm
                                               int mooncake_block_tokens) {
   TraceReader r;
   r.path_ = path;
+  // A regular file or a pipe (--trace <(zcat t.gz)); a folder would read as empty and a device
+  // such as /dev/zero as one line that never ends.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    return core::InvalidArgument("trace " + path + " is not a file or a pipe" + (S_ISDIR(st.st_mode) ? " (a folder)" : ""));
   r.in_ = std::make_unique<std::ifstream>(path);
   if (!*r.in_) return core::NotFound("cannot open trace " + path);
   if (mooncake_block_tokens <= 0) return core::InvalidArgument("block tokens must be positive");
