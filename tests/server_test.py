@@ -127,6 +127,10 @@ def check_scoring(base):
         # 2^32 + 1 must not wrap to token 1 and be served as if it were.
         ("/v1/embeddings", {"input": [4294967297]}, 400, "'input' must be"),
         ("/v1/embeddings", {"input": [[1, 4294967297]]}, 400, "'input' must be"),
+        # More inputs per request than --max-scoring-inputs (2048): refused, the limit named.
+        ("/rerank", {"query": "q", "texts": ["x"] * 2049}, 413, "the limit is 2048"),
+        ("/embed", {"inputs": ["x"] * 2049}, 413, "the limit is 2048"),
+        ("/v1/embeddings", {"input": ["x"] * 2049}, 400, "the limit is 2048"),
     ]
     for path, req, want, words in bad:
         status, text = post(base, path, req)

@@ -72,6 +72,9 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--embed-instruction", o->server.embed_query_instruction,
                   "embed every input as a query with this instruction (requests may pass their own)");
   cmd->add_option("--rerank-instruction", o->server.rerank_instruction)->capture_default_str();
+  cmd->add_option("--max-scoring-inputs", o->server.max_scoring_inputs, "inputs per embedding or rerank request (more: 413 / 400)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   CLI::Option* api_key_opt = cmd->get_option("--api-key");
   cmd->callback([o, api_key_opt] {
     // The key: --api-key, --api-key-file or RADIXLM_API_KEY; given but empty is an error (it

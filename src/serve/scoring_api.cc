@@ -114,6 +114,10 @@ ScoringCall ScoringApi::Prepare(ScoringRoute route, const json& body) const {
     if (!body.contains("input")) return refuse(OpenAiError({400, "'input' is required", "invalid_request_error", "input", "missing"}));
     // input: a string, a list of strings, a list of token ids, or a list of lists of ids.
     const json& in = body["input"];
+    if (in.is_array() && !IsTokenIdList(in) && static_cast<int64_t>(in.size()) > config_.max_inputs)
+      return refuse(OpenAiError({400, "'input' holds " + std::to_string(in.size()) + " inputs; the limit is " +
+                                          std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)",
+                                 "invalid_request_error", "input", "too_many_inputs"}));
     std::optional<ApiAnswer> failed;
     auto add_text = [&](const std::string& text) -> bool {
       auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, text, last, limit, /*truncate=*/false);
@@ -153,6 +157,9 @@ ScoringCall ScoringApi::Prepare(ScoringRoute route, const json& body) const {
       return refuse(TeiError(422, "'prompt_name' is not supported; pass 'instruction' for queries"));
     if (!body.contains("inputs")) return refuse(TeiError(422, "'inputs' is required"));
     const json& in = body["inputs"];
+    if (in.is_array() && static_cast<int64_t>(in.size()) > config_.max_inputs)
+      return refuse(TeiError(413, "'inputs' holds " + std::to_string(in.size()) + " inputs; the limit is " +
+                                      std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)"));
     std::vector<std::string> texts;
     if (in.is_string()) texts.push_back(in.get<std::string>());
     else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); }))
@@ -175,6 +182,9 @@ ScoringCall ScoringApi::Prepare(ScoringRoute route, const json& body) const {
     if (!body.contains("texts") || !body["texts"].is_array() || body["texts"].empty() ||
         !std::all_of(body["texts"].begin(), body["texts"].end(), [](const json& x) { return x.is_string(); }))
       return refuse(TeiError(422, "'texts' must be a non-empty list of strings"));
+    if (static_cast<int64_t>(body["texts"].size()) > config_.max_inputs)
+      return refuse(TeiError(413, "'texts' holds " + std::to_string(body["texts"].size()) + " texts; the limit is " +
+                                      std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)"));
     if (!rerank_format_.ok()) return refuse(TeiError(501, rerank_format_.status().message(), "Backend"));
     const tokenizer::RerankerFormat& format = *rerank_format_;
     const std::string query = body["query"].get<std::string>();

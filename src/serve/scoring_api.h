@@ -34,6 +34,9 @@ struct ScoringApiConfig {
   std::string rerank_instruction = "Given a web search query, retrieve relevant passages that answer the query";
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
   engine::Pooling embed_pooling = engine::Pooling::kLastToken;
+  // Inputs (texts, or passages of a rerank) one request may hold: a 2 MB request of tiny
+  // inputs must not become a response and a batch hundreds of times its size.
+  int64_t max_inputs = 2048;
 };
 
 // text-embeddings-inference's error body; error_type: "Validation" (422 / 413), "Overloaded"

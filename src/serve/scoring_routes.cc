@@ -19,7 +19,8 @@ void Server::ScoringRoutes() {
   if (scoring_)
     api = std::make_shared<const ScoringApi>(
         tok_, *scoring_,
-        ScoringApiConfig{config_.model_name, config_.rerank_instruction, config_.embed_query_instruction, config_.embed_pooling});
+        ScoringApiConfig{config_.model_name, config_.rerank_instruction, config_.embed_query_instruction, config_.embed_pooling,
+                         config_.max_scoring_inputs});
   // OpenAI errors for /v1, TEI errors for the others.
   auto route = [&s, api, this](const char* path, bool openai, ApiAnswer (ScoringApi::*call)(const nlohmann::json&) const) {
     s.Post(path, [=, this](const httplib::Request& req, httplib::Response& res) {

@@ -42,6 +42,7 @@ struct ServerConfig {
   std::string rerank_instruction = "Given a web search query, retrieve relevant passages that answer the query";
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
   engine::Pooling embed_pooling = engine::Pooling::kLastToken;
+  int64_t max_scoring_inputs = 2048;  // inputs per /v1/embeddings, /embed or /rerank request
 };
 
 class Server {
