@@ -47,6 +47,22 @@ def post(base, path, body, raw=None, headers=None):
         return e.code, e.read().decode()
 
 
+def raw_http(port, data):
+    """Sends bytes as they are (framings urllib would not produce); returns the status line."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(data)
+    out = b""
+    try:
+        while b"\r\n" not in out:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        s.close()
+    return out.split(b"\r\n")[0].decode(errors="replace")
+
+
 def stream(base, path, body):
     req = urllib.request.Request(base + path, data=json.dumps(dict(body, stream=True)).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -230,9 +246,21 @@ def main():
                     json.loads(e)["choices"][0]["finish_reason"]]
         check(idx == {0, 1} and len(finished) == 2 and ev[-1] == "[DONE]", "streaming n = 2: chunks of both choices, two finishes")
 
+        # Content-Length with chunked encoding (request smuggling behind a proxy): refused.
+        smuggle = b'{"prompt": "hi", "max_tokens": 2}'
+        line = raw_http(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                              % (len(smuggle), len(smuggle), smuggle))
+        check(line.startswith("HTTP/1.1 400"), "Content-Length together with Transfer-Encoding -> 400 (%s)" % line)
+
         # Malformed requests: 4xx with a clear message, and the server keeps serving.
         cases = [
             ("invalid JSON", post(base, "/v1/completions", None, raw=b"{not json"), 400, "not valid JSON"),
+            # A NUL byte must not end the body early with the rest ignored.
+            ("NUL byte in the body", post(base, "/v1/completions", None, raw=b'{"prompt": "hi", "max_tokens": 2}\x00junk'), 400,
+             "not valid JSON"),
+            ("NUL byte in an embeddings body", post(base, "/v1/embeddings", None, raw=b'{"input": "a"}\x00junk'), 400,
+             "not valid JSON"),
             ("wrong field type", post(base, "/v1/completions", {"prompt": "x", "max_tokens": "lots"}), 400, "'max_tokens'"),
             ("missing prompt", post(base, "/v1/completions", {"max_tokens": 3}), 400, "'prompt' is required"),
             ("unknown model", post(base, "/v1/completions", {"model": "gpt-9", "prompt": "x"}), 404, "does not exist"),

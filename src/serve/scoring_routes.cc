@@ -37,7 +37,9 @@ void Server::ScoringRoutes() {
       InFlight guard(in_flight_, config_.max_concurrent_requests);
       if (!guard.ok())
         return fail(429, openai ? "too many concurrent requests; retry later" : "Model is overloaded", "Overloaded", "rate_limit_exceeded");
-      const nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+      // (A NUL byte would end the parse with the rest unread: not valid JSON.)
+      const nlohmann::json body = req.body.find('\0') == std::string::npos ? nlohmann::json::parse(req.body, nullptr, false)
+                                                                           : nlohmann::json(nlohmann::json::value_t::discarded);
       if (body.is_discarded()) return fail(openai ? 400 : 422, "the request body is not valid JSON", "Validation", "invalid_json");
       answer(((*api).*call)(body));
     });

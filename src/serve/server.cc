@@ -105,6 +105,16 @@ void Server::Routes() {
   // Every route passes through here: authentication, counting, and the concurrency limit.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ++http_requests_;
+    // Both framings at once is how requests are smuggled past a proxy that reads the other
+    // one (RFC 9112 6.1: reject). (The body is not read yet here: NUL bytes are the JSON
+    // routes' check.)
+    if (req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) {
+      SendError(res, {400, "a request must not carry both Content-Length and Transfer-Encoding", "invalid_request_error", "",
+                      "invalid_request"});
+      res.set_header("Connection", "close");
+      ++http_errors_;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!config_.api_key.empty() && req.path != "/health") {
       if (req.get_header_value("Authorization") != "Bearer " + config_.api_key) {
         SendError(res, {401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
@@ -158,7 +168,8 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
   // streaming request counts against the limit until its stream ends.
   const auto guard = std::make_shared<InFlight>(in_flight_, config_.max_concurrent_requests);
   if (!guard->ok()) return fail({429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
-  const json body = json::parse(req.body, nullptr, false);
+  // A NUL byte would end nlohmann's parse with the rest of the body unread: not valid JSON.
+  const json body = req.body.find('\0') == std::string::npos ? json::parse(req.body, nullptr, false) : json(json::value_t::discarded);
   if (body.is_discarded()) return fail({400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"});
   auto request = std::make_shared<CompletionRequest>();
   ApiError err;

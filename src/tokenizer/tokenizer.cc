@@ -189,6 +189,16 @@ bool Tokenizer::IsSpecial(int32_t id) const {
 
 // ---- loaders -------------------------------------------------------------------------------
 
+namespace {
+// An id as a file states it must be an integer in [0, 2^24): nlohmann's get<int32_t>() would
+// wrap 2^40 to 0 and silently alias two tokens. Empty when fine, else why not.
+std::string BadTokenId(const json& v) {
+  if (v.is_number_unsigned() ? v.get<uint64_t>() < (1u << 24) : v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (1 << 24))
+    return "";
+  return "has id " + v.dump() + ", not an integer in [0, 16777216)";
+}
+}  // namespace
+
 core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::string& path) {
   RADIXLM_ASSIGN_OR_RETURN(json j, ReadJson(path));
   try {
@@ -199,6 +209,11 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
     const bool byte_level = dump_pre.find("ByteLevel") != std::string::npos || dump_dec.find("ByteLevel") != std::string::npos;
     TokenizerBuilder b(byte_level ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, path);
     Tokenizer& t = b.t();
+    for (auto& [piece, id] : model.at("vocab").items())
+      if (std::string why = BadTokenId(id); !why.empty()) return core::DataLoss(path + ": vocab '" + piece + "' " + why);
+    for (const json& a : j.value("added_tokens", json::array()))
+      if (std::string why = BadTokenId(a.value("id", json())); !why.empty())
+        return core::DataLoss(path + ": added token '" + a.value("content", std::string("?")) + "' " + why);
     for (auto& [piece, id] : model.at("vocab").items()) b.SetPiece(id.get<int32_t>(), piece);
     for (const json& a : j.value("added_tokens", json::array()))
       b.AddAdded(a.at("content").get<std::string>(), a.at("id").get<int32_t>(), a.value("special", false));
@@ -283,6 +298,8 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGpt2Files(const std::s
   TokenizerBuilder b(TokenizerKind::kByteLevelBpe, encoder_json);
   Tokenizer& t = b.t();
   try {
+    for (auto& [piece, id] : enc.items())
+      if (std::string why = BadTokenId(id); !why.empty()) return core::DataLoss(encoder_json + ": '" + piece + "' " + why);
     for (auto& [piece, id] : enc.items()) b.SetPiece(id.get<int32_t>(), piece);
   } catch (const json::exception& e) {
     return core::DataLoss(encoder_json + ": " + e.what());

@@ -138,6 +138,9 @@ TEST(TokenizerTest, MalformedTokenizerFilesAreErrorsNotCrashes) {
   // A negative id wrote token_bytes_[-1].
   EXPECT_NE(load("{" + bpe + R"({"a": 0, "b": -1}}})").find("has id -1"), std::string::npos);
   EXPECT_NE(load("{" + bpe + R"({"a": 0}}, "added_tokens": [{"content": "x", "id": -7}]})").find("has id -7"), std::string::npos);
+  // 2^40 wrapped to id 0 through get<int32_t>(), aliasing two tokens.
+  EXPECT_NE(load("{" + bpe + R"({"a": 0, "b": 1099511627776}}})").find("has id 1099511627776"), std::string::npos);
+  EXPECT_NE(load("{" + bpe + R"({"a": 0, "b": 1.5}}})").find("has id 1.5"), std::string::npos);
   // "<0xZZ>" threw out of std::stoi; it is an ordinary piece.
   EXPECT_EQ(load("{" + bpe + R"({"<0xZZ>": 0, "a": 1}}})"), "loaded");
   // A template special token without an id read a missing key through const operator[].
