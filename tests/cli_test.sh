@@ -136,6 +136,41 @@ first=$!
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
 expect port-in-use 1 'cannot listen on 127.0.0.1:[0-9]+ \(in use' -- timeout 30 "$bin" serve -m random:tiny --port "$port"
 kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
+# SIGTERM drains with a deadline: an idle server exits 0 at once; one whose request outlives
+# --shutdown-timeout exits 1 when it passes (not when the request ends).
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$bin" serve -m random:tiny --port "$port" --shutdown-timeout 2 >"$tmp/term.log" 2>&1 &
+srv=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
+python3 - "$port" <<'PY' &
+import json, sys, urllib.request
+req = urllib.request.Request("http://127.0.0.1:%s/v1/completions" % sys.argv[1], headers={"Content-Type": "application/json"},
+                             data=json.dumps({"prompt": "hi", "max_tokens": 30000, "temperature": 0}).encode())
+try:
+    urllib.request.urlopen(req, timeout=120).read()
+except Exception:
+    pass
+PY
+client=$!
+sleep 1
+start=$(date +%s)
+kill -TERM "$srv"
+wait "$srv"
+rc=$?
+took=$(( $(date +%s) - start ))
+kill "$client" 2>/dev/null; wait "$client" 2>/dev/null
+if [ "$rc" = 1 ] && [ "$took" -le 6 ] && grep -q 'still in flight after 2 s' "$tmp/term.log"; then
+  echo "ok   sigterm-deadline"
+else
+  echo "FAIL sigterm-deadline: exit $rc after ${took}s: $(cat "$tmp/term.log")"
+  fail=1
+fi
+"$bin" serve -m random:tiny --port "$port" >"$tmp/idle.log" 2>&1 &
+srv=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
+kill -TERM "$srv"
+wait "$srv"
+if [ $? = 0 ]; then echo "ok   sigterm-idle"; else echo "FAIL sigterm-idle: $(cat "$tmp/idle.log")"; fail=1; fi
 # Inputs that are not traces, and thread counts no machine has, are refused.
 expect simulate-trace-folder 1 'is not a file or a pipe \(a folder\)' -- "$bin" simulate --trace "$tmp"
 expect simulate-trace-device 1 'is not a file or a pipe' -- timeout 20 "$bin" simulate --trace /dev/zero

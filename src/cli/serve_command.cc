@@ -1,5 +1,8 @@
 // radixlm serve: the OpenAI-compatible server on a real model with the radix prefix cache.
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -20,9 +23,12 @@
 namespace radixlm::cli {
 namespace {
 
-serve::Server* g_server = nullptr;
+// SIGTERM / SIGINT: the handler only counts (async-signal-safe); a watcher thread stops the
+// server, which drains (no new connections; requests in flight finish), and exits the process
+// if the drain outlasts --shutdown-timeout. A second signal exits at once.
+std::atomic<int> g_signals{0};
 void OnSignal(int) {
-  if (g_server) g_server->Stop();
+  if (g_signals.fetch_add(1) >= 1) std::_Exit(130);
 }
 
 }  // namespace
@@ -33,6 +39,7 @@ void RegisterServe(CLI::App& app) {
     EngineOptions engine;
     serve::ServerConfig server;
     std::string chat_template, embed_pooling = "last", api_key_file;
+    double shutdown_timeout = 30;
     int64_t scoring_batch_tokens = 8192;
     double scoring_threshold = 0.92;
     std::string scoring_compaction = "trie";
@@ -49,6 +56,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--api-key", o->server.api_key,
                   "require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file or RADIXLM_API_KEY)");
   cmd->add_option("--api-key-file", o->api_key_file, "read the API key from this file (first line)");
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
+                  "seconds SIGTERM waits for requests in flight to finish before the process exits anyway")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429 (one worker thread each)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -115,16 +126,28 @@ void RegisterServe(CLI::App& app) {
           [&model, &pool, scoring_config] { return std::make_unique<runner::ScoringRunner>(model, pool, scoring_config); },
           std::min<int64_t>(o->scoring_batch_tokens, model.config().max_context));
     serve::Server server(o->server, eng, tok, format, scoring.get());
-    g_server = &server;
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);
+    std::atomic<bool> done{false};
+    std::thread watcher([&server, &done, timeout = o->shutdown_timeout] {
+      while (!done && g_signals == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (done) return;
+      std::fprintf(stderr, "radixlm: draining (at most %.0f s; a second signal exits now)\n", timeout);
+      server.Stop();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+      while (!done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (done) return;
+      std::fprintf(stderr, "radixlm: requests still in flight after %.0f s (--shutdown-timeout); exiting\n", timeout);
+      std::_Exit(1);
+    });
     eng.Start();
     std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
                  o->server.model_name.c_str(), o->server.host.c_str(), o->server.port, eng.config().num_blocks,
                  eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
     const core::Status st = server.Listen();
+    done = true;
+    watcher.join();
     eng.Stop();
-    g_server = nullptr;
     ExitIfError(st);
   });
 }
