@@ -17,6 +17,7 @@
 #include "cli/progress.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
+#include "engine/batch_runner.h"
 #include "engine/engine.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
@@ -112,9 +113,9 @@ void RegisterInfo(CLI::App& app) {
   });
 }
 
-// `generate --n N`: parallel sampling through the serving engine, as the server's "n" does. A
-// prompt-only request puts the prompt in the radix cache; the n samples then find it there,
-// share its blocks and decode as one cascade group.
+// `generate --n N`: parallel sampling through the serving engine, run as one prefix group of a
+// batch job (engine/batch_runner.h): a prompt-only request puts the prompt in the radix cache;
+// the n samples then find it there, share its blocks and decode as one cascade group.
 void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const tokenizer::Tokenizer* tok,
                      const std::vector<int32_t>& prompt, const runner::GenerateOptions& gen, int n, core::DType kv_dtype,
                      bool json_out) {
@@ -124,34 +125,28 @@ void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const t
   eo.max_running = std::max(eo.max_running, n);
   ServingEngine serving(model, pool, eo, kv_dtype);
   engine::Engine& eng = serving.engine();
-  engine::RequestParams params;
-  params.prompt = prompt;
-  params.max_tokens = gen.max_tokens;
-  params.stop_ids = gen.stop_ids;
-  params.sampling = gen.sampling;
-  engine::RequestParams warm = params;
-  warm.continuation = std::vector<int32_t>{};
-  engine::Usage prompt_usage;
-  ExitIfError(eng.Submit(warm, [&](const engine::TokenEvent& ev) {
-                   if (ev.finish != engine::FinishReason::kNone) prompt_usage = ev.usage;
-                 }).status());
-  eng.RunUntilIdle();
-  std::vector<engine::RequestId> ids;
+  std::vector<engine::RequestParams> items(n);
+  for (int i = 0; i < n; ++i) {
+    items[i].prompt = prompt;
+    items[i].max_tokens = gen.max_tokens;
+    items[i].stop_ids = gen.stop_ids;
+    items[i].sampling = gen.sampling;
+    items[i].sampling.seed = gen.sampling.seed + static_cast<uint64_t>(i);
+  }
+  // One prefix group, as a batch job runs it: the prompt but its last token (each sample's own,
+  // for its first logits) computed once, then the samples together.
+  scheduler::PrefixGroup group{static_cast<int64_t>(prompt.size()) - 1, {}};
+  for (int i = 0; i < n; ++i) group.members.push_back(i);
   std::vector<std::vector<int32_t>> tokens(n);
   std::vector<engine::TokenEvent> last(n);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) {
-    engine::RequestParams p = params;
-    p.sampling.seed = params.sampling.seed + static_cast<uint64_t>(i);
-    auto id = eng.Submit(std::move(p), [&, i](const engine::TokenEvent& ev) {
-      if (ev.token >= 0) tokens[i].push_back(ev.token);
-      if (ev.finish != engine::FinishReason::kNone) last[i] = ev;
-    });
-    ExitIfError(id.status());
-    ids.push_back(*id);
-  }
-  eng.RunUntilIdle();
+  engine::RunBatchGroups(eng, items, std::span(&group, 1), {}, [&](int64_t i, const engine::TokenEvent& ev) {
+    if (ev.token >= 0) tokens[i].push_back(ev.token);
+    if (ev.finish != engine::FinishReason::kNone) last[i] = ev;
+    return true;
+  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const engine::EngineMetrics m = eng.Metrics();
   int64_t generated = 0;
   json choices = json::array();
   for (int i = 0; i < n; ++i) {
@@ -162,7 +157,7 @@ void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const t
     choices.push_back(std::move(c));
   }
   if (json_out) {
-    const json j = {{"prompt_tokens", prompt.size()}, {"prompt_tokens_computed", static_cast<int64_t>(prompt.size()) - prompt_usage.cached_tokens},
+    const json j = {{"prompt_tokens", prompt.size()}, {"prompt_tokens_computed", m.prompt_tokens - m.cached_prompt_tokens},
                     {"choices", choices}, {"completion_tokens", generated}, {"tokens_per_s", generated / seconds}};
     std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
     return;

@@ -50,8 +50,9 @@ class Progress {
     std::string bar(filled, '#');
     bar.resize(kWidth, '.');
     const double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
-    std::fprintf(stderr, "\r\033[K%s [%s] %3.0f%% %lld/%lld  %.0f s, ~%.0f s left", label_.c_str(), bar.c_str(),
-                 100 * frac, static_cast<long long>(done), static_cast<long long>(total_), elapsed, eta);
+    std::fprintf(stderr, "\r\033[K%s [%s] %3.0f%% %lld/%lld  %.1f/s, %.0f s, ~%.0f s left", label_.c_str(), bar.c_str(),
+                 100 * frac, static_cast<long long>(done), static_cast<long long>(total_), elapsed > 0 ? done / elapsed : 0.0,
+                 elapsed, eta);
     std::fflush(stderr);
   }
 

@@ -1,7 +1,6 @@
 #include "engine/batch_runner.h"
 
 #include <deque>
-#include <unordered_map>
 #include <vector>
 
 namespace radixlm::engine {
@@ -19,7 +18,6 @@ BatchRunStats RunBatchGroups(Engine& engine, std::span<const RequestParams> item
   };
   // Events arrive inside Step(); what they ask for (members to submit, requests to end early,
   // groups done) is done after it returns, outside the engine's call.
-  std::unordered_map<RequestId, int64_t> item_of;
   std::vector<RequestId> end_early;
   std::deque<size_t> warmed;            // groups whose prefix is cached: submit their members
   std::vector<int64_t> open(groups.size(), 0);  // members not finished
@@ -41,10 +39,7 @@ BatchRunStats RunBatchGroups(Engine& engine, std::span<const RequestParams> item
       if (!on_event(item, ev) && ev.finish == FinishReason::kNone) end_early.push_back(ev.id);
       if (ev.finish != FinishReason::kNone) item_finished(item);
     });
-    if (id.ok()) {
-      item_of[*id] = item;
-      return;
-    }
+    if (id.ok()) return;
     TokenEvent ev;
     ev.finish = FinishReason::kError;
     ev.error = id.status().message();

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "core/cpu_features.h"
+#include "core/fast_exp.h"
 #include "core/status.h"
 
 namespace radixlm::kernels {
@@ -17,33 +18,8 @@ float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 namespace {
 
-// exp(x) in plain arithmetic that the compiler vectorises (std::exp is a library call it does
-// not): 2^n * p(r) with n = round(x / ln 2) by the 1.5 * 2^23 trick and Cephes' polynomial,
-// ~2 ulp over [-87, 88], 0 below. Each operation is written out and the file is built without
-// contraction, so the scalar, AVX2 and AVX-512 builds of a loop round identically.
-inline float ExpVec(float x) {
-  const float lo = -87.3365478515625f, hi = 88.3762626647949f;
-  const bool underflow = x < lo;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (nearest even)
-  const float n = (x * 1.44269504088896341f + big) - big;
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + (r + 1.0f);
-  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
-  const float scale = std::bit_cast<float>(e);
-  return underflow ? 0.0f : p * scale;
-}
-
 // SiLU with the vectorisable exp: the conv and the gated norm apply it to every channel.
-inline float Silu(float v) { return v / (1.0f + ExpVec(-v)); }
+inline float Silu(float v) { return v / (1.0f + core::ExpVec(-v)); }
 
 // The state after `after` tokens of this call: the last d_conv - 1 inputs before that point.
 void ConvStateAt(const Mamba2Dims& d, int64_t after, const float* in, int64_t ld_in,
@@ -231,7 +207,7 @@ inline void ScanChunkBody(const Mamba2Dims& d, int64_t s, int64_t L, const ScanI
     }
     for (int64_t t = 0; t < L; ++t) {
       float* mt = sc.M.data() + t * L;
-      for (int64_t j = 0; j < L; ++j) mt[j] = j <= t ? sc.G[t * L + j] * ExpVec(sc.cs[t] - sc.cs[j]) * sc.dt[j] : 0.0f;
+      for (int64_t j = 0; j < L; ++j) mt[j] = j <= t ? sc.G[t * L + j] * core::ExpVec(sc.cs[t] - sc.cs[j]) * sc.dt[j] : 0.0f;
       const float decay_t = std::exp(sc.cs[t]);
       const float* c = in.C + (s + t) * in.ld + bc_off;
       for (int n = 0; n < N; ++n) sc.Cd[t * N + n] = c[n] * decay_t;
@@ -246,7 +222,7 @@ inline void ScanChunkBody(const Mamba2Dims& d, int64_t s, int64_t L, const ScanI
     gemm(L, P, L, sc.M.data(), L, X, in.ld, Y, ld_y);     // the chunk's own tokens
     const float decay_end = std::exp(sc.cs[L - 1]);
     for (int64_t i = 0; i < int64_t{N} * P; ++i) S[i] *= decay_end;
-    for (int64_t j = 0; j < L; ++j) sc.M[j] = ExpVec(sc.cs[L - 1] - sc.cs[j]) * sc.dt[j];  // w, in M's first row
+    for (int64_t j = 0; j < L; ++j) sc.M[j] = core::ExpVec(sc.cs[L - 1] - sc.cs[j]) * sc.dt[j];  // w, in M's first row
     for (int n = 0; n < N; ++n)
       for (int64_t j = 0; j < L; ++j) sc.Bw[size_t(n) * L + j] = sc.Bt[size_t(n) * L + j] * sc.M[j];
     gemm(N, P, L, sc.Bw.data(), L, X, in.ld, S, P);

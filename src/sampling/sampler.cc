@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
+
+#include "core/fast_exp.h"
 
 namespace radixlm::sampling {
 
@@ -23,28 +24,6 @@ int32_t Argmax(std::span<const float> logits) {
 }
 
 namespace {
-
-// e^x for x in [-30, 0], branch-free so the compiler vectorises the loop over the vocabulary
-// (std::exp is a library call per element): Cody-Waite range reduction and a degree-6
-// polynomial, relative error ~2e-7, below the rounding of the weights' float sum. Written by
-// hand because no library we depend on offers a vectorisable expf.
-inline float ExpNonPositive(float x) {
-  const float t = x * 1.44269504088896341f;  // x / ln 2
-  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22) without a libm call
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln 2, in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // 2^n by building the exponent field (n >= -44 here: x >= -30).
-  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &e, sizeof scale);
-  return p * scale;
-}
 
 bool ByWeight(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
   return a.first > b.first || (a.first == b.first && a.second < b.second);
@@ -73,7 +52,7 @@ void TruncatedDistribution(std::span<const float> logits, const SamplingParams& 
   }
   const size_t n_c = c.size();
   std::pair<float, int32_t>* cp = c.data();
-  for (size_t i = 0; i < n_c; ++i) cp[i].first = ExpNonPositive(cp[i].first);
+  for (size_t i = 0; i < n_c; ++i) cp[i].first = core::ExpVec(cp[i].first);
   double total = 0;
   for (size_t i = 0; i < n_c; ++i) total += cp[i].first;
   if (params.top_p < 1.0f) {
@@ -141,7 +120,7 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     const float* l = logits.data();
     for (size_t i = 0; i < n; ++i) {
       const float z = std::max(l[i] * inv_t - best, -30.0f);
-      w[i] = z > -30.0f ? ExpNonPositive(z) : 0.0f;
+      w[i] = z > -30.0f ? core::ExpVec(z) : 0.0f;
     }
     // Sums per block of 256 (float lanes the compiler vectorises), so the draw skips whole
     // blocks and walks one.
