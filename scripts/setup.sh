@@ -7,6 +7,7 @@ set -euo pipefail
 DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libopenblas-dev          # GEMM back ends (measured against our own kernel)
+  libboost1.81-dev                     # the server's transport (Boost.Asio + Beast, header-only)
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev        # tokenizer: pre-tokenizer regex (Unicode classes), NFC

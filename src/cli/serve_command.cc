@@ -63,7 +63,24 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429 (one worker thread each)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
+  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body (after chunked decoding; 413 beyond)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->server.header_timeout_s, "seconds a request head may take to arrive, whole (408 beyond)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", o->server.body_timeout_s, "seconds a request body may take to arrive, whole (408 beyond)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", o->server.keep_alive_timeout_s, "seconds an idle connection stays open")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--write-timeout", o->server.write_timeout_s, "seconds one response write may wait for a client that does not read")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->server.max_connections, "open connections at once (more: 503 and close)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
   cmd->add_flag("--no-scoring", o->no_scoring, "disable /v1/embeddings, /embed and /rerank");

@@ -5,7 +5,7 @@
 // for /embed and /rerank, so each API's clients parse the errors they expect.
 #pragma once
 
-#include <httplib.h>
+#include "serve/http_server.h"
 
 #include <algorithm>
 #include <atomic>
@@ -59,15 +59,15 @@ inline nlohmann::json ErrorBody(const ApiError& e) {
   return json({{"error", err}});
 }
 
-inline void SendError(httplib::Response& res, const ApiError& e) {
+inline void SendError(HttpResponse& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(ErrorBody(e).dump(), "application/json");
+  res.SetContent(ErrorBody(e).dump(), "application/json");
 }
 
 // error_type: "Validation" (422 / 413), "Overloaded" (429), "Backend" (500), "Unhealthy" (503).
-inline void SendTeiError(httplib::Response& res, int status, const std::string& message, const std::string& error_type) {
+inline void SendTeiError(HttpResponse& res, int status, const std::string& message, const std::string& error_type) {
   res.status = status;
-  res.set_content(nlohmann::json({{"error", message}, {"error_type", error_type}}).dump(), "application/json");
+  res.SetContent(nlohmann::json({{"error", message}, {"error_type", error_type}}).dump(), "application/json");
 }
 
 }  // namespace radixlm::serve

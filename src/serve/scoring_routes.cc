@@ -1,8 +1,6 @@
 // /v1/embeddings (OpenAI), /embed and /rerank (text-embeddings-inference) over HTTP: the
 // server's part is the transport (the concurrency limit, the body as JSON, the status line);
 // what each API computes and answers is serve::ScoringApi's.
-#include <httplib.h>
-
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +12,6 @@
 namespace radixlm::serve {
 
 void Server::ScoringRoutes() {
-  auto& s = *http_;
   std::shared_ptr<const ScoringApi> api;
   if (scoring_)
     api = std::make_shared<const ScoringApi>(
@@ -22,12 +19,12 @@ void Server::ScoringRoutes() {
         ScoringApiConfig{config_.model_name, config_.rerank_instruction, config_.embed_query_instruction, config_.embed_pooling,
                          config_.max_scoring_inputs});
   // OpenAI errors for /v1, TEI errors for the others.
-  auto route = [&s, api, this](const char* path, bool openai, ApiAnswer (ScoringApi::*call)(const nlohmann::json&) const) {
-    s.Post(path, [=, this](const httplib::Request& req, httplib::Response& res) {
+  auto route = [api, this](const char* path, bool openai, ApiAnswer (ScoringApi::*call)(const nlohmann::json&) const) {
+    http_->Route("POST", path, [=, this](const HttpRequest& req, HttpResponse& res) {
       auto answer = [&](const ApiAnswer& a) {
         if (a.status >= 400) ++http_errors_;
         res.status = a.status;
-        res.set_content(a.body.dump(), "application/json");
+        res.SetContent(a.body.dump(), "application/json");
       };
       auto fail = [&](int status, const std::string& msg, const char* tei_type, const char* code) {
         answer(openai ? ApiAnswer{status, ErrorBody({status, msg, status == 429 ? "rate_limit_error" : "invalid_request_error", "", code})}

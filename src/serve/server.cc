@@ -1,9 +1,5 @@
 #include "serve/server.h"
 
-#include <sys/socket.h>
-
-#include <httplib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <numeric>
@@ -63,17 +59,20 @@ int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chr
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
                std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring)
-    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(chat_format), scoring_(scoring),
-      http_(std::make_unique<httplib::Server>()) {
-  const int workers = config_.max_concurrent_requests + 8;  // headroom so 429s and /metrics still answer
-  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  http_->set_payload_max_length(config_.max_body_bytes);
-  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
-  // and the kernel split the traffic between them: keep only SO_REUSEADDR (a restart may
-  // rebind while old connections linger), so a port in use is an error at start-up.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(chat_format), scoring_(scoring) {
+  HttpLimits limits;
+  limits.max_body_bytes = config_.max_body_bytes;
+  limits.header_timeout_s = config_.header_timeout_s;
+  limits.body_timeout_s = config_.body_timeout_s;
+  limits.keep_alive_timeout_s = config_.keep_alive_timeout_s;
+  limits.write_timeout_s = config_.write_timeout_s;
+  limits.max_connections = config_.max_connections;
+  limits.workers = config_.max_concurrent_requests + 8;  // headroom so 429s are answered at once
+  // The transport's own refusals (400, 404, 413, 415, ...) read like the API's errors.
+  http_ = std::make_unique<HttpServer>(limits, [this](int status, const std::string& message) {
+    ++http_errors_;
+    const char* code = status == 404 ? "not_found" : status == 413 ? "request_too_large" : status == 503 ? "server_busy" : "invalid_request";
+    return ErrorBody({status, message, status >= 500 && status != 501 ? "server_error" : "invalid_request_error", "", code}).dump();
   });
   Routes();
 }
@@ -81,85 +80,50 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
 Server::~Server() { Stop(); }
 
 core::Status Server::Listen() {
-  if (!http_->bind_to_port(config_.host.c_str(), config_.port))
-    return core::IoError("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
-                         " (in use by another process, or not an address of this machine)");
-  http_->listen_after_bind();
+  auto port = http_->Bind(config_.host, config_.port);
+  if (!port.ok()) return port.status();
+  http_->Serve();
   return core::Status::Ok();
 }
 
-core::StatusOr<int> Server::BindToAnyPort() {
-  const int port = http_->bind_to_any_port(config_.host.c_str());
-  if (port <= 0) return core::IoError("cannot bind to " + config_.host);
-  return port;
-}
+core::StatusOr<int> Server::BindToAnyPort() { return http_->Bind(config_.host, 0); }
 
-void Server::ListenAfterBind() { http_->listen_after_bind(); }
+void Server::ListenAfterBind() { http_->Serve(); }
 
 void Server::Stop() {
-  if (http_) http_->stop();
+  if (http_) http_->Stop();
 }
 
 void Server::Routes() {
-  auto& s = *http_;
-  // Every route passes through here: authentication, counting, and the concurrency limit.
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  // Every request passes through here: counting and authentication. (Framing, sizes and
+  // encodings are the transport's checks.)
+  http_->SetPreRouting([this](const HttpRequest& req, HttpResponse& res) {
     ++http_requests_;
-    // Both framings at once is how requests are smuggled past a proxy that reads the other
-    // one (RFC 9112 6.1: reject). (The body is not read yet here: NUL bytes are the JSON
-    // routes' check.)
-    if (req.has_header("Content-Length") && req.has_header("Transfer-Encoding")) {
-      SendError(res, {400, "a request must not carry both Content-Length and Transfer-Encoding", "invalid_request_error", "",
-                      "invalid_request"});
-      res.set_header("Connection", "close");
+    if (!config_.api_key.empty() && req.path != "/health" && req.Header("Authorization") != "Bearer " + config_.api_key) {
+      SendError(res, {401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
       ++http_errors_;
-      return httplib::Server::HandlerResponse::Handled;
+      return true;
     }
-    if (!config_.api_key.empty() && req.path != "/health") {
-      if (req.get_header_value("Authorization") != "Bearer " + config_.api_key) {
-        SendError(res, {401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
-        ++http_errors_;
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return false;
   });
-  s.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    ++http_errors_;
-    if (res.status == 413) SendError(res, {413, "request body exceeds " + std::to_string(config_.max_body_bytes) + " bytes"});
-    else if (res.status == 404) SendError(res, {404, "no such route", "invalid_request_error", "", "not_found"});
-    else SendError(res, {res.status, "request failed"});
-  });
-  s.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    ++http_errors_;
-    std::string what = "internal error";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    SendError(res, {500, what, "server_error"});
-  });
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  using Run = HttpServer::Run;
+  http_->Route("GET", "/health", [](const HttpRequest&, HttpResponse& res) { res.SetContent(R"({"status":"ok"})", "application/json"); },
+               Run::kInline);
+  http_->Route("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
     json m = {{"id", config_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "radixlm"}};
-    res.set_content(json({{"object", "list"}, {"data", {m}}}).dump(), "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(MetricsText(), "text/plain; version=0.0.4");
-  });
+    res.SetContent(json({{"object", "list"}, {"data", {m}}}).dump(), "application/json");
+  }, Run::kInline);
+  http_->Route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
+    res.SetContent(MetricsText(), "text/plain; version=0.0.4");
+  }, Run::kInline);
   ScoringRoutes();
   for (const bool chat : {false, true})
-    s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
-           [this, chat](const httplib::Request& req, httplib::Response& res) { HandleCompletion(req, res, chat); });
+    http_->Route("POST", chat ? "/v1/chat/completions" : "/v1/completions",
+                 [this, chat](const HttpRequest& req, HttpResponse& res) { HandleCompletion(req, res, chat); });
 }
 
 // parse -> prompt -> submit -> (engine events -> text and stop strings -> JSON or SSE)
-void Server::HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool chat) {
   auto fail = [&](const ApiError& e) {
     ++http_errors_;
     SendError(res, e);
@@ -197,8 +161,14 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
       return fail({400, wid.status().message(), "invalid_request_error", "prompt", "invalid_value"});
     }
     engine::TokenEvent ev;
+    bool cancelled = false;
     while (!warm->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
+      if (!cancelled && req.ClientGone()) {
+        cancelled = true;
+        engine_.Cancel(*wid);
+      }
     }
+    if (cancelled) return;  // nobody to answer
     prompt_usage = ev.usage;
   }
   // One engine request per choice, all reporting into one channel.
@@ -245,11 +215,16 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
     std::vector<engine::Usage> finals(runs);
     std::vector<engine::FinishReason> reasons(runs, engine::FinishReason::kNone);
     int open = runs;
+    bool gone = false;
     engine::TokenEvent ev;
     while (open > 0) {
-      // cpp-httplib 0.11 cannot tell a non-streaming handler that its client left; such a
-      // request runs to completion (streaming requests are cancelled on disconnect).
-      if (!channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
+      if (!channel->Pop(&ev, std::chrono::milliseconds(200))) {
+        if (!gone && req.ClientGone()) {  // the client left: stop its work, drain the final events
+          gone = true;
+          for (engine::RequestId id : *ids) engine_.Cancel(id);
+        }
+        continue;
+      }
       const int i = index_of(ev.id);
       advance(i, ev);
       if (ev.finish != engine::FinishReason::kNone) {
@@ -258,6 +233,7 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
         --open;
       }
     }
+    if (gone) return;  // nobody to answer
     std::vector<int> picked(n);
     std::iota(picked.begin(), picked.end(), 0);
     if (runs > n) {
@@ -272,16 +248,17 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
                     request->return_token_ids ? &(*texts)[k]->ids() : nullptr};
     }
     const json out = CompletionResponse(meta, choices, total_usage(finals));
-    res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    res.SetContent(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
     return;
   }
+  const auto req_gone = req.gone;  // the request object ends with this handler; its flag lives on
   // Streaming: one chunk per text delta of a choice; each choice's last chunk carries its finish
   // reason; then a usage chunk, then [DONE].
-  res.set_chunked_content_provider("text/event-stream", [=, this](size_t, httplib::DataSink& sink) {
+  res.Stream("text/event-stream", [=, this](StreamSink& sink) {
     (void)guard;  // held until the stream ends
     auto send = [&](const json& j) {
       const std::string line = SseEvent(j);
-      return sink.write(line.data(), line.size());
+      return sink.Write(line);
     };
     std::vector<bool> first(n, true);
     std::vector<size_t> ids_sent(n, 0);  // a chunk carries every id since the last one
@@ -298,7 +275,7 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
     engine::TokenEvent ev;
     while (open > 0) {
       if (!channel->Pop(&ev, std::chrono::milliseconds(200))) {
-        if (!gone && !sink.is_writable()) {  // client went away: cancel, drain the final events
+        if (!gone && (sink.Gone() || req_gone->load())) {  // client went away: cancel, drain the final events
           gone = true;
           for (engine::RequestId id : *ids) engine_.Cancel(id);
         }
@@ -327,11 +304,9 @@ void Server::HandleCompletion(const httplib::Request& req, httplib::Response& re
                              fresh ? &*fresh : nullptr, i));
       }
     }
-    if (gone) return false;
+    if (gone) return;
     if (request->include_usage) send(UsageChunk(meta, total_usage(finals)));
-    sink.write(kSseDone, std::strlen(kSseDone));
-    sink.done();
-    return true;
+    sink.Write(kSseDone);
   });
 }
 

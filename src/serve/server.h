@@ -1,4 +1,4 @@
-// OpenAI-compatible HTTP server (cpp-httplib): /v1/completions and /v1/chat/completions
+// OpenAI-compatible HTTP server (over serve::HttpServer): /v1/completions and /v1/chat/completions
 // (streaming as server-sent events or not), /v1/models, /health, /metrics (Prometheus text);
 // with a scoring service, /v1/embeddings (OpenAI) and /embed, /rerank (text-embeddings-
 // inference's API) on the Qwen3-Embedding / Qwen3-Reranker formats (serve/scoring_routes.cc).
@@ -6,8 +6,9 @@
 // submits it, and turns the engine's token events into JSON or SSE chunks. Usage reports
 // prompt_tokens_details.cached_tokens as OpenAI does. Errors are OpenAI-style JSON
 // ({"error": {"message", "type", "param", "code"}}) with the matching HTTP status.
-// A client that disconnects mid-stream cancels its request.
-// Threading: httplib's worker threads block on per-request channels fed by the engine thread.
+// A client that disconnects cancels its request, streaming or not.
+// Threading: the transport's worker threads block on per-request channels fed by the engine
+// thread; /health, /v1/models and /metrics answer on its I/O thread, however busy they are.
 #pragma once
 
 #include <atomic>
@@ -18,14 +19,9 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "engine/scoring_service.h"
+#include "serve/http_server.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}
 
 namespace radixlm::serve {
 
@@ -35,6 +31,9 @@ struct ServerConfig {
   std::string model_name = "radixlm";
   std::string api_key;                  // empty: no authentication
   size_t max_body_bytes = 8u << 20;
+  // Transport deadlines and limits (serve::HttpLimits): a slow or idle client costs a socket.
+  double header_timeout_s = 10, body_timeout_s = 60, keep_alive_timeout_s = 5, write_timeout_s = 30;
+  int max_connections = 512;
   int max_concurrent_requests = 64;     // beyond this: 429
   int default_max_tokens = 256;
   std::vector<int32_t> stop_ids;        // always end generation (EOS, end-of-turn tokens)
@@ -61,7 +60,7 @@ class Server {
 
  private:
   void Routes();
-  void HandleCompletion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void HandleCompletion(const HttpRequest& req, HttpResponse& res, bool chat);
   void ScoringRoutes();  // serve/scoring_routes.cc
   std::string MetricsText() const;
 
@@ -70,7 +69,7 @@ class Server {
   const tokenizer::Tokenizer& tok_;
   std::optional<tokenizer::ChatFormat> chat_format_;
   engine::ScoringService* scoring_ = nullptr;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> http_requests_{0}, http_errors_{0};
 };
