@@ -84,6 +84,9 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
   cmd->add_flag("--no-scoring", o->no_scoring, "disable /v1/embeddings, /embed and /rerank");
+  cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,
+                "parse special-token strings (<|im_start|>, ...) in chat message content as special tokens (default: text, so "
+                "users cannot forge turn boundaries)");
   cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens,
                   "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input")
       ->check(CLI::Range(1, 1 << 24))

@@ -200,6 +200,7 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     p->params.cache_salt = body["cache_salt"].get<std::string>();
   }
   p->params.stop_ids = limits.stop_ids;
+  p->allow_special_in_content = limits.allow_special_in_content;
   return chat ? ParseMessages(body, p, err) : ParsePrompt(body, p, err);
 }
 
@@ -210,12 +211,13 @@ bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,
       *err = {400, "this model has no chat template; use /v1/completions", "invalid_request_error", "messages", "unsupported"};
       return false;
     }
-    auto text = tokenizer::RenderChat(*chat_format, r.messages, /*add_generation_prompt=*/true);
+    std::vector<tokenizer::TextRange> contents;
+    auto text = tokenizer::RenderChat(*chat_format, r.messages, /*add_generation_prompt=*/true, &contents);
     if (!text.ok()) {
       *err = {400, text.status().message(), "invalid_request_error", "messages", "invalid_value"};
       return false;
     }
-    *ids = tok.Encode(*text);
+    *ids = r.allow_special_in_content ? tok.Encode(*text) : tok.Encode(*text, /*add_special=*/false, contents);
     return true;
   }
   *ids = r.prompt_is_ids ? r.prompt_ids : tok.Encode(r.prompt_text, /*add_special=*/true);

@@ -23,6 +23,7 @@ struct CompletionLimits {
   std::string model_name;
   int default_max_tokens = 256;
   std::vector<int32_t> stop_ids;  // always end generation (EOS, end of turn)
+  bool allow_special_in_content = false;  // chat content may spell special tokens (else: text)
 };
 
 inline constexpr int kMaxChoices = 16;  // n
@@ -40,6 +41,7 @@ struct CompletionRequest {
   int n = 1;  // completions of the one prompt (choices); samples i use seed + i
   int best_of = 1;  // samples drawn (>= n); the n most likely (cumulative logprob) are returned
   bool default_max_tokens = false;  // max_tokens not given: the server cuts it to the room left
+  bool allow_special_in_content = false;  // CompletionLimits'
 };
 
 // Which of the samples best_of returns: the n highest cumulative log-probabilities, best first
@@ -50,7 +52,8 @@ bool ParseCompletionRequest(const nlohmann::json& body, bool chat, const Complet
                             CompletionRequest* out, ApiError* err);
 
 // The prompt's token ids: the chat rendered with the model's template (nullopt: the model has
-// none, a 400), a text encoded with special tokens added, or the ids as given.
+// none, a 400; special-token strings inside message content are text unless allowed), a text
+// encoded with special tokens added, or the ids as given.
 bool BuildPrompt(const CompletionRequest& request, const tokenizer::Tokenizer& tok,
                  const std::optional<tokenizer::ChatFormat>& chat_format, std::vector<int32_t>* ids, ApiError* err);
 

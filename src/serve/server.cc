@@ -137,7 +137,7 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   if (body.is_discarded()) return fail({400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"});
   auto request = std::make_shared<CompletionRequest>();
   ApiError err;
-  const CompletionLimits limits{config_.model_name, config_.default_max_tokens, config_.stop_ids};
+  const CompletionLimits limits{config_.model_name, config_.default_max_tokens, config_.stop_ids, config_.allow_special_in_content};
   if (!ParseCompletionRequest(body, chat, limits, request.get(), &err)) return fail(err);
   if (!BuildPrompt(*request, tok_, chat_format_, &request->params.prompt, &err)) return fail(err);
   if (request->default_max_tokens) {  // the client asked for no length: never ask more than fits
@@ -218,13 +218,11 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
     bool gone = false;
     engine::TokenEvent ev;
     while (open > 0) {
-      if (!channel->Pop(&ev, std::chrono::milliseconds(200))) {
-        if (!gone && req.ClientGone()) {  // the client left: stop its work, drain the final events
-          gone = true;
-          for (engine::RequestId id : *ids) engine_.Cancel(id);
-        }
-        continue;
+      if (!gone && req.ClientGone()) {  // the client left: stop its work, drain the final events
+        gone = true;
+        for (engine::RequestId id : *ids) engine_.Cancel(id);
       }
+      if (!channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
       const int i = index_of(ev.id);
       advance(i, ev);
       if (ev.finish != engine::FinishReason::kNone) {

@@ -37,6 +37,7 @@ struct ServerConfig {
   int max_concurrent_requests = 64;     // beyond this: 429
   int default_max_tokens = 256;
   std::vector<int32_t> stop_ids;        // always end generation (EOS, end-of-turn tokens)
+  bool allow_special_in_content = false;  // chat content may spell special tokens (turn markers)
   // Embedding / reranking defaults (requests may override the instructions).
   std::string rerank_instruction = "Given a web search query, retrieve relevant passages that answer the query";
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)

@@ -45,21 +45,37 @@ core::StatusOr<ChatFormat> DetectChatFormat(const std::string& t, const std::str
 }
 
 core::StatusOr<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> messages,
-                                       bool add_generation_prompt) {
+                                       bool add_generation_prompt, std::vector<TextRange>* content_ranges) {
   std::string out;
+  std::vector<TextRange> ranges;
+  auto content = [&](std::string_view text) {  // appends a message's content, noting where it went
+    if (!text.empty()) ranges.push_back({out.size(), out.size() + text.size()});
+    out += text;
+  };
+  auto done = [&]() -> core::StatusOr<std::string> {
+    if (content_ranges) *content_ranges = std::move(ranges);
+    return out;
+  };
   switch (format) {
     case ChatFormat::kChatMl:
       RADIXLM_RETURN_IF_ERROR(CheckRoles(messages, /*allow_tool=*/true));
-      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      for (const ChatMessage& m : messages) {
+        out += "<|im_start|>" + m.role + "\n";
+        content(m.content);
+        out += "<|im_end|>\n";
+      }
       if (add_generation_prompt) out += "<|im_start|>assistant\n";
-      return out;
+      return done();
     case ChatFormat::kLlama3:
       RADIXLM_RETURN_IF_ERROR(CheckRoles(messages, /*allow_tool=*/false));
       out = "<|begin_of_text|>";
-      for (const ChatMessage& m : messages)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
+      for (const ChatMessage& m : messages) {
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+        content(Trim(m.content));
+        out += "<|eot_id|>";
+      }
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      return out;
+      return done();
     case ChatFormat::kLlama2: {
       RADIXLM_RETURN_IF_ERROR(CheckRoles(messages, /*allow_tool=*/false));
       // Meta's format: an optional system message folded into the first user turn; turns must
@@ -75,14 +91,15 @@ core::StatusOr<std::string> RenderChat(ChatFormat format, std::span<const ChatMe
         const bool expect_user = (i - first) % 2 == 0;
         if ((m.role == "user") != expect_user || m.role == "system")
           return core::InvalidArgument("Llama-2 chat turns must alternate user/assistant after an optional system message");
-        std::string content = m.content;
-        if (i == first && first == 1) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
-        if (m.role == "user") out += "<s>[INST] " + Trim(content) + " [/INST]";
-        else out += " " + Trim(content) + " </s>";
+        std::string text = m.content;
+        if (i == first && first == 1) text = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + text;
+        out += m.role == "user" ? "<s>[INST] " : " ";
+        content(Trim(text));  // (the system message and its <<SYS>> markers, plain text, included)
+        out += m.role == "user" ? " [/INST]" : " </s>";
       }
       // The template ends after [/INST]; the assistant's answer follows without a header.
       (void)add_generation_prompt;
-      return out;
+      return done();
     }
   }
   return core::InvalidArgument("unknown chat format");

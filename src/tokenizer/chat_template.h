@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "tokenizer/tokenizer.h"
 
 namespace radixlm::tokenizer {
 
@@ -25,7 +26,9 @@ const char* ChatFormatName(ChatFormat f);
 
 // The prompt text, with special tokens spelled out (encode it with the tokenizer, which never
 // splits them). With add_generation_prompt, ends with the assistant turn's header.
+// content_ranges (optional): where each message's content landed in the text, in order, to
+// encode it with special-token strings as text (Tokenizer::Encode's `literal`).
 core::StatusOr<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> messages,
-                                       bool add_generation_prompt);
+                                       bool add_generation_prompt, std::vector<TextRange>* content_ranges = nullptr);
 
 }  // namespace radixlm::tokenizer

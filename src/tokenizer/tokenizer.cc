@@ -474,13 +474,23 @@ core::StatusOr<std::vector<std::pair<std::string, formats::GgufValue>>> Tokenize
 // ---- encode / decode -----------------------------------------------------------------------
 
 template <typename OnAdded, typename OnText>
-void Tokenizer::ForEachSection(std::string_view text, OnAdded on_added, OnText on_text) const {
-  size_t section = 0;
+void Tokenizer::ForEachSection(std::string_view text, std::span<const TextRange> literal, OnAdded on_added,
+                               OnText on_text) const {
+  size_t section = 0, next = 0;  // literal[next]: the first range ending after i
   for (size_t i = 0; i < text.size();) {
+    while (next < literal.size() && literal[next].end <= i) ++next;
+    if (next < literal.size() && literal[next].begin <= i) {
+      i = literal[next].end;
+      continue;
+    }
+    const size_t room = next < literal.size() ? literal[next].begin - i : text.size() - i;  // a match may not reach a range
     const auto& candidates = added_by_first_byte_[static_cast<unsigned char>(text[i])];
     const AddedToken* hit = nullptr;
     for (int32_t c : candidates)  // longest first
-      if (text.compare(i, added_[c].content.size(), added_[c].content) == 0) { hit = &added_[c]; break; }
+      if (added_[c].content.size() <= room && text.compare(i, added_[c].content.size(), added_[c].content) == 0) {
+        hit = &added_[c];
+        break;
+      }
     if (!hit) { ++i; continue; }
     if (i > section) on_text(text.substr(section, i - section));
     on_added(*hit);
@@ -494,7 +504,28 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view raw, bool add_special) c
   const std::string text = SanitizeUtf8(raw);
   std::vector<int32_t> out;
   if (add_special && add_bos_) out.push_back(bos_id_);
-  ForEachSection(text, [&](const AddedToken& a) { out.push_back(a.id); },
+  ForEachSection(text, {}, [&](const AddedToken& a) { out.push_back(a.id); },
+                 [&](std::string_view section) { EncodeSection(section, &out); });
+  if (add_special && add_eos_) out.push_back(eos_id_);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view raw, bool add_special, std::span<const TextRange> literal) const {
+  // Sanitised piece by piece, so that each range still covers its own text afterwards.
+  std::string text;
+  std::vector<TextRange> ranges;
+  size_t at = 0;
+  for (const TextRange& r : literal) {
+    text += SanitizeUtf8(raw.substr(at, r.begin - at));
+    const size_t begin = text.size();
+    text += SanitizeUtf8(raw.substr(r.begin, r.end - r.begin));
+    ranges.push_back({begin, text.size()});
+    at = r.end;
+  }
+  text += SanitizeUtf8(raw.substr(at));
+  std::vector<int32_t> out;
+  if (add_special && add_bos_) out.push_back(bos_id_);
+  ForEachSection(text, ranges, [&](const AddedToken& a) { out.push_back(a.id); },
                  [&](std::string_view section) { EncodeSection(section, &out); });
   if (add_special && add_eos_) out.push_back(eos_id_);
   return out;
@@ -568,7 +599,7 @@ void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) con
 std::string Tokenizer::RoundTripForm(std::string_view text) const {
   const std::string clean = SanitizeUtf8(text);
   std::string out;
-  ForEachSection(clean, [&](const AddedToken& a) { out += a.content; },
+  ForEachSection(clean, {}, [&](const AddedToken& a) { out += a.content; },
                  [&](std::string_view section) {
                    if (kind_ == TokenizerKind::kSentencePieceBpe && spm_prefix_space_ && !out.empty()) out += ' ';
                    out += nfc_ ? NormalizeNfc(section) : std::string(section);

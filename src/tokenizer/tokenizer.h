@@ -32,6 +32,11 @@ struct GgufValue;
 
 namespace radixlm::tokenizer {
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
+
 enum class TokenizerKind { kByteLevelBpe, kSentencePieceBpe };
 
 struct AddedToken {
@@ -53,6 +58,11 @@ class Tokenizer {
 
   // add_special: the model's BOS/EOS rules (e.g. Llama 2 prepends <s>).
   std::vector<int32_t> Encode(std::string_view text, bool add_special = false) const;
+  // The same, except that no added token is matched in the `literal` byte ranges (users' chat
+  // content: "<|im_start|>" typed there is text, so a user cannot forge a turn boundary).
+  // Outside them, and for text without added-token strings, the ids are Encode(text)'s.
+  // REQUIRES: ranges sorted, disjoint, within text.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special, std::span<const TextRange> literal) const;
   std::string Decode(std::span<const int32_t> ids, bool skip_special = false) const;
   // What Decode(Encode(text)) returns: the text after the tokenizer's lossy normalisation
   // (NFC for Qwen; for SentencePiece, the "▁" prefixed to every section between added tokens
@@ -81,10 +91,10 @@ class Tokenizer {
   friend class TokenizerBuilder;
   friend class StreamDecoder;
   Tokenizer() = default;
-  // Calls on_added(token) for each added token found (leftmost-longest) and on_text(section)
-  // for the text between them, in order.
+  // Calls on_added(token) for each added token found (leftmost-longest, none overlapping a
+  // `literal` range) and on_text(section) for the text between them, in order.
   template <typename OnAdded, typename OnText>
-  void ForEachSection(std::string_view text, OnAdded on_added, OnText on_text) const;
+  void ForEachSection(std::string_view text, std::span<const TextRange> literal, OnAdded on_added, OnText on_text) const;
   void EncodeSection(std::string_view section, std::vector<int32_t>* out) const;
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
   void BuildAddedIndex();
