@@ -103,6 +103,16 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--embed-instruction", o->server.embed_query_instruction,
                   "embed every input as a query with this instruction (requests may pass their own)");
   cmd->add_option("--rerank-instruction", o->server.rerank_instruction)->capture_default_str();
+  cmd->add_option("--max-total-tokens", o->server.max_total_tokens,
+                  "tokens one completion request may ask for: prompt + best_of x max_tokens (more: 400)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32))
+      ->capture_default_str();
+  cmd->add_option("--max-stop-strings", o->server.max_stop_strings, "stop strings per request (more: 400)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-stop-bytes", o->server.max_stop_bytes, "bytes of one stop string (more: 400)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
   cmd->add_option("--max-scoring-inputs", o->server.max_scoring_inputs, "inputs per embedding or rerank request (more: 413 / 400)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -160,15 +170,20 @@ void RegisterServe(CLI::App& app) {
       std::fprintf(stderr, "radixlm: requests still in flight after %.0f s (--shutdown-timeout); exiting\n", timeout);
       std::_Exit(1);
     });
+    const core::Status bound = server.Bind();
+    if (!bound.ok()) {
+      done = true;
+      watcher.join();
+      ExitIfError(bound);
+    }
     eng.Start();
     std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
                  o->server.model_name.c_str(), o->server.host.c_str(), o->server.port, eng.config().num_blocks,
                  eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
-    const core::Status st = server.Listen();
+    server.ListenAfterBind();
     done = true;
     watcher.join();
     eng.Stop();
-    ExitIfError(st);
   });
 }
 

@@ -178,12 +178,20 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     const json& s = body["stop"];
     if (s.is_string()) {
       p->stop_strings.push_back(s.get<std::string>());
-    } else if (s.is_array() && s.size() <= 4 && std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); })) {
+    } else if (s.is_array() && static_cast<int64_t>(s.size()) <= limits.max_stop_strings &&
+               std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); })) {
       for (const auto& x : s) p->stop_strings.push_back(x.get<std::string>());
     } else {
-      *err = {400, "'stop' must be a string or a list of up to 4 strings", "invalid_request_error", "stop", "invalid_type"};
+      *err = {400, "'stop' must be a string or a list of up to " + std::to_string(limits.max_stop_strings) + " strings",
+              "invalid_request_error", "stop", "invalid_type"};
       return false;
     }
+    for (const std::string& stop : p->stop_strings)
+      if (stop.size() > limits.max_stop_bytes) {
+        *err = {400, "a stop string has " + std::to_string(stop.size()) + " bytes; the limit is " + std::to_string(limits.max_stop_bytes) +
+                         " (--max-stop-bytes)", "invalid_request_error", "stop", "invalid_value"};
+        return false;
+      }
   }
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     if (!body["stream_options"].is_object()) {
@@ -202,6 +210,16 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
   p->params.stop_ids = limits.stop_ids;
   p->allow_special_in_content = limits.allow_special_in_content;
   return chat ? ParseMessages(body, p, err) : ParsePrompt(body, p, err);
+}
+
+bool CheckRequestSize(const CompletionRequest& r, const CompletionLimits& limits, ApiError* err) {
+  const int64_t total = static_cast<int64_t>(r.params.prompt.size()) + int64_t{r.best_of} * r.params.max_tokens;
+  if (total <= limits.max_total_tokens) return true;
+  *err = {400, "the request asks for " + std::to_string(total) + " tokens (prompt " + std::to_string(r.params.prompt.size()) + " + " +
+                   std::to_string(r.best_of) + " x max_tokens " + std::to_string(r.params.max_tokens) + "); the limit is " +
+                   std::to_string(limits.max_total_tokens) + " per request (--max-total-tokens)",
+          "invalid_request_error", "max_tokens", "request_too_large"};
+  return false;
 }
 
 bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,

@@ -24,6 +24,10 @@ struct CompletionLimits {
   int default_max_tokens = 256;
   std::vector<int32_t> stop_ids;  // always end generation (EOS, end of turn)
   bool allow_special_in_content = false;  // chat content may spell special tokens (else: text)
+  // What one request may make the server hold or compute (each refused with a 400 naming it):
+  int max_stop_strings = 4;         // OpenAI's limit
+  size_t max_stop_bytes = 1024;     // each stop string (the filter holds back up to this much text)
+  int64_t max_total_tokens = 131072;  // prompt + every sample's max_tokens (best_of x max_tokens)
 };
 
 inline constexpr int kMaxChoices = 16;  // n
@@ -43,6 +47,10 @@ struct CompletionRequest {
   bool default_max_tokens = false;  // max_tokens not given: the server cuts it to the room left
   bool allow_special_in_content = false;  // CompletionLimits'
 };
+
+// REQUIRES: params.prompt built. The prompt plus every sample's max_tokens within
+// limits.max_total_tokens (this also bounds the response: n choices of at most max_tokens).
+bool CheckRequestSize(const CompletionRequest& request, const CompletionLimits& limits, ApiError* err);
 
 // Which of the samples best_of returns: the n highest cumulative log-probabilities, best first
 // (ties: the lower index).

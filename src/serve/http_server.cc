@@ -518,8 +518,8 @@ core::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
   if (ec) {
     beast::error_code ignored;
     a.close(ignored);
-    return core::IoError("cannot listen on " + where + " (" + ec.message() +
-                         "; in use by another process, or not an address of this machine)");
+    return core::IoError("cannot listen on " + where + " (in use by another process, or not an address of this machine: " +
+                         ec.message() + ")");
   }
   return static_cast<int>(a.local_endpoint().port());
 }

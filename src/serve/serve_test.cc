@@ -52,6 +52,7 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
     int status;
     const char* param;
   };
+  const std::string long_stop = R"({"prompt": "x", "stop": ")" + std::string(1025, 'a') + R"("})";
   const Case cases[] = {
       {R"({"prompt": "x", "model": "other"})", false, 404, "model"},
       {R"({"prompt": "x", "model": 7})", false, 400, "model"},
@@ -68,6 +69,7 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
       {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, 400, "tools"},
       {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop"},
       {R"({"prompt": "x", "stop": 5})", false, 400, "stop"},
+      {long_stop.c_str(), false, 400, "stop"},  // over --max-stop-bytes
       {R"({"prompt": "x", "stream_options": 1})", false, 400, "stream_options"},
       {R"({"prompt": [1, -2147483649]})", false, 400, "prompt"},
       {R"({"prompt": {"a": 1}})", false, 400, "prompt"},
@@ -98,6 +100,25 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
   ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 5})", false, &r, &e)) << e.message;
   EXPECT_EQ(r.best_of, 5);
   ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 2, "stream": true})", false, &r, &e)) << e.message;
+}
+
+// The prompt plus every sample's max_tokens: what one request may ask the server to hold.
+TEST(CompletionRequest, TotalTokensAreBoundedWithTheLimitNamed) {
+  CompletionLimits limits = kLimits;
+  limits.max_total_tokens = 100;
+  CompletionRequest r;
+  ApiError err;
+  ASSERT_TRUE(ParseCompletionRequest(json::parse(R"({"prompt": "x", "max_tokens": 30, "n": 3})"), false, limits, &r, &err));
+  r.params.prompt.assign(10, 1);
+  EXPECT_TRUE(CheckRequestSize(r, limits, &err));  // 10 + 3 x 30 = 100
+  r.params.prompt.assign(11, 1);
+  ASSERT_FALSE(CheckRequestSize(r, limits, &err));
+  EXPECT_EQ(err.status, 400);
+  EXPECT_NE(err.message.find("--max-total-tokens"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("101"), std::string::npos) << err.message;
+  limits.max_stop_strings = 1;
+  EXPECT_FALSE(ParseCompletionRequest(json::parse(R"({"prompt": "x", "stop": ["a", "b"]})"), false, limits, &r, &err));
+  EXPECT_NE(err.message.find("up to 1 strings"), std::string::npos) << err.message;
 }
 
 TEST(CompletionRequest, BestOfReturnsTheMostLikelySamplesBestFirst) {

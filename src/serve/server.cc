@@ -79,12 +79,7 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
 
 Server::~Server() { Stop(); }
 
-core::Status Server::Listen() {
-  auto port = http_->Bind(config_.host, config_.port);
-  if (!port.ok()) return port.status();
-  http_->Serve();
-  return core::Status::Ok();
-}
+core::Status Server::Bind() { return http_->Bind(config_.host, config_.port).status(); }
 
 core::StatusOr<int> Server::BindToAnyPort() { return http_->Bind(config_.host, 0); }
 
@@ -137,13 +132,20 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   if (body.is_discarded()) return fail({400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"});
   auto request = std::make_shared<CompletionRequest>();
   ApiError err;
-  const CompletionLimits limits{config_.model_name, config_.default_max_tokens, config_.stop_ids, config_.allow_special_in_content};
+  const CompletionLimits limits{.model_name = config_.model_name,
+                                .default_max_tokens = config_.default_max_tokens,
+                                .stop_ids = config_.stop_ids,
+                                .allow_special_in_content = config_.allow_special_in_content,
+                                .max_stop_strings = config_.max_stop_strings,
+                                .max_stop_bytes = config_.max_stop_bytes,
+                                .max_total_tokens = config_.max_total_tokens};
   if (!ParseCompletionRequest(body, chat, limits, request.get(), &err)) return fail(err);
   if (!BuildPrompt(*request, tok_, chat_format_, &request->params.prompt, &err)) return fail(err);
   if (request->default_max_tokens) {  // the client asked for no length: never ask more than fits
     const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request->params.prompt.size());
     if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
   }
+  if (!CheckRequestSize(*request, limits, &err)) return fail(err);
   const int n = request->n;
   const int runs = request->best_of;  // samples drawn: n, or best_of (>= n, not streamed)
   engine::Usage prompt_usage;  // runs > 1: the prompt's, counted once

@@ -38,6 +38,9 @@ struct ServerConfig {
   int default_max_tokens = 256;
   std::vector<int32_t> stop_ids;        // always end generation (EOS, end-of-turn tokens)
   bool allow_special_in_content = false;  // chat content may spell special tokens (turn markers)
+  int max_stop_strings = 4;
+  size_t max_stop_bytes = 1024;
+  int64_t max_total_tokens = 131072;  // prompt + best_of x max_tokens
   // Embedding / reranking defaults (requests may override the instructions).
   std::string rerank_instruction = "Given a web search query, retrieve relevant passages that answer the query";
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
@@ -52,8 +55,8 @@ class Server {
   Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
          std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring = nullptr);
   ~Server();
-  // Binds and serves until Stop(); returns an error if the address cannot be bound.
-  core::Status Listen();
+  // Binds the configured host:port (an error if it is in use); then ListenAfterBind() serves.
+  core::Status Bind();
   // Binds to the configured host on a free port (tests); returns the port or an error.
   core::StatusOr<int> BindToAnyPort();
   void ListenAfterBind();
