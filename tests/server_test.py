@@ -328,6 +328,21 @@ def main():
         needed = ["radixlm_cache_hit_tokens_total", "radixlm_computed_tokens_total", "radixlm_kv_blocks_in_use",
                   "radixlm_queue_length", "radixlm_requests_total", "radixlm_step_seconds_total"]
         check(all(n in metrics for n in needed), "/metrics exposes hit tokens, computed tokens, blocks in use, queue, steps")
+        # The same under vLLM's names, labelled by model, agreeing with ours.
+        def vllm_metric(name):
+            for line in metrics.splitlines():
+                if line.startswith(name + '{model_name="random:tiny"} '):
+                    return float(line.split()[-1])
+            return -1
+        check(vllm_metric("vllm:prefix_cache_hits_total") == metric(metrics, "radixlm_cache_hit_tokens_total") > 0 and
+              vllm_metric("vllm:prefix_cache_queries_total") == metric(metrics, "radixlm_prompt_tokens_total") and
+              vllm_metric("vllm:num_requests_running") >= 0 and vllm_metric("vllm:num_requests_waiting") >= 0 and
+              0 < vllm_metric("vllm:kv_cache_usage_perc") <= 1,
+              "/metrics under vLLM's names agrees with radixlm's")
+        info = json.loads(urllib.request.urlopen(base + "/server_info").read().decode())
+        check(info.get("block_size") == 16 and info.get("max_model_len", 0) > 0 and info.get("model") == "random:tiny" and
+              "kv_events" in info and info.get("limits", {}).get("max_total_tokens") == 131072,
+              "/server_info: block size, context, model, events endpoint, limits (%s)" % json.dumps(info)[:160])
         check_scoring(base)
         # An API key, when configured, is required on every route but /health.
         port2 = free_port()

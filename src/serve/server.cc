@@ -111,6 +111,28 @@ void Server::Routes() {
   http_->Route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
     res.SetContent(MetricsText(), "text/plain; version=0.0.4");
   }, Run::kInline);
+  // What a router needs to know of this replica (SGLang's /get_server_info, vLLM's
+  // /server_info): the KV block size its block hashes are over, the context, the limits.
+  http_->Route("GET", "/server_info", [this](const HttpRequest&, HttpResponse& res) {
+    const engine::EngineConfig& ec = engine_.config();
+    const json info = {
+        {"engine", "radixlm"},
+        {"model", config_.model_name},
+        {"max_model_len", engine_.max_request_tokens()},
+        {"block_size", ec.block_tokens},
+        {"num_blocks", ec.num_blocks},
+        {"prefix_cache", ec.prefix_cache},
+        {"kv_events", config_.kv_events_endpoint.empty() ? json(nullptr) : json({{"endpoint", config_.kv_events_endpoint}})},
+        {"scoring", scoring_ != nullptr},
+        {"chat", chat_format_.has_value()},
+        {"limits",
+         {{"max_concurrent_requests", config_.max_concurrent_requests},
+          {"max_connections", config_.max_connections},
+          {"max_body_bytes", config_.max_body_bytes},
+          {"max_total_tokens", config_.max_total_tokens},
+          {"max_scoring_inputs", config_.max_scoring_inputs}}}};
+    res.SetContent(info.dump(), "application/json");
+  }, Run::kInline);
   ScoringRoutes();
   for (const bool chat : {false, true})
     http_->Route("POST", chat ? "/v1/chat/completions" : "/v1/completions",
@@ -145,7 +167,9 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
     const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request->params.prompt.size());
     if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
   }
-  if (!CheckRequestSize(*request, limits, &err)) return fail(err);
+  // (A sample longer than the context gets the engine's context_length_exceeded at Submit.)
+  const bool fits_context = static_cast<int64_t>(request->params.prompt.size()) + request->params.max_tokens <= engine_.max_request_tokens();
+  if (fits_context && !CheckRequestSize(*request, limits, &err)) return fail(err);
   const int n = request->n;
   const int runs = request->best_of;  // samples drawn: n, or best_of (>= n, not streamed)
   engine::Usage prompt_usage;  // runs > 1: the prompt's, counted once
@@ -338,6 +362,22 @@ std::string Server::MetricsText() const {
   metric("radixlm_preemptions_total", "counter", "Requests preempted for lack of KV blocks.", m.preemptions);
   metric("radixlm_steps_total", "counter", "Engine steps that computed tokens.", m.steps);
   metric("radixlm_step_seconds_total", "counter", "Time spent in engine steps.", m.step_seconds_total);
+  // The same figures under vLLM's names, which fleet routers and dashboards read (vLLM v1:
+  // gauges of requests and KV usage as a 0-1 fraction; prefix-cache counters in tokens).
+  // Unlike vLLM's, the usage fraction counts cached blocks that no request holds as used.
+  const std::string label = "{model_name=\"" + config_.model_name + "\"}";
+  auto vllm = [&](const char* name, const char* type, const char* help, double value) {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << label << " " << value << "\n";
+  };
+  vllm("vllm:num_requests_running", "gauge", "Requests in the running batch.", m.running);
+  vllm("vllm:num_requests_waiting", "gauge", "Requests waiting for admission.", m.waiting);
+  vllm("vllm:kv_cache_usage_perc", "gauge", "KV blocks in use (requests or cache) / KV blocks, 0-1.",
+       m.blocks_total ? double(m.blocks_in_use) / m.blocks_total : 0.0);
+  vllm("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m.prompt_tokens);
+  vllm("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", m.cached_prompt_tokens);
+  vllm("vllm:num_preemptions_total", "counter", "Requests preempted.", m.preemptions);
+  vllm("vllm:prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
+  vllm("vllm:generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
   if (scoring_) {
     const engine::ScoringStats st = scoring_->stats();
     metric("radixlm_scoring_inputs_total", "counter", "Inputs embedded or reranked.", st.sequences);

@@ -46,6 +46,7 @@ struct ServerConfig {
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
   engine::Pooling embed_pooling = engine::Pooling::kLastToken;
   int64_t max_scoring_inputs = 2048;  // inputs per /v1/embeddings, /embed or /rerank request
+  std::string kv_events_endpoint;     // announced in /server_info when KV events are published
 };
 
 class Server {
