@@ -7,7 +7,7 @@ set -euo pipefail
 DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev libopenblas-dev          # GEMM back ends (measured against our own kernel)
-  libboost1.81-dev                     # the server's transport (Boost.Asio + Beast, header-only)
+  libboost-dev                         # the server's transport (Boost.Asio + Beast, header-only)
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libutf8proc-dev        # tokenizer: pre-tokenizer regex (Unicode classes), NFC
@@ -15,6 +15,8 @@ DEB_PACKAGES=(
   bible-kjv                            # public-domain English corpus for tokenizer tests (bible-kjv-text)
   gnuplot-nox                          # simulator plots (radixlm simulate --plot)
   libopenmpi-dev openmpi-bin           # radixlm batch over MPI ranks (mpirun -np N)
+  libzmq3-dev libmsgpack-cxx-dev libssl-dev  # KV cache events (ZMQ PUB/ROUTER, msgpack, SHA-256 block hashes)
+  python3-zmq python3-msgpack          # the events' test subscriber
 )
 
 missing=()

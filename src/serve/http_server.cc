@@ -28,6 +28,9 @@ bool IEquals(std::string_view a, std::string_view b) {
          });
 }
 
+// Boost 1.74's beast::string_view is boost::string_view.
+std::string_view SV(beast::string_view s) { return {s.data(), s.size()}; }
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -40,7 +43,7 @@ std::chrono::steady_clock::duration Seconds(double s) {
 
 // The status line and headers; content_length nullopt: chunked transfer coding.
 std::string Head(const HttpResponse& res, bool close, std::optional<size_t> content_length) {
-  const std::string_view reason = bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(res.status)));
+  const std::string_view reason = SV(bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(res.status))));
   std::string h = "HTTP/1.1 " + std::to_string(res.status) + " " + std::string(reason.empty() ? "Unknown" : reason) + "\r\n";
   h += "Server: radixlm\r\nContent-Type: " + res.content_type + "\r\n";
   h += content_length ? "Content-Length: " + std::to_string(*content_length) + "\r\n" : "Transfer-Encoding: chunked\r\n";
@@ -183,12 +186,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const bool has_te = h.find(bhttp::field::transfer_encoding) != h.end();
     if (has_length && has_te)
       return Refuse(400, "a request must not carry both Content-Length and Transfer-Encoding");
-    if (has_te && !IEquals(Trim(h[bhttp::field::transfer_encoding]), "chunked"))
-      return Refuse(501, "transfer coding '" + std::string(h[bhttp::field::transfer_encoding]) + "' is not supported (only chunked)");
-    if (const auto ce = h.find(bhttp::field::content_encoding); ce != h.end() && !IEquals(Trim(ce->value()), "identity"))
-      return Refuse(415, "Content-Encoding '" + std::string(ce->value()) + "' is not supported: send the body uncompressed");
+    if (has_te && !IEquals(Trim(SV(h[bhttp::field::transfer_encoding])), "chunked"))
+      return Refuse(501, "transfer coding '" + std::string(SV(h[bhttp::field::transfer_encoding])) + "' is not supported (only chunked)");
+    if (const auto ce = h.find(bhttp::field::content_encoding); ce != h.end() && !IEquals(Trim(SV(ce->value())), "identity"))
+      return Refuse(415, "Content-Encoding '" + std::string(SV(ce->value())) + "' is not supported: send the body uncompressed");
     if (const auto expect = h.find(bhttp::field::expect); expect != h.end()) {
-      if (!IEquals(Trim(expect->value()), "100-continue")) return Refuse(417, "only 'Expect: 100-continue' is supported");
+      if (!IEquals(Trim(SV(expect->value())), "100-continue")) return Refuse(417, "only 'Expect: 100-continue' is supported");
       if (!parser_->is_done()) {  // curl waits for this before sending a large body
         out_ = "HTTP/1.1 100 Continue\r\n\r\n";
         stream_.expires_after(Seconds(s_.limits_.write_timeout_s));
@@ -241,10 +244,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto message = parser_->release();
     parser_.reset();
     HttpRequest req;
-    req.method = std::string(message.method_string());
-    req.target = std::string(message.target());
+    req.method = std::string(SV(message.method_string()));
+    req.target = std::string(SV(message.target()));
     req.path = req.target.substr(0, req.target.find('?'));
-    for (const auto& f : message) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    for (const auto& f : message) req.headers.emplace_back(std::string(SV(f.name_string())), std::string(SV(f.value())));
     req.body = std::move(message.body());
     keep_alive_ = message.keep_alive() && !s_.stopping_;
     gone_ = std::make_shared<std::atomic<bool>>(false);
