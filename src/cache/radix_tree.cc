@@ -223,6 +223,7 @@ int64_t RadixTree::Insert(const std::vector<int32_t>& tokens, int64_t n, const s
         c.blocks.push_back(table[idx]);
       }
       nodes_[node].children[tokens[pos]] = child;
+      if (observer_) observer_->Stored(ns, std::span<const int32_t>(tokens.data(), n), pos);
       added = n - pos;
       cached_tokens_ += added;
       Touch(child);
@@ -262,6 +263,18 @@ void RadixTree::Unlock(NodeId node) {
 
 int32_t RadixTree::EvictLeaf(NodeId id) {
   RADIXLM_CHECK(IsEvictableLeaf(id));
+  if (observer_) {  // the leaf's path from position 0, and its namespace
+    std::vector<int32_t> path(nodes_[id].end());
+    NodeId top = id;
+    for (NodeId x = id; x != -1 && !nodes_[x].tokens.empty(); x = nodes_[x].parent) {
+      std::copy(nodes_[x].tokens.begin(), nodes_[x].tokens.end(), path.begin() + nodes_[x].start);
+      top = nodes_[x].parent;
+    }
+    int64_t ns = 0;
+    for (const auto& [k, root] : namespace_roots_)
+      if (root == top) ns = k;
+    observer_->Removed(ns, path, nodes_[id].start);
+  }
   Node& n = nodes_[id];
   int32_t freed = 0;
   for (int32_t b : n.blocks) {
@@ -333,6 +346,24 @@ std::string RadixTree::CheckInvariants() const {
   for (const auto& [b, refs] : tree_refs)
     if (pool_.ref_count(b) < refs) return "block " + std::to_string(b) + " has fewer pool references than tree references";
   return pool_.CheckInvariants();
+}
+
+}  // namespace radixlm::cache
+
+namespace radixlm::cache {
+
+void RadixTree::VisitPaths(const std::function<void(int64_t, std::span<const int32_t>, int64_t)>& fn) const {
+  std::vector<int32_t> path;
+  std::function<void(int64_t, NodeId)> visit = [&](int64_t ns, NodeId id) {
+    const Node& n = nodes_[id];
+    path.resize(n.start);
+    path.insert(path.end(), n.tokens.begin(), n.tokens.end());
+    if (!n.tokens.empty()) fn(ns, path, n.start);
+    for (const auto& [first, child] : n.children) visit(ns, child);
+  };
+  visit(0, kRootNode);
+  for (const auto& [ns, root] : namespace_roots_)
+    if (root != kRootNode) visit(ns, root);
 }
 
 }  // namespace radixlm::cache

@@ -20,7 +20,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +71,17 @@ struct Admission {
   int32_t cow_src = -1, cow_dst = -1, cow_tokens = 0;  // copy KV slots [0, cow_tokens) src -> dst
 };
 
+// Told of every run of positions the tree starts or stops holding, so that a listener can
+// follow which full blocks it holds (cache/kv_events.h). Called inside the mutation.
+class BlockObserver {
+ public:
+  virtual ~BlockObserver() = default;
+  // Positions [begin, path.size()) of namespace ns are now held; path: tokens from position 0.
+  virtual void Stored(int64_t ns, std::span<const int32_t> path, int64_t begin) = 0;
+  // Positions [begin, path.size()) are no longer held (an evicted leaf's edge).
+  virtual void Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) = 0;
+};
+
 class RadixTree {
  public:
   explicit RadixTree(BlockPool& pool);
@@ -99,6 +112,11 @@ class RadixTree {
   size_t namespaces_held() const { return namespace_roots_.size(); }
   // Empty when consistent; else the first violated invariant.
   std::string CheckInvariants() const;
+  // Borrowed; null: nobody listens.
+  void set_observer(BlockObserver* observer) { observer_ = observer; }
+  // Every node in pre-order (parents first), with its namespace, the tokens from position 0
+  // to the node's end, and its first position.
+  void VisitPaths(const std::function<void(int64_t ns, std::span<const int32_t> path, int64_t start)>& fn) const;
 
  private:
   struct Node {
@@ -136,6 +154,7 @@ class RadixTree {
   uint64_t clock_ = 0, version_ = 0;
   int64_t cached_tokens_ = 0;
   CacheStats stats_;
+  BlockObserver* observer_ = nullptr;
 };
 
 }  // namespace radixlm::cache

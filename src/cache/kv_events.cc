@@ -1,0 +1,121 @@
+#include "cache/kv_events.h"
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+
+namespace radixlm::cache {
+namespace {
+
+// Canonical CBOR (RFC 8949 4.2.1: shortest heads, definite lengths) of the few shapes block
+// hashing needs. Written here rather than through libcbor: five head encodings, and the exact
+// bytes are the contract with vLLM's cbor2.dumps(canonical=True).
+void Head(std::vector<uint8_t>& out, uint8_t major, uint64_t v) {
+  const uint8_t m = static_cast<uint8_t>(major << 5);
+  if (v < 24) {
+    out.push_back(m | static_cast<uint8_t>(v));
+    return;
+  }
+  int bytes = v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
+  out.push_back(m | static_cast<uint8_t>(bytes == 1 ? 24 : bytes == 2 ? 25 : bytes == 4 ? 26 : 27));
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+BlockDigest Sha256(const std::vector<uint8_t>& bytes) {
+  BlockDigest d;
+  SHA256(bytes.data(), bytes.size(), d.data());
+  return d;
+}
+
+}  // namespace
+
+BlockHasher::BlockHasher(int32_t block_tokens, const std::string& seed) : bs_(block_tokens) {
+  std::vector<uint8_t> text;
+  Head(text, 3, seed.size());
+  text.insert(text.end(), seed.begin(), seed.end());
+  none_ = Sha256(text);
+}
+
+BlockDigest BlockHasher::Next(const BlockDigest* previous, std::span<const int32_t> block, int64_t ns) const {
+  std::vector<uint8_t> buf;
+  buf.reserve(48 + 5 * block.size());
+  Head(buf, 4, 3);                               // [parent, tokens, extra]
+  Head(buf, 2, 32);                              // bytes(32)
+  const BlockDigest& parent = previous ? *previous : none_;
+  buf.insert(buf.end(), parent.begin(), parent.end());
+  Head(buf, 4, block.size());
+  for (int32_t t : block) Head(buf, 0, static_cast<uint32_t>(t));
+  if (!previous && ns != 0) {
+    Head(buf, 4, 1);
+    Head(buf, 0, static_cast<uint64_t>(ns));
+  } else {
+    buf.push_back(0xf6);  // null
+  }
+  return Sha256(buf);
+}
+
+std::vector<BlockDigest> BlockHasher::Chain(std::span<const int32_t> path, int64_t ns) const {
+  std::vector<BlockDigest> chain;
+  const size_t full = path.size() / bs_;
+  chain.reserve(full);
+  for (size_t b = 0; b < full; ++b) chain.push_back(Next(b ? &chain[b - 1] : nullptr, path.subspan(b * bs_, bs_), ns));
+  return chain;
+}
+
+uint64_t BlockHasher::Key(const BlockDigest& d) {
+  uint64_t k = 0;
+  for (int i = 24; i < 32; ++i) k = (k << 8) | d[i];
+  return k;
+}
+
+void KvEventLog::Stored(int64_t ns, std::span<const int32_t> path, int64_t begin) {
+  const int64_t bs = hasher_.block_tokens();
+  const int64_t first = begin / bs, end = static_cast<int64_t>(path.size()) / bs;  // new full blocks [first, end)
+  if (first >= end) return;
+  const std::vector<BlockDigest> chain = hasher_.Chain(path.first(end * bs), ns);
+  KvEvent e;
+  e.kind = KvEvent::Kind::kStored;
+  e.ns = ns;
+  for (int64_t b = first; b < end; ++b) e.block_keys.push_back(BlockHasher::Key(chain[b]));
+  if (first > 0) e.parent_key = BlockHasher::Key(chain[first - 1]);
+  e.token_ids.assign(path.begin() + first * bs, path.begin() + end * bs);
+  pending_.push_back(std::move(e));
+}
+
+void KvEventLog::Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) {
+  const int64_t bs = hasher_.block_tokens();
+  const int64_t first = begin / bs, end = static_cast<int64_t>(path.size()) / bs;
+  if (first >= end) return;
+  const std::vector<BlockDigest> chain = hasher_.Chain(path.first(end * bs), ns);
+  KvEvent e;
+  e.kind = KvEvent::Kind::kRemoved;
+  e.ns = ns;
+  for (int64_t b = first; b < end; ++b) e.block_keys.push_back(BlockHasher::Key(chain[b]));
+  pending_.push_back(std::move(e));
+}
+
+std::vector<KvEvent> KvEventLog::Take() {
+  std::vector<KvEvent> out;
+  out.swap(pending_);
+  return out;
+}
+
+std::vector<uint64_t> CachedBlockKeys(const RadixTree& tree, const BlockHasher& hasher) {
+  const int64_t bs = hasher.block_tokens();
+  std::vector<uint64_t> keys;
+  // Pre-order: when a node is visited, chain[b] for the blocks before its first is its
+  // ancestors' (each node on the path rewrote the entries from its own first block on).
+  std::vector<BlockDigest> chain;
+  tree.VisitPaths([&](int64_t ns, std::span<const int32_t> path, int64_t start) {
+    const int64_t first = start / bs, end = static_cast<int64_t>(path.size()) / bs;
+    if (static_cast<int64_t>(chain.size()) < end) chain.resize(end);
+    for (int64_t b = first; b < end; ++b) {
+      chain[b] = hasher.Next(b ? &chain[b - 1] : nullptr, path.subspan(b * bs, bs), ns);
+      keys.push_back(BlockHasher::Key(chain[b]));
+    }
+  });
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+}  // namespace radixlm::cache

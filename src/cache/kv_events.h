@@ -1,0 +1,76 @@
+// KV cache events: what a fleet router (llm-d, NVIDIA Dynamo, SGLang's gateway) needs to mirror
+// which prefixes a replica holds, in vLLM's terms: BlockStored / BlockRemoved of full blocks.
+//
+// Block identity is vLLM's prefix-cache hash (vllm/v1/core/kv_cache_utils.py, hash algorithm
+// "sha256_cbor"): block b of a sequence is
+//   d(b) = SHA-256(canonical CBOR [d(b-1) | NONE_HASH, [its block_tokens token ids], extra]),
+//   NONE_HASH = SHA-256(CBOR text seed)            (vLLM: the PYTHONHASHSEED string),
+//   extra = null, or [namespace] on block 0 of a cache_salt namespace (vLLM puts the salt itself
+//   there; the tree keeps only its 60-bit hash),
+// and an event names it by the digest's last 8 bytes read big-endian (vLLM's default
+// VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES; llm-d's sha256-cbor mode computes the same keys from the
+// event's tokens). Only full blocks exist: a partial last block is neither stored nor removed.
+//
+// The tree reports through BlockObserver every run of positions it starts or stops holding
+// (RadixTree::Insert of a new edge, EvictLeaf); KvEventLog turns those into events, appended in
+// order until the engine takes them once per step. CachedBlockKeys() walks a tree for the set
+// of keys it holds now (a router's resync snapshot, and the tests' oracle for the events).
+// Single-threaded, as the tree: owned by the engine loop.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/radix_tree.h"
+
+namespace radixlm::cache {
+
+using BlockDigest = std::array<uint8_t, 32>;
+
+class BlockHasher {
+ public:
+  BlockHasher(int32_t block_tokens, const std::string& seed = "0");
+  // d(b) from d(b-1) (null for block 0) and block b's tokens; ns != 0 only matters for block 0.
+  BlockDigest Next(const BlockDigest* previous, std::span<const int32_t> block, int64_t ns) const;
+  // The digests of the full blocks of path (tokens from position 0).
+  std::vector<BlockDigest> Chain(std::span<const int32_t> path, int64_t ns) const;
+  static uint64_t Key(const BlockDigest& d);  // last 8 bytes, big-endian
+  int32_t block_tokens() const { return bs_; }
+  const BlockDigest& none_hash() const { return none_; }
+
+ private:
+  int32_t bs_;
+  BlockDigest none_;
+};
+
+struct KvEvent {
+  enum class Kind { kStored, kRemoved, kAllCleared };
+  Kind kind = Kind::kStored;
+  std::vector<uint64_t> block_keys;      // in path order
+  std::optional<uint64_t> parent_key;    // kStored: the block before the first (none at block 0)
+  std::vector<int32_t> token_ids;        // kStored: block_keys.size() x block_tokens tokens
+  int64_t ns = 0;                        // the namespace (cache_salt hash; 0 = none)
+};
+
+class KvEventLog final : public BlockObserver {
+ public:
+  explicit KvEventLog(BlockHasher hasher) : hasher_(std::move(hasher)) {}
+  void Stored(int64_t ns, std::span<const int32_t> path, int64_t begin) override;
+  void Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) override;
+  bool empty() const { return pending_.empty(); }
+  std::vector<KvEvent> Take();
+  const BlockHasher& hasher() const { return hasher_; }
+
+ private:
+  BlockHasher hasher_;
+  std::vector<KvEvent> pending_;
+};
+
+// Every full block the tree holds, as keys, sorted. O(tokens in the tree).
+std::vector<uint64_t> CachedBlockKeys(const RadixTree& tree, const BlockHasher& hasher);
+
+}  // namespace radixlm::cache

@@ -1,0 +1,96 @@
+// KV cache events against the tree they describe: vLLM's block hashes, and a mirror rebuilt
+// from the events alone that equals the tree's own set of full blocks after every mutation.
+#include "cache/kv_events.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+#include "core/random.h"
+
+namespace radixlm::cache {
+namespace {
+
+std::string Hex(const BlockDigest& d) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : d) {
+    s += kDigits[b >> 4];
+    s += kDigits[b & 15];
+  }
+  return s;
+}
+
+// Vectors from vLLM's formula evaluated by Python's cbor2 (canonical) and hashlib:
+//   NONE_HASH = sha256(cbor2.dumps("0")); d(b) = sha256(cbor2.dumps((parent, tuple(tokens), extra)))
+TEST(BlockHasherTest, MatchesVllmSha256CborHashes) {
+  const BlockHasher h(16, "0");
+  EXPECT_EQ(Hex(h.none_hash()), "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e");
+  std::vector<int32_t> tokens(32);
+  std::iota(tokens.begin(), tokens.end(), 1);
+  const std::vector<BlockDigest> chain = h.Chain(tokens, 0);
+  ASSERT_EQ(chain.size(), 2u);
+  EXPECT_EQ(BlockHasher::Key(chain[0]), 3236607068019569386ull);
+  EXPECT_EQ(BlockHasher::Key(chain[1]), 2758186210834249151ull);
+  // A namespace's first block carries it as its extra key: (12345,).
+  EXPECT_EQ(BlockHasher::Key(h.Chain(tokens, 12345)[0]), 12560951217445976526ull);
+  EXPECT_EQ(h.Chain(std::span<const int32_t>(tokens).first(15), 0).size(), 0u) << "a partial block has no hash";
+}
+
+// Random requests (shared prefixes, three namespaces), finishes and evictions on a small pool:
+// applying the events in order gives exactly CachedBlockKeys(tree) every time, a stored key is
+// never already held and a removed one always is.
+TEST(KvEventLogTest, EventsRebuildTheTreesBlocksExactly) {
+  for (int bs : {1, 4, 16}) {
+    BlockPool pool({.num_blocks = 48, .block_tokens = bs});
+    RadixTree tree(pool);
+    KvEventLog log(BlockHasher(bs, "seed"));
+    tree.set_observer(&log);
+    std::set<uint64_t> mirror;
+    std::vector<std::vector<int32_t>> finished;
+    core::Rng rng(bs * 31 + 7);
+    int64_t stored = 0, removed = 0;
+    for (int step = 0; step < 600; ++step) {
+      if (rng.Below(5) == 0) {
+        tree.EvictUntilFree(static_cast<int32_t>(rng.Below(40)));
+      } else {
+        std::vector<int32_t> t;
+        if (!finished.empty() && rng.Below(3) != 0) {
+          const auto& base = finished[rng.Below(finished.size())];
+          t.assign(base.begin(), base.begin() + 1 + rng.Below(base.size()));
+        }
+        const int extra = 1 + static_cast<int>(rng.Below(3 * bs + 3));
+        for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(3)));
+        const int64_t ns = static_cast<int64_t>(rng.Below(3)) << 40;
+        const Reservation r = tree.Reserve(t, static_cast<int64_t>(t.size()) - 1, t.size(), ns);
+        if (!r.feasible) continue;
+        const Admission a = tree.Commit(r, t.size());
+        tree.Insert(t, t.size(), a.block_table, ns);
+        if (a.cached_tokens > 0) tree.Unlock(a.locked_node);
+        for (int32_t b : a.owned_blocks) pool.Release(b);
+        finished.push_back(t);
+      }
+      for (const KvEvent& e : log.Take()) {
+        for (size_t i = 0; i < e.block_keys.size(); ++i) {
+          const uint64_t k = e.block_keys[i];
+          if (e.kind == KvEvent::Kind::kStored) {
+            ASSERT_TRUE(mirror.insert(k).second) << "stored twice, step " << step;
+            ++stored;
+          } else {
+            ASSERT_EQ(mirror.erase(k), 1u) << "removed but not held, step " << step;
+            ++removed;
+          }
+        }
+        if (e.kind == KvEvent::Kind::kStored) ASSERT_EQ(e.token_ids.size(), e.block_keys.size() * bs);
+      }
+      const std::vector<uint64_t> held = CachedBlockKeys(tree, log.hasher());
+      ASSERT_EQ(std::vector<uint64_t>(mirror.begin(), mirror.end()), held) << "bs " << bs << " step " << step;
+    }
+    EXPECT_GT(stored, 100);
+    EXPECT_GT(removed, 50) << "the pool must be small enough to evict";
+  }
+}
+
+}  // namespace
+}  // namespace radixlm::cache
