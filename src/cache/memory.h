@@ -169,6 +169,11 @@ class Memory {
   HybridPrefixCache* budget() const { return budget_; }
   const BlockPool& pool() const { return pool_; }
   const RadixTree* tree() const { return tree_.get(); }
+  // The radix tree's observer (KV cache events); false when there is no radix tree.
+  bool SetBlockObserver(BlockObserver* observer) {
+    if (tree_) tree_->set_observer(observer);
+    return tree_ != nullptr;
+  }
   CheckpointCache* checkpoints() const { return checkpoints_; }
   bool prefix_cache() const { return tree_ != nullptr; }
   int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <sstream>
 #include <thread>
 #include <csignal>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "models/kv_store.h"
 #include "runner/model_executor.h"
 #include "runner/scoring_queue.h"
+#include "serve/kv_events_publisher.h"
 #include "serve/server.h"
 #include "tokenizer/chat_template.h"
 
@@ -44,6 +46,8 @@ void RegisterServe(CLI::App& app) {
     double scoring_threshold = 0.92;
     std::string scoring_compaction = "trie";
     bool no_scoring = false;
+    std::string kv_events_seed = "0";
+    size_t kv_events_buffer = 10000;
   };
   auto* o = new Opts;
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
@@ -116,6 +120,15 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-scoring-inputs", o->server.max_scoring_inputs, "inputs per embedding or rerank request (more: 413 / 400)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  cmd->add_option("--kv-events", o->server.kv_events_endpoint,
+                  "publish KV cache events in vLLM's format on this ZMQ endpoint (PUB, bound), e.g. tcp://127.0.0.1:5557");
+  cmd->add_option("--kv-events-replay", o->server.kv_events_replay_endpoint,
+                  "the events' replay endpoint (ZMQ ROUTER; default: the events' port + 1)");
+  cmd->add_option("--kv-events-topic", o->server.kv_events_topic, "topic frame of every event message (llm-d: kv@POD@MODEL)");
+  cmd->add_option("--kv-events-seed", o->kv_events_seed, "block-hash seed (vLLM: the PYTHONHASHSEED string)")->capture_default_str();
+  cmd->add_option("--kv-events-buffer", o->kv_events_buffer, "event batches kept for replay")
+      ->check(CLI::Range(size_t{1}, size_t{10000000}))
+      ->capture_default_str();
   CLI::Option* api_key_opt = cmd->get_option("--api-key");
   cmd->callback([o, api_key_opt] {
     // The key: --api-key, --api-key-file or RADIXLM_API_KEY; given but empty is an error (it
@@ -155,6 +168,28 @@ void RegisterServe(CLI::App& app) {
       scoring = std::make_unique<runner::ScoringQueue>(
           [&model, &pool, scoring_config] { return std::make_unique<runner::ScoringRunner>(model, pool, scoring_config); },
           std::min<int64_t>(o->scoring_batch_tokens, model.config().max_context));
+    // KV cache events: bound before serving (an endpoint in use is a start-up error).
+    std::unique_ptr<serve::KvEventsPublisher> kv_events;
+    if (!o->server.kv_events_endpoint.empty()) {
+      std::string& replay = o->server.kv_events_replay_endpoint;
+      if (replay.empty()) {  // tcp://HOST:PORT -> tcp://HOST:PORT+1
+        const size_t colon = o->server.kv_events_endpoint.rfind(':');
+        int port = 0;
+        if (colon == std::string::npos || o->server.kv_events_endpoint.rfind("tcp://", 0) != 0 ||
+            !(std::istringstream(o->server.kv_events_endpoint.substr(colon + 1)) >> port) || port <= 0 || port >= 65535)
+          ExitIfError(core::InvalidArgument("--kv-events must be tcp://HOST:PORT, or give --kv-events-replay"));
+        replay = o->server.kv_events_endpoint.substr(0, colon + 1) + std::to_string(port + 1);
+      }
+      auto pub = serve::KvEventsPublisher::Start({.endpoint = o->server.kv_events_endpoint,
+                                                  .replay_endpoint = replay,
+                                                  .topic = o->server.kv_events_topic,
+                                                  .block_size = eng.config().block_tokens,
+                                                  .buffer_batches = o->kv_events_buffer});
+      ExitIfError(pub.status());
+      kv_events = std::move(pub).value();
+      ExitIfError(eng.PublishKvEvents(cache::BlockHasher(eng.config().block_tokens, o->kv_events_seed),
+                                      [p = kv_events.get()](std::vector<cache::KvEvent> events) { p->Publish(std::move(events)); }));
+    }
     serve::Server server(o->server, eng, tok, format, scoring.get());
     std::signal(SIGINT, OnSignal);
     std::signal(SIGTERM, OnSignal);

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <future>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -108,11 +110,14 @@ void Engine::EndEarly(RequestId id) {
 void Engine::DrainInbox() {
   std::vector<std::unique_ptr<Req>> incoming;
   std::vector<std::pair<RequestId, bool>> cancels;
+  std::vector<std::function<void()>> tasks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming.swap(inbox_);
     cancels.swap(cancels_);
+    tasks.swap(tasks_);
   }
+  for (auto& task : tasks) task();
   for (auto& r : incoming) {
     memory_.Bind(&r->mem, r->params.cache_salt);
     waiting_.push_back(std::move(r));
@@ -327,6 +332,7 @@ bool Engine::Step() {
 }
 
 void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds) {
+  if (kv_events_ && !kv_events_->empty()) kv_sink_(kv_events_->Take());  // this step's, in order
   std::lock_guard<std::mutex> lock(mu_);
   if (computed > 0) ++metrics_.steps;
   metrics_.computed_tokens += computed;
@@ -356,7 +362,8 @@ void Engine::Start() {
     while (!stop_) {
       if (Step()) continue;
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !inbox_.empty() || !cancels_.empty(); });
+      cv_.wait_for(lock, std::chrono::milliseconds(50),
+                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty(); });
     }
   });
 }
@@ -365,6 +372,32 @@ void Engine::Stop() {
   stop_ = true;
   cv_.notify_all();
   if (loop_.joinable()) loop_.join();
+}
+
+core::Status Engine::PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink) {
+  auto log = std::make_unique<cache::KvEventLog>(std::move(hasher));
+  if (!memory_.SetBlockObserver(log.get()))
+    return core::Unimplemented("KV cache events need the radix prefix cache (on, and an attention-only model)");
+  kv_events_ = std::move(log);
+  kv_sink_ = std::move(sink);
+  return core::Status::Ok();
+}
+
+void Engine::RunOnLoop(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(fn));
+  }
+  cv_.notify_all();
+}
+
+std::optional<std::vector<uint64_t>> Engine::CachedBlockKeys(std::chrono::milliseconds timeout) {
+  RADIXLM_CHECK(kv_events_ != nullptr);
+  auto result = std::make_shared<std::promise<std::vector<uint64_t>>>();
+  std::future<std::vector<uint64_t>> keys = result->get_future();
+  RunOnLoop([this, result] { result->set_value(cache::CachedBlockKeys(*memory_.tree(), kv_events_->hasher())); });
+  if (keys.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return keys.get();
 }
 
 EngineMetrics Engine::Metrics() const {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/kv_events.h"
 #include "cache/memory.h"
 #include "core/status.h"
 #include "engine/clock.h"
@@ -94,6 +96,18 @@ class Engine {
   void Start();
   void Stop();
 
+  // KV cache events (cache/kv_events.h): after every step that changed which full blocks the
+  // prefix cache holds, `sink` gets that step's events, on the engine thread (keep it short:
+  // hand them to another thread). REQUIRES: before Start. An error without a radix prefix
+  // cache (off, or a hybrid model's checkpoint cache, which does not announce blocks yet).
+  core::Status PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink);
+  // The keys of every full block the prefix cache holds now, sorted (a router's resync
+  // snapshot), computed on the engine loop. REQUIRES: PublishKvEvents; the loop running.
+  // nullopt when the loop did not answer within `timeout`.
+  std::optional<std::vector<uint64_t>> CachedBlockKeys(std::chrono::milliseconds timeout);
+  // Runs fn on the engine loop at the start of its next step (idle: within ~50 ms).
+  void RunOnLoop(std::function<void()> fn);
+
   EngineMetrics Metrics() const;
   const cache::RadixTree* tree() const { return memory_.tree(); }
   const cache::BlockPool& pool() const { return memory_.pool(); }
@@ -142,10 +156,11 @@ class Engine {
   cache::Memory memory_;
   std::vector<std::unique_ptr<Req>> waiting_, running_;
 
-  mutable std::mutex mu_;  // guards inbox_, cancels_, metrics_, next_id_
+  mutable std::mutex mu_;  // guards inbox_, cancels_, tasks_, metrics_, next_id_
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Req>> inbox_;
   std::vector<std::pair<RequestId, bool>> cancels_;  // (id, end early)
+  std::vector<std::function<void()>> tasks_;         // RunOnLoop's
   EngineMetrics metrics_;
   RequestId next_id_ = 1;
   int64_t arrivals_ = 0;
@@ -153,6 +168,8 @@ class Engine {
   std::thread loop_;
   std::atomic<bool> stop_{false};
   std::vector<float> logits_;
+  std::unique_ptr<cache::KvEventLog> kv_events_;  // the tree's observer when events are published
+  std::function<void(std::vector<cache::KvEvent>)> kv_sink_;
 };
 
 }  // namespace radixlm::engine

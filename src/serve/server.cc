@@ -122,7 +122,14 @@ void Server::Routes() {
         {"block_size", ec.block_tokens},
         {"num_blocks", ec.num_blocks},
         {"prefix_cache", ec.prefix_cache},
-        {"kv_events", config_.kv_events_endpoint.empty() ? json(nullptr) : json({{"endpoint", config_.kv_events_endpoint}})},
+        {"kv_events", config_.kv_events_endpoint.empty()
+                          ? json(nullptr)
+                          : json({{"endpoint", config_.kv_events_endpoint},
+                                  {"replay_endpoint", config_.kv_events_replay_endpoint},
+                                  {"topic", config_.kv_events_topic},
+                                  {"format", "vllm"},
+                                  {"block_hash", "sha256_cbor, last 8 bytes big-endian"},
+                                  {"snapshot", "/kv_cache/blocks"}})},
         {"scoring", scoring_ != nullptr},
         {"chat", chat_format_.has_value()},
         {"limits",
@@ -133,6 +140,15 @@ void Server::Routes() {
           {"max_scoring_inputs", config_.max_scoring_inputs}}}};
     res.SetContent(info.dump(), "application/json");
   }, Run::kInline);
+  // Every full block the cache holds, by the keys the events use: a router's resync after it
+  // lost events beyond the replay buffer (computed on the engine loop).
+  http_->Route("GET", "/kv_cache/blocks", [this](const HttpRequest&, HttpResponse& res) {
+    if (config_.kv_events_endpoint.empty())
+      return SendError(res, {404, "KV cache events are off (serve --kv-events ENDPOINT)", "invalid_request_error", "", "not_found"});
+    const auto keys = engine_.CachedBlockKeys(std::chrono::seconds(10));
+    if (!keys) return SendError(res, {503, "the engine did not answer in time", "server_error", "", "busy"});
+    res.SetContent(json({{"block_size", engine_.config().block_tokens}, {"block_hashes", *keys}}).dump(), "application/json");
+  });
   ScoringRoutes();
   for (const bool chat : {false, true})
     http_->Route("POST", chat ? "/v1/chat/completions" : "/v1/completions",

@@ -46,7 +46,8 @@ struct ServerConfig {
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
   engine::Pooling embed_pooling = engine::Pooling::kLastToken;
   int64_t max_scoring_inputs = 2048;  // inputs per /v1/embeddings, /embed or /rerank request
-  std::string kv_events_endpoint;     // announced in /server_info when KV events are published
+  // KV cache events (serve/kv_events_publisher.h), announced in /server_info; empty: off.
+  std::string kv_events_endpoint, kv_events_replay_endpoint, kv_events_topic;
 };
 
 class Server {
