@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "models/loader.h"
 #include "runner/hybrid_cache_setup.h"
+#include "sim/fleet.h"
 #include "sim/model_shape.h"
 #include "sim/simulator.h"
 #include "sim/workloads.h"
@@ -42,6 +43,9 @@ struct SimulateOptions {
   bool prompt_end_checkpoints = false;
   int64_t prompt_end_min_gap = 256;
   sim::WorkloadOptions workload;
+  // A fleet: --replicas engines with 1/N of the memory each behind a router (sim/fleet.h).
+  int replicas = 1;
+  std::string routing = "all";
 };
 
 core::StatusOr<double> ParseBytes(const std::string& text) {
@@ -179,6 +183,66 @@ core::Status Plot(const std::string& prefix, const std::vector<sim::SimResult>& 
   return core::Status::Ok();
 }
 
+// --replicas: each fleet against the one cache of the same total size (results[0]).
+int ReportFleets(const SimulateOptions& o, const sim::SimResult& single,
+                 std::vector<std::unique_ptr<sim::FleetSimulator>>& fleets) {
+  const engine::EngineMetrics& one = single.metrics;
+  json out = {{"replicas", o.replicas},
+              {"policy", single.policy},
+              {"arrivals", o.arrivals},
+              {"kv_tokens_total", o.kv_tokens},
+              {"single_cache", {{"token_hit_rate", one.TokenHitRate()},
+                                {"requests_rejected", one.requests_rejected},
+                                {"computed_prompt_tokens", one.prompt_tokens - one.cached_prompt_tokens},
+                                {"ttft_ms_p50", single.ttft_p50}, {"ttft_ms_p95", single.ttft_p95}}}};
+  json list = json::array();
+  for (auto& fleet : fleets) {
+    const sim::FleetResult f = fleet->Finish();
+    std::vector<double> ttft;
+    for (const sim::SimResult& r : f.replicas)
+      for (const sim::RequestRecord& q : r.requests) ttft.push_back(q.ttft_ms);
+    json per = json::array();
+    int64_t rejected = 0;  // longer than a replica's memory (1/N of the pool)
+    for (const sim::SimResult& r : f.replicas) {
+      per.push_back(r.metrics.TokenHitRate());
+      rejected += r.metrics.requests_rejected;
+    }
+    const int64_t single_computed = one.prompt_tokens - one.cached_prompt_tokens;
+    list.push_back({{"routing", f.routing},
+                    {"token_hit_rate", f.token_hit_rate},
+                    {"hit_rate_vs_single_cache", one.TokenHitRate() > 0 ? f.token_hit_rate / one.TokenHitRate() : 0.0},
+                    {"requests_rejected", rejected},
+                    {"computed_prompt_tokens", f.computed_prompt_tokens},
+                    // Prefill the split costs over one cache: prompt tokens computed again.
+                    {"duplicate_prefill_tokens", f.computed_prompt_tokens - single_computed},
+                    {"duplicate_blocks_at_end", f.duplicate_blocks_at_end},
+                    {"requests_per_replica", f.requests_per_replica},
+                    {"replica_token_hit_rates", per},
+                    {"routed_by_prefix", f.routed_by_prefix},
+                    {"routed_by_load", f.routed_by_load},
+                    {"ttft_ms_p50", sim::Percentile(ttft, 50)},
+                    {"ttft_ms_p95", sim::Percentile(ttft, 95)}});
+  }
+  out["fleets"] = list;
+  if (o.json_out) {
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  std::printf("one cache of %lld KV tokens: token hit %.4f, prompt tokens computed %lld\n", static_cast<long long>(o.kv_tokens),
+              one.TokenHitRate(), static_cast<long long>(one.prompt_tokens - one.cached_prompt_tokens));
+  for (const json& f : list)
+    std::printf("%d replicas, %-13s token hit %.4f (%.3fx one cache)  duplicate prefill %lld tokens  duplicate blocks %lld  "
+                "TTFT p50/p95 %.0f/%.0f ms%s\n",
+                o.replicas, f["routing"].get<std::string>().c_str(), f["token_hit_rate"].get<double>(),
+                f["hit_rate_vs_single_cache"].get<double>(), static_cast<long long>(f["duplicate_prefill_tokens"].get<int64_t>()),
+                static_cast<long long>(f["duplicate_blocks_at_end"].get<int64_t>()), f["ttft_ms_p50"].get<double>(),
+                f["ttft_ms_p95"].get<double>(),
+                f["requests_rejected"].get<int64_t>() > one.requests_rejected
+                    ? ("  (" + std::to_string(f["requests_rejected"].get<int64_t>()) + " requests longer than a replica's memory refused)").c_str()
+                    : "");
+  return 0;
+}
+
 int RunSimulate(SimulateOptions& o) {
   auto fail = [](const core::Status& s) {
     std::cerr << "error: " << s.message() << "\n";
@@ -236,6 +300,9 @@ int RunSimulate(SimulateOptions& o) {
     return fail(core::InvalidArgument("--reference-accounting is Marconi's byte-budget model; it takes --memory budget"));
   core::ThreadPool pool(o.threads);
   std::vector<std::unique_ptr<sim::Simulator>> sims;
+  std::vector<std::unique_ptr<sim::FleetSimulator>> fleets;
+  if (o.replicas > 1 && (!engine_memory || o.policy == "all" || o.policy.find(',') != std::string::npos))
+    return fail(core::InvalidArgument("--replicas takes --memory engine and one --policy (each replica runs it on 1/N of the memory)"));
   std::stringstream names(o.policy == "all" ? (engine_memory ? "sglang+,marconi" : "vllm+,sglang+,marconi") : o.policy);
   for (std::string name; std::getline(names, name, ',');) {
     auto policy = cache::ParseHybridPolicy(name);
@@ -302,10 +369,35 @@ int RunSimulate(SimulateOptions& o) {
       }
     }
     sims.push_back(std::make_unique<sim::Simulator>(config, std::move(made), cost));
+    if (o.replicas > 1) {  // the fleets, next to the one cache of the same total size above
+      sim::FleetConfig fc;
+      fc.replicas = o.replicas;
+      fc.replica = config;
+      fc.replica.engine.num_blocks = std::max<int32_t>(1, config.engine.num_blocks / o.replicas);
+      const int slots = std::max(1, o.checkpoint_slots / o.replicas);
+      fc.replica.engine.checkpoint_slots = slots;
+      fc.replica.capacity_bytes = config.capacity_bytes / o.replicas;
+      auto make_policy = [&, policy = *policy, slots]() {
+        sim::SimPolicy p;
+        if (shape->n_ssm_layers > 0)
+          p.checkpoints = cache::MakeSlotCheckpointCache(policy, slots, *shape, o.alpha, /*tune_in_background=*/false).value();
+        return p;
+      };
+      std::stringstream routings(o.routing == "all" ? "round-robin,least-loaded,prefix-aware" : o.routing);
+      for (std::string r; std::getline(routings, r, ',');) {
+        auto routing = sim::ParseRouting(r);
+        if (!routing.ok()) return fail(routing.status());
+        fc.routing = *routing;
+        auto fleet = sim::FleetSimulator::Create(fc, make_policy, cost);
+        if (!fleet.ok()) return fail(fleet.status());
+        fleets.push_back(std::move(fleet).value());
+      }
+    }
   }
   if (sims.empty()) return fail(core::InvalidArgument("--policy names no policy"));
   auto feed = [&](const sim::TraceRequest& r) -> core::Status {
     for (auto& sim : sims) RADIXLM_RETURN_IF_ERROR(sim->Feed(r));
+    for (auto& fleet : fleets) RADIXLM_RETURN_IF_ERROR(fleet->Feed(r));
     return core::Status::Ok();
   };
   if (o.trace.empty()) {
@@ -340,6 +432,7 @@ int RunSimulate(SimulateOptions& o) {
   }
   std::vector<sim::SimResult> results;
   for (auto& sim : sims) results.push_back(sim->Finish());
+  if (!fleets.empty()) return ReportFleets(o, results[0], fleets);
   if (!o.csv.empty()) {
     core::Status s = WriteCsv(o.csv, results);
     if (!s.ok()) return fail(s);
@@ -408,6 +501,12 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--csv", o->csv, "write one row per request and policy");
   cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");
   cmd->add_flag("--json", o->json_out, "print JSON");
+  cmd->add_option("--replicas", o->replicas,
+                  "simulate a fleet: N engines with 1/N of the memory (--kv-tokens, --checkpoint-slots) each, behind a router, "
+                  "next to one engine with all of it (--memory engine)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--routing", o->routing, "round-robin, least-loaded, prefix-aware (on the replicas' KV events), a comma list, or all")
+      ->capture_default_str();
   cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
   cmd->add_option("--out", o->out, "with --generate: write the trace here instead of simulating it");
   cmd->add_option("--sessions", o->workload.sessions, "generated sessions");

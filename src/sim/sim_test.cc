@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "sim/model_shape.h"
+#include "sim/fleet.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 #include "sim/workloads.h"
@@ -314,6 +315,56 @@ TEST(Simulator, EngineMemoryQueuesOverlappingArrivalsAndRefusesWhatCannotFit) {
   EXPECT_GT(res.metrics.cached_prompt_tokens, 0);
   EXPECT_GT(res.ttft_p95, res.ttft_p5);  // later arrivals queued
   EXPECT_GT(res.simulated_seconds, 0.011);
+}
+
+// A fleet on a workload of 16 documents, each asked 8 questions in shuffled order: with the
+// memory split 4 ways, round-robin scatters each document over every replica while
+// prefix-aware routing (on the replicas' own KV events) keeps it where it is cached, so it
+// gets near the one big cache's hits. Deterministic: the same run twice gives the same routes.
+TEST(Fleet, PrefixAwareRoutingKeepsSharedPrefixesTogether) {
+  const cache::CostModel cost(cache::Marconi7BShape(16), cache::Accounting::kCorrected);
+  SimulatorConfig one;
+  one.name = "lru";
+  one.engine.memory_mode = cache::MemoryMode::kBlockPool;
+  one.engine.num_blocks = 16 * 24;  // every document once, and room for the questions
+  one.engine.block_tokens = 16;
+  std::vector<TraceRequest> trace;
+  core::Rng rng(5);
+  std::vector<int> order;
+  for (int doc = 0; doc < 16; ++doc)
+    for (int q = 0; q < 8; ++q) order.push_back(doc);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+  for (size_t i = 0; i < order.size(); ++i) {
+    TraceRequest r;
+    for (int k = 0; k < 320; ++k) r.input.push_back(order[i] * 1000 + k);              // the document
+    for (int k = 0; k < 20; ++k) r.input.push_back(100000 + static_cast<int>(i) * 50 + k);  // the question
+    r.output = {1, 2, 3};
+    trace.push_back(r);
+  }
+  Simulator single(one, SimPolicy{}, cost);
+  for (const TraceRequest& r : trace) ASSERT_TRUE(single.Feed(r).ok());
+  const double single_hit = single.Finish().metrics.TokenHitRate();
+  auto run = [&](Routing routing) {
+    FleetConfig fc;
+    fc.replicas = 4;
+    fc.routing = routing;
+    fc.replica = one;
+    fc.replica.engine.num_blocks = one.engine.num_blocks / 4;
+    auto fleet = FleetSimulator::Create(fc, [] { return SimPolicy{}; }, cost);
+    EXPECT_TRUE(fleet.ok());
+    for (const TraceRequest& r : trace) EXPECT_TRUE((*fleet)->Feed(r).ok());
+    return (*fleet)->Finish();
+  };
+  const FleetResult rr = run(Routing::kRoundRobin), pa = run(Routing::kPrefixAware), again = run(Routing::kPrefixAware);
+  EXPECT_GT(single_hit, 0.7);  // at most 112 of 128 documents are repeats (320 of 340 tokens each)
+  EXPECT_GE(pa.token_hit_rate, 0.95 * single_hit) << "prefix-aware " << pa.token_hit_rate << " vs one cache " << single_hit;
+  EXPECT_LT(rr.token_hit_rate, 0.8 * single_hit) << "round-robin " << rr.token_hit_rate;
+  EXPECT_EQ(pa.requests_per_replica, again.requests_per_replica);
+  EXPECT_EQ(pa.token_hit_rate, again.token_hit_rate);
+  EXPECT_GT(pa.routed_by_prefix, 100);
+  EXPECT_EQ(pa.duplicate_blocks_at_end, 0) << "each document on one replica";
+  EXPECT_GT(rr.duplicate_blocks_at_end, 0);
+  for (int64_t n : pa.requests_per_replica) EXPECT_GE(n, 16) << "no replica is left out";
 }
 
 }  // namespace

@@ -37,16 +37,23 @@ void Simulator::StepEngine() {
   busy_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-core::Status Simulator::Feed(const TraceRequest& request) {
-  if (config_.arrivals == Arrivals::kTrace) {
-    // Serve what the engine has until the request arrives; an idle engine waits for it.
-    while (clock_.Now() < request.ts) {
-      const engine::EngineMetrics m = engine_->Metrics();
-      if (m.waiting == 0 && m.running == 0) break;
-      StepEngine();
-    }
-    clock_.AdvanceTo(request.ts);
+void Simulator::RunUntil(double ts) {
+  // Serve what the engine has until then; an idle engine waits.
+  while (clock_.Now() < ts) {
+    const engine::EngineMetrics m = engine_->Metrics();
+    if (m.waiting == 0 && m.running == 0) break;
+    StepEngine();
   }
+  clock_.AdvanceTo(ts);
+}
+
+int64_t Simulator::Load() const {
+  const engine::EngineMetrics m = engine_->Metrics();
+  return m.waiting + m.running;
+}
+
+core::Status Simulator::Feed(const TraceRequest& request) {
+  if (config_.arrivals == Arrivals::kTrace) RunUntil(request.ts);
   engine::RequestParams params;
   params.prompt = request.input;
   params.continuation = request.output;

@@ -92,6 +92,16 @@ class Simulator {
   core::Status Feed(const TraceRequest& request);
   // Runs what is left and reports.
   SimResult Finish();
+  // With trace arrivals: serves what the engine has until the simulated clock reaches ts (or
+  // it is idle), then moves the clock there. (Feed does this itself; a router calls it on
+  // every replica before it looks at their loads.)
+  void RunUntil(double ts);
+  // Requests waiting or running.
+  int64_t Load() const;
+  // The engine's KV cache events (engine::Engine::PublishKvEvents). REQUIRES: before Feed.
+  core::Status PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink) {
+    return engine_->PublishKvEvents(std::move(hasher), std::move(sink));
+  }
   const engine::Engine& engine() const { return *engine_; }
 
  private:
