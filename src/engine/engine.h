@@ -41,6 +41,9 @@
 
 namespace radixlm::engine {
 
+// The cache's KV events as the engine publishes them (serve sees the engine, not the cache).
+using KvEvent = cache::KvEvent;
+
 struct EngineConfig {
   // kByteBudget: the executor stores nothing (a cost model) and the hybrid cache policy alone
   // decides hits (cache::Memory); the pool's size is then irrelevant.

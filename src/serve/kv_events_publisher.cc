@@ -32,19 +32,19 @@ core::Status ZmqError(const std::string& what, const std::string& endpoint) {
 
 }  // namespace
 
-std::string KvEventsPublisher::EncodeBatch(const std::vector<cache::KvEvent>& events, double ts, int32_t block_size) {
+std::string KvEventsPublisher::EncodeBatch(const std::vector<engine::KvEvent>& events, double ts, int32_t block_size) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(&buf);
   pk.pack_array(3);
   pk.pack_double(ts);
   pk.pack_array(static_cast<uint32_t>(events.size()));
-  for (const cache::KvEvent& e : events) {
+  for (const engine::KvEvent& e : events) {
     auto keys = [&] {
       pk.pack_array(static_cast<uint32_t>(e.block_keys.size()));
       for (uint64_t k : e.block_keys) pk.pack_uint64(k);
     };
     switch (e.kind) {
-      case cache::KvEvent::Kind::kStored:
+      case engine::KvEvent::Kind::kStored:
         pk.pack_array(8);
         pk.pack(std::string("BlockStored"));
         keys();
@@ -57,13 +57,13 @@ std::string KvEventsPublisher::EncodeBatch(const std::vector<cache::KvEvent>& ev
         pk.pack_nil();  // medium (the default tier)
         pk.pack_nil();  // lora_name
         break;
-      case cache::KvEvent::Kind::kRemoved:
+      case engine::KvEvent::Kind::kRemoved:
         pk.pack_array(3);
         pk.pack(std::string("BlockRemoved"));
         keys();
         pk.pack_nil();  // medium
         break;
-      case cache::KvEvent::Kind::kAllCleared:
+      case engine::KvEvent::Kind::kAllCleared:
         pk.pack_array(1);
         pk.pack(std::string("AllBlocksCleared"));
         break;
@@ -118,7 +118,7 @@ KvEventsPublisher::~KvEventsPublisher() {
   zmq_ctx_term(context_);
 }
 
-void KvEventsPublisher::Publish(std::vector<cache::KvEvent> events) {
+void KvEventsPublisher::Publish(std::vector<engine::KvEvent> events) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(events));
@@ -128,7 +128,7 @@ void KvEventsPublisher::Publish(std::vector<cache::KvEvent> events) {
 
 void KvEventsPublisher::Run() {
   for (;;) {
-    std::deque<std::vector<cache::KvEvent>> batches;
+    std::deque<std::vector<engine::KvEvent>> batches;
     bool stop;
     {
       std::unique_lock<std::mutex> lock(mu_);

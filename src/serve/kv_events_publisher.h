@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "cache/kv_events.h"
 #include "core/status.h"
+#include "engine/engine.h"
 
 namespace radixlm::serve {
 
@@ -45,9 +45,9 @@ class KvEventsPublisher {
   static core::StatusOr<std::unique_ptr<KvEventsPublisher>> Start(KvEventsConfig config);
   ~KvEventsPublisher();
   // Queues one step's events (thread-safe; never blocks on the network).
-  void Publish(std::vector<cache::KvEvent> events);
+  void Publish(std::vector<engine::KvEvent> events);
   // The msgpack payload of one batch (tests and the replay buffer use the same bytes).
-  static std::string EncodeBatch(const std::vector<cache::KvEvent>& events, double ts, int32_t block_size);
+  static std::string EncodeBatch(const std::vector<engine::KvEvent>& events, double ts, int32_t block_size);
 
  private:
   KvEventsPublisher(KvEventsConfig config, void* context, void* pub, void* router);
@@ -60,7 +60,7 @@ class KvEventsPublisher {
   void* router_;  // null: no replay
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::vector<cache::KvEvent>> queue_;
+  std::deque<std::vector<engine::KvEvent>> queue_;
   bool stop_ = false;
   uint64_t next_seq_ = 0;
   std::deque<std::pair<uint64_t, std::string>> buffer_;  // (seq, payload), oldest first
