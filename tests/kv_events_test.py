@@ -5,7 +5,8 @@ evicted), a workload of prompts sharing prefixes, and two subscribers in vLLM's 
 - one that joins halfway (it misses the first batches: a gap), asks the replay socket for
   everything from sequence 0, and must reach the same index, with the replayed payloads
   byte-identical to the live ones.
-Also: every message is [topic, 8-byte big-endian seq, msgpack [ts, events, 0]], sequence numbers
+And on the hybrid default model with --kv-events-ssm-checkpoints: SSM checkpoints announced as the
+cache places and evicts them, mirrored exactly. Also: every message is [topic, 8-byte big-endian seq, msgpack [ts, events, 0]], sequence numbers
 run 0, 1, 2, ... without gaps, and stored blocks carry block_size tokens each.
 Usage: kv_events_test.py RADIXLM. Needs python3-zmq and python3-msgpack (scripts/setup.sh); exits
 77 (SKIPPED) without them. Bounded: loopback, 60 requests, every wait has a deadline."""
@@ -128,6 +129,65 @@ def replay(ctx, endpoint, start):
     return out
 
 
+def check_hybrid(binary):
+    """The SSM extension on the hybrid default model: checkpoints announced as Marconi places
+    and evicts them (6 slots), mirrored exactly, next to its KV blocks."""
+    import os
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "kjv-hybrid.gguf")
+    port, events_port = free_port(), free_port(2)
+    endpoint = "tcp://127.0.0.1:%d" % events_port
+    proc = subprocess.Popen([binary, "serve", "--model", model, "--port", str(port), "--checkpoint-slots", "6",
+                             "--kv-events", endpoint, "--kv-events-ssm-checkpoints"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % port
+    ctx = zmq.Context()
+    sub = Subscriber(ctx, endpoint)
+    sub.sock.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/health", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.1)
+        time.sleep(0.5)
+        rng = random.Random(3)
+        words = ["go", "speak", "unto", "the", "people", "of", "Israel"]
+        for _ in range(30):
+            prompt = "And the LORD said unto Moses, " + " ".join(rng.choice(words) for _ in range(rng.randrange(3, 30)))
+            body = json.dumps({"prompt": prompt, "max_tokens": 6, "temperature": 0}).encode()
+            urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", data=body,
+                                                          headers={"Content-Type": "application/json"}), timeout=60).read()
+        time.sleep(1.0)
+        states, blocks, kinds, ok = set(), set(), {}, True
+        for _, _, payload, _ in sub.messages:
+            for ev in msgpack.unpackb(payload, raw=False)[1]:
+                kinds[ev[0]] = kinds.get(ev[0], 0) + 1
+                if ev[0] == "SsmCheckpointStored":
+                    ok &= ev[1] not in states and len(ev) == 4 and ev[2] > 0
+                    states.add(ev[1])
+                elif ev[0] == "SsmCheckpointRemoved":
+                    ok &= ev[1] in states
+                    states.discard(ev[1])
+                elif ev[0] == "BlockStored":
+                    blocks.update(ev[1])
+                elif ev[0] == "BlockRemoved":
+                    blocks.difference_update(ev[1])
+        snap = json.loads(urllib.request.urlopen(base + "/kv_cache/blocks").read())
+        check(ok and kinds.get("SsmCheckpointRemoved", 0) > 0, "hybrid: checkpoint events consistent, evictions seen (%s)" % kinds)
+        check(states == set(snap.get("ssm_checkpoints", [])) and 0 < len(states) <= 6,
+              "hybrid: checkpoints mirrored from events equal the server's (%d)" % len(states))
+        check(blocks == set(snap["block_hashes"]), "hybrid: its KV blocks too (%d)" % len(blocks))
+    finally:
+        sub.close()
+        ctx.term()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main():
     binary = sys.argv[1]
     port, events_port = free_port(), free_port(2)
@@ -220,6 +280,7 @@ def main():
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+    check_hybrid(binary)
     passed = not FAILURES
     print("%d passed, %d failed" % (1 if passed else 0, 0 if passed else 1))
     sys.exit(0 if passed else 1)

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -135,9 +136,22 @@ struct HybridAdmitResult {
   std::vector<int32_t> freed_payloads;          // payloads of checkpoints evicted meanwhile
 };
 
+// Told of every checkpoint the cache places or drops (KV cache events' SSM extension,
+// cache/kv_events.h): path = the tokens from position 0 to the checkpoint.
+class StateObserver {
+ public:
+  virtual ~StateObserver() = default;
+  virtual void StateStored(std::span<const int32_t> path) = 0;
+  virtual void StateRemoved(std::span<const int32_t> path) = 0;
+};
+
 // A hybrid cache whose checkpoints are real states in slots of the engine's state store.
 class CheckpointCache : public HybridPrefixCache {
  public:
+  // Borrowed; null: nobody listens.
+  virtual void set_state_observer(StateObserver* observer) = 0;
+  // Every checkpoint held, as its path from position 0 (any order).
+  virtual void VisitCheckpoints(const std::function<void(std::span<const int32_t> path)>& fn) const = 0;
   virtual HybridAdmitResult AdmitStates(std::span<const int32_t> sequence, const HybridAdmitOptions& options) = 0;
   // What Lookup(input) would answer, without recording a request, refreshing or tuning (a
   // re-admission after preemption is no new request).

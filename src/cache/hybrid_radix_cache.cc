@@ -54,8 +54,28 @@ class HybridRadixCache final : public CheckpointCache {
   HybridCacheStats Stats() const override;
   void CheckInvariants() const override;
   int64_t NodeCount() const override { return node_count_; }
+  void set_state_observer(StateObserver* observer) override { observer_ = observer; }
+  void VisitCheckpoints(const std::function<void(std::span<const int32_t>)>& fn) const override {
+    for (size_t i = 1; i < nodes_.size(); ++i)
+      if (nodes_[i].alive && nodes_[i].has_state) fn(PathOf(static_cast<int32_t>(i)));
+  }
 
  private:
+  // Tokens from the root to the end of `node`'s edge.
+  std::vector<int32_t> PathOf(int32_t node) const {
+    std::vector<int32_t> path(nodes_[node].depth);
+    for (int32_t x = node; x != kRoot; x = nodes_[x].parent)
+      std::copy(nodes_[x].tokens.begin(), nodes_[x].tokens.end(), path.begin() + (nodes_[x].depth - nodes_[x].tokens.size()));
+    return path;
+  }
+  // Tells the observer that `node` (alive, its edge in place) took or drops its checkpoint.
+  void Announce(int32_t node, bool stored) {
+    if (!observer_) return;
+    const std::vector<int32_t> path = PathOf(node);
+    if (stored) observer_->StateStored(path);
+    else observer_->StateRemoved(path);
+  }
+  StateObserver* observer_ = nullptr;
   struct Node {
     int32_t parent = -1;
     std::vector<int32_t> tokens;    // the edge from the parent
@@ -335,6 +355,7 @@ bool HybridRadixCache::PlaceCheckpoint(std::span<const int32_t> sequence, int64_
   ++counters_.checkpoints_admitted;
   ++counters_.prompt_end_checkpoints;
   Reindex(node);
+  Announce(node, true);
   return true;
 }
 
@@ -367,6 +388,7 @@ int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, 
   }
   Reindex(split);
   Reindex(child);
+  if (with_state) Announce(split, true);
   return split;
 }
 
@@ -398,6 +420,7 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
         ++counters_.checkpoints_admitted;
         result->branch_used = options.branch_payload >= 0;
         Reindex(node);
+        Announce(node, true);
       }
       continue;
     }
@@ -427,6 +450,7 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
       ++counters_.checkpoints_admitted;
       result->leaf_used = options.leaf_payload >= 0;
       Reindex(node);
+      Announce(node, true);
     }
     return;
   }
@@ -442,11 +466,13 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
   ++counters_.checkpoints_admitted;
   Reindex(leaf);
   Reindex(parent);
+  Announce(leaf, true);
 }
 
 void HybridRadixCache::DeleteLeaf(int32_t node) {
+  RADIXLM_CHECK(nodes_[node].children.empty() && node != kRoot);
+  if (nodes_[node].has_state) Announce(node, false);
   Node& n = nodes_[node];
-  RADIXLM_CHECK(n.children.empty() && node != kRoot);
   const int32_t parent = n.parent;
   DetachChild(node);
   kv_tokens_ -= static_cast<int64_t>(n.tokens.size());
@@ -469,8 +495,9 @@ void HybridRadixCache::DeleteLeaf(int32_t node) {
 }
 
 void HybridRadixCache::MergeIntoChild(int32_t node) {
+  RADIXLM_CHECK(nodes_[node].children.size() == 1 && node != kRoot);
+  if (nodes_[node].has_state) Announce(node, false);
   Node& n = nodes_[node];
-  RADIXLM_CHECK(n.children.size() == 1 && node != kRoot);
   const int32_t child = n.children[0];
   const int32_t parent = n.parent;
   DetachChild(child);

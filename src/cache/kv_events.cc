@@ -62,6 +62,21 @@ std::vector<BlockDigest> BlockHasher::Chain(std::span<const int32_t> path, int64
   return chain;
 }
 
+BlockDigest BlockHasher::State(std::span<const int32_t> path, int64_t ns) const {
+  const std::vector<BlockDigest> chain = Chain(path, ns);
+  const std::span<const int32_t> tail = path.subspan(chain.size() * bs_);
+  std::vector<uint8_t> buf;
+  Head(buf, 4, 3);
+  Head(buf, 2, 32);
+  const BlockDigest& parent = chain.empty() ? none_ : chain.back();
+  buf.insert(buf.end(), parent.begin(), parent.end());
+  Head(buf, 4, tail.size());
+  for (int32_t t : tail) Head(buf, 0, static_cast<uint32_t>(t));
+  Head(buf, 3, 3);
+  buf.insert(buf.end(), {'s', 's', 'm'});
+  return Sha256(buf);
+}
+
 uint64_t BlockHasher::Key(const BlockDigest& d) {
   uint64_t k = 0;
   for (int i = 24; i < 32; ++i) k = (k << 8) | d[i];
@@ -94,6 +109,17 @@ void KvEventLog::Removed(int64_t ns, std::span<const int32_t> path, int64_t begi
   pending_.push_back(std::move(e));
 }
 
+void KvEventLog::State(std::span<const int32_t> path, KvEvent::Kind kind) {
+  KvEvent e;
+  e.kind = kind;
+  e.block_keys = {BlockHasher::Key(hasher_.State(path, 0))};
+  e.position = static_cast<int64_t>(path.size());
+  const int64_t full = e.position / hasher_.block_tokens();
+  if (kind == KvEvent::Kind::kStateStored && full > 0)
+    e.parent_key = BlockHasher::Key(hasher_.Chain(path.first(full * hasher_.block_tokens()), 0).back());
+  pending_.push_back(std::move(e));
+}
+
 std::vector<KvEvent> KvEventLog::Take() {
   std::vector<KvEvent> out;
   out.swap(pending_);
@@ -114,6 +140,17 @@ std::vector<uint64_t> CachedBlockKeys(const RadixTree& tree, const BlockHasher& 
       keys.push_back(BlockHasher::Key(chain[b]));
     }
   });
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+}  // namespace radixlm::cache
+
+namespace radixlm::cache {
+
+std::vector<uint64_t> CachedStateKeys(const CheckpointCache& cache, const BlockHasher& hasher) {
+  std::vector<uint64_t> keys;
+  cache.VisitCheckpoints([&](std::span<const int32_t> path) { keys.push_back(BlockHasher::Key(hasher.State(path, 0))); });
   std::sort(keys.begin(), keys.end());
   return keys;
 }

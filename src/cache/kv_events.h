@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/hybrid_cache.h"
 #include "cache/radix_tree.h"
 
 namespace radixlm::cache {
@@ -39,6 +40,10 @@ class BlockHasher {
   // The digests of the full blocks of path (tokens from position 0).
   std::vector<BlockDigest> Chain(std::span<const int32_t> path, int64_t ns) const;
   static uint64_t Key(const BlockDigest& d);  // last 8 bytes, big-endian
+  // An SSM checkpoint after path.size() tokens (radixlm's extension; no vLLM counterpart):
+  // SHA-256(CBOR [d(last full block) | NONE_HASH, [the tokens after it], "ssm"]), so that
+  // it names the exact position, block-aligned or not, and never equals a block's digest.
+  BlockDigest State(std::span<const int32_t> path, int64_t ns) const;
   int32_t block_tokens() const { return bs_; }
   const BlockDigest& none_hash() const { return none_; }
 
@@ -48,29 +53,38 @@ class BlockHasher {
 };
 
 struct KvEvent {
-  enum class Kind { kStored, kRemoved, kAllCleared };
+  // kStateStored / kStateRemoved: a hybrid model's SSM checkpoint (the extension), with
+  // block_keys = {its key}, position = its token count, parent_key = its last full block.
+  enum class Kind { kStored, kRemoved, kAllCleared, kStateStored, kStateRemoved };
   Kind kind = Kind::kStored;
   std::vector<uint64_t> block_keys;      // in path order
   std::optional<uint64_t> parent_key;    // kStored: the block before the first (none at block 0)
+  int64_t position = 0;                  // kState*: tokens before the checkpoint
   std::vector<int32_t> token_ids;        // kStored: block_keys.size() x block_tokens tokens
   int64_t ns = 0;                        // the namespace (cache_salt hash; 0 = none)
 };
 
-class KvEventLog final : public BlockObserver {
+class KvEventLog final : public BlockObserver, public StateObserver {
  public:
   explicit KvEventLog(BlockHasher hasher) : hasher_(std::move(hasher)) {}
   void Stored(int64_t ns, std::span<const int32_t> path, int64_t begin) override;
   void Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) override;
+  void StateStored(std::span<const int32_t> path) override { State(path, KvEvent::Kind::kStateStored); }
+  void StateRemoved(std::span<const int32_t> path) override { State(path, KvEvent::Kind::kStateRemoved); }
   bool empty() const { return pending_.empty(); }
   std::vector<KvEvent> Take();
   const BlockHasher& hasher() const { return hasher_; }
 
  private:
+  void State(std::span<const int32_t> path, KvEvent::Kind kind);
+
   BlockHasher hasher_;
   std::vector<KvEvent> pending_;
 };
 
 // Every full block the tree holds, as keys, sorted. O(tokens in the tree).
 std::vector<uint64_t> CachedBlockKeys(const RadixTree& tree, const BlockHasher& hasher);
+// Every checkpoint the cache holds, as keys, sorted.
+std::vector<uint64_t> CachedStateKeys(const CheckpointCache& cache, const BlockHasher& hasher);
 
 }  // namespace radixlm::cache

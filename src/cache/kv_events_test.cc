@@ -92,5 +92,47 @@ TEST(KvEventLogTest, EventsRebuildTheTreesBlocksExactly) {
   }
 }
 
+// The SSM extension: a hybrid cache's checkpoints (branch points, ends of sequences, tombstones
+// filled, victims deleted or merged away) announced as they change; the mirror equals the
+// cache's own checkpoints after every admission, for the policies that serve.
+TEST(KvEventLogTest, CheckpointEventsFollowTheHybridCacheExactly) {
+  for (HybridPolicy policy : {HybridPolicy::kSglangPlus, HybridPolicy::kMarconi}) {
+    auto cache = MakeSlotCheckpointCache(policy, 6, Marconi7BShape(16), 0.5, /*tune_in_background=*/false);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    KvEventLog log(BlockHasher(4));
+    (*cache)->set_state_observer(&log);
+    std::set<uint64_t> mirror;
+    std::vector<std::vector<int32_t>> seen;
+    core::Rng rng(static_cast<uint64_t>(policy) + 11);
+    int64_t stored = 0, removed = 0;
+    for (int step = 0; step < 400; ++step) {
+      std::vector<int32_t> t;
+      if (!seen.empty() && rng.Below(3) != 0) {
+        const auto& base = seen[rng.Below(seen.size())];
+        t.assign(base.begin(), base.begin() + 1 + rng.Below(base.size()));
+      }
+      const int extra = 1 + static_cast<int>(rng.Below(12));
+      for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(3)));
+      (*cache)->Lookup(std::span<const int32_t>(t).first(t.size() - 1));
+      (*cache)->Admit(t);
+      seen.push_back(t);
+      for (const KvEvent& e : log.Take()) {
+        ASSERT_EQ(e.block_keys.size(), 1u);
+        if (e.kind == KvEvent::Kind::kStateStored) {
+          ASSERT_TRUE(mirror.insert(e.block_keys[0]).second) << "stored twice, step " << step;
+          ++stored;
+        } else {
+          ASSERT_EQ(e.kind, KvEvent::Kind::kStateRemoved);
+          ASSERT_EQ(mirror.erase(e.block_keys[0]), 1u) << "removed but not held, step " << step;
+          ++removed;
+        }
+      }
+      ASSERT_EQ(std::vector<uint64_t>(mirror.begin(), mirror.end()), CachedStateKeys(**cache, log.hasher())) << "step " << step;
+    }
+    EXPECT_GT(stored, 50);
+    EXPECT_GT(removed, 20) << "six slots must evict";
+  }
+}
+
 }  // namespace
 }  // namespace radixlm::cache

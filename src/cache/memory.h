@@ -174,6 +174,11 @@ class Memory {
     if (tree_) tree_->set_observer(observer);
     return tree_ != nullptr;
   }
+  // The checkpoint cache's (a hybrid model's SSM checkpoints); false when there is none.
+  bool SetStateObserver(StateObserver* observer) {
+    if (checkpoints_) checkpoints_->set_state_observer(observer);
+    return checkpoints_ != nullptr;
+  }
   CheckpointCache* checkpoints() const { return checkpoints_; }
   bool prefix_cache() const { return tree_ != nullptr; }
   int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }

@@ -48,6 +48,7 @@ void RegisterServe(CLI::App& app) {
     bool no_scoring = false;
     std::string kv_events_seed = "0";
     size_t kv_events_buffer = 10000;
+    bool kv_events_ssm = false;
   };
   auto* o = new Opts;
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
@@ -129,6 +130,9 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--kv-events-buffer", o->kv_events_buffer, "event batches kept for replay")
       ->check(CLI::Range(size_t{1}, size_t{10000000}))
       ->capture_default_str();
+  cmd->add_flag("--kv-events-ssm-checkpoints", o->kv_events_ssm,
+                "hybrid models: also announce SSM checkpoint positions (SsmCheckpointStored / SsmCheckpointRemoved, an "
+                "extension no router reads yet)");
   CLI::Option* api_key_opt = cmd->get_option("--api-key");
   cmd->callback([o, api_key_opt] {
     // The key: --api-key, --api-key-file or RADIXLM_API_KEY; given but empty is an error (it
@@ -188,7 +192,8 @@ void RegisterServe(CLI::App& app) {
       ExitIfError(pub.status());
       kv_events = std::move(pub).value();
       ExitIfError(eng.PublishKvEvents(cache::BlockHasher(eng.config().block_tokens, o->kv_events_seed),
-                                      [p = kv_events.get()](std::vector<cache::KvEvent> events) { p->Publish(std::move(events)); }));
+                                      [p = kv_events.get()](std::vector<cache::KvEvent> events) { p->Publish(std::move(events)); },
+                                      o->kv_events_ssm));
     }
     serve::Server server(o->server, eng, tok, format, scoring.get());
     std::signal(SIGINT, OnSignal);

@@ -374,12 +374,17 @@ void Engine::Stop() {
   if (loop_.joinable()) loop_.join();
 }
 
-core::Status Engine::PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink) {
+core::Status Engine::PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink,
+                                     bool ssm_checkpoints) {
   auto log = std::make_unique<cache::KvEventLog>(std::move(hasher));
-  if (!memory_.SetBlockObserver(log.get()))
-    return core::Unimplemented("KV cache events need the radix prefix cache (on, and an attention-only model)");
+  if (!memory_.SetBlockObserver(log.get())) return core::Unimplemented("KV cache events need the radix prefix cache (it is off)");
+  if (ssm_checkpoints && !memory_.SetStateObserver(log.get())) {
+    memory_.SetBlockObserver(nullptr);
+    return core::InvalidArgument("SSM checkpoint events need a hybrid model with its checkpoint cache");
+  }
   kv_events_ = std::move(log);
   kv_sink_ = std::move(sink);
+  kv_states_ = ssm_checkpoints;
   return core::Status::Ok();
 }
 
@@ -396,6 +401,15 @@ std::optional<std::vector<uint64_t>> Engine::CachedBlockKeys(std::chrono::millis
   auto result = std::make_shared<std::promise<std::vector<uint64_t>>>();
   std::future<std::vector<uint64_t>> keys = result->get_future();
   RunOnLoop([this, result] { result->set_value(cache::CachedBlockKeys(*memory_.tree(), kv_events_->hasher())); });
+  if (keys.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return keys.get();
+}
+
+std::optional<std::vector<uint64_t>> Engine::CachedStateKeys(std::chrono::milliseconds timeout) {
+  if (!kv_states_) return std::vector<uint64_t>{};
+  auto result = std::make_shared<std::promise<std::vector<uint64_t>>>();
+  std::future<std::vector<uint64_t>> keys = result->get_future();
+  RunOnLoop([this, result] { result->set_value(cache::CachedStateKeys(*memory_.checkpoints(), kv_events_->hasher())); });
   if (keys.wait_for(timeout) != std::future_status::ready) return std::nullopt;
   return keys.get();
 }

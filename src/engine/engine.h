@@ -101,13 +101,18 @@ class Engine {
 
   // KV cache events (cache/kv_events.h): after every step that changed which full blocks the
   // prefix cache holds, `sink` gets that step's events, on the engine thread (keep it short:
-  // hand them to another thread). REQUIRES: before Start. An error without a radix prefix
-  // cache (off, or a hybrid model's checkpoint cache, which does not announce blocks yet).
-  core::Status PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink);
+  // hand them to another thread). ssm_checkpoints: a hybrid model's checkpoints too (the
+  // extension). REQUIRES: before Start. An error without the prefix cache, or when
+  // checkpoints are asked of a model without them.
+  core::Status PublishKvEvents(cache::BlockHasher hasher, std::function<void(std::vector<cache::KvEvent>)> sink,
+                               bool ssm_checkpoints = false);
   // The keys of every full block the prefix cache holds now, sorted (a router's resync
   // snapshot), computed on the engine loop. REQUIRES: PublishKvEvents; the loop running.
   // nullopt when the loop did not answer within `timeout`.
   std::optional<std::vector<uint64_t>> CachedBlockKeys(std::chrono::milliseconds timeout);
+  // The same for SSM checkpoints (cache::CachedStateKeys); empty unless they are published.
+  std::optional<std::vector<uint64_t>> CachedStateKeys(std::chrono::milliseconds timeout);
+  bool publishes_ssm_checkpoints() const { return kv_states_; }
   // Runs fn on the engine loop at the start of its next step (idle: within ~50 ms).
   void RunOnLoop(std::function<void()> fn);
 
@@ -173,6 +178,7 @@ class Engine {
   std::vector<float> logits_;
   std::unique_ptr<cache::KvEventLog> kv_events_;  // the tree's observer when events are published
   std::function<void(std::vector<cache::KvEvent>)> kv_sink_;
+  bool kv_states_ = false;
 };
 
 }  // namespace radixlm::engine

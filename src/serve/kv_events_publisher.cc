@@ -67,6 +67,19 @@ std::string KvEventsPublisher::EncodeBatch(const std::vector<engine::KvEvent>& e
         pk.pack_array(1);
         pk.pack(std::string("AllBlocksCleared"));
         break;
+      case engine::KvEvent::Kind::kStateStored:
+      case engine::KvEvent::Kind::kStateRemoved: {
+        const bool stored = e.kind == engine::KvEvent::Kind::kStateStored;
+        pk.pack_array(stored ? 4 : 3);
+        pk.pack(std::string(stored ? "SsmCheckpointStored" : "SsmCheckpointRemoved"));
+        pk.pack_uint64(e.block_keys.at(0));
+        pk.pack_int64(e.position);
+        if (stored) {
+          if (e.parent_key) pk.pack_uint64(*e.parent_key);
+          else pk.pack_nil();
+        }
+        break;
+      }
     }
   }
   pk.pack_int32(0);  // data_parallel_rank

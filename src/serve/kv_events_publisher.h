@@ -7,6 +7,12 @@
 //     ["BlockStored", [key...], parent key | nil, [token id...], block_size, nil, nil, nil]
 //     (lora_id, medium, lora_name: nil)
 //     ["BlockRemoved", [key...], nil]                      (medium: nil)
+//   and, for hybrid models with --kv-events-ssm-checkpoints (radixlm's extension: a hybrid
+//   request reuses a prefix only up to an SSM checkpoint, which KV blocks alone do not say):
+//     ["SsmCheckpointStored", key, position, last full block's key | nil]
+//     ["SsmCheckpointRemoved", key, position]
+//   (key: cache/kv_events.h BlockHasher::State; off by default, as a strict decoder may refuse
+//   unknown tags).
 //   ZMQ ROUTER (replay): a client sends ["", start seq (8 bytes BE)] (a DEALER; a REQ sends the
 //   seq alone) and gets, for every batch still buffered with seq >= start, ["", topic, seq,
 //   payload], then the end marker ["", topic, FF x 8, ""]. The last `buffer_batches` batches

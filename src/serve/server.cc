@@ -146,8 +146,11 @@ void Server::Routes() {
     if (config_.kv_events_endpoint.empty())
       return SendError(res, {404, "KV cache events are off (serve --kv-events ENDPOINT)", "invalid_request_error", "", "not_found"});
     const auto keys = engine_.CachedBlockKeys(std::chrono::seconds(10));
-    if (!keys) return SendError(res, {503, "the engine did not answer in time", "server_error", "", "busy"});
-    res.SetContent(json({{"block_size", engine_.config().block_tokens}, {"block_hashes", *keys}}).dump(), "application/json");
+    const auto states = engine_.CachedStateKeys(std::chrono::seconds(10));
+    if (!keys || !states) return SendError(res, {503, "the engine did not answer in time", "server_error", "", "busy"});
+    json out = {{"block_size", engine_.config().block_tokens}, {"block_hashes", *keys}};
+    if (engine_.publishes_ssm_checkpoints()) out["ssm_checkpoints"] = *states;
+    res.SetContent(out.dump(), "application/json");
   });
   ScoringRoutes();
   for (const bool chat : {false, true})
