@@ -88,8 +88,17 @@ TEST(TraceReader, RefusesValuesItWouldMisreadOrThatOverflow) {
       {R"({"ts": 0, "input_tokens": [1.5], "output_tokens": []})", "not a 32-bit token id"},
       {R"({"ts": 0, "input_tokens": 7, "output_tokens": []})", "needs ts, input_tokens and output_tokens"},
       {R"({"ts": nan, "input_tokens": [1], "output_tokens": []})", "not a finite number"},
-      {R"({"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [36028797018963968]})", "hash id out of range"},
-      {R"({"timestamp": 0, "input_length": 0, "output_length": 2000000000, "hash_ids": []})", "output_length 2000000000"},
+      {R"({"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [36028797018963968]})", "'hash_ids' must be an integer in [0, 2097151]"},
+      {R"({"timestamp": 0, "input_length": 0, "output_length": 2000000000, "hash_ids": []})", "'output_length' must be an integer in [0, 16777216]"},
+      // Found by fuzz/trace_line (fuzz/findings/trace_line): a cast of 1e19 to int64 on either
+      // parse path, float lengths, an overflowing length, 4 GB from an 81-byte line.
+      {R"({"session_id": 1e19, "ts": 0, "input_tokens": [], "output_tokens": []})", "session_id and turn_id must be integers"},
+      {R"({"session_id": 1, "turn_id": nan, "ts": 0, "input_tokens": [], "output_tokens": []})", ""},
+      {R"({"note": "x", "session_id": 1e19, "ts": 0, "input_tokens": [], "output_tokens": []})", "'session_id' must be an integer"},
+      {R"({"note": "x", "session_id": 4294967297, "ts": 0, "input_tokens": [], "output_tokens": [], "turn_id": 1.5})", "'turn_id' must be an integer"},
+      {R"({"timestamp": 0, "input_length": 1e19, "output_length": 1, "hash_ids": []})", "'input_length' must be an integer"},
+      {R"({"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1, "hash_ids": []})", "'input_length' must be an integer"},
+      {R"({"timestamp": 0, "input_length": 0, "output_length": 1073741823, "hash_ids": []})", "'output_length' must be an integer"},
   };
   for (const auto& [line, why] : cases) {
     auto rd = TraceReader::Open(WriteTemp("misread.jsonl", line + "\n"), TraceFormat::kAuto, 512);
@@ -115,6 +124,11 @@ TEST(TraceReader, RefusesValuesItWouldMisreadOrThatOverflow) {
   ASSERT_TRUE(*marconi->Next(&r));
   EXPECT_EQ(r.session_id, 0);
   EXPECT_EQ(r.turn_id, 0);
+  // An id above 2^31 is read whole on the slow path too (it was read as an int: 4294967297 -> 1).
+  auto big = TraceReader::Open(WriteTemp("big.jsonl", R"({"note": "x", "session_id": 4294967297, "ts": 0, "input_tokens": [1], "output_tokens": []})" "\n"));
+  ASSERT_TRUE(big.ok());
+  ASSERT_TRUE(*big->Next(&r));
+  EXPECT_EQ(r.session_id, 4294967297);
 }
 
 TEST(Workloads, SameSeedSameTraceAndSwebenchRewritesHistoryMidSequence) {

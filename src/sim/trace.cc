@@ -93,6 +93,29 @@ class FlatObjectScanner {
   size_t p_ = 0;
 };
 
+// The most tokens one side (input or output) of a trace request may have: a block-hash trace
+// line of a few bytes can ask for any length, and it is materialised as token ids.
+constexpr int64_t kMaxTraceTokens = int64_t{1} << 24;
+
+// An integer in [lo, hi]; anything else (a float, a string, a number out of range) throws.
+int64_t IntIn(const nlohmann::json& x, const char* key, int64_t lo, int64_t hi) {
+  const bool ok = x.is_number_integer() && (x.is_number_unsigned() ? x.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                                                   : x.get<int64_t>() >= lo && x.get<int64_t>() <= hi);
+  if (!ok)
+    throw std::invalid_argument(std::string("'") + key + "' must be an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+  return x.get<int64_t>();
+}
+
+// A session or turn id: an integer a double holds exactly (the fast scanner reads numbers as
+// doubles; a cast of 1e19 or nan to int64 is undefined behaviour).
+constexpr double kMaxExactId = 9007199254740992.0;  // 2^53
+bool IdFromDouble(double v, int64_t* out) {
+  if (!(v >= -kMaxExactId && v <= kMaxExactId) || v != static_cast<double>(static_cast<int64_t>(v))) return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
 // Token ids: an array of integers that fit int32 (get<int32_t>() would read 4294967297 as 1,
 // 1.5 as 1, and a bare number as a one-token list).
 std::vector<int32_t> IntArray(const nlohmann::json& j, const char* key) {
@@ -145,13 +168,13 @@ core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceForm
 }
 
 core::Status TraceReader::ParseMarconi(const std::string& line, TraceRequest* out) {
-  bool has_input = false, has_output = false, has_ts = false;
+  bool has_input = false, has_output = false, has_ts = false, bad_id = false;
   out->session_id = out->turn_id = 0;  // absent keys are 0, never the previous line's values
   FlatObjectScanner scanner(line);
   const bool fast = scanner.Scan(
       [&](const std::string& key, double v) {
-        if (key == "session_id") out->session_id = static_cast<int64_t>(v);
-        if (key == "turn_id") out->turn_id = static_cast<int64_t>(v);
+        if (key == "session_id") bad_id |= !IdFromDouble(v, &out->session_id);
+        if (key == "turn_id") bad_id |= !IdFromDouble(v, &out->turn_id);
         if (key == "ts") out->ts = v, has_ts = true;
       },
       [&](const std::string& key, std::vector<int32_t> v) {
@@ -161,8 +184,9 @@ core::Status TraceReader::ParseMarconi(const std::string& line, TraceRequest* ou
   if (!fast) {
     try {
       const auto j = nlohmann::json::parse(line);
-      out->session_id = j.value("session_id", 0);
-      out->turn_id = j.value("turn_id", 0);
+      constexpr int64_t kId = int64_t{1} << 53;
+      out->session_id = j.contains("session_id") ? IntIn(j["session_id"], "session_id", -kId, kId) : 0;
+      out->turn_id = j.contains("turn_id") ? IntIn(j["turn_id"], "turn_id", -kId, kId) : 0;
       has_ts = j.contains("ts");
       out->ts = j.value("ts", 0.0);
       has_input = j.contains("input_tokens");
@@ -173,19 +197,29 @@ core::Status TraceReader::ParseMarconi(const std::string& line, TraceRequest* ou
       return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " + e.what());
     }
   }
+  if (fast && bad_id)
+    return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) +
+                                 ": session_id and turn_id must be integers within +-2^53");
   if (!has_input || !has_output || !has_ts)
     return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) +
                                  ": a Marconi trace line needs ts, input_tokens and output_tokens");
+  if (!std::isfinite(out->ts)) return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": ts is not a finite number");
   return core::Status::Ok();
 }
 
 core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* out) {
   try {
     const auto j = nlohmann::json::parse(line);
-    const int64_t input_length = j.at("input_length").get<int64_t>();
-    const int64_t output_length = j.at("output_length").get<int64_t>();
-    const std::vector<int64_t> hashes = j.at("hash_ids").get<std::vector<int64_t>>();
-    out->ts = j.at("timestamp").get<double>() / 1000.0;
+    const int64_t input_length = IntIn(j.at("input_length"), "input_length", 0, kMaxTraceTokens);
+    const int64_t output_length = IntIn(j.at("output_length"), "output_length", 0, kMaxTraceTokens);
+    const nlohmann::json& ids = j.at("hash_ids");
+    if (!ids.is_array()) throw std::invalid_argument("'hash_ids' must be a list");
+    std::vector<int64_t> hashes;
+    for (const auto& h : ids) hashes.push_back(IntIn(h, "hash_ids", 0, (int64_t{1} << 30) / block_tokens_ - 1));
+    const nlohmann::json& timestamp = j.at("timestamp");
+    if (!timestamp.is_number() || !std::isfinite(timestamp.get<double>()))
+      throw std::invalid_argument("'timestamp' must be a finite number");
+    out->ts = timestamp.get<double>() / 1000.0;
     out->session_id = mooncake_index_;
     out->turn_id = 0;
     const int64_t b = block_tokens_;
@@ -193,8 +227,7 @@ core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* o
     if (output_length > INT32_MAX - next_output_id_)
       return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": output_length " +
                                    std::to_string(output_length) + " exceeds what the trace's output ids can number");
-    if (input_length < 0 || output_length < 0 ||
-        static_cast<int64_t>(hashes.size()) != (input_length + b - 1) / b)
+    if (static_cast<int64_t>(hashes.size()) != input_length / b + (input_length % b != 0))
       return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " +
                                    std::to_string(hashes.size()) + " hash ids do not cover " +
                                    std::to_string(input_length) + " tokens in blocks of " +
@@ -202,8 +235,6 @@ core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* o
     out->input.clear();
     for (size_t i = 0; i < hashes.size(); ++i) {
       const int64_t len = std::min<int64_t>(b, input_length - static_cast<int64_t>(i) * b);
-      if (hashes[i] < 0 || hashes[i] > (int64_t{1} << 30) / b - 1)  // (h + 1) * b could wrap
-        return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": hash id out of range");
       for (int64_t k = 0; k < len; ++k) out->input.push_back(static_cast<int32_t>(hashes[i] * b + k));
     }
     out->output.resize(output_length);
