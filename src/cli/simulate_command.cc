@@ -46,6 +46,7 @@ struct SimulateOptions {
   // A fleet: --replicas engines with 1/N of the memory each behind a router (sim/fleet.h).
   int replicas = 1;
   std::string routing = "all";
+  double match_threshold = 0;
 };
 
 core::StatusOr<double> ParseBytes(const std::string& text) {
@@ -372,6 +373,7 @@ int RunSimulate(SimulateOptions& o) {
     if (o.replicas > 1) {  // the fleets, next to the one cache of the same total size above
       sim::FleetConfig fc;
       fc.replicas = o.replicas;
+      fc.match_threshold = o.match_threshold;
       fc.replica = config;
       fc.replica.engine.num_blocks = std::max<int32_t>(1, config.engine.num_blocks / o.replicas);
       const int slots = std::max(1, o.checkpoint_slots / o.replicas);
@@ -506,6 +508,10 @@ void RegisterSimulate(CLI::App& app) {
                   "next to one engine with all of it (--memory engine)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--routing", o->routing, "round-robin, least-loaded, prefix-aware (on the replicas' KV events), a comma list, or all")
+      ->capture_default_str();
+  cmd->add_option("--match-threshold", o->match_threshold,
+                  "prefix-aware: follow a cached prefix only when it covers more than this share of the request (SGLang's cache_threshold)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
   cmd->add_option("--out", o->out, "with --generate: write the trace here instead of simulating it");

@@ -79,7 +79,7 @@ int FleetSimulator::Route(const TraceRequest& request) {
   int best = 0;
   for (int r = 1; r < n; ++r)
     if (std::make_tuple(-match[r], loads[r], assigned_[r]) < std::make_tuple(-match[best], loads[best], assigned_[best])) best = r;
-  if (match[best] > 0) {
+  if (match[best] > 0 && static_cast<double>(match[best]) > config_.match_threshold * static_cast<double>(chain.size())) {
     ++by_prefix_;
     return best;
   }

@@ -14,8 +14,9 @@
 //  - least-loaded: the lowest load, then the fewest requests routed so far;
 //  - prefix-aware (SGLang's cache-aware policy, simplified): when loads are out of balance
 //    (max - min > balance_abs and max > balance_rel x min) the least loaded; else the replica
-//    whose index holds the longest prefix of the request's blocks (ties: least loaded); with no
-//    match anywhere, the least loaded, then the one holding the fewest blocks.
+//    whose index holds the longest prefix of the request's blocks (ties: least loaded) if it
+//    covers more than match_threshold of them; otherwise the least loaded, then the one
+//    holding the fewest blocks.
 // Single-threaded and deterministic (events reach the router synchronously, as it steps).
 #pragma once
 
@@ -42,6 +43,11 @@ struct FleetConfig {
   SimulatorConfig replica;  // one replica's (its memory is 1/N of the fleet's)
   int64_t balance_abs = 32;
   double balance_rel = 1.5;
+  // Follow a match only when it covers more than this share of the request's blocks (SGLang's
+  // cache_threshold, 0.5 there); else place the request as if nothing matched. 0: any match.
+  // Measured on the Mooncake trace (8 replicas, 2M KV tokens): 0 gives 0.907x one cache's hit
+  // rate, 0.5 gives 0.892x.
+  double match_threshold = 0;
 };
 
 struct FleetResult {
