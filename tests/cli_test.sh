@@ -111,6 +111,12 @@ expect simulate-alpha 0 '"alpha":0\.0' -- "$bin" simulate --trace "$tmp/t.jsonl"
 expect simulate-bad-size 1 "cache size '2XB'" -- "$bin" simulate --trace "$tmp/t.jsonl" --cache-size 2XB
 expect simulate-bad-policy 1 "unknown cache policy 'fifo'" -- "$bin" simulate --trace "$tmp/t.jsonl" --policy fifo
 expect simulate-lru-hybrid 1 'needs an attention-only model' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy lru
+# A fleet: 4 replicas with a quarter of the pool each, routed on their own KV events, next to one cache.
+expect simulate-replicas 0 '"routing":"prefix-aware".*"single_cache"' -- "$bin" simulate --generate lmsys --sessions 40 --seed 1 \
+  --model random:qwen3-0.6b --memory engine --policy lru --kv-tokens 80000 --replicas 4 --routing round-robin,prefix-aware --json
+expect simulate-replicas-budget 1 'replicas takes --memory engine' -- "$bin" simulate --trace "$tmp/t.jsonl" --replicas 2
+expect simulate-replicas-routing 1 "unknown routing 'random'" -- "$bin" simulate --generate lmsys --sessions 2 \
+  --model random:qwen3-0.6b --memory engine --policy lru --replicas 2 --routing random
 expect simulate-no-policy 1 'names no policy' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy ""
 expect simulate-alpha-nan 1 'finite number' -- "$bin" simulate --trace "$tmp/t.jsonl" --policy marconi-static --alpha nan
 expect replay-turns-zero 105 'turns: Value 0 not in range 1 to' -- "$bin" replay -m random:tiny --turns 0
