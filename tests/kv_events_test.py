@@ -11,9 +11,8 @@ run 0, 1, 2, ... without gaps, and stored blocks carry block_size tokens each.
 Usage: kv_events_test.py RADIXLM. Needs python3-zmq and python3-msgpack (scripts/setup.sh); exits
 77 (SKIPPED) without them. Bounded: loopback, 60 requests, every wait has a deadline."""
 import json
+import os
 import random
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,36 +25,10 @@ except ImportError:
     print("SKIPPED: python3-zmq / python3-msgpack not installed")
     sys.exit(77)
 
-FAILURES = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import check, finish, free_port, serve, stop  # noqa: E402
+
 TOPIC = b"kv@test@random:tiny"
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
-
-def free_port(n=1):
-    """A base port with n free ports after it."""
-    for _ in range(50):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
-        s.close()
-        if base + n >= 65535:
-            continue
-        ok = True
-        for p in range(base, base + n):
-            t = socket.socket()
-            try:
-                t.bind(("127.0.0.1", p))
-            except OSError:
-                ok = False
-            t.close()
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
 
 
 class Subscriber:
@@ -134,22 +107,14 @@ def check_hybrid(binary):
     and evicts them (6 slots), mirrored exactly, next to its KV blocks."""
     import os
     model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "kjv-hybrid.gguf")
-    port, events_port = free_port(), free_port(2)
+    events_port = free_port(2)
     endpoint = "tcp://127.0.0.1:%d" % events_port
-    proc = subprocess.Popen([binary, "serve", "--model", model, "--port", str(port), "--checkpoint-slots", "6",
-                             "--kv-events", endpoint, "--kv-events-ssm-checkpoints"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = "http://127.0.0.1:%d" % port
+    proc, base = serve(binary, ["--model", model, "--checkpoint-slots", "6", "--kv-events", endpoint,
+                                "--kv-events-ssm-checkpoints"], free_port())
     ctx = zmq.Context()
     sub = Subscriber(ctx, endpoint)
     sub.sock.setsockopt(zmq.SUBSCRIBE, b"")
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
         time.sleep(0.5)
         rng = random.Random(3)
         words = ["go", "speak", "unto", "the", "people", "of", "Israel"]
@@ -181,31 +146,19 @@ def check_hybrid(binary):
     finally:
         sub.close()
         ctx.term()
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def main():
     binary = sys.argv[1]
-    port, events_port = free_port(), free_port(2)
+    events_port = free_port(2)
     endpoint, replay_endpoint = "tcp://127.0.0.1:%d" % events_port, "tcp://127.0.0.1:%d" % (events_port + 1)
     # 640 KV tokens = 40 blocks of 16: the workload below does not fit, so blocks are evicted.
-    proc = subprocess.Popen([binary, "serve", "--model", "random:tiny", "--port", str(port), "--kv-tokens", "640",
-                             "--kv-events", endpoint, "--kv-events-topic", TOPIC.decode()],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = "http://127.0.0.1:%d" % port
+    proc, base = serve(binary, ["--model", "random:tiny", "--kv-tokens", "640", "--kv-events", endpoint,
+                                "--kv-events-topic", TOPIC.decode()], free_port())
     ctx = zmq.Context()
     subs = []
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
         info = json.loads(urllib.request.urlopen(base + "/server_info").read())
         check(info["kv_events"] and info["kv_events"]["endpoint"] == endpoint and
               info["kv_events"]["replay_endpoint"] == replay_endpoint, "/server_info announces the events and replay endpoints")
@@ -275,15 +228,9 @@ def main():
         for s in subs:
             s.close()
         ctx.term()
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
     check_hybrid(binary)
-    passed = not FAILURES
-    print("%d passed, %d failed" % (1 if passed else 0, 0 if passed else 1))
-    sys.exit(0 if passed else 1)
+    finish()
 
 
 if __name__ == "__main__":

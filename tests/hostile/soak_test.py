@@ -6,56 +6,25 @@ cache holds (no request leaks blocks), and the cache stays within the pool.
 Usage: soak_test.py RADIXLM [SECONDS] (default 45). Bounded: loopback, 6 clients and 20 hostile
 connections at a time, every socket with a timeout, the run stops by itself."""
 import json
+import os
 import random
 import socket
-import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        FAILURES.append(what)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def metric(base, name):
-    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return -1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import check, finish, free_port, metric, rss_mib, serve, stop as stop_server  # noqa: E402
 
 
 def main():
     binary = sys.argv[1]
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 45
     port = free_port()
-    proc = subprocess.Popen([binary, "serve", "--model", "random:tiny", "--port", str(port), "--kv-tokens", "2048",
-                             "--header-timeout", "2", "--keep-alive-timeout", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = "http://127.0.0.1:%d" % port
+    proc, base = serve(binary, ["--model", "random:tiny", "--kv-tokens", "2048", "--header-timeout", "2",
+                                "--keep-alive-timeout", "2"], port)
     stop = threading.Event()
     stats = {"ok": 0, "errors": 0}
     lock = threading.Lock()
@@ -112,12 +81,6 @@ def main():
                 stop.wait(0.2)
 
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
         threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(6)]
         threads += [threading.Thread(target=hostile, args=(100 + i,), daemon=True) for i in range(20)]
         for t in threads:
@@ -148,14 +111,8 @@ def main():
         check(proc.poll() is None, "the server is alive")
     finally:
         stop.set()
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    passed = not FAILURES
-    print("%d passed, %d failed" % (1 if passed else 0, 0 if passed else 1))
-    sys.exit(0 if passed else 1)
+        stop_server(proc)
+    finish()
 
 
 if __name__ == "__main__":
