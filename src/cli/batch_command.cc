@@ -500,7 +500,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
 }  // namespace
 
 void RegisterBatch(CLI::App& app) {
-  auto* o = new BatchOptions;
+  auto o = std::make_shared<BatchOptions>();
   auto* cmd = app.add_subcommand("batch",
                                  "run an offline job (OpenAI Batch JSONL) planned on its whole prefix tree (BatchLLM); resumable; "
                                  "mpirun -np N shards it");

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <memory>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -81,9 +82,9 @@ json InfoJson(const models::Transformer& m, const ModelOptions& o) {
 
 void RegisterInfo(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "describe a model: architecture, sizes, dtype, layer kinds");
-  auto* o = new ModelOptions;
-  auto* as_json = new bool(false);
-  AddModelOptions(cmd, o, /*positional_model=*/true);
+  auto o = std::make_shared<ModelOptions>();
+  auto as_json = std::make_shared<bool>(false);
+  AddModelOptions(cmd, o.get(), /*positional_model=*/true);
   cmd->add_flag("--json", *as_json, "print one JSON object");
   cmd->callback([o, as_json] {
     auto m = LoadFromOptions(*o);
@@ -185,7 +186,7 @@ void RegisterGenerate(CLI::App& app) {
     bool json_out = false, chat = false;
     int n = 1;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   o->gen.max_tokens = 32;
   auto* cmd = app.add_subcommand("generate", "generate tokens after a prompt of token ids");
   AddModelOptions(cmd, &o->model);
@@ -276,7 +277,7 @@ void RegisterLogits(CLI::App& app) {
     ModelOptions model;
     std::string ids, out;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("logits", "write the logits of every position as little-endian f32 [n_tokens, vocab]");
   AddModelOptions(cmd, &o->model);
   cmd->add_option("--ids", o->ids, "token ids, comma-separated")->required();
@@ -308,7 +309,7 @@ void RegisterPerplexity(CLI::App& app) {
     int64_t ctx = 0;
     bool json_out = false;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a model on a text file (windows of --ctx tokens)");
   AddModelOptions(cmd, &o->model, /*positional_model=*/true);
   AddTokenizerOptions(cmd, &o->model);
@@ -514,7 +515,7 @@ void RegisterBench(CLI::App& app) {
     int decode_batch = 0;
     std::string cascade = "on";
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run; "
                                           "with --batch, prefill of a batch sharing a prefix with compaction off or on");
   AddModelOptions(cmd, &o->model);
@@ -650,7 +651,7 @@ void RegisterExport(CLI::App& app) {
     ModelOptions model;
     std::string format = "gguf", out, dtype = "f32";
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   o->model.model = "random:tiny";
   auto* cmd = app.add_subcommand("export", "write a random preset's weights as GGUF (with its tokenizer, so llama.cpp "
                                            "loads it) or a Hugging Face folder");

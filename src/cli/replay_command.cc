@@ -11,6 +11,7 @@
 // request's prompt + output (minus its last token, whose KV is never computed).
 #include <httplib.h>
 
+#include <memory>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -275,7 +276,7 @@ void RegisterReplay(CLI::App& app) {
     int clients = 4, max_tokens = 16, conversations = 1000, turns = 1000;
     bool compare = false, json_out = false;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("replay", "replay multi-turn workloads through the HTTP server (in-process, loopback)");
   AddModelOptions(cmd, &o->model);
   AddTokenizerOptions(cmd, &o->model);

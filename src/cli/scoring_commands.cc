@@ -6,6 +6,7 @@
 //     last-token pooling), pooled and L2-normalised.
 // Inputs are packed into forwards of at most --max-batch-tokens computed rows; a forward runs
 // compacted when its compact/original row ratio is below --threshold (0 never, 1 always).
+#include <memory>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -131,7 +132,7 @@ void RegisterRerank(CLI::App& app) {
     int queries = 0, passages = 0;
     bool json_out = false;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("rerank", "score query/passage pairs with the Qwen3-Reranker template (prefix dedup within batches)");
   AddModelOptions(cmd, &o->model);
   AddTokenizerOptions(cmd, &o->model);
@@ -195,7 +196,7 @@ void RegisterEmbed(CLI::App& app) {
     std::string input, out, instruction, pooling = "last";
     bool no_normalize = false, truncate = false, json_out = false;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("embed", "embed texts (Qwen3-Embedding format, last-token or mean pooling; prefix dedup within batches)");
   AddModelOptions(cmd, &o->model);
   AddTokenizerOptions(cmd, &o->model);

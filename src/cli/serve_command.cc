@@ -1,4 +1,5 @@
 // radixlm serve: the OpenAI-compatible server on a real model with the radix prefix cache.
+#include <memory>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -50,7 +51,7 @@ void RegisterServe(CLI::App& app) {
     size_t kv_events_buffer = 10000;
     bool kv_events_ssm = false;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
   AddModelOptions(cmd, &o->model, /*positional_model=*/true);
   AddTokenizerOptions(cmd, &o->model);

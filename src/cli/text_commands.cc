@@ -1,4 +1,5 @@
 // Subcommands that speak text: tokenize, and chat (interactive, streaming).
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -63,7 +64,7 @@ void RegisterTokenize(CLI::App& app) {
     std::string text, decode, input, output;
     bool json_out = false, add_special = false, skip_special = false, check_roundtrip = false, bench = false;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "text to token ids (or --decode ids to text)");
   cmd->add_option("--model,-m", o->model.model, "take the tokenizer from this model");
   AddTokenizerOptions(cmd, &o->model);
@@ -152,7 +153,7 @@ void RegisterChat(CLI::App& app) {
     int max_tokens = 64;
     sampling::SamplingParams sampling;
   };
-  auto* o = new Opts;
+  auto o = std::make_shared<Opts>();
   o->engine.kv_tokens = 8192;  // one conversation
   o->engine.max_running = 1;
   auto* cmd = app.add_subcommand("chat", "interactive chat through the engine and its prefix cache: one user turn per line "
