@@ -1,9 +1,11 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
+#include "core/cpu_features.h"
 #include "core/fast_exp.h"
 
 namespace radixlm::sampling {
@@ -29,13 +31,157 @@ bool ByWeight(const std::pair<float, int32_t>& a, const std::pair<float, int32_t
   return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
+// The passes over the whole vocabulary run at the machine's vector width: each body below is
+// compiled three times (baseline x86-64, AVX2, AVX-512F) by target attributes on small
+// wrappers, and core::ActiveIsa() picks one per call, as the kernels do. (Not GCC's
+// target_clones: its ifunc resolvers run before ThreadSanitizer's runtime starts and crash it.)
+// Sums and maxima keep 16 independent lanes combined in a fixed order, so every width gives the
+// same bits (one accumulator would not vectorise; a vectorised one would round differently per
+// width), and the file is built without FP contraction (CMakeLists.txt).
+constexpr size_t kLanes = 16;
+
+[[gnu::always_inline]] inline float MaxBody(const float* x, size_t n) {
+  float lane[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) lane[j] = -std::numeric_limits<float>::infinity();
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  float m = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < kLanes; ++j) m = lane[j] > m ? lane[j] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// w[i] = exp(logit_i / T - best), 0 below e^-30 (see the header).
+[[gnu::always_inline]] inline void WeightsBody(const float* l, size_t n, float inv_t, float best, float* w) {
+  for (size_t i = 0; i < n; ++i) {
+    const float z = l[i] * inv_t - best;
+    const float e = core::ExpVec(z < -30.0f ? -30.0f : z);
+    w[i] = z > -30.0f ? e : 0.0f;
+  }
+}
+
+[[gnu::always_inline]] inline float SumBody(const float* w, size_t n) {
+  float lane[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) lane[j] += w[i + j];
+  float s = 0;
+  for (size_t j = 0; j < kLanes; ++j) s += lane[j];
+  for (; i < n; ++i) s += w[i];
+  return s;
+}
+
+#define RADIXLM_SAMPLING_ISA(SUFFIX, TARGET)                                                                  \
+  TARGET float Max##SUFFIX(const float* x, size_t n) { return MaxBody(x, n); }                                \
+  TARGET void Weights##SUFFIX(const float* l, size_t n, float inv_t, float best, float* w) {                 \
+    WeightsBody(l, n, inv_t, best, w);                                                                          \
+  }                                                                                                             \
+  TARGET float Sum##SUFFIX(const float* w, size_t n) { return SumBody(w, n); }
+RADIXLM_SAMPLING_ISA(Avx512, __attribute__((target("avx512f"))))
+RADIXLM_SAMPLING_ISA(Avx2, __attribute__((target("avx2"))))
+RADIXLM_SAMPLING_ISA(Base, )
+#undef RADIXLM_SAMPLING_ISA
+
+float MaxOf(const float* x, size_t n) {
+  switch (core::ActiveIsa()) {
+    case core::Isa::kAvx512: return MaxAvx512(x, n);
+    case core::Isa::kAvx2: return MaxAvx2(x, n);
+    default: return MaxBase(x, n);
+  }
+}
+
+void WeightsOf(const float* l, size_t n, float inv_t, float best, float* w) {
+  switch (core::ActiveIsa()) {
+    case core::Isa::kAvx512: return WeightsAvx512(l, n, inv_t, best, w);
+    case core::Isa::kAvx2: return WeightsAvx2(l, n, inv_t, best, w);
+    default: return WeightsBase(l, n, inv_t, best, w);
+  }
+}
+
+float SumOf(const float* w, size_t n) {
+  switch (core::ActiveIsa()) {
+    case core::Isa::kAvx512: return SumAvx512(w, n);
+    case core::Isa::kAvx2: return SumAvx2(w, n);
+    default: return SumBase(w, n);
+  }
+}
+
+// A weight's power-of-two bucket: 0 for [1/2, 1], b for [2^-(b+1), 2^-b); weights are at most 1
+// (the best is exp(0)) and above e^-30 > 2^-44, so 45 buckets hold them all.
+constexpr int kBuckets = 64;
+inline int BucketOf(float w) { return 126 - static_cast<int>((std::bit_cast<uint32_t>(w) >> 23) & 0xff) + (w >= 1.0f); }
+
+// The fewest heaviest items (ByWeight order) whose weights reach `need`, moved to the front of
+// c; returns how many. Halving by selection over c[0, hi) (if the heavier half holds what is
+// still needed, the cut is inside it; otherwise all of it is in), a sort of at most 64, and
+// when rounding leaves [0, hi) short, the rest of c in order.
+size_t HeaviestHolding(std::vector<std::pair<float, int32_t>>& c, size_t hi, double need) {
+  size_t lo = 0;
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(c.begin() + lo, c.begin() + mid, c.begin() + hi, ByWeight);
+    double mass = 0;
+    for (size_t i = lo; i < mid; ++i) mass += c[i].first;
+    if (mass >= need) {
+      hi = mid;
+    } else {
+      need -= mass;
+      lo = mid;
+    }
+  }
+  std::sort(c.begin() + lo, c.begin() + hi, ByWeight);
+  size_t n = lo;
+  double cum = 0;
+  while (n < hi) {
+    cum += c[n++].first;
+    if (cum >= need) return n;
+  }
+  std::sort(c.begin() + hi, c.end(), ByWeight);
+  while (n < c.size() && cum < need) cum += c[n++].first;
+  return n;
+}
+
+// The nucleus without sorting the vocabulary: the mass per power-of-two bucket, from the
+// heaviest bucket down until top_p of the mass is reached; every token of the heavier buckets is
+// in, and only the boundary bucket is sorted to take the fewest of its tokens that complete it.
+// The same set as the textbook sort (ties by id), at O(V) plus a sort of one bucket.
+void Nucleus(const std::vector<float>& w, float top_p, Candidates* out) {
+  double mass[kBuckets] = {};
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] > 0.0f) mass[BucketOf(w[i])] += w[i];
+  double total = 0;
+  for (double m : mass) total += m;
+  double need = top_p * total;
+  int boundary = 0;
+  for (; boundary < kBuckets - 1 && mass[boundary] < need; ++boundary) need -= mass[boundary];
+  auto& c = out->items;
+  c.clear();
+  std::vector<std::pair<float, int32_t>> edge;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] <= 0.0f) continue;
+    const int b = BucketOf(w[i]);
+    if (b < boundary) c.push_back({w[i], static_cast<int32_t>(i)});
+    else if (b == boundary) edge.push_back({w[i], static_cast<int32_t>(i)});
+  }
+  const size_t take = HeaviestHolding(edge, edge.size(), need);
+  c.insert(c.end(), edge.begin(), edge.begin() + take);
+  out->total = 0;
+  for (const auto& x : c) out->total += x.first;
+}
+
 }  // namespace
 
 void TruncatedDistribution(std::span<const float> logits, const SamplingParams& params, Candidates* out) {
   const float inv_t = 1.0f / params.temperature;
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float x : logits) max_logit = std::max(max_logit, x);
+  const float max_logit = MaxOf(logits.data(), logits.size());
   const float best = max_logit * inv_t;
+  if (params.top_k <= 0 && params.top_p < 1.0f) {  // the nucleus alone: buckets, no candidate list first
+    std::vector<float> w(logits.size());
+    WeightsOf(logits.data(), logits.size(), inv_t, best, w.data());
+    Nucleus(w, params.top_p, out);
+    return;
+  }
   auto& c = out->items;
   c.clear();
   c.reserve(logits.size());
@@ -72,31 +218,7 @@ void TruncatedDistribution(std::span<const float> logits, const SamplingParams& 
         break;
       }
     }
-    size_t lo = 0;
-    while (hi - lo > 64) {
-      const size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(c.begin() + lo, c.begin() + mid, c.begin() + hi, ByWeight);
-      double mass = 0;
-      for (size_t i = lo; i < mid; ++i) mass += c[i].first;
-      if (mass >= need) {
-        hi = mid;
-      } else {
-        need -= mass;
-        lo = mid;
-      }
-    }
-    std::sort(c.begin() + lo, c.begin() + hi, ByWeight);
-    size_t n = lo;
-    double cum = 0;
-    while (n < hi) {
-      cum += c[n++].first;
-      if (cum >= need) break;
-    }
-    if (cum < need) {  // rounding left the range short: continue in order below it
-      std::sort(c.begin() + hi, c.end(), ByWeight);
-      while (n < c.size() && cum < need) cum += c[n++].first;
-    }
-    c.resize(n);
+    c.resize(HeaviestHolding(c, hi, need));
     total = 0;
     for (const auto& x : c) total += x.first;
   }
@@ -107,8 +229,7 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return Argmax(logits);
   // A temperature so small that logits / temperature overflows float is greedy sampling (its
   // limit); the softmax would turn the overflow into NaN and pick the worst candidate.
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float x : logits) max_logit = std::max(max_logit, x);
+  const float max_logit = MaxOf(logits.data(), logits.size());
   if (!std::isfinite(max_logit / params_.temperature)) return Argmax(logits);
   if (params_.top_k <= 0 && params_.top_p >= 1.0f) {
     // Temperature alone: nothing to truncate, so no candidate list; the weights in one
@@ -117,22 +238,15 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     const size_t n = logits.size();
     weights_.resize(n);
     float* w = weights_.data();
-    const float* l = logits.data();
-    for (size_t i = 0; i < n; ++i) {
-      const float z = std::max(l[i] * inv_t - best, -30.0f);
-      w[i] = z > -30.0f ? core::ExpVec(z) : 0.0f;
-    }
-    // Sums per block of 256 (float lanes the compiler vectorises), so the draw skips whole
-    // blocks and walks one.
+    WeightsOf(logits.data(), n, inv_t, best, w);
+    // Sums per block of 256, so the draw skips whole blocks and walks one.
     constexpr size_t kBlock = 256;
     const size_t blocks = (n + kBlock - 1) / kBlock;
     block_sums_.resize(blocks);
     double total = 0;
     for (size_t b = 0; b < blocks; ++b) {
-      float s = 0;
-      for (size_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) s += w[i];
-      block_sums_[b] = s;
-      total += s;
+      block_sums_[b] = SumOf(w + b * kBlock, std::min(n, (b + 1) * kBlock) - b * kBlock);
+      total += block_sums_[b];
     }
     double r = rng_.Uniform() * total;
     size_t b = 0;

@@ -19,12 +19,14 @@ struct SamplingParams {
 };
 
 // The distribution a sampler draws from: the candidates top-k and top-p keep, with their
-// unnormalised weights exp((logit - max) / temperature). Order: by descending weight when top-p
-// truncated (the nucleus is a prefix of that order), otherwise unspecified.
-// Cost: O(V) passes and selection, never a sort of the vocabulary (top-p sorts only the
-// candidates above a weight cutoff that already holds top_p of the mass; tokens below
-// e^-30 of the best are dropped first: together under 1e-8 of the mass at any vocabulary size
-// up to 10^6, below float's rounding of the total).
+// unnormalised weights exp((logit - max) / temperature), in no particular order. The nucleus is
+// the textbook one (the fewest heaviest tokens holding top_p of the mass, ties by id).
+// Cost: O(V) passes and selection, never a sort of the vocabulary (top-p alone: the mass per
+// power-of-two weight bucket finds the boundary bucket, and only that bucket is selected in;
+// with top-k, selection within the candidates above a weight cutoff). Tokens below e^-30 of
+// the best are dropped first: together under 1e-8 of the mass at any vocabulary size up to
+// 10^6, below float's rounding of the total. The passes over the vocabulary run at the
+// machine's vector width and give the same bits on every ISA.
 struct Candidates {
   std::vector<std::pair<float, int32_t>> items;  // (weight, id)
   double total = 0;

@@ -1,5 +1,7 @@
 #include "sampling/sampler.h"
 
+#include "core/cpu_features.h"
+
 #include <gtest/gtest.h>
 
 #include "core/random.h"
@@ -105,6 +107,33 @@ TEST(SamplerTest, SelectionTruncationEqualsTheSortedOracle) {
       }
     }
   }
+}
+
+// The vocabulary passes run at each ISA's width with the same bits: the same seed draws the same
+// tokens, and the nucleus is the same set, whichever level is active.
+TEST(SamplerTest, EveryIsaDrawsTheSameTokens) {
+  core::Rng rng(9);
+  std::vector<float> logits(151936);
+  for (auto& x : logits) x = static_cast<float>(rng.Normal(0, 3.0));
+  std::vector<std::vector<int32_t>> draws;
+  std::vector<size_t> nucleus;
+  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+    core::SetIsaCap(isa);
+    std::vector<int32_t> d;
+    for (SamplingParams p : {SamplingParams{.temperature = 0.9f, .seed = 5}, SamplingParams{.temperature = 0.8f, .top_p = 0.9f, .seed = 5}}) {
+      Sampler s(p);
+      for (int i = 0; i < 200; ++i) d.push_back(s.Sample(logits));
+    }
+    draws.push_back(d);
+    Candidates c;
+    TruncatedDistribution(logits, {.temperature = 0.8f, .top_p = 0.9f}, &c);
+    nucleus.push_back(c.items.size());
+  }
+  core::SetIsaCap(core::Isa::kAvx512);
+  EXPECT_EQ(draws[0], draws[1]);
+  EXPECT_EQ(draws[0], draws[2]);
+  EXPECT_EQ(nucleus[0], nucleus[1]);
+  EXPECT_EQ(nucleus[0], nucleus[2]);
 }
 
 }  // namespace
