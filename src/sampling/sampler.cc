@@ -72,7 +72,33 @@ constexpr size_t kLanes = 16;
   return s;
 }
 
+// The nucleus as a cut in ByWeight order: a token is in when it is at or above the cut.
+struct Cut {
+  float w = 0.0f;  // members: weight > w, or weight == w and id <= id
+  int32_t id = -1;
+  bool In(float x, int32_t i) const { return x > w || (x == w && i <= id); }
+};
+
+// The members' weights summed, ids from `first` (16 lanes, as SumBody).
+[[gnu::always_inline]] inline float MaskedSumBody(const float* w, size_t first, size_t n, Cut cut) {
+  float lane[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float x = w[i + j];
+      const int32_t id = static_cast<int32_t>(first + i + j);
+      lane[j] += (x > cut.w || (x == cut.w && id <= cut.id)) ? x : 0.0f;
+    }
+  float s = 0;
+  for (size_t j = 0; j < kLanes; ++j) s += lane[j];
+  for (; i < n; ++i) s += cut.In(w[i], static_cast<int32_t>(first + i)) ? w[i] : 0.0f;
+  return s;
+}
+
 #define RADIXLM_SAMPLING_ISA(SUFFIX, TARGET)                                                                  \
+  TARGET float MaskedSum##SUFFIX(const float* w, size_t first, size_t n, Cut cut) {                          \
+    return MaskedSumBody(w, first, n, cut);                                                                     \
+  }                                                                                                             \
   TARGET float Max##SUFFIX(const float* x, size_t n) { return MaxBody(x, n); }                                \
   TARGET void Weights##SUFFIX(const float* l, size_t n, float inv_t, float best, float* w) {                 \
     WeightsBody(l, n, inv_t, best, w);                                                                          \
@@ -99,6 +125,14 @@ void WeightsOf(const float* l, size_t n, float inv_t, float best, float* w) {
   }
 }
 
+float MaskedSumOf(const float* w, size_t first, size_t n, Cut cut) {
+  switch (core::ActiveIsa()) {
+    case core::Isa::kAvx512: return MaskedSumAvx512(w, first, n, cut);
+    case core::Isa::kAvx2: return MaskedSumAvx2(w, first, n, cut);
+    default: return MaskedSumBase(w, first, n, cut);
+  }
+}
+
 float SumOf(const float* w, size_t n) {
   switch (core::ActiveIsa()) {
     case core::Isa::kAvx512: return SumAvx512(w, n);
@@ -107,10 +141,12 @@ float SumOf(const float* w, size_t n) {
   }
 }
 
-// A weight's power-of-two bucket: 0 for [1/2, 1], b for [2^-(b+1), 2^-b); weights are at most 1
-// (the best is exp(0)) and above e^-30 > 2^-44, so 45 buckets hold them all.
-constexpr int kBuckets = 64;
-inline int BucketOf(float w) { return 126 - static_cast<int>((std::bit_cast<uint32_t>(w) >> 23) & 0xff) + (w >= 1.0f); }
+// A weight's bucket, heaviest first: positive floats order as their bit patterns, so the
+// distance in bits from 1.0 (the best token's weight) shifted by 20 gives 8 buckets per power of
+// two. Weights are at most 1 and above e^-30 > 2^-44: 44 x 8 + 1 buckets hold them all. Fine
+// buckets keep the one bucket the nucleus search selects in small.
+constexpr int kBuckets = 360;
+inline int BucketOf(float w) { return static_cast<int>((std::bit_cast<uint32_t>(1.0f) - std::bit_cast<uint32_t>(w)) >> 20); }
 
 // The fewest heaviest items (ByWeight order) whose weights reach `need`, moved to the front of
 // c; returns how many. Halving by selection over c[0, hi) (if the heavier half holds what is
@@ -142,11 +178,11 @@ size_t HeaviestHolding(std::vector<std::pair<float, int32_t>>& c, size_t hi, dou
   return n;
 }
 
-// The nucleus without sorting the vocabulary: the mass per power-of-two bucket, from the
-// heaviest bucket down until top_p of the mass is reached; every token of the heavier buckets is
+// The nucleus without sorting the vocabulary: the mass per weight bucket, from the heaviest
+// bucket down until top_p of the mass is reached; every token of the heavier buckets is
 // in, and only the boundary bucket is sorted to take the fewest of its tokens that complete it.
 // The same set as the textbook sort (ties by id), at O(V) plus a sort of one bucket.
-void Nucleus(const std::vector<float>& w, float top_p, Candidates* out) {
+Cut NucleusCut(const std::vector<float>& w, float top_p, std::vector<std::pair<float, int32_t>>* edge) {
   double mass[kBuckets] = {};
   for (size_t i = 0; i < w.size(); ++i)
     if (w[i] > 0.0f) mass[BucketOf(w[i])] += w[i];
@@ -155,19 +191,24 @@ void Nucleus(const std::vector<float>& w, float top_p, Candidates* out) {
   double need = top_p * total;
   int boundary = 0;
   for (; boundary < kBuckets - 1 && mass[boundary] < need; ++boundary) need -= mass[boundary];
-  auto& c = out->items;
-  c.clear();
+  edge->clear();
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] > 0.0f && BucketOf(w[i]) == boundary) edge->push_back({w[i], static_cast<int32_t>(i)});
+  const size_t take = HeaviestHolding(*edge, edge->size(), need);
+  if (take == 0) return {};  // rounding: every token of weight > 0
+  return {(*edge)[take - 1].first, (*edge)[take - 1].second};
+}
+
+void Nucleus(const std::vector<float>& w, float top_p, Candidates* out) {
   std::vector<std::pair<float, int32_t>> edge;
-  for (size_t i = 0; i < w.size(); ++i) {
-    if (w[i] <= 0.0f) continue;
-    const int b = BucketOf(w[i]);
-    if (b < boundary) c.push_back({w[i], static_cast<int32_t>(i)});
-    else if (b == boundary) edge.push_back({w[i], static_cast<int32_t>(i)});
-  }
-  const size_t take = HeaviestHolding(edge, edge.size(), need);
-  c.insert(c.end(), edge.begin(), edge.begin() + take);
+  const Cut cut = NucleusCut(w, top_p, &edge);
+  out->items.clear();
   out->total = 0;
-  for (const auto& x : c) out->total += x.first;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] > 0.0f && cut.In(w[i], static_cast<int32_t>(i))) {
+      out->items.push_back({w[i], static_cast<int32_t>(i)});
+      out->total += w[i];
+    }
 }
 
 }  // namespace
@@ -231,34 +272,40 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   // limit); the softmax would turn the overflow into NaN and pick the worst candidate.
   const float max_logit = MaxOf(logits.data(), logits.size());
   if (!std::isfinite(max_logit / params_.temperature)) return Argmax(logits);
-  if (params_.top_k <= 0 && params_.top_p >= 1.0f) {
-    // Temperature alone: nothing to truncate, so no candidate list; the weights in one
-    // vectorised pass (tokens below e^-30 of the best weigh 0, as in TruncatedDistribution).
+  if (params_.top_k <= 0) {
+    // Temperature alone, or with top-p: no candidate list. The weights in one vectorised pass
+    // (tokens below e^-30 of the best weigh 0, as in TruncatedDistribution); top-p keeps the
+    // tokens at or above the nucleus cut.
     const float inv_t = 1.0f / params_.temperature, best = max_logit * inv_t;
     const size_t n = logits.size();
     weights_.resize(n);
     float* w = weights_.data();
     WeightsOf(logits.data(), n, inv_t, best, w);
+    const Cut cut = params_.top_p < 1.0f ? NucleusCut(weights_, params_.top_p, &edge_) : Cut{};
     // Sums per block of 256, so the draw skips whole blocks and walks one.
     constexpr size_t kBlock = 256;
     const size_t blocks = (n + kBlock - 1) / kBlock;
     block_sums_.resize(blocks);
     double total = 0;
     for (size_t b = 0; b < blocks; ++b) {
-      block_sums_[b] = SumOf(w + b * kBlock, std::min(n, (b + 1) * kBlock) - b * kBlock);
+      const size_t len = std::min(n, (b + 1) * kBlock) - b * kBlock;
+      block_sums_[b] = params_.top_p < 1.0f ? MaskedSumOf(w + b * kBlock, b * kBlock, len, cut) : SumOf(w + b * kBlock, len);
       total += block_sums_[b];
     }
     double r = rng_.Uniform() * total;
     size_t b = 0;
     while (b + 1 < blocks && r > block_sums_[b]) r -= block_sums_[b++];
-    int32_t last = static_cast<int32_t>(b * kBlock);
+    int32_t last = -1;
     for (size_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
-      if (w[i] == 0.0f) continue;
+      if (w[i] == 0.0f || !cut.In(w[i], static_cast<int32_t>(i))) continue;
       last = static_cast<int32_t>(i);
       r -= w[i];
       if (r <= 0) return last;
     }
-    return last;
+    if (last >= 0) return last;
+    for (size_t i = n; i-- > 0;)  // rounding ran past the block's members: the last member overall
+      if (w[i] > 0.0f && cut.In(w[i], static_cast<int32_t>(i))) return static_cast<int32_t>(i);
+    return Argmax(logits);
   }
   TruncatedDistribution(logits, params_, &candidates_);
   double r = rng_.Uniform() * candidates_.total;

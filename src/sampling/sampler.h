@@ -22,7 +22,7 @@ struct SamplingParams {
 // unnormalised weights exp((logit - max) / temperature), in no particular order. The nucleus is
 // the textbook one (the fewest heaviest tokens holding top_p of the mass, ties by id).
 // Cost: O(V) passes and selection, never a sort of the vocabulary (top-p alone: the mass per
-// power-of-two weight bucket finds the boundary bucket, and only that bucket is selected in;
+// weight bucket (8 per power of two) finds the boundary bucket, only that one is selected in,
 // with top-k, selection within the candidates above a weight cutoff). Tokens below e^-30 of
 // the best are dropped first: together under 1e-8 of the mass at any vocabulary size up to
 // 10^6, below float's rounding of the total. The passes over the vocabulary run at the
@@ -43,8 +43,9 @@ class Sampler {
   SamplingParams params_;
   core::Rng rng_;
   Candidates candidates_;
-  std::vector<float> weights_;  // temperature alone: every token's weight, drawn in id order
+  std::vector<float> weights_;  // without top-k: every token's weight, drawn in id order
   std::vector<double> block_sums_;
+  std::vector<std::pair<float, int32_t>> edge_;  // top-p: the nucleus's boundary bucket
 };
 
 int32_t Argmax(std::span<const float> logits);
