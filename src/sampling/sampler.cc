@@ -183,9 +183,14 @@ size_t HeaviestHolding(std::vector<std::pair<float, int32_t>>& c, size_t hi, dou
 // in, and only the boundary bucket is sorted to take the fewest of its tokens that complete it.
 // The same set as the textbook sort (ties by id), at O(V) plus a sort of one bucket.
 Cut NucleusCut(const std::vector<float>& w, float top_p, std::vector<std::pair<float, int32_t>>* edge) {
-  double mass[kBuckets] = {};
-  for (size_t i = 0; i < w.size(); ++i)
-    if (w[i] > 0.0f) mass[BucketOf(w[i])] += w[i];
+  // Four interleaved histograms: consecutive tokens in one bucket would otherwise wait on
+  // each other's add. A weight of 0 lands in the last bucket, adding nothing.
+  constexpr int kCopies = 4;
+  double copies[kCopies][kBuckets] = {};
+  const size_t n = w.size();
+  for (size_t i = 0; i < n; ++i) copies[i % kCopies][std::min(BucketOf(w[i]), kBuckets - 1)] += w[i];
+  double mass[kBuckets];
+  for (int b = 0; b < kBuckets; ++b) mass[b] = (copies[0][b] + copies[1][b]) + (copies[2][b] + copies[3][b]);
   double total = 0;
   for (double m : mass) total += m;
   double need = top_p * total;
