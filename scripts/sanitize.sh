@@ -31,6 +31,8 @@ cmake --build "$dir" -j "$(nproc)"
 # container-overflow reports across them are off. Python reference tests preload nothing: they
 # drive our instrumented binaries.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_container_overflow=0:abort_on_error=0"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan_suppressions.txt"
+export RADIXLM_SOAK_RSS_SLACK_MIB=160  # ASan's quarantine (up to 256 MiB by default) grows RSS by design
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 cd "$dir"

@@ -97,7 +97,9 @@ def main():
         warm = [r for t, r in samples if t >= min(15, seconds / 3)]
         growth = max(warm) - warm[0] if warm else 0
         check(stats["errors"] == 0 and stats["ok"] > 50, "every real request answered (%d ok, %d errors)" % (stats["ok"], stats["errors"]))
-        check(growth <= 24, "RSS flat after warm-up: %.1f -> %.1f MiB (max growth %.1f MiB)" % (warm[0], warm[-1], growth))
+        # ASan's quarantine and shadow grow memory by design: scripts/sanitize.sh allows more.
+        slack = float(os.environ.get("RADIXLM_SOAK_RSS_SLACK_MIB", "24"))
+        check(growth <= slack, "RSS flat after warm-up: %.1f -> %.1f MiB (max growth %.1f MiB, allowed %.0f)" % (warm[0], warm[-1], growth, slack))
         running, waiting = metric(base, "radixlm_running_requests"), metric(base, "radixlm_queue_length")
         in_use, total = metric(base, "radixlm_kv_blocks_in_use"), metric(base, "radixlm_kv_blocks_total")
         cached = metric(base, "radixlm_cache_tokens")
