@@ -29,7 +29,8 @@ def free_port():
 
 
 def wait_ready(base):
-    for _ in range(100):
+    # Up to a minute: start-up under ThreadSanitizer (scripts/sanitize.sh tsan) takes several seconds.
+    for _ in range(600):
         try:
             urllib.request.urlopen(base + "/health", timeout=1)
             return
