@@ -396,22 +396,25 @@ void Engine::RunOnLoop(std::function<void()> fn) {
   cv_.notify_all();
 }
 
+// fn's answer, computed on the engine loop (the cache is the loop's alone); nullopt when the loop
+// did not answer within `timeout` (the task still runs later, into a promise nobody reads).
+template <typename Fn>
+auto AskLoop(Engine& engine, Fn fn, std::chrono::milliseconds timeout) -> std::optional<decltype(fn())> {
+  auto result = std::make_shared<std::promise<decltype(fn())>>();
+  auto answer = result->get_future();
+  engine.RunOnLoop([result, fn] { result->set_value(fn()); });
+  if (answer.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  return answer.get();
+}
+
 std::optional<std::vector<uint64_t>> Engine::CachedBlockKeys(std::chrono::milliseconds timeout) {
   RADIXLM_CHECK(kv_events_ != nullptr);
-  auto result = std::make_shared<std::promise<std::vector<uint64_t>>>();
-  std::future<std::vector<uint64_t>> keys = result->get_future();
-  RunOnLoop([this, result] { result->set_value(cache::CachedBlockKeys(*memory_.tree(), kv_events_->hasher())); });
-  if (keys.wait_for(timeout) != std::future_status::ready) return std::nullopt;
-  return keys.get();
+  return AskLoop(*this, [this] { return cache::CachedBlockKeys(*memory_.tree(), kv_events_->hasher()); }, timeout);
 }
 
 std::optional<std::vector<uint64_t>> Engine::CachedStateKeys(std::chrono::milliseconds timeout) {
   if (!kv_states_) return std::vector<uint64_t>{};
-  auto result = std::make_shared<std::promise<std::vector<uint64_t>>>();
-  std::future<std::vector<uint64_t>> keys = result->get_future();
-  RunOnLoop([this, result] { result->set_value(cache::CachedStateKeys(*memory_.checkpoints(), kv_events_->hasher())); });
-  if (keys.wait_for(timeout) != std::future_status::ready) return std::nullopt;
-  return keys.get();
+  return AskLoop(*this, [this] { return cache::CachedStateKeys(*memory_.checkpoints(), kv_events_->hasher()); }, timeout);
 }
 
 EngineMetrics Engine::Metrics() const {
