@@ -57,8 +57,9 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
 // compaction: intra-step prefix dedup in the executor (threshold 0 = off).
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
                     const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0},
-                    core::DType kv_dtype = core::DType::kF32, bool cascade = true) {
+                    core::DType kv_dtype = core::DType::kF32, bool cascade = true, bool parallel_sampling = false) {
   core::ThreadPool pool(2);
+  if (parallel_sampling) cfg.sampling_pool = &pool;
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
   auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
                                           policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy,
@@ -143,6 +144,28 @@ TEST_F(EngineTest, PrefixCacheNeverChangesAnAnswer) {
 // compute the shared rows once (trie-space or scatter/gather attention), composed with the
 // radix cache (cached rows are not computed at all), with chunked prefill, continuing chunks
 // whose contexts differ, and preemption. Every answer is bitwise the plain run's.
+// A step's rows sampled in parallel on the executor's pool draw exactly the tokens they draw in
+// order (each request has its own seeded generator): temperature, top-k and top-p, with best_of's
+// cumulative log-probabilities.
+TEST_F(EngineTest, ParallelSamplingDrawsTheSameTokens) {
+  Workload w = MakeWorkload(7, model_->config().vocab_size);
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    engine::RequestParams& p = w.requests[i];
+    p.sampling = {.temperature = 0.9f, .top_k = i % 3 == 1 ? 20 : 0, .top_p = i % 3 == 2 ? 0.8f : 1.0f, .seed = 100 + i};
+    p.max_tokens += 8;
+    p.cumulative_logprob = i % 2 == 0;
+  }
+  const engine::EngineConfig cfg{.num_blocks = 512, .block_tokens = 8};
+  const Outcome serial = RunWorkload(*model_, w, cfg);
+  const Outcome parallel = RunWorkload(*model_, w, cfg, "", {.threshold = 0}, core::DType::kF32, true, /*parallel_sampling=*/true);
+  EXPECT_EQ(serial.outputs, parallel.outputs);
+  for (size_t i = 0; i < w.requests.size(); ++i)
+    EXPECT_EQ(serial.usage.at(i).cumulative_logprob, parallel.usage.at(i).cumulative_logprob) << i;
+  int several = 0;  // requests that sampled several tokens (the comparison is not of empty outputs)
+  for (const auto& [i, tokens] : serial.outputs) several += tokens.size() > 1;
+  EXPECT_GT(several, 10);
+}
+
 TEST_F(EngineTest, IntraStepPrefixDedupNeverChangesAnAnswer) {
   int64_t dedup_cache_on = 0, dedup_cache_off = 0, preemptions = 0;
   for (uint64_t seed : {4, 5, 6}) {

@@ -60,7 +60,11 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
 
 ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o,
                              core::DType kv_dtype)
-    : config_(MakeEngineConfig(o)),
+    : config_([&] {
+        engine::EngineConfig c = MakeEngineConfig(o);
+        c.sampling_pool = &pool;
+        return c;
+      }()),
       kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype}),
       hybrid_(MakeHybrid(model.config(), o)),
       executor_(model, pool, kv_, hybrid_.states.get()),

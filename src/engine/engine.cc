@@ -2,6 +2,8 @@
 
 #include <future>
 
+#include "core/thread_pool.h"
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -275,8 +277,24 @@ bool Engine::Step() {
   }
   executor_.Execute(copies, seqs, &logits_);
 
-  // 4. Advance, sample, stream, finish.
+  // 4. Sample every row that asked for logits (in parallel on the sampling pool), then advance,
+  // stream and finish in plan order.
   const int64_t vocab = executor_.vocab_size();
+  std::vector<Req*> sampling;
+  for (const auto& p : planned)
+    if (p.r->computed + p.n == static_cast<int64_t>(p.r->tokens.size()) && !p.r->params.continuation) sampling.push_back(p.r);
+  std::vector<int32_t> sampled(sampling.size());
+  std::vector<double> logprobs(sampling.size(), 0.0);
+  auto sample_rows = [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      Req& r = *sampling[i];
+      const std::span<const float> logits(logits_.data() + i * vocab, vocab);
+      sampled[i] = r.sampler.Sample(logits);
+      if (r.params.cumulative_logprob) logprobs[i] = sampling::LogProb(logits, sampled[i]);
+    }
+  };
+  if (config_.sampling_pool && sampling.size() > 1) config_.sampling_pool->ParallelFor(static_cast<int64_t>(sampling.size()), sample_rows);
+  else sample_rows(0, 0, static_cast<int64_t>(sampling.size()));
   size_t row = 0;
   int64_t generated_now = 0;
   for (size_t k = 0; k < planned.size(); ++k) {
@@ -300,9 +318,9 @@ bool Engine::Step() {
       }
       next = (*r.params.continuation)[given];
     } else {
-      const std::span<const float> logits(logits_.data() + row * vocab, vocab);
-      next = r.sampler.Sample(logits);
-      if (r.params.cumulative_logprob) r.usage.cumulative_logprob += sampling::LogProb(logits, next);
+      RADIXLM_CHECK(row < sampling.size() && sampling[row] == &r);
+      next = sampled[row];
+      r.usage.cumulative_logprob += logprobs[row];
       ++row;
     }
     r.tokens.push_back(next);

@@ -39,6 +39,10 @@
 #include "engine/request.h"
 #include "scheduler/step_planner.h"
 
+namespace radixlm::core {
+class ThreadPool;
+}
+
 namespace radixlm::engine {
 
 // The cache's KV events as the engine publishes them (serve sees the engine, not the cache).
@@ -48,6 +52,10 @@ struct EngineConfig {
   // kByteBudget: the executor stores nothing (a cost model) and the hybrid cache policy alone
   // decides hits (cache::Memory); the pool's size is then irrelevant.
   cache::MemoryMode memory_mode = cache::MemoryMode::kBlockPool;
+  // Borrowed: a step's rows are sampled on it in parallel (the executor's pool, idle by then;
+  // each request's sampler has its own seeded generator, so the tokens do not depend on it).
+  // Null: in order on the engine thread.
+  core::ThreadPool* sampling_pool = nullptr;
   int32_t num_blocks = 1024;
   int32_t block_tokens = 16;
   bool prefix_cache = true;
