@@ -90,7 +90,6 @@ void KvEventLog::Stored(int64_t ns, std::span<const int32_t> path, int64_t begin
   const std::vector<BlockDigest> chain = hasher_.Chain(path.first(end * bs), ns);
   KvEvent e;
   e.kind = KvEvent::Kind::kStored;
-  e.ns = ns;
   for (int64_t b = first; b < end; ++b) e.block_keys.push_back(BlockHasher::Key(chain[b]));
   if (first > 0) e.parent_key = BlockHasher::Key(chain[first - 1]);
   e.token_ids.assign(path.begin() + first * bs, path.begin() + end * bs);
@@ -104,7 +103,6 @@ void KvEventLog::Removed(int64_t ns, std::span<const int32_t> path, int64_t begi
   const std::vector<BlockDigest> chain = hasher_.Chain(path.first(end * bs), ns);
   KvEvent e;
   e.kind = KvEvent::Kind::kRemoved;
-  e.ns = ns;
   for (int64_t b = first; b < end; ++b) e.block_keys.push_back(BlockHasher::Key(chain[b]));
   pending_.push_back(std::move(e));
 }

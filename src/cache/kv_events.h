@@ -61,7 +61,6 @@ struct KvEvent {
   std::optional<uint64_t> parent_key;    // kStored: the block before the first (none at block 0)
   int64_t position = 0;                  // kState*: tokens before the checkpoint
   std::vector<int32_t> token_ids;        // kStored: block_keys.size() x block_tokens tokens
-  int64_t ns = 0;                        // the namespace (cache_salt hash; 0 = none)
 };
 
 class KvEventLog final : public BlockObserver, public StateObserver {

@@ -82,7 +82,9 @@ TEST(KvEventLogTest, EventsRebuildTheTreesBlocksExactly) {
             ++removed;
           }
         }
-        if (e.kind == KvEvent::Kind::kStored) ASSERT_EQ(e.token_ids.size(), e.block_keys.size() * bs);
+        if (e.kind == KvEvent::Kind::kStored) {
+          ASSERT_EQ(e.token_ids.size(), e.block_keys.size() * bs);
+        }
       }
       const std::vector<uint64_t> held = CachedBlockKeys(tree, log.hasher());
       ASSERT_EQ(std::vector<uint64_t>(mirror.begin(), mirror.end()), held) << "bs " << bs << " step " << step;

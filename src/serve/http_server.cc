@@ -540,6 +540,4 @@ void HttpServer::Stop() {
   asio::post(impl_->io_, [this] { impl_->StopOnIo(); });
 }
 
-int HttpServer::open_connections() const { return impl_->open_.load(); }
-
 }  // namespace radixlm::serve

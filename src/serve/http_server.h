@@ -118,7 +118,6 @@ class HttpServer {
   // Thread-safe; may be called before Serve or after it returned.
   void Stop();
 
-  int open_connections() const;
 
  private:
   friend class Connection;  // http_server.cc: one client's state machine

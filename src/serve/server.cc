@@ -356,8 +356,8 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
 std::string Server::MetricsText() const {
   const engine::EngineMetrics m = engine_.Metrics();
   std::ostringstream o;
-  auto metric = [&](const char* name, const char* type, const char* help, double value) {
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << " " << value << "\n";
+  auto metric = [&](const char* name, const char* type, const char* help, double value, const std::string& labels = "") {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << labels << " " << value << "\n";
   };
   metric("radixlm_requests_total", "counter", "Requests accepted by the engine.", m.requests_submitted);
   metric("radixlm_requests_finished_total", "counter", "Requests finished (any reason).", m.requests_finished);
@@ -385,9 +385,7 @@ std::string Server::MetricsText() const {
   // gauges of requests and KV usage as a 0-1 fraction; prefix-cache counters in tokens).
   // Unlike vLLM's, the usage fraction counts cached blocks that no request holds as used.
   const std::string label = "{model_name=\"" + config_.model_name + "\"}";
-  auto vllm = [&](const char* name, const char* type, const char* help, double value) {
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << label << " " << value << "\n";
-  };
+  auto vllm = [&](const char* name, const char* type, const char* help, double value) { metric(name, type, help, value, label); };
   vllm("vllm:num_requests_running", "gauge", "Requests in the running batch.", m.running);
   vllm("vllm:num_requests_waiting", "gauge", "Requests waiting for admission.", m.waiting);
   vllm("vllm:kv_cache_usage_perc", "gauge", "KV blocks in use (requests or cache) / KV blocks, 0-1.",
