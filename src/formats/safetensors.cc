@@ -1,5 +1,7 @@
 #include "formats/safetensors.h"
 
+#include "core/json_text.h"
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +28,7 @@ const char* DTypeToName(core::DType t) {
     case core::DType::kF16: return "F16";
     case core::DType::kBF16: return "BF16";
     case core::DType::kI32: return "I32";
+    default: break;  // the GGML block types have no safetensors name
   }
   return "?";
 }
@@ -57,12 +60,12 @@ core::Status ReadSafetensorsFile(const std::string& path, TensorStore* store) {
     e.name = name;
     e.file = path;
     if (!info["dtype"].is_string() || !DTypeFromName(info["dtype"].get<std::string>(), &e.dtype))
-      return bad("unsupported dtype " + (info["dtype"].is_string() ? info["dtype"].dump() : std::string("of type ") + info["dtype"].type_name()) +
+      return bad("unsupported dtype " + (info["dtype"].is_string() ? core::JsonText(info["dtype"]) : std::string("of type ") + info["dtype"].type_name()) +
                  " (radixlm reads F32, F16, BF16)");
     if (!info["shape"].is_array()) return bad("shape is not a list");
     for (const auto& d : info["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        return bad(std::string("bad dimension (") + (d.is_number() ? d.dump() : d.type_name()) + ")");
+        return bad(std::string("bad dimension (") + (d.is_number() ? core::JsonText(d) : d.type_name()) + ")");
       e.shape.push_back(d.get<int64_t>());
     }
     const auto& off = info["data_offsets"];
@@ -121,7 +124,7 @@ core::Status WriteSafetensorsFile(const std::string& path, const std::vector<Saf
     header[t.name] = {{"dtype", DTypeToName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  std::string h = header.dump();
+  std::string h = core::JsonText(header);
   h.resize((h.size() + 7) / 8 * 8, ' ');
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return core::IoError(path + ": cannot write");

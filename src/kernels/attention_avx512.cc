@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention_internal.h"
+#include "kernels/vec_avx512.h"
 
 #define RADIXLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
@@ -203,7 +204,7 @@ void WeightedValuesQv(float* const* acc, const float* corr, const float* const* 
 RADIXLM_AVX512 float SoftmaxChunk(float* s, int n, float* m, float* l) {
   __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int j = 0; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, FirstN(n - j), s + j));
-  const float m_new = std::max(*m, _mm512_reduce_max_ps(mx));
+  const float m_new = std::max(*m, avx512::ReduceMax(mx));
   const float corr = std::exp(*m - m_new);  // exp(-inf) = 0 on the first chunk
   const __m512 mn = _mm512_set1_ps(m_new);
   __m512 sum = _mm512_setzero_ps();
@@ -213,7 +214,7 @@ RADIXLM_AVX512 float SoftmaxChunk(float* s, int n, float* m, float* l) {
     _mm512_mask_storeu_ps(s + j, mk, e);
     sum = _mm512_add_ps(sum, e);
   }
-  *l = *l * corr + _mm512_reduce_add_ps(sum);
+  *l = *l * corr + avx512::ReduceAdd(sum);
   *m = m_new;
   return corr;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/gemm_internal.h"
+#include "kernels/vec_avx512.h"
 
 // The AVX-512 level (core::Isa::kAvx512: F, BW, VL, DQ); the VNNI and BF16 kernels add theirs,
 // and run only where the CPU has them (gemm::TierOf).
@@ -314,7 +315,7 @@ RADIXLM_AVX512 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, floa
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < K / 32; ++b) {
     const __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    const float amax = avx512::ReduceMax(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
     // The scalar quantiser's expressions, so both round identically.
     d[b] = amax / 127.0f;
     const __m512 id = _mm512_set1_ps(InverseScale(amax));
@@ -325,8 +326,8 @@ RADIXLM_AVX512 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, floa
     const __m512i q1 = _mm512_maskz_cvtps_epi32(_mm512_cmp_ps_mask(_mm512_andnot_ps(sign, s1), lim, _CMP_LE_OQ), s1);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
-    sum16[2 * b] = _mm512_reduce_add_epi32(q0);
-    sum16[2 * b + 1] = _mm512_reduce_add_epi32(q1);
+    sum16[2 * b] = avx512::ReduceAddI32(q0);
+    sum16[2 * b + 1] = avx512::ReduceAddI32(q1);
   }
 }
 

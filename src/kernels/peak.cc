@@ -9,6 +9,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/vec_avx2.h"
+#include "kernels/vec_avx512.h"
 
 namespace radixlm::kernels {
 namespace {
@@ -36,7 +37,7 @@ __attribute__((target("avx512f"))) float FmaLoop512(long iters) {
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
   __m512 s = acc[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  return avx512::ReduceAdd(s);
 }
 
 __attribute__((target("avx512f,avx512bf16"))) float Bf16Loop(long iters) {
@@ -48,7 +49,7 @@ __attribute__((target("avx512f,avx512bf16"))) float Bf16Loop(long iters) {
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
   __m512 s = acc[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  return avx512::ReduceAdd(s);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) float Int8Loop(long iters) {
@@ -60,7 +61,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) float Int8Loop(long iters
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
   __m512i s = acc[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, acc[i]);
-  return static_cast<float>(_mm512_reduce_add_epi32(s));
+  return static_cast<float>(avx512::ReduceAddI32(s));
 }
 
 // Median over 5 runs of ops / second of `loop` on every thread, in units of 1e9.
