@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "cli/batch_journal.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -173,7 +174,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
           answered.insert(std::stoll(j["id"].get<std::string>().substr(10)));
       }
       if (static_cast<int64_t>(answered.size()) == n_lines && (n_lines == 0 || *answered.rbegin() == n_lines - 1)) {
-        if (lead && o.json_out) std::printf("%s\n", json({{"lines", n_lines}, {"already_complete", true}}).dump().c_str());
+        if (lead && o.json_out) std::printf("%s\n", core::JsonText(json({{"lines", n_lines}, {"already_complete", true}})).c_str());
         else if (lead) std::fprintf(stderr, "radixlm batch: %s already answers all %lld lines\n", o.output.c_str(), static_cast<long long>(n_lines));
         return;
       }
@@ -246,7 +247,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
         items.push_back(std::move(p));
         ItemState st;
         st.completion = static_cast<int64_t>(completions.size());
-        st.text = std::make_unique<serve::CompletionText>(tok, r.stop_strings);
+        st.text = std::make_unique<serve::CompletionText>(tok, r.stop_strings, r.params.min_tokens);
         item_state.push_back(std::move(st));
       }
       completions.push_back(std::move(cl));
@@ -320,7 +321,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
                     {"scoring_predicted_imbalance", scoring_imbalance},
                     {"groups", groups}};
     if (o.json_out) {
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", core::JsonText(j).c_str());
     } else {
       std::printf("%lld lines; completions: %lld requests, %lld prompt tokens, %lld planned (saving %.1f%%, ideal %.1f%%) in %lld groups "
                   "(%lld shared); scoring inputs: saving %.1f%% (ideal %.1f%%)\n",
@@ -339,7 +340,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   const int64_t to_answer = n_lines - static_cast<int64_t>(done.size());
   Progress progress(world.size() > 1 ? "batch (rank 0)" : "batch", lead ? to_answer : 0);
   auto write = [&](const json& line) {
-    ExitIfError((*part)->Append(line.dump(-1, ' ', false, json::error_handler_t::replace)));
+    ExitIfError((*part)->Append(core::JsonText(line)));
     ++answered_now;
     if (lead) progress.Update(answered_now);
   };
@@ -484,7 +485,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
                         {"scoring_saving", s_rows ? 1.0 - double(s_computed) / double(s_rows) : 0.0},
                         {"scoring_planned", PlanJson(scoring_predicted)}};
   if (o.json_out) {
-    std::printf("%s\n", summary.dump().c_str());
+    std::printf("%s\n", core::JsonText(summary).c_str());
   } else {
     std::fprintf(stderr,
                  "radixlm batch: %lld lines answered in %s (%lld this run, %.1f s, %.2f req/s); prompt tokens %lld, computed %lld "

@@ -1,5 +1,7 @@
 #include "cli/batch_journal.h"
 
+#include "core/json_text.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,7 +20,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string HeaderLine(const BatchJobId& job) {
-  return json({{"radixlm_batch_part", 1}, {"input_digest", job.input_digest}, {"created", job.created}}).dump();
+  return core::JsonText(json({{"radixlm_batch_part", 1}, {"input_digest", job.input_digest}, {"created", job.created}}));
 }
 
 core::Status IoError(const std::string& what) {

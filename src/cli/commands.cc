@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include "core/json_text.h"
+
 #include <sys/resource.h>
 
 #include <memory>
@@ -91,7 +93,7 @@ void RegisterInfo(CLI::App& app) {
     ExitIfError(m.status());
     const json j = InfoJson(**m, *o);
     if (*as_json) {
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", core::JsonText(j).c_str());
       return;
     }
     std::printf("%s: %s, %.1fM parameters, weights %s (%.1f MiB packed)\n", j["name"].get<std::string>().c_str(),
@@ -160,7 +162,7 @@ void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const t
   if (json_out) {
     const json j = {{"prompt_tokens", prompt.size()}, {"prompt_tokens_computed", m.prompt_tokens - m.cached_prompt_tokens},
                     {"choices", choices}, {"completion_tokens", generated}, {"tokens_per_s", generated / seconds}};
-    std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    std::printf("%s\n", core::JsonText(j).c_str());
     return;
   }
   std::printf("prompt: %zu tokens (computed once); %d samples:\n", prompt.size(), n);
@@ -263,7 +265,7 @@ void RegisterGenerate(CLI::App& app) {
       json j = {{"prompt_tokens", prompt.size()}, {"tokens", r->tokens}, {"prefill_seconds", r->prefill_seconds},
                 {"decode_tokens_per_s", decode_tps}, {"stopped", r->stopped}};
       if (tok) j["text"] = text;
-      std::printf("%s\n", j.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+      std::printf("%s\n", core::JsonText(j).c_str());
     } else {
       std::printf("\n%zu tokens; prefill %.1f ms (%.1f tok/s), decode %.1f tok/s%s\n", r->tokens.size(),
                   r->prefill_seconds * 1e3, prompt.size() / r->prefill_seconds, decode_tps,
@@ -358,8 +360,8 @@ void RegisterPerplexity(CLI::App& app) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double ppl = std::exp(nll / static_cast<double>(scored));
     if (o->json_out) {
-      std::printf("%s\n", json({{"perplexity", ppl}, {"tokens_scored", scored}, {"windows", windows}, {"ctx", ctx},
-                                {"seconds", seconds}}).dump().c_str());
+      std::printf("%s\n", core::JsonText(json({{"perplexity", ppl}, {"tokens_scored", scored}, {"windows", windows}, {"ctx", ctx},
+                                {"seconds", seconds}})).c_str());
     } else {
       std::printf("perplexity %.3f over %lld tokens of %s (%lld windows of %lld tokens, %.1f s)\n", ppl,
                   static_cast<long long>(scored), o->file.c_str(), static_cast<long long>(windows),
@@ -416,7 +418,7 @@ void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int bat
                   {"max_batch_tokens", max_batch_tokens},
                   {"tokens_per_s", Median(rates)}, {"observed_ratio", double(run.computed_rows) / run.original_rows},
                   {"ideal_speedup_r", ideal}, {"threads", pool.size()}, {"repeats", repeats}};
-  std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
+  std::printf("%s\n", core::JsonText(j, json_out ? -1 : 2).c_str());
 }
 
 // Decode of `batch` concurrent requests that share a `prefix`-token prompt prefix (+ `suffix`
@@ -500,7 +502,7 @@ void BenchCascadeDecode(models::Transformer& model, core::ThreadPool& pool, int 
             {"cascade_rows", exec.cascade_rows() - cascade_rows_before},
             {"kv_bytes_read_per_step", cascade ? cascade_bytes : plain_bytes},
             {"kv_bytes_ratio_plain_over_cascade", plain_bytes / cascade_bytes}};
-  std::printf("%s\n", j.dump(json_out ? -1 : 2).c_str());
+  std::printf("%s\n", core::JsonText(j, json_out ? -1 : 2).c_str());
 }
 
 void RegisterBench(CLI::App& app) {
@@ -639,10 +641,10 @@ void RegisterBench(CLI::App& app) {
               {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats},
               {"prefill_time_share", shares(p_prefill)}, {"decode_time_share", shares(p_decode)}};
     if (o->json_out) {
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", core::JsonText(j).c_str());
       return;
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", core::JsonText(j, 2).c_str());
   });
 }
 

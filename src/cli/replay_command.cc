@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
@@ -205,7 +206,7 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
         httplib::Request req;
         req.method = "POST";
         req.path = "/v1/chat/completions";
-        req.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+        req.body = core::JsonText(body);
         req.set_header("Content-Type", "application/json");
         std::string buffer, answer;
         std::vector<int32_t> out_ids;
@@ -343,13 +344,13 @@ void RegisterReplay(CLI::App& app) {
         if (!out) ExitIfError(core::IoError("cannot write " + o->trace_out));
       }
       report[cache_on ? "cache_on" : "cache_off"] = j;
-      if (!o->json_out) std::fprintf(stderr, "cache %s: %s\n", cache_on ? "on" : "off", j.dump().c_str());
+      if (!o->json_out) std::fprintf(stderr, "cache %s: %s\n", cache_on ? "on" : "off", core::JsonText(j).c_str());
     }
     if (o->compare) {
       const double on = report["cache_on"]["seconds"].get<double>(), off = report["cache_off"]["seconds"].get<double>();
       report["throughput_ratio_on_over_off"] = on > 0 ? off / on : 0.0;
     }
-    std::printf("%s\n", report.dump(o->json_out ? -1 : 2).c_str());
+    std::printf("%s\n", core::JsonText(report, o->json_out ? -1 : 2).c_str());
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/progress.h"
@@ -176,7 +177,7 @@ void RegisterRerank(CLI::App& app) {
       for (size_t qi = 0, p = 0; qi < nq; ++qi) {
         json s = json::array();
         while (p < pairs.size() && query_of[p] == qi) s.push_back(1.0 / (1.0 + std::exp(-(*logits)[p++])));
-        out << json{{"query", (*queries)[qi].query}, {"scores", s}}.dump() << "\n";
+        out << core::JsonText(json{{"query", (*queries)[qi].query}, {"scores", s}}) << "\n";
       }
       if (!out) ExitIfError(core::IoError("cannot write " + o->out));
     }
@@ -185,7 +186,7 @@ void RegisterRerank(CLI::App& app) {
                     {"compaction", o->scoring.compaction}, {"threshold", o->scoring.threshold},
                     {"pairs_per_s", seconds > 0 ? pairs.size() / seconds : 0.0}, {"yes_id", format->yes_id},
                     {"no_id", format->no_id}});
-    std::printf("%s\n", summary.dump(o->json_out ? -1 : 2).c_str());
+    std::printf("%s\n", core::JsonText(summary, o->json_out ? -1 : 2).c_str());
   });
 }
 
@@ -252,14 +253,14 @@ void RegisterEmbed(CLI::App& app) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o->out.empty()) {
       std::ofstream out(o->out);
-      for (size_t i = 0; i < emb->size(); ++i) out << json{{"index", i}, {"embedding", (*emb)[i]}}.dump() << "\n";
+      for (size_t i = 0; i < emb->size(); ++i) out << core::JsonText(json{{"index", i}, {"embedding", (*emb)[i]}}) << "\n";
       if (!out) ExitIfError(core::IoError("cannot write " + o->out));
     }
     json summary = StatsJson(runner.stats(), seconds);
     summary.update({{"model", loaded.model->config().name}, {"inputs", inputs.size()}, {"pooling", o->pooling},
                     {"dimensions", loaded.model->config().d_model}, {"compaction", o->scoring.compaction},
                     {"threshold", o->scoring.threshold}, {"inputs_per_s", seconds > 0 ? inputs.size() / seconds : 0.0}});
-    std::printf("%s\n", summary.dump(o->json_out ? -1 : 2).c_str());
+    std::printf("%s\n", core::JsonText(summary, o->json_out ? -1 : 2).c_str());
   });
 }
 

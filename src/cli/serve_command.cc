@@ -56,8 +56,10 @@ void RegisterServe(CLI::App& app) {
   AddModelOptions(cmd, &o->model, /*positional_model=*/true);
   AddTokenizerOptions(cmd, &o->model);
   AddEngineOptions(cmd, &o->engine);
-  cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->server.port)->capture_default_str();
+  cmd->add_option("--host", o->server.host, "address to listen on (0.0.0.0: every interface)")
+      ->check([](const std::string& h) { return h.empty() ? std::string("the address is empty (0.0.0.0 listens on every interface)") : std::string(); })
+      ->capture_default_str();
+  cmd->add_option("--port", o->server.port, "TCP port (0: any free port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--model-name", o->server.model_name, "name clients use in 'model' (default: the model spec)");
   cmd->add_option("--api-key", o->server.api_key,
                   "require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file or RADIXLM_API_KEY)");
@@ -211,15 +213,15 @@ void RegisterServe(CLI::App& app) {
       std::fprintf(stderr, "radixlm: requests still in flight after %.0f s (--shutdown-timeout); exiting\n", timeout);
       std::_Exit(1);
     });
-    const core::Status bound = server.Bind();
+    const core::StatusOr<int> bound = server.Bind();
     if (!bound.ok()) {
       done = true;
       watcher.join();
-      ExitIfError(bound);
+      ExitIfError(bound.status());
     }
     eng.Start();
     std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
-                 o->server.model_name.c_str(), o->server.host.c_str(), o->server.port, eng.config().num_blocks,
+                 o->server.model_name.c_str(), o->server.host.c_str(), *bound, eng.config().num_blocks,
                  eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
     server.ListenAfterBind();
     done = true;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "cache/marconi_reference.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -226,7 +227,7 @@ int ReportFleets(const SimulateOptions& o, const sim::SimResult& single,
   }
   out["fleets"] = list;
   if (o.json_out) {
-    std::cout << out.dump() << "\n";
+    std::cout << core::JsonText(out) << "\n";
     return 0;
   }
   std::printf("one cache of %lld KV tokens: token hit %.4f, prompt tokens computed %lld\n", static_cast<long long>(o.kv_tokens),
@@ -445,11 +446,11 @@ int RunSimulate(SimulateOptions& o) {
   }
   if (o.json_out) {
     if (results.size() == 1) {
-      std::cout << ResultJson(results[0], *shape, o).dump() << "\n";
+      std::cout << core::JsonText(ResultJson(results[0], *shape, o)) << "\n";
     } else {
       json all = json::array();
       for (const auto& r : results) all.push_back(ResultJson(r, *shape, o));
-      std::cout << json{{"results", all}}.dump() << "\n";
+      std::cout << core::JsonText(json{{"results", all}}) << "\n";
     }
   } else {
     std::printf("model %s: %d SSM, %d attention, %d MLP layers; checkpoint %.2f MB, KV %.1f KB/token; TTFT %.2f ms + %.5f ms/token\n",

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
@@ -86,7 +87,7 @@ void RegisterTokenize(CLI::App& app) {
       for (int32_t id : *ids)
         if (id >= (*t)->vocab_size()) ExitIfError(core::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary"));
       const std::string text = (*t)->Decode(*ids, o->skip_special);
-      if (o->json_out) std::printf("%s\n", json({{"text", text}}).dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+      if (o->json_out) std::printf("%s\n", core::JsonText(json({{"text", text}})).c_str());
       else std::printf("%s\n", text.c_str());
       return;
     }
@@ -107,8 +108,8 @@ void RegisterTokenize(CLI::App& app) {
       const auto t0 = std::chrono::steady_clock::now();
       for (const std::string& text : texts) tokens += (*t)->Encode(text).size();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("%s\n", json({{"tokenizer", (*t)->name()}, {"bytes", bytes}, {"tokens", tokens}, {"seconds", s},
-                                {"mb_per_s", bytes / 1e6 / s}}).dump().c_str());
+      std::printf("%s\n", core::JsonText(json({{"tokenizer", (*t)->name()}, {"bytes", bytes}, {"tokens", tokens}, {"seconds", s},
+                                {"mb_per_s", bytes / 1e6 / s}})).c_str());
       return;
     }
     if (!o->input.empty()) {
@@ -125,9 +126,9 @@ void RegisterTokenize(CLI::App& app) {
           ExitIfError(core::InvalidArgument(o->input + ":" + std::to_string(n) + ": expected {\"text\": string}"));
         const std::string text = j["text"].get<std::string>();
         const auto ids = (*t)->Encode(text, o->add_special);
-        out << json({{"ids", ids}}).dump() << "\n";
+        out << core::JsonText(json({{"ids", ids}})) << "\n";
         if (o->check_roundtrip && (*t)->Decode(ids) != (*t)->RoundTripForm(text) && ++roundtrip_failures <= 3)
-          std::fprintf(stderr, "line %d does not round-trip: %s\n", n, json(text).dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 200).c_str());
+          std::fprintf(stderr, "line %d does not round-trip: %s\n", n, core::JsonText(json(text)).substr(0, 200).c_str());
       }
       if (roundtrip_failures) {
         std::fprintf(stderr, "radixlm: %d line(s) of %s do not decode back to their text\n", roundtrip_failures, o->input.c_str());
@@ -137,7 +138,7 @@ void RegisterTokenize(CLI::App& app) {
     }
     const auto ids = (*t)->Encode(o->text, o->add_special);
     if (o->json_out) {
-      std::printf("%s\n", json({{"ids", ids}}).dump().c_str());
+      std::printf("%s\n", core::JsonText(json({{"ids", ids}})).c_str());
       return;
     }
     for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? "," : "", ids[i]);

@@ -1,5 +1,7 @@
 #include "models/loader.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -692,7 +694,7 @@ Status WriteHybridHf(const ModelConfig& c, std::vector<NamedTensor> tensors, DTy
                 {"position_embedding_type", c.use_rope ? "rope" : "nope"}, {"rope_theta", c.rope_theta},
                 {"hidden_act", "silu"}});
   }
-  std::ofstream(fs::path(out_path) / "config.json") << cfg.dump(2) << "\n";
+  std::ofstream(fs::path(out_path) / "config.json") << core::JsonText(cfg, 2) << "\n";
   return Status::Ok();
 }
 
@@ -852,7 +854,7 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
                            {"low_freq_factor", c.rope_scaling.low_freq_factor},
                            {"high_freq_factor", c.rope_scaling.high_freq_factor},
                            {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
-  std::ofstream(fs::path(out_path) / "config.json") << cfg.dump(2) << "\n";
+  std::ofstream(fs::path(out_path) / "config.json") << core::JsonText(cfg, 2) << "\n";
   return Status::Ok();
 }
 

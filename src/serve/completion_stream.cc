@@ -1,14 +1,18 @@
 #include "serve/completion_stream.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
+#include <utility>
 
 namespace radixlm::serve {
 
 using nlohmann::json;
 
-std::string StopStringFilter::Push(const std::string& piece, bool last) {
+std::string StopStringFilter::Push(const std::string& piece, bool last, bool can_stop) {
   if (stopped_) return "";
   held_ += piece;
+  if (!can_stop) return std::exchange(held_, std::string());
   // The earliest stop string wins.
   size_t cut = std::string::npos;
   for (const std::string& stop : stops_) {
@@ -39,7 +43,7 @@ std::string CompletionText::Push(const engine::TokenEvent& ev) {
   std::string piece = ev.token >= 0 ? decoder_.Push(ev.token) : "";
   const bool last = ev.finish != engine::FinishReason::kNone;
   if (last) piece += decoder_.Finish();
-  std::string out = filter_.Push(piece, last);
+  std::string out = filter_.Push(piece, last, static_cast<int>(ids_.size()) >= min_tokens_);
   text_ += out;
   return out;
 }
@@ -98,7 +102,7 @@ json UsageChunk(const CompletionMeta& meta, const engine::Usage& usage) {
 }
 
 std::string SseEvent(const json& data) {
-  return "data: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  return "data: " + core::JsonText(data) + "\n\n";
 }
 
 }  // namespace radixlm::serve

@@ -5,13 +5,16 @@
 // for /embed and /rerank, so each API's clients parse the errors they expect.
 #pragma once
 
+#include "core/json_text.h"
 #include "serve/http_server.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -59,15 +62,42 @@ inline nlohmann::json ErrorBody(const ApiError& e) {
   return json({{"error", err}});
 }
 
+// A request body as JSON, or why not: not JSON (400 invalid_json), nested deeper than
+// core::JsonLimits::max_depth (400 too_deep), or a document whose parse would hold too much
+// memory for its size (413 request_too_large; core/json_text.h).
+inline std::optional<nlohmann::json> ParseBody(std::string_view body, ApiError* err) {
+  core::JsonParse p = core::ParseJsonBounded(body);
+  switch (p.error) {
+    case core::JsonParseError::kNone: return std::move(p.value);
+    case core::JsonParseError::kInvalid: *err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"}; break;
+    case core::JsonParseError::kTooDeep:
+      *err = {400, "the request body nests arrays and objects more than " + std::to_string(core::JsonLimits{}.max_depth) + " deep",
+              "invalid_request_error", "", "invalid_json"};
+      break;
+    case core::JsonParseError::kTooLarge:
+      *err = {413, "the request body's JSON would take over " + std::to_string(p.estimated_bytes >> 20) +
+                       " MiB of memory to parse (too many small values for its size)", "invalid_request_error", "", "request_too_large"};
+      break;
+  }
+  return std::nullopt;
+}
+
+// The body of the transport's own refusals (400, 404, 408, 413, 415, 501, 503, ...), in the
+// API's error format; `message` may quote client bytes (invalid UTF-8 is replaced).
+inline std::string TransportErrorBody(int status, const std::string& message) {
+  const char* code = status == 404 ? "not_found" : status == 413 ? "request_too_large" : status == 503 ? "server_busy" : "invalid_request";
+  return core::JsonText(ErrorBody({status, message, status >= 500 && status != 501 ? "server_error" : "invalid_request_error", "", code}));
+}
+
 inline void SendError(HttpResponse& res, const ApiError& e) {
   res.status = e.status;
-  res.SetContent(ErrorBody(e).dump(), "application/json");
+  res.SetContent(core::JsonText(ErrorBody(e)), "application/json");
 }
 
 // error_type: "Validation" (422 / 413), "Overloaded" (429), "Backend" (500), "Unhealthy" (503).
 inline void SendTeiError(HttpResponse& res, int status, const std::string& message, const std::string& error_type) {
   res.status = status;
-  res.SetContent(nlohmann::json({{"error", message}, {"error_type", error_type}}).dump(), "application/json");
+  res.SetContent(core::JsonText(nlohmann::json({{"error", message}, {"error_type", error_type}})), "application/json");
 }
 
 }  // namespace radixlm::serve

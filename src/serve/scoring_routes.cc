@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_text.h"
 #include "serve/http_common.h"
 #include "serve/scoring_api.h"
 #include "serve/server.h"
@@ -24,7 +25,7 @@ void Server::ScoringRoutes() {
       auto answer = [&](const ApiAnswer& a) {
         if (a.status >= 400) ++http_errors_;
         res.status = a.status;
-        res.SetContent(a.body.dump(), "application/json");
+        res.SetContent(core::JsonText(a.body), "application/json");
       };
       auto fail = [&](int status, const std::string& msg, const char* tei_type, const char* code) {
         answer(openai ? ApiAnswer{status, ErrorBody({status, msg, status == 429 ? "rate_limit_error" : "invalid_request_error", "", code})}
@@ -34,11 +35,10 @@ void Server::ScoringRoutes() {
       InFlight guard(in_flight_, config_.max_concurrent_requests);
       if (!guard.ok())
         return fail(429, openai ? "too many concurrent requests; retry later" : "Model is overloaded", "Overloaded", "rate_limit_exceeded");
-      // (A NUL byte would end the parse with the rest unread: not valid JSON.)
-      const nlohmann::json body = req.body.find('\0') == std::string::npos ? nlohmann::json::parse(req.body, nullptr, false)
-                                                                           : nlohmann::json(nlohmann::json::value_t::discarded);
-      if (body.is_discarded()) return fail(openai ? 400 : 422, "the request body is not valid JSON", "Validation", "invalid_json");
-      answer(((*api).*call)(body));
+      ApiError err;
+      const std::optional<nlohmann::json> body = ParseBody(req.body, &err);
+      if (!body) return fail(openai || err.status == 413 ? err.status : 422, err.message, "Validation", err.code.c_str());
+      answer(((*api).*call)(*body));
     });
   };
   route("/v1/embeddings", true, &ScoringApi::Embeddings);

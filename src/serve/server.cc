@@ -1,5 +1,7 @@
 #include "serve/server.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
 #include <chrono>
 #include <numeric>
@@ -71,15 +73,14 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
   // The transport's own refusals (400, 404, 413, 415, ...) read like the API's errors.
   http_ = std::make_unique<HttpServer>(limits, [this](int status, const std::string& message) {
     ++http_errors_;
-    const char* code = status == 404 ? "not_found" : status == 413 ? "request_too_large" : status == 503 ? "server_busy" : "invalid_request";
-    return ErrorBody({status, message, status >= 500 && status != 501 ? "server_error" : "invalid_request_error", "", code}).dump();
+    return TransportErrorBody(status, message);
   });
   Routes();
 }
 
 Server::~Server() { Stop(); }
 
-core::Status Server::Bind() { return http_->Bind(config_.host, config_.port).status(); }
+core::StatusOr<int> Server::Bind() { return http_->Bind(config_.host, config_.port); }
 
 core::StatusOr<int> Server::BindToAnyPort() { return http_->Bind(config_.host, 0); }
 
@@ -106,7 +107,7 @@ void Server::Routes() {
                Run::kInline);
   http_->Route("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
     json m = {{"id", config_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "radixlm"}};
-    res.SetContent(json({{"object", "list"}, {"data", {m}}}).dump(), "application/json");
+    res.SetContent(core::JsonText(json({{"object", "list"}, {"data", {m}}})), "application/json");
   }, Run::kInline);
   http_->Route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
     res.SetContent(MetricsText(), "text/plain; version=0.0.4");
@@ -138,7 +139,7 @@ void Server::Routes() {
           {"max_body_bytes", config_.max_body_bytes},
           {"max_total_tokens", config_.max_total_tokens},
           {"max_scoring_inputs", config_.max_scoring_inputs}}}};
-    res.SetContent(info.dump(), "application/json");
+    res.SetContent(core::JsonText(info), "application/json");
   }, Run::kInline);
   // Every full block the cache holds, by the keys the events use: a router's resync after it
   // lost events beyond the replay buffer (computed on the engine loop).
@@ -150,7 +151,7 @@ void Server::Routes() {
     if (!keys || !states) return SendError(res, {503, "the engine did not answer in time", "server_error", "", "busy"});
     json out = {{"block_size", engine_.config().block_tokens}, {"block_hashes", *keys}};
     if (engine_.publishes_ssm_checkpoints()) out["ssm_checkpoints"] = *states;
-    res.SetContent(out.dump(), "application/json");
+    res.SetContent(core::JsonText(out), "application/json");
   });
   ScoringRoutes();
   for (const bool chat : {false, true})
@@ -168,11 +169,11 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   // streaming request counts against the limit until its stream ends.
   const auto guard = std::make_shared<InFlight>(in_flight_, config_.max_concurrent_requests);
   if (!guard->ok()) return fail({429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
-  // A NUL byte would end nlohmann's parse with the rest of the body unread: not valid JSON.
-  const json body = req.body.find('\0') == std::string::npos ? json::parse(req.body, nullptr, false) : json(json::value_t::discarded);
-  if (body.is_discarded()) return fail({400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"});
-  auto request = std::make_shared<CompletionRequest>();
   ApiError err;
+  const std::optional<json> parsed = ParseBody(req.body, &err);
+  if (!parsed) return fail(err);
+  const json& body = *parsed;
+  auto request = std::make_shared<CompletionRequest>();
   const CompletionLimits limits{.model_name = config_.model_name,
                                 .default_max_tokens = config_.default_max_tokens,
                                 .stop_ids = config_.stop_ids,
@@ -237,7 +238,7 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   };
   const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
   auto texts = std::make_shared<std::vector<std::unique_ptr<CompletionText>>>();
-  for (int i = 0; i < runs; ++i) texts->push_back(std::make_unique<CompletionText>(tok_, request->stop_strings));
+  for (int i = 0; i < runs; ++i) texts->push_back(std::make_unique<CompletionText>(tok_, request->stop_strings, request->params.min_tokens));
   // A stop string ends a choice's text: its request stops generating (keeping its KV cached).
   auto advance = [this, texts, ids](int i, const engine::TokenEvent& ev) {
     CompletionText& text = *(*texts)[i];
@@ -291,7 +292,7 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
                     request->return_token_ids ? &(*texts)[k]->ids() : nullptr};
     }
     const json out = CompletionResponse(meta, choices, total_usage(finals));
-    res.SetContent(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    res.SetContent(core::JsonText(out), "application/json");
     return;
   }
   const auto req_gone = req.gone;  // the request object ends with this handler; its flag lives on

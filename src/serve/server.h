@@ -57,8 +57,9 @@ class Server {
   Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
          std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring = nullptr);
   ~Server();
-  // Binds the configured host:port (an error if it is in use); then ListenAfterBind() serves.
-  core::Status Bind();
+  // Binds the configured host:port (an error if it is in use; port 0: any free one) and returns
+  // the port bound; then ListenAfterBind() serves.
+  core::StatusOr<int> Bind();
   // Binds to the configured host on a free port (tests); returns the port or an error.
   core::StatusOr<int> BindToAnyPort();
   void ListenAfterBind();

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -195,7 +197,7 @@ namespace {
 std::string BadTokenId(const json& v) {
   if (v.is_number_unsigned() ? v.get<uint64_t>() < (1u << 24) : v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (1 << 24))
     return "";
-  return "has id " + v.dump() + ", not an integer in [0, 16777216)";
+  return "has id " + core::JsonText(v) + ", not an integer in [0, 16777216)";
 }
 }  // namespace
 
@@ -205,7 +207,7 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
     const json& model = j.at("model");
     if (model.value("type", "") != "BPE")
       return core::Unimplemented(path + ": model type '" + model.value("type", "?") + "' (radixlm reads BPE tokenizers)");
-    const std::string dump_pre = j.value("pre_tokenizer", json()).dump(), dump_dec = j.value("decoder", json()).dump();
+    const std::string dump_pre = core::JsonText(j.value("pre_tokenizer", json())), dump_dec = core::JsonText(j.value("decoder", json()));
     const bool byte_level = dump_pre.find("ByteLevel") != std::string::npos || dump_dec.find("ByteLevel") != std::string::npos;
     TokenizerBuilder b(byte_level ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, path);
     Tokenizer& t = b.t();
@@ -235,8 +237,8 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
     t.ignore_merges_ = model.value("ignore_merges", false);
     if (model.contains("unk_token") && model["unk_token"].is_string()) t.unk_id_ = t.TokenId(model["unk_token"].get<std::string>());
     const json norm = j.value("normalizer", json());
-    t.nfc_ = norm.dump().find("\"NFC\"") != std::string::npos;
-    t.spm_prefix_space_ = norm.dump().find("Prepend") != std::string::npos;
+    t.nfc_ = core::JsonText(norm).find("\"NFC\"") != std::string::npos;
+    t.spm_prefix_space_ = core::JsonText(norm).find("Prepend") != std::string::npos;
     if (byte_level) {
       // The split pattern from a Split pre-tokenizer, else ByteLevel's own (GPT-2) regex.
       std::string pattern = kGpt2Pattern;
