@@ -270,6 +270,23 @@ def request_seeds():
     write("request_json", "not_an_object.json", "[1, 2, 3]")
 
 
+# ---- HTTP requests (the bytes a client sends) ---------------------------------------------------
+def http_seeds():
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    write("http_request", "post.txt", head + "Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    chunked = "%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    write("http_request", "chunked.txt", head + "Transfer-Encoding: chunked\r\n\r\n" + chunked)
+    write("http_request", "pipelined.txt", head + "Content-Length: %d\r\n\r\n%s" % (len(body), body) +
+          "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    write("http_request", "gzip.txt", head + "Content-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}")
+    write("http_request", "high_bytes.bin", (head + "Content-Encoding: ").encode() + b"\xff\xfe" + b"\r\nContent-Length: 2\r\n\r\n{}")
+    write("http_request", "cl_te.txt", head + "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}")
+    write("http_request", "expect.txt", head + "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n{}")
+    write("http_request", "nested.txt", head + "Content-Length: 200\r\n\r\n" + "[" * 200)
+    write("http_request", "partial.txt", head + "Content-Length: 50\r\n\r\n{\"messages\"")
+
+
 # ---- traces ------------------------------------------------------------------------------------
 def trace_seeds():
     marconi = [{"session_id": 0, "turn_id": 0, "ts": 0.0, "num_input_tokens": 4, "num_output_tokens": 2,
@@ -296,4 +313,5 @@ if __name__ == "__main__":
     tokenizer_seeds()
     chat_seeds()
     request_seeds()
+    http_seeds()
     trace_seeds()

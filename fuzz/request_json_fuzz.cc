@@ -1,5 +1,6 @@
 // HTTP request bodies (serve/completion_request.h, serve/scoring_api.h, serve/batch_file.h): the
-// input is a request body, parsed as the server parses it (nlohmann, no exceptions, NUL refused),
+// input is a request body, parsed as the server parses it (serve::ParseBody: no exceptions, NUL,
+// nesting and memory bounds),
 // then checked by
 //  - ParseCompletionRequest as /v1/chat/completions and as /v1/completions; a request that
 //    passes has its prompt built (BuildPrompt: ChatML render + encode, or text encode) and its
@@ -18,6 +19,7 @@
 #include "fuzz_common.h"
 #include "serve/batch_file.h"
 #include "serve/completion_request.h"
+#include "serve/http_common.h"
 #include "serve/scoring_api.h"
 
 namespace {
@@ -43,7 +45,7 @@ void Completion(const json& body, bool chat, bool allow_special) {
   serve::CompletionRequest request;
   serve::ApiError err;
   if (!serve::ParseCompletionRequest(body, chat, limits, &request, &err)) {
-    (void)serve::ErrorBody(err).dump();
+    (void)radixlm::core::JsonText(serve::ErrorBody(err));
     return;
   }
   if (request.n < 1 || request.best_of < request.n || request.params.max_tokens < 1)
@@ -59,7 +61,7 @@ void Scoring(serve::ScoringRoute route, const json& body) {
   static const serve::ScoringApi api(radixlm::fuzz::MinimalTokenizer(), service, {.max_inputs = 64});
   const serve::ScoringCall call = api.Prepare(route, body);
   if (call.refused) {
-    (void)call.refused->body.dump();
+    (void)radixlm::core::JsonText(call.refused->body);
     return;
   }
   if (call.job.inputs.empty()) radixlm::fuzz::Fail("a prepared scoring call without inputs");
@@ -69,8 +71,11 @@ void Scoring(serve::ScoringRoute route, const json& body) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  // As serve/server.cc: a NUL byte would end the parse early, so such a body is not JSON.
-  const json body = text.find('\0') == std::string::npos ? json::parse(text, nullptr, false) : json(json::value_t::discarded);
+  // As serve/server.cc parses bodies (ParseBody: NUL, depth and memory bounds).
+  serve::ApiError parse_error;
+  const std::optional<json> parsed = serve::ParseBody(text, &parse_error);
+  if (!parsed) (void)radixlm::core::JsonText(serve::ErrorBody(parse_error));
+  const json body = parsed ? *parsed : json(json::value_t::discarded);
   if (!body.is_discarded()) {
     const bool allow_special = size % 2 == 1;  // the server's --allow-special-in-content, either way
     Completion(body, /*chat=*/true, allow_special);
@@ -82,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   serve::BatchLine line;
   serve::BatchLineError error;
   if (!serve::ParseBatchLine(text, 0, 1, &line, &error)) {
-    (void)serve::BatchErrorLine(0, error).dump();
+    (void)radixlm::core::JsonText(serve::BatchErrorLine(0, error));
     return 0;
   }
   switch (line.route) {

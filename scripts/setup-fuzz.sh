@@ -14,6 +14,7 @@ DEB_PACKAGES=(
   "llvm-$version"                               # llvm-symbolizer: stack traces with file and line
   cmake ninja-build
   nlohmann-json3-dev                            # formats, tokenizer, serve, sim
+  libboost-dev                                  # serve: Boost.Beast's HTTP parser (http_request)
   libpcre2-dev libutf8proc-dev                  # tokenizer: pre-tokenizer regex, NFC
   python3                                       # fuzz/make_seeds.py
 )

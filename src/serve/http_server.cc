@@ -1,11 +1,16 @@
 #include "serve/http_server.h"
 
+#include "serve/http_checks.h"
+
+#include <malloc.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <optional>
 #include <unordered_map>
@@ -22,20 +27,8 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 // Boost 1.74's beast::string_view is boost::string_view.
 std::string_view SV(beast::string_view s) { return {s.data(), s.size()}; }
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 std::chrono::steady_clock::duration Seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
@@ -60,6 +53,14 @@ std::string ChunkFrame(std::string_view data) {
   out.append(data);
   out += "\r\n";
   return out;
+}
+
+// A large body parses into many small heap blocks, which malloc keeps in this worker's arena
+// once freed; hand the pages back so a few large requests do not leave the process large.
+void ReleaseLargeBody(HttpRequest& req) {
+  if (req.body.size() < (1u << 20)) return;
+  std::string().swap(req.body);
+  malloc_trim(0);
 }
 
 }  // namespace
@@ -120,7 +121,12 @@ class HttpServer::Impl {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(HttpServer::Impl& server, tcp::socket socket, uint64_t id)
-      : s_(server), stream_(std::move(socket)), buffer_(server.limits_.max_header_bytes + (64 << 10)), id_(id) {}
+      : s_(server),
+        stream_(std::move(socket)),
+        buffer_(server.limits_.max_header_bytes + (64 << 10)),
+        deadline_(server.io_),
+        watch_timer_(server.io_),
+        id_(id) {}
 
   void Start() { WaitForRequest(s_.limits_.header_timeout_s); }
 
@@ -172,8 +178,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(s_.limits_.max_header_bytes));
     parser_->body_limit(s_.limits_.max_body_bytes);
-    stream_.expires_after(Seconds(s_.limits_.header_timeout_s));
+    ArmDeadline(s_.limits_.header_timeout_s);
     bhttp::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->DisarmDeadline();
       self->OnHead(ec);
     });
   }
@@ -182,16 +189,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnHead(beast::error_code ec) {
     if (ec) return OnReadError(ec, "head", s_.limits_.header_timeout_s);
     const auto& h = parser_->get();
-    const bool has_length = h.find(bhttp::field::content_length) != h.end();
-    const bool has_te = h.find(bhttp::field::transfer_encoding) != h.end();
-    if (has_length && has_te)
-      return Refuse(400, "a request must not carry both Content-Length and Transfer-Encoding");
-    if (has_te && !IEquals(Trim(SV(h[bhttp::field::transfer_encoding])), "chunked"))
-      return Refuse(501, "transfer coding '" + std::string(SV(h[bhttp::field::transfer_encoding])) + "' is not supported (only chunked)");
-    if (const auto ce = h.find(bhttp::field::content_encoding); ce != h.end() && !IEquals(Trim(SV(ce->value())), "identity"))
-      return Refuse(415, "Content-Encoding '" + std::string(SV(ce->value())) + "' is not supported: send the body uncompressed");
-    if (const auto expect = h.find(bhttp::field::expect); expect != h.end()) {
-      if (!IEquals(Trim(SV(expect->value())), "100-continue")) return Refuse(417, "only 'Expect: 100-continue' is supported");
+    if (auto refusal = RefuseHead(h)) return Refuse(refusal->status, refusal->message);
+    if (h.find(bhttp::field::expect) != h.end()) {  // 100-continue (RefuseHead refused the others)
       if (!parser_->is_done()) {  // curl waits for this before sending a large body
         out_ = "HTTP/1.1 100 Continue\r\n\r\n";
         stream_.expires_after(Seconds(s_.limits_.write_timeout_s));
@@ -208,27 +207,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadBody() {
     state_ = State::kBody;
     if (parser_->is_done()) return OnRequest();
-    stream_.expires_after(Seconds(s_.limits_.body_timeout_s));
+    ArmDeadline(s_.limits_.body_timeout_s);
     bhttp::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->DisarmDeadline();
       if (ec) return self->OnReadError(ec, "body", self->s_.limits_.body_timeout_s);
       self->OnRequest();
     });
   }
 
   void OnReadError(beast::error_code ec, const char* part, double timeout_s) {
-    if (ec == beast::error::timeout) {
-      char msg[96];
-      std::snprintf(msg, sizeof(msg), "the request %s did not arrive within %g s", part, timeout_s);
-      return Refuse(408, msg);
-    }
-    if (ec == bhttp::error::header_limit)
-      return Refuse(431, "the request head exceeds " + std::to_string(s_.limits_.max_header_bytes) + " bytes");
-    if (ec == bhttp::error::body_limit)
-      return Refuse(413, "request body exceeds " + std::to_string(s_.limits_.max_body_bytes) + " bytes");
-    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec == bhttp::error::partial_message)
-      return Close();
-    Refuse(400, "malformed HTTP request (" + ec.message() + ")");
+    const auto refusal = ReadErrorRefusal(ec, timed_out_, part, timeout_s, s_.limits_.max_header_bytes, s_.limits_.max_body_bytes);
+    if (!refusal) return Close();
+    Refuse(refusal->status, refusal->message);
   }
 
   // An error answer, then the connection closes (what follows it on the wire is not trusted).
@@ -253,7 +243,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     gone_ = std::make_shared<std::atomic<bool>>(false);
     req.gone = gone_;
     HttpResponse res;
-    if (s_.pre_routing_ && s_.pre_routing_(req, res)) return WriteResponse(std::move(res));
+    bool answered = false;
+    try {
+      answered = s_.pre_routing_ && s_.pre_routing_(req, res);
+    } catch (const std::exception& e) {
+      return Refuse(500, std::string("internal error: ") + e.what());
+    }
+    if (answered) return WriteResponse(std::move(res));
     bool path_known = false;
     const HttpServer::Impl::RouteEntry* route = s_.FindRoute(req.method, req.path, &path_known);
     if (!route) {
@@ -270,6 +266,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::post(s_.workers_, [self = shared_from_this(), handler = route->handler, req = std::move(req)]() mutable {
       HttpResponse res;
       self->RunHandler(handler, req, res);
+      ReleaseLargeBody(req);
       if (res.stream) return RunStream(std::move(self), std::move(res));
       auto& io = self->s_.io_;
       asio::post(io, [self = std::move(self), res = std::move(res)]() mutable { self->WriteResponse(std::move(res)); });
@@ -289,31 +286,70 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // On a worker: runs the stream function with a sink whose writes go through the I/O thread.
   static void RunStream(std::shared_ptr<Connection> self, HttpResponse res);
 
-  // While a handler runs, a readable socket is a closed client (or a pipelined request).
+  // The head and body deadlines are a timer of their own rather than the stream's: the stream's
+  // closes the socket when it fires, and then the 408 could not be written. This one cancels
+  // the read, whose handler then answers 408 (OnReadError).
+  void ArmDeadline(double timeout_s) {
+    stream_.expires_never();
+    timed_out_ = false;
+    const uint64_t gen = ++deadline_gen_;
+    deadline_.expires_after(Seconds(timeout_s));
+    deadline_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->deadline_gen_ || self->closed_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+  void DisarmDeadline() {
+    ++deadline_gen_;
+    deadline_.cancel();
+  }
+
+  // While a handler runs the socket is watched for the client's close: POLLRDHUP tells it even
+  // when bytes of a pipelined request (or one stray byte) arrived first, which are read into the
+  // buffer for later (up to its limit, then the watch polls on a timer).
   void StartWatch() {
-    if (buffer_.size() > 0) return;  // pipelined bytes already read: the client is there
     const uint64_t gen = ++watch_gen_;
     watching_ = true;
+    if (PeerClosed()) return MarkGone();
+    if (buffer_.size() >= buffer_.max_size()) return PollWatch(gen);
     stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen](beast::error_code ec) {
       if (gen != self->watch_gen_ || !self->watching_ || ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        char c;
-        const ssize_t r = ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (r > 0) return void(self->watching_ = false);  // a pipelined request: it will be read later
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-          self->watching_ = false;
-          return self->StartWatch();
-        }
-      }
-      self->watching_ = false;
-      self->gone_->store(true);
-      self->keep_alive_ = false;
+      if (ec || self->PeerClosed()) return self->MarkGone();
+      // Bytes of a later request: keep them and watch on.
+      const size_t room = std::min<size_t>(16384, self->buffer_.max_size() - self->buffer_.size());
+      const auto into = self->buffer_.prepare(room);
+      const ssize_t r = ::recv(self->stream_.socket().native_handle(), into.data(), into.size(), MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->MarkGone();
+      if (r > 0) self->buffer_.commit(static_cast<size_t>(r));
+      self->StartWatch();
     });
+  }
+  // The buffer is full of unread request bytes: readability says nothing more, so poll.
+  void PollWatch(uint64_t gen) {
+    watch_timer_.expires_after(std::chrono::milliseconds(100));
+    watch_timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->watch_gen_ || !self->watching_) return;
+      if (self->PeerClosed()) return self->MarkGone();
+      self->PollWatch(gen);
+    });
+  }
+  // The client shut its side (FIN, whatever unread bytes precede it) or reset the connection.
+  bool PeerClosed() {
+    pollfd p{stream_.socket().native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+  void MarkGone() {
+    watching_ = false;
+    gone_->store(true);
+    keep_alive_ = false;
   }
   void StopWatch() {
     if (!watching_) return;
     watching_ = false;
     ++watch_gen_;
+    watch_timer_.cancel();
     beast::error_code ec;
     stream_.socket().cancel(ec);
   }
@@ -360,6 +396,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_.exchange(true)) return;
     state_ = State::kClosing;
     watching_ = false;
+    DisarmDeadline();
+    watch_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
@@ -371,6 +409,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  asio::steady_timer deadline_;     // head and body (ArmDeadline)
+  asio::steady_timer watch_timer_;  // PollWatch
+  uint64_t deadline_gen_ = 0;
+  bool timed_out_ = false;
   std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
   std::string out_;
   State state_ = State::kIdle;
@@ -532,7 +574,16 @@ void HttpServer::Serve() {
   asio::post(impl_->io_, [this] {
     if (impl_->acceptor_.is_open()) impl_->DoAccept();
   });
-  impl_->io_.run();
+  // Handlers on the I/O thread catch what they can foresee; whatever else one throws must not
+  // end the server: Asio lets run() be called again after a handler threw.
+  for (;;) {
+    try {
+      impl_->io_.run();
+      break;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "radixlm serve: an I/O handler failed (%s); serving on\n", e.what());
+    }
+  }
   impl_->workers_.join();  // handlers of connections that closed under them
 }
 

@@ -6,13 +6,15 @@ Range amplification (5), abandoned non-streaming requests (6), request smuggling
 Content-Length + Transfer-Encoding and unknown transfer codings (7), pipelining (8), a NUL byte in
 a JSON body (9), more connections than --max-connections (10), oversized heads and request lines
 (11), and finally that the server is alive, answers /health and has not grown its RSS by 128 MiB
-or more (12). The case numbers are those of the hostile-client probe list.
+or more (12). The case numbers are those of the hostile-client probe list; "25.N" cases are issue
+25's (bytes 0x80-0xFF in refused headers and the model name, deeply nested and tiny-valued JSON,
+clients that send more bytes after their body and leave, 408 on deadlines).
 The server runs with --header-timeout 2 --keep-alive-timeout 2 --body-timeout 3
 --max-connections 300 --max-body-bytes 1048576 --max-concurrent 4.
 
 Usage: http_test.py RADIXLM. Exit status 1 when any check failed.
 Bounded: only 127.0.0.1; every socket has a timeout; at most 302 client connections at a time; every
-wait has a deadline; a watchdog kills the server and exits 1 at 88 s; the server is terminated
+wait has a deadline; a watchdog kills the server and exits 1 at 110 s; the server is terminated
 (killed if it does not exit within 5 s) in a finally block. About 15 s against a conforming server.
 """
 import gzip
@@ -30,7 +32,7 @@ import time
 HOST = "127.0.0.1"
 HEADER_TIMEOUT, KEEP_ALIVE_TIMEOUT, BODY_TIMEOUT = 2, 2, 3
 MAX_CONNECTIONS, MAX_BODY_BYTES, MAX_CONCURRENT = 300, 1 << 20, 4
-WATCHDOG_SECONDS = 88
+WATCHDOG_SECONDS = 110
 
 FAILURES = []
 CHECKS = []
@@ -734,6 +736,113 @@ def case_abandoned(port):
           "6. then an 8-token completion answers 200 within 10 s (%s)" % describe(resp, secs))
 
 
+def case_high_bytes(port):
+    # Issue 25.1: bytes 0x80-0xFF in a refused header value are quoted into the error, which
+    # must not throw (it aborted the server): 415 / 501 with a valid JSON body, server up.
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    for name, status in [(b"Content-Encoding", 415), (b"Transfer-Encoding", 501)]:
+        for value in [b"\xff", b"gzip\x80\xfe", b"\xc3"]:
+            resp, _ = send_head_and_read(port, head + name + b": " + value + b"\r\nContent-Length: 2\r\n\r\n{}"
+                                         if name == b"Content-Encoding" else head + name + b": " + value + b"\r\n\r\n")
+            body = resp.json() if resp is not None else None
+            check(resp is not None and resp.status == status and isinstance(body, dict) and "error" in body,
+                  "25.1 %s: %r -> %d with a JSON error body (%s)" % (name.decode(), value, status, describe(resp)))
+    resp, _ = request(port, "GET", "/health", timeout=2)
+    check(resp is not None and resp.status == 200, "25.1 the server is up after them (%s)" % describe(resp))
+
+
+def case_nested_json(port, pid):
+    # Issue 25.2: 1 MiB (the limit here) of '[' is refused by depth without building 64x its
+    # size; a megabyte of tiny values is refused by the parse's memory bound; neither is held.
+    before = rss_mib(pid)
+    for name, body, statuses in [("'[' x 1 MiB", b"[" * (MAX_BODY_BYTES - 64), (400,)),
+                                 ("'[],' x 1 MiB", b"[" + b"[]," * ((MAX_BODY_BYTES - 64) // 3) + b"[]]", (413,)),
+                                 ("'0,' x 1 MiB", b"[" + b"0," * ((MAX_BODY_BYTES - 64) // 2) + b"0]", (413,))]:
+        with PeakRss(pid) as peak:
+            for _ in range(3):
+                resp, _ = request(port, "POST", "/v1/completions", body, timeout=10)
+        check(resp is not None and resp.status in statuses and peak.growth < 24,
+              "25.2 %s three times -> %s, peak RSS growth %.1f MiB (< 24) (%s)" % (name, statuses, peak.growth, describe(resp)))
+    nested = {"prompt": "hi", "max_tokens": 1, "stop": None}
+    deep = json.dumps(nested).encode()[:-1] + b', "x": ' + b"[" * 200 + b"]" * 200 + b"}"
+    resp, _ = request(port, "POST", "/v1/completions", deep, timeout=5)
+    check(resp is not None and resp.status == 400 and b"deep" in resp.body,
+          "25.2 a field nested 200 deep -> 400 naming the depth (%s)" % describe(resp))
+    time.sleep(0.3)
+    check(rss_mib(pid) < before + 16, "25.2 RSS after them %.1f MiB < before %.1f MiB + 16" % (rss_mib(pid), before))
+
+
+def case_abandoned_with_extra_bytes(port):
+    # Issue 25.3: a client that sends a stray byte, or a pipelined request, after its body and
+    # then closes is cancelled like one that just closes.
+    body = build("POST", "/v1/completions", jbody({"prompt": "hello", "max_tokens": 2000, "ignore_eos": True}))
+    for name, extra in [("one extra byte", b"x"), ("a pipelined request", build("GET", "/health")),
+                        ("64 KiB of garbage", b"y" * 65536)]:
+        socks = []
+        for _ in range(4):
+            try:
+                s = socket.create_connection((HOST, port), timeout=2)
+                s.sendall(body + extra)
+                socks.append(s)
+            except OSError:
+                pass
+        time.sleep(0.4)
+        in_flight = metric(metrics(port), "radixlm_running_requests") + metric(metrics(port), "radixlm_queue_length")
+        for s in socks:
+            s.close()
+        closed_at, running = time.monotonic(), -1
+        while time.monotonic() < closed_at + 3:
+            text = metrics(port)
+            running = metric(text, "radixlm_running_requests") + metric(text, "radixlm_queue_length")
+            if running == 0:
+                break
+            time.sleep(0.2)
+        check(len(socks) == 4 and in_flight >= 1 and running == 0,
+              "25.3 %s after the body, then close: %d in flight, none within 3 s of the close (%s left)" % (name, in_flight, running))
+
+
+def case_deadlines_answer_408(port):
+    # Issue 25.11: a head or a body that does not arrive in time is answered 408, then closed.
+    for part, data in [("head", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"),
+                       ("body", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")]:
+        conn, resp, closed = Conn(port, 8), None, False
+        try:
+            conn.send(data)
+            resp = conn.response(HEADER_TIMEOUT + BODY_TIMEOUT + 2)
+            closed = resp is not None and conn.wait_closed(2)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        check(resp is not None and resp.status == 408 and closed,
+              "25.11 a %s that never completes -> 408, then closed (%s, closed %s)" % (part, describe(resp), closed))
+
+
+def case_invalid_utf8_model_name(binary):
+    # Issue 25.1: a model name (from a path or --model-name) with a byte that is not UTF-8 is
+    # written into /v1/models and /server_info with U+FFFD, not a 500.
+    port = free_port()
+    proc = subprocess.Popen([binary.encode(), b"serve", b"--model", b"random:tiny", b"--port", str(port).encode(),
+                             b"--model-name", b"kjv-\xff\xfe.gguf", b"--no-scoring"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, up = time.monotonic() + 20, None
+        while time.monotonic() < deadline and proc.poll() is None and not up:
+            up, _ = request(port, "GET", "/health", timeout=1)
+            time.sleep(0.1)
+        for path in ["/v1/models", "/server_info"]:
+            resp, _ = request(port, "GET", path, timeout=3)
+            body = resp.json() if resp is not None else None
+            check(resp is not None and resp.status == 200 and body is not None and "\ufffd" in json.dumps(body, ensure_ascii=False),
+                  "25.1 %s with a non-UTF-8 model name -> 200, the name with U+FFFD (%s)" % (path, describe(resp)))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def case_survived(port, proc, start_rss):
     # Probe case 12: alive, serving, memory bounded.
     check(proc.poll() is None, "12. the server process is alive after all cases (exit status %s)" % proc.poll())
@@ -788,7 +897,12 @@ def main():
         case_idle_keepalive(port)           # 2: ~4.5 s (keep-alive timeout)
         case_max_connections(port)          # 10: ~1 s
         case_abandoned(port)                # 6: ~1-3 s
+        case_high_bytes(port)               # issue 25.1
+        case_nested_json(port, proc.pid)    # issue 25.2
+        case_abandoned_with_extra_bytes(port)  # issue 25.3: ~3 s
+        case_deadlines_answer_408(port)     # issue 25.11: ~5 s
         case_survived(port, proc, start_rss)  # 12
+        case_invalid_utf8_model_name(binary)  # issue 25.1: its own server
     finally:
         timer.cancel()
         proc.terminate()
