@@ -562,6 +562,38 @@ TEST_F(EngineTest, RejectsBadRequestsClearlyAndCancelsCleanly) {
   EXPECT_EQ(eng.pool().blocks_in_use(), 0);
 }
 
+// min_tokens: the stop ids cannot be sampled before it (their logits are -inf); after it they
+// end the request as before. Checked with greedy decoding whose first token is made a stop id.
+TEST_F(EngineTest, MinTokensHoldsTheStopIdsBack) {
+  core::ThreadPool pool(2);
+  models::KvStore kv(model_->config(), {64, 16});
+  runner::ModelExecutor exec(*model_, pool, kv);
+  engine::Engine eng({.num_blocks = 64, .block_tokens = 16, .prefix_cache = false}, exec);
+  auto run = [&](engine::RequestParams p) {
+    std::vector<int32_t> out;
+    engine::FinishReason reason = engine::FinishReason::kNone;
+    EXPECT_TRUE(eng.Submit(p, [&](const engine::TokenEvent& ev) {
+                     if (ev.token >= 0) out.push_back(ev.token);
+                     if (ev.finish != engine::FinishReason::kNone) reason = ev.finish;
+                   }).ok());
+    eng.RunUntilIdle();
+    return std::make_pair(out, reason);
+  };
+  const auto [free_run, _] = run({.prompt = {1, 2, 3}, .max_tokens = 6});
+  ASSERT_EQ(free_run.size(), 6u);
+  const int32_t stop = free_run[0];
+  const auto [stopped, why] = run({.prompt = {1, 2, 3}, .max_tokens = 6, .stop_ids = {stop}});
+  EXPECT_EQ(stopped, std::vector<int32_t>{stop});
+  EXPECT_EQ(why, engine::FinishReason::kStop);
+  const auto [held, why_held] = run({.prompt = {1, 2, 3}, .max_tokens = 6, .stop_ids = {stop}, .min_tokens = 3});
+  ASSERT_GE(held.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NE(held[i], stop) << i;
+  if (why_held == engine::FinishReason::kStop) {
+    EXPECT_EQ(held.back(), stop);
+  }
+  EXPECT_EQ(eng.Submit({.prompt = {1}, .max_tokens = 2, .min_tokens = 3}, nullptr).status().code(), core::StatusCode::kInvalidArgument);
+}
+
 // A stop string in the text ends a request early (EndEarly): it finishes as stopped and what it
 // computed stays cached, so the next turn finds prompt + reply; a cancel discards the reply.
 TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {

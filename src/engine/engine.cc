@@ -73,7 +73,10 @@ core::StatusOr<RequestId> Engine::Submit(RequestParams params, TokenCallback cal
     return reject(core::ResourceExhausted("request needs " + std::to_string(blocks_needed) + " KV blocks; the pool has " +
                                           std::to_string(config_.num_blocks)));
   }
+  if (params.min_tokens < 0 || params.min_tokens > params.max_tokens)
+    return reject(core::InvalidArgument("min_tokens must be in [0, max_tokens]"));
   auto r = std::make_unique<Req>(params.sampling);
+  r->sampler.SetPrompt(params.prompt);
   r->tokens = params.prompt;
   r->prompt_len = static_cast<int64_t>(params.prompt.size());
   r->params = std::move(params);
@@ -288,7 +291,12 @@ bool Engine::Step() {
   auto sample_rows = [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Req& r = *sampling[i];
-      const std::span<const float> logits(logits_.data() + i * vocab, vocab);
+      const std::span<float> logits(logits_.data() + i * vocab, vocab);
+      // Logit processors (each row is its request's alone): min_tokens, then the penalties.
+      if (static_cast<int64_t>(r.tokens.size()) - r.prompt_len < r.params.min_tokens)
+        for (int32_t id : r.params.stop_ids)
+          if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
+      if (r.sampler.params().HasPenalties()) r.sampler.Penalize(logits);
       sampled[i] = r.sampler.Sample(logits);
       if (r.params.cumulative_logprob) logprobs[i] = sampling::LogProb(logits, sampled[i]);
     }

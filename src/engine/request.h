@@ -17,6 +17,8 @@ struct RequestParams {
   std::vector<int32_t> prompt;
   int max_tokens = 16;
   std::vector<int32_t> stop_ids;
+  // Until this many tokens are generated, stop_ids cannot be sampled (their logits are -inf).
+  int min_tokens = 0;
   sampling::SamplingParams sampling;
   // A recorded completion replayed in place of sampling (a trace, a cache warm-up): its tokens
   // are emitted and their KV computed exactly as if they had been generated, and no logits are

@@ -225,16 +225,19 @@ void TruncatedDistribution(std::span<const float> logits, const SamplingParams& 
   if (params.top_k <= 0 && params.top_p < 1.0f) {  // the nucleus alone: buckets, no candidate list first
     std::vector<float> w(logits.size());
     WeightsOf(logits.data(), logits.size(), inv_t, best, w.data());
+    if (params.min_p > 0.0f)
+      for (float& x : w) x = x >= params.min_p ? x : 0.0f;
     Nucleus(w, params.top_p, out);
     return;
   }
   auto& c = out->items;
   c.clear();
   c.reserve(logits.size());
-  // Below e^-30 of the best token: dropped (see the header).
+  // Below e^-30 of the best token: dropped (see the header); below min_p of it, too.
+  const float floor = params.min_p > 0.0f ? std::max(-30.0f, std::log(params.min_p)) : -30.0f;
   for (size_t i = 0; i < logits.size(); ++i) {
     const float z = logits[i] * inv_t - best;
-    if (z >= -30.0f) c.push_back({z, static_cast<int32_t>(i)});
+    if (z >= floor) c.push_back({z, static_cast<int32_t>(i)});
   }
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < c.size()) {
     const auto k = c.begin() + params.top_k;
@@ -271,7 +274,28 @@ void TruncatedDistribution(std::span<const float> logits, const SamplingParams& 
   out->total = total;
 }
 
+void Sampler::SetPrompt(std::span<const int32_t> prompt) {
+  if (!params_.HasPenalties()) return;
+  for (int32_t id : prompt) generated_counts_.emplace(id, 0);
+}
+
+void Sampler::Penalize(std::span<float> logits) const {
+  const float rep = params_.repetition_penalty;
+  for (const auto& [id, count] : generated_counts_) {
+    if (id < 0 || static_cast<size_t>(id) >= logits.size()) continue;
+    float& l = logits[static_cast<size_t>(id)];
+    if (rep != 1.0f) l = l > 0 ? l / rep : l * rep;
+    if (count > 0) l -= params_.frequency_penalty * static_cast<float>(count) + params_.presence_penalty;
+  }
+}
+
 int32_t Sampler::Sample(std::span<const float> logits) {
+  const int32_t id = Draw(logits);
+  if (params_.HasPenalties()) ++generated_counts_[id];
+  return id;
+}
+
+int32_t Sampler::Draw(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return Argmax(logits);
   // A temperature so small that logits / temperature overflows float is greedy sampling (its
   // limit); the softmax would turn the overflow into NaN and pick the worst candidate.
@@ -286,6 +310,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     weights_.resize(n);
     float* w = weights_.data();
     WeightsOf(logits.data(), n, inv_t, best, w);
+    if (params_.min_p > 0.0f)  // weights are relative to the best token's (1)
+      for (size_t i = 0; i < n; ++i) w[i] = w[i] >= params_.min_p ? w[i] : 0.0f;
     const Cut cut = params_.top_p < 1.0f ? NucleusCut(weights_, params_.top_p, &edge_) : Cut{};
     // Sums per block of 256, so the draw skips whole blocks and walks one.
     constexpr size_t kBlock = 256;

@@ -1,10 +1,13 @@
-// Token sampling from logits: greedy, temperature, top-k, top-p (nucleus), seeded. Its own
-// module (it sees only floats and ids) so the engine samples without depending on model code.
-// Greedy (temperature 0) picks the lowest id among equal maxima, so it is deterministic.
+// Token sampling from logits: greedy, temperature, min-p, top-k, top-p (nucleus), seeded, and the
+// repetition penalties (presence, frequency, repetition). Its own module (it sees only floats
+// and ids) so the engine samples without depending on model code. Greedy (temperature 0) picks
+// the lowest id among equal maxima, so it is deterministic.
+// Order, as vLLM's sampler: penalties on the logits, then temperature, min-p, top-k, top-p.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/random.h"
@@ -16,6 +19,13 @@ struct SamplingParams {
   int top_k = 0;             // 0 = all
   float top_p = 1.0f;        // 1 = all
   uint64_t seed = 0;
+  // Tokens less likely than min_p x the most likely one (after temperature) are dropped.
+  float min_p = 0.0f;
+  // OpenAI's penalties over the tokens generated so far: logit -= frequency_penalty x count +
+  // presence_penalty x (count > 0). vLLM's repetition penalty over prompt and generated tokens
+  // (Keskar et al. 2019): a positive logit is divided by it, a negative one multiplied. 1 = off.
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
+  bool HasPenalties() const { return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1; }
 };
 
 // The distribution a sampler draws from: the candidates top-k and top-p keep, with their
@@ -37,11 +47,22 @@ void TruncatedDistribution(std::span<const float> logits, const SamplingParams& 
 class Sampler {
  public:
   explicit Sampler(SamplingParams params) : params_(params), rng_(params.seed) {}
+  // REQUIRES: logits already penalised (Penalize) when the params have penalties.
   int32_t Sample(std::span<const float> logits);
 
+  // The penalties (SamplingParams::HasPenalties): the prompt is seen once, every token Sample
+  // returns is counted; Penalize applies them to the logits of the next draw. O(distinct tokens
+  // seen) per call.
+  void SetPrompt(std::span<const int32_t> prompt);
+  void Penalize(std::span<float> logits) const;
+  const SamplingParams& params() const { return params_; }
+
  private:
+  int32_t Draw(std::span<const float> logits);
+
   SamplingParams params_;
   core::Rng rng_;
+  std::unordered_map<int32_t, int32_t> generated_counts_;  // with penalties: id -> times generated (0: prompt only)
   Candidates candidates_;
   std::vector<float> weights_;  // without top-k: every token's weight, drawn in id order
   std::vector<double> block_sums_;

@@ -36,6 +36,47 @@ TEST(SamplerTest, GreedyTopKTopPAndSeeds) {
   EXPECT_GT(distinct_from_greedy, 0);
 }
 
+// min_p drops what is less likely than min_p x the best token (after temperature), on both
+// the whole-vocabulary path and the top-k candidate path.
+TEST(SamplerTest, MinPDropsTheUnlikelyTokens) {
+  // weights relative to the best (temperature 1): 1, e^-1 = 0.37, e^-3 = 0.05, e^-5 = 0.007
+  const std::vector<float> logits = {5.0f, 4.0f, 2.0f, 0.0f};
+  for (int top_k : {0, 3}) {
+    Sampler s({.temperature = 1.0f, .top_k = top_k, .seed = 9, .min_p = 0.1f});
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 400; ++i) ++seen[s.Sample(logits)];
+    EXPECT_EQ(seen.count(2) + seen.count(3), 0u) << "top_k " << top_k;
+    EXPECT_GT(seen[1], 40) << "top_k " << top_k;
+  }
+}
+
+// The penalties as OpenAI (presence, frequency: over generated tokens) and vLLM (repetition:
+// over prompt and generated tokens, dividing positive logits, multiplying negative ones) define
+// them.
+TEST(SamplerTest, PenaltiesFollowTheirDefinitions) {
+  Sampler s({.presence_penalty = 0.5f, .frequency_penalty = 0.25f, .repetition_penalty = 2.0f});
+  s.SetPrompt(std::vector<int32_t>{1, 3});
+  std::vector<float> logits = {4.0f, 4.0f, 1.0f, -1.0f, 0.0f};
+  ASSERT_EQ(s.Sample(logits), 0);  // greedy: ids 0 and 1 tie before penalties, but 1 is in the prompt
+  s.Penalize(logits);  // counts now: 0 generated once; 1 and 3 in the prompt
+  EXPECT_FLOAT_EQ(logits[0], 4.0f / 2.0f - (0.25f * 1 + 0.5f));
+  EXPECT_FLOAT_EQ(logits[1], 4.0f / 2.0f);
+  EXPECT_FLOAT_EQ(logits[2], 1.0f);
+  EXPECT_FLOAT_EQ(logits[3], -1.0f * 2.0f);
+  EXPECT_FLOAT_EQ(logits[4], 0.0f);
+  std::vector<float> again = {4.0f, 4.0f, 1.0f, -1.0f, 0.0f};
+  s.Penalize(again);
+  EXPECT_EQ(s.Sample(again), 1);
+  std::vector<float> third = {4.0f, 4.0f, 1.0f, -1.0f, 0.0f};
+  s.Penalize(third);  // 0 and 1 generated once each
+  EXPECT_FLOAT_EQ(third[1], 4.0f / 2.0f - 0.75f);
+  Sampler plain({});
+  std::vector<float> untouched = {1.0f, 2.0f};
+  plain.SetPrompt(std::vector<int32_t>{0, 1});
+  plain.Penalize(untouched);
+  EXPECT_EQ(untouched, (std::vector<float>{1.0f, 2.0f}));
+}
+
 TEST(SamplerTest, TemperatureTooSmallForFloatIsGreedy) {
   // 3 / 1e-40 overflows float: without the guard the softmax is NaN and the last candidate
   // (the least likely token, id 4) would be picked every time.

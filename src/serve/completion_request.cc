@@ -70,6 +70,66 @@ bool ParseMessages(const json& body, CompletionRequest* out, ApiError* err) {
   return true;
 }
 
+// Every field a request may carry, and what this server does with it. A field not listed is a
+// 400 naming it (as OpenAI answers "Unrecognized request argument"), so no client takes an
+// answer computed without an option it asked for.
+enum class Use {
+  kRead,          // implemented (read below)
+  kNoEffect,      // accepted, changes nothing by its definition (an end-user id)
+  kUnlessOff,     // not implemented: refused unless it asks for nothing (null, false, 0, "", {}, [])
+  kUnsupported,   // not implemented, refused whatever its value
+};
+struct FieldRule {
+  const char* name;
+  Use use;
+};
+constexpr FieldRule kFields[] = {
+    {"model", Use::kRead}, {"prompt", Use::kRead}, {"messages", Use::kRead}, {"max_tokens", Use::kRead},
+    {"max_completion_tokens", Use::kRead}, {"temperature", Use::kRead}, {"top_p", Use::kRead}, {"top_k", Use::kRead},
+    {"min_p", Use::kRead}, {"seed", Use::kRead}, {"n", Use::kRead}, {"best_of", Use::kRead}, {"stream", Use::kRead},
+    {"stream_options", Use::kRead}, {"stop", Use::kRead}, {"stop_token_ids", Use::kRead},
+    {"presence_penalty", Use::kRead}, {"frequency_penalty", Use::kRead}, {"repetition_penalty", Use::kRead},
+    {"min_tokens", Use::kRead}, {"ignore_eos", Use::kRead}, {"return_token_ids", Use::kRead}, {"cache_salt", Use::kRead},
+    {"user", Use::kNoEffect},
+    {"logprobs", Use::kUnlessOff}, {"top_logprobs", Use::kUnlessOff}, {"echo", Use::kUnlessOff}, {"logit_bias", Use::kUnlessOff},
+    {"suffix", Use::kUnlessOff}, {"tools", Use::kUnlessOff}, {"tool_choice", Use::kUnlessOff},
+    {"parallel_tool_calls", Use::kUnlessOff}, {"response_format", Use::kUnlessOff}, {"functions", Use::kUnlessOff},
+    {"function_call", Use::kUnlessOff}, {"store", Use::kUnlessOff}, {"metadata", Use::kUnlessOff},
+    {"guided_json", Use::kUnsupported}, {"guided_regex", Use::kUnsupported}, {"guided_choice", Use::kUnsupported},
+    {"guided_grammar", Use::kUnsupported}, {"use_beam_search", Use::kUnlessOff}, {"length_penalty", Use::kUnsupported},
+    {"prompt_logprobs", Use::kUnlessOff}, {"skip_special_tokens", Use::kUnsupported},
+    {"spaces_between_special_tokens", Use::kUnsupported}, {"include_stop_str_in_output", Use::kUnlessOff},
+    {"chat_template", Use::kUnsupported}, {"chat_template_kwargs", Use::kUnsupported},
+    {"add_generation_prompt", Use::kUnsupported}, {"continue_final_message", Use::kUnsupported},
+    {"reasoning_effort", Use::kUnsupported}, {"modalities", Use::kUnsupported}, {"audio", Use::kUnsupported},
+    {"prediction", Use::kUnsupported}, {"web_search_options", Use::kUnsupported}, {"service_tier", Use::kUnsupported},
+};
+
+bool OffValue(const std::string& key, const json& v) {
+  return v.is_null() || v == false || (v.is_number_integer() && v == 0 && key != "logprobs") ||
+         ((v.is_object() || v.is_array()) && v.empty()) || (v.is_string() && v.get<std::string>().empty()) ||
+         (key == "response_format" && v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text") ||
+         (key == "tool_choice" && v == "none");
+}
+
+// Refuses fields this server does not know or does not implement (see kFields).
+bool CheckFields(const json& body, ApiError* err) {
+  for (const auto& [key, value] : body.items()) {
+    const FieldRule* rule = nullptr;
+    for (const FieldRule& r : kFields)
+      if (key == r.name) rule = &r;
+    if (!rule) {
+      *err = {400, "Unrecognized request argument supplied: " + key, "invalid_request_error", key, "unsupported_parameter"};
+      return false;
+    }
+    if (rule->use == Use::kUnsupported || (rule->use == Use::kUnlessOff && !OffValue(key, value))) {
+      *err = {400, "'" + key + "' is not supported by this server", "invalid_request_error", key, "unsupported_parameter"};
+      return false;
+    }
+  }
+  return true;
+}
+
 bool ParsePrompt(const json& body, CompletionRequest* out, ApiError* err) {
   if (!body.contains("prompt")) {
     *err = {400, "'prompt' is required", "invalid_request_error", "prompt", "missing"};
@@ -87,6 +147,46 @@ bool ParsePrompt(const json& body, CompletionRequest* out, ApiError* err) {
     *err = {400, "'prompt' must be a string or a list of token ids", "invalid_request_error", "prompt", "invalid_type"};
     return false;
   }
+  return true;
+}
+
+// min_p, min_tokens and the penalties (sampling/sampler.h says what each does), with OpenAI's
+// and vLLM's ranges.
+bool ParsePenalties(const json& body, CompletionRequest* p, ApiError* err) {
+  sampling::SamplingParams& sp = p->params.sampling;
+  if (!Field(body, "min_p", &sp.min_p, err) || !Field(body, "presence_penalty", &sp.presence_penalty, err) ||
+      !Field(body, "frequency_penalty", &sp.frequency_penalty, err) || !Field(body, "repetition_penalty", &sp.repetition_penalty, err) ||
+      !Field(body, "min_tokens", &p->params.min_tokens, err))
+    return false;
+  auto bad = [&](const char* name, const std::string& range) {
+    *err = {400, std::string("'") + name + "' must be in " + range, "invalid_request_error", name, "invalid_value"};
+    return false;
+  };
+  if (!(sp.min_p >= 0 && sp.min_p <= 1)) return bad("min_p", "[0, 1]");
+  if (!(sp.presence_penalty >= -2 && sp.presence_penalty <= 2)) return bad("presence_penalty", "[-2, 2]");
+  if (!(sp.frequency_penalty >= -2 && sp.frequency_penalty <= 2)) return bad("frequency_penalty", "[-2, 2]");
+  if (!(sp.repetition_penalty > 0 && sp.repetition_penalty <= 100)) return bad("repetition_penalty", "(0, 100]");
+  if (p->params.min_tokens < 0 || p->params.min_tokens > p->params.max_tokens) return bad("min_tokens", "[0, max_tokens]");
+  return true;
+}
+
+inline constexpr size_t kMaxStopTokenIds = 256;
+
+// The ids that end a completion: the model's end-of-text and end-of-turn tokens (unless
+// ignore_eos) and the request's stop_token_ids.
+bool ParseStopIds(const json& body, const CompletionLimits& limits, CompletionRequest* p, ApiError* err) {
+  bool ignore_eos = false;
+  if (!Field(body, "ignore_eos", &ignore_eos, err)) return false;
+  p->params.stop_ids = ignore_eos ? std::vector<int32_t>{} : limits.stop_ids;
+  if (!body.contains("stop_token_ids") || body["stop_token_ids"].is_null()) return true;
+  const json& ids = body["stop_token_ids"];
+  if (!ids.is_array() || ids.size() > kMaxStopTokenIds ||
+      !std::all_of(ids.begin(), ids.end(), [](const json& x) { return IntegerFits<int32_t>(x) && x.get<int64_t>() >= 0; })) {
+    *err = {400, "'stop_token_ids' must be a list of at most " + std::to_string(kMaxStopTokenIds) + " token ids",
+            "invalid_request_error", "stop_token_ids", "invalid_type"};
+    return false;
+  }
+  for (const json& x : ids) p->params.stop_ids.push_back(x.get<int32_t>());
   return true;
 }
 
@@ -109,6 +209,7 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     *err = {400, "the request body must be a JSON object"};
     return false;
   }
+  if (!CheckFields(body, err)) return false;
   if (body.contains("model") && !body["model"].is_null()) {
     if (!body["model"].is_string()) {
       *err = {400, "'model' must be a string", "invalid_request_error", "model", "invalid_type"};
@@ -159,21 +260,8 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     return false;
   }
   p->best_of = best_of;
-  // Options this server does not implement are refused rather than ignored, so a client never
-  // takes an answer without them for one with them. Their "off" values pass.
-  for (const char* name : {"logprobs", "top_logprobs", "echo", "logit_bias", "suffix", "tools", "response_format"}) {
-    if (!body.contains(name)) continue;
-    const json& v = body[name];
-    const std::string key = name;
-    const bool off = v.is_null() || v == false || (v.is_number_integer() && v == 0 && key != "logprobs") ||
-                     ((v.is_object() || v.is_array()) && v.empty()) || (v.is_string() && v.get<std::string>().empty()) ||
-                     (key == "response_format" && v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
-    if (!off) {
-      *err = {400, "'" + key + "' is not supported by this server", "invalid_request_error", key, "unsupported_parameter"};
-      return false;
-    }
-  }
   p->params.sampling = {temperature, top_k, top_p, static_cast<uint64_t>(seed)};
+  if (!ParsePenalties(body, p, err)) return false;
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];
     if (s.is_string()) {
@@ -207,7 +295,7 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     }
     p->params.cache_salt = body["cache_salt"].get<std::string>();
   }
-  p->params.stop_ids = limits.stop_ids;
+  if (!ParseStopIds(body, limits, p, err)) return false;
   p->allow_special_in_content = limits.allow_special_in_content;
   return chat ? ParseMessages(body, p, err) : ParsePrompt(body, p, err);
 }

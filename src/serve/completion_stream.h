@@ -20,7 +20,9 @@ namespace radixlm::serve {
 class StopStringFilter {
  public:
   explicit StopStringFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  std::string Push(const std::string& piece, bool last);
+  // can_stop false: the text is emitted without looking for stop strings (min_tokens not yet
+  // reached).
+  std::string Push(const std::string& piece, bool last, bool can_stop = true);
   bool stopped() const { return stopped_; }
 
  private:
@@ -32,7 +34,9 @@ class StopStringFilter {
 // Token events to text deltas: incremental UTF-8-safe detokenisation, then the stop filter.
 class CompletionText {
  public:
-  CompletionText(const tokenizer::Tokenizer& tok, std::vector<std::string> stops) : decoder_(tok), filter_(std::move(stops)) {}
+  // Stop strings count only from the min_tokens-th token on (vLLM's min_tokens).
+  CompletionText(const tokenizer::Tokenizer& tok, std::vector<std::string> stops, int min_tokens = 0)
+      : decoder_(tok), filter_(std::move(stops)), min_tokens_(min_tokens) {}
   // The delta this event adds (empty once stopped).
   std::string Push(const engine::TokenEvent& ev);
   bool stopped() const { return filter_.stopped(); }
@@ -42,6 +46,7 @@ class CompletionText {
  private:
   tokenizer::StreamDecoder decoder_;
   StopStringFilter filter_;
+  int min_tokens_ = 0;
   std::string text_;
   std::vector<int32_t> ids_;
 };

@@ -4,6 +4,7 @@
 
 #include "serve/completion_request.h"
 #include "serve/completion_stream.h"
+#include "serve/http_common.h"
 
 namespace radixlm::serve {
 namespace {
@@ -100,6 +101,81 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
   ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 5})", false, &r, &e)) << e.message;
   EXPECT_EQ(r.best_of, 5);
   ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 2, "stream": true})", false, &r, &e)) << e.message;
+}
+
+// Issue 25.8: the options users rely on are read; every other field is refused by name, never
+// dropped (21 of them once returned 200 without their effect).
+TEST(CompletionRequest, ReadsPenaltiesAndStopOptionsAndRefusesUnknownFieldsByName) {
+  CompletionRequest r;
+  ApiError e;
+  ASSERT_TRUE(Parse(R"({"prompt": "x", "max_tokens": 8, "presence_penalty": 0.5, "frequency_penalty": -1, "repetition_penalty": 1.3,
+                       "min_p": 0.05, "min_tokens": 3, "stop_token_ids": [7, 9], "user": "u-1"})",
+                    false, &r, &e))
+      << e.message;
+  EXPECT_FLOAT_EQ(r.params.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.sampling.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(r.params.sampling.repetition_penalty, 1.3f);
+  EXPECT_FLOAT_EQ(r.params.sampling.min_p, 0.05f);
+  EXPECT_EQ(r.params.min_tokens, 3);
+  EXPECT_EQ(r.params.stop_ids, (std::vector<int32_t>{2, 7, 9}));  // the model's, then the request's
+  ASSERT_TRUE(Parse(R"({"prompt": "x", "ignore_eos": true, "stop_token_ids": [9]})", false, &r, &e)) << e.message;
+  EXPECT_EQ(r.params.stop_ids, (std::vector<int32_t>{9}));
+  ASSERT_TRUE(Parse(R"({"prompt": "x", "ignore_eos": true})", false, &r, &e)) << e.message;
+  EXPECT_TRUE(r.params.stop_ids.empty());
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"prompt": "x", "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": "a"})", "frequency_penalty"},
+      {R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "x", "min_p": 1.5})", "min_p"},
+      {R"({"prompt": "x", "max_tokens": 4, "min_tokens": 5})", "min_tokens"},
+      {R"({"prompt": "x", "stop_token_ids": [-1]})", "stop_token_ids"},
+      {R"({"prompt": "x", "stop_token_ids": 3})", "stop_token_ids"},
+      {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+      {R"({"prompt": "x", "guided_json": {"type": "object"}})", "guided_json"},
+      {R"({"prompt": "x", "guided_regex": "a+"})", "guided_regex"},
+      {R"({"prompt": "x", "guided_choice": ["a"]})", "guided_choice"},
+      {R"({"prompt": "x", "functions": [{"name": "f"}]})", "functions"},
+      {R"({"prompt": "x", "use_beam_search": true})", "use_beam_search"},
+      {R"({"prompt": "x", "length_penalty": 1.0})", "length_penalty"},
+      {R"({"prompt": "x", "tool_choice": "auto"})", "tool_choice"},
+      {R"({"prompt": "x", "frobnicate": 1})", "frobnicate"},
+      {R"({"prompt": "x", "Temperature": 0.5})", "Temperature"},  // names are case-sensitive, as OpenAI's
+  };
+  for (const Case& c : cases) {
+    EXPECT_FALSE(Parse(c.body, false, &r, &e)) << c.body;
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+  }
+}
+
+// Issue 25.2: a body is parsed with bounded nesting and memory (core/json_text.h).
+TEST(RequestBody, NestingAndMemoryAreBoundedBeforeTheDocumentIsBuilt) {
+  ApiError e;
+  ASSERT_TRUE(ParseBody(R"({"prompt": [1, 2, 3], "x": [[[[1]]]]})", &e).has_value());
+  EXPECT_FALSE(ParseBody(std::string(129, '[') + std::string(129, ']'), &e).has_value());
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("128 deep"), std::string::npos) << e.message;
+  EXPECT_TRUE(ParseBody(std::string(128, '[') + std::string(128, ']'), &e).has_value());
+  std::string tiny = "[";
+  for (int i = 0; i < 600000; ++i) tiny += "0,";
+  tiny += "0]";  // 1.2 MB of 2-byte values: ~29 MB as a DOM, over 12 x + 4 MiB
+  EXPECT_FALSE(ParseBody(tiny, &e).has_value());
+  EXPECT_EQ(e.status, 413);
+  std::string ids = "{\"prompt\": [";
+  for (int i = 0; i < 150000; ++i) ids += std::to_string(100000 + i) + ",";
+  ids += "1]}";  // a long prompt of real token ids passes
+  EXPECT_TRUE(ParseBody(ids, &e).has_value()) << e.message;
+  EXPECT_FALSE(ParseBody(std::string("{\"a\": 1}\0", 9), &e).has_value());
+  EXPECT_EQ(e.code, "invalid_json");
+  // Invalid UTF-8 in a string is not JSON; writing it back never throws.
+  EXPECT_FALSE(ParseBody("{\"a\": \"\xff\"}", &e).has_value());
+  EXPECT_EQ(core::JsonText(json("a\xff\xfe")), "\"a\xef\xbf\xbd\xef\xbf\xbd\"");
+  EXPECT_NE(TransportErrorBody(415, "Content-Encoding '\xff'").find("\xef\xbf\xbd"), std::string::npos);
 }
 
 // The prompt plus every sample's max_tokens: what one request may ask the server to hold.
