@@ -36,6 +36,7 @@ struct SimulateOptions {
   bool alpha_set = false, reference = false, json_out = false, checkpoints_only = false;
   int bootstrap_multiplier = 5, threads = 2, block_tokens = 512;
   int64_t d_state = 0;
+  int64_t max_output_tokens = sim::TraceLimits{}.max_output_tokens;
   // --memory engine: the engine's serving memory, as `serve` takes it.
   int64_t kv_tokens = 32768;
   int32_t kv_block_tokens = 16;
@@ -411,7 +412,7 @@ int RunSimulate(SimulateOptions& o) {
     if (!s.ok()) return fail(s);
     if (!failed.ok()) return fail(failed);
   } else {
-    auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens);
+    auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens, {.max_output_tokens = o.max_output_tokens});
     if (!reader.ok()) return fail(reader.status());
     // One request per line: the bar's total, counted only for a bar on a terminal and a regular
     // file (a pipe, --trace <(zcat t.gz), can be read once).
@@ -500,6 +501,10 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--layers", o->layers, "override layer counts SSM:ATTENTION:MLP");
   cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: 17.81 ms + 0.05296 ms/token, Marconi's fit of Jamba-1.5-Mini's table)");
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per hash id of a Mooncake trace");
+  cmd->add_option("--max-output-tokens", o->max_output_tokens,
+                  "refuse trace lines with longer outputs (each output token is one replayed decode step)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "threads for marconi's alpha-tuning replays")->check(CLI::Range(1, 1024));
   cmd->add_option("--csv", o->csv, "write one row per request and policy");
   cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");

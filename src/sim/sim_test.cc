@@ -131,6 +131,55 @@ TEST(TraceReader, RefusesValuesItWouldMisreadOrThatOverflow) {
   EXPECT_EQ(r.session_id, 4294967297);
 }
 
+// Issue 25.7: the reader's work and memory per line are bounded, and a read error is an error.
+TEST(TraceReaderTest, EndlessLinesReadErrorsAndLongOutputsAreErrorsNotWork) {
+  TraceRequest r;
+  // A line longer than the limit (as /dev/zero is, without end): an error naming the line.
+  const std::string longline = R"({"ts": 0, "input_tokens": [)" + std::string(5000, '1') + R"(], "output_tokens": []})";
+  auto rd = TraceReader::Open(WriteTemp("long.jsonl", R"({"ts": 0, "input_tokens": [1], "output_tokens": []})" "\n" + longline + "\n"),
+                              TraceFormat::kAuto, 512, {.max_line_bytes = 1000});
+  ASSERT_TRUE(rd.ok());
+  ASSERT_TRUE(*rd->Next(&r));
+  auto more = rd->Next(&r);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().message().find("long.jsonl:2: a line longer than"), std::string::npos) << more.status().message();
+  // A line just under a 64 KiB read piece, one across pieces, and one without a final newline.
+  std::string ids;
+  for (int i = 0; i < 20000; ++i) ids += (i ? ", " : "") + std::to_string(i);
+  auto pieces = TraceReader::Open(WriteTemp("pieces.jsonl", R"({"ts": 0, "input_tokens": [)" + ids + R"(], "output_tokens": [1]})" "\n"
+                                                                 R"({"ts": 1, "input_tokens": [2], "output_tokens": []})"));
+  ASSERT_TRUE(pieces.ok());
+  ASSERT_TRUE(*pieces->Next(&r));
+  EXPECT_EQ(r.input.size(), 20000u);
+  ASSERT_TRUE(*pieces->Next(&r));
+  EXPECT_EQ(r.input, std::vector<int32_t>{2});
+  EXPECT_FALSE(*pieces->Next(&r));
+  // A file that fails to read (the kernel answers EIO) is an error, not an empty trace.
+  auto mem = TraceReader::Open("/proc/self/mem");
+  if (mem.ok()) {
+    auto read = mem->Next(&r);
+    EXPECT_FALSE(read.ok());
+  } else {
+    EXPECT_NE(mem.status().message().find("read error"), std::string::npos) << mem.status().message();
+  }
+  // Outputs are replayed one decode step per token: longer ones are refused before expansion.
+  for (const std::string line : {R"({"timestamp": 0, "input_length": 2, "output_length": 16777216, "hash_ids": [1]})",
+                                 R"({"ts": 0, "input_tokens": [1], "output_tokens": [1, 2, 3, 4, 5]})"}) {
+    auto capped = TraceReader::Open(WriteTemp("out.jsonl", line + "\n"), TraceFormat::kAuto, 512, {.max_output_tokens = 4});
+    ASSERT_TRUE(capped.ok());
+    auto next = capped->Next(&r);
+    ASSERT_FALSE(next.ok()) << line;
+    EXPECT_NE(next.status().message().find("--max-output-tokens"), std::string::npos) << next.status().message();
+  }
+  WorkloadOptions o;
+  o.kind = "lmsys";
+  o.sessions = 2;
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(), -1.0}) {
+    o.sessions_per_second = bad;
+    EXPECT_FALSE(GenerateWorkload(o, [](const TraceRequest&) {}).ok()) << bad;
+  }
+}
+
 TEST(Workloads, SameSeedSameTraceAndSwebenchRewritesHistoryMidSequence) {
   WorkloadOptions o;
   o.kind = "swebench";

@@ -135,7 +135,7 @@ std::vector<int32_t> IntArray(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceFormat format,
-                                              int mooncake_block_tokens) {
+                                              int mooncake_block_tokens, TraceLimits limits) {
   TraceReader r;
   r.path_ = path;
   // A regular file or a pipe (--trace <(zcat t.gz)); a folder would read as empty and a device
@@ -147,12 +147,15 @@ core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceForm
   if (!*r.in_) return core::NotFound("cannot open trace " + path);
   if (mooncake_block_tokens <= 0) return core::InvalidArgument("block tokens must be positive");
   r.block_tokens_ = mooncake_block_tokens;
+  r.limits_ = limits;
   r.format_ = format;
   if (format == TraceFormat::kAuto) {
     // The first non-blank line decides; it is kept for Next() rather than re-read, so a pipe
     // (--trace <(zcat t.gz)), which cannot seek back, works too.
     std::string first;
-    while (std::getline(*r.in_, first)) {
+    for (;;) {
+      RADIXLM_ASSIGN_OR_RETURN(const bool more, r.ReadLine(&first));
+      if (!more) break;
       ++r.line_no_;
       if (first.find_first_not_of(" \t\r") != std::string::npos) break;
     }
@@ -165,6 +168,28 @@ core::StatusOr<TraceReader> TraceReader::Open(const std::string& path, TraceForm
   // Output ids of block-hash traces start past every id an input block can produce.
   r.next_output_id_ = 1 << 30;
   return r;
+}
+
+core::Status TraceReader::LineError(const std::string& what) const {
+  return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": " + what);
+}
+
+core::StatusOr<bool> TraceReader::ReadLine(std::string* line) {
+  line->clear();
+  char buf[1 << 16];
+  for (;;) {
+    in_->getline(buf, sizeof buf);
+    const std::streamsize got = in_->gcount();
+    if (in_->bad()) return core::IoError(path_ + ": read error after line " + std::to_string(line_no_));
+    const bool eof = in_->eof(), more = !eof && in_->fail();  // more: the buffer filled before the newline
+    line->append(buf, static_cast<size_t>(eof || more ? got : got - 1));  // got counts the newline
+    if (static_cast<int64_t>(line->size()) > limits_.max_line_bytes)
+      return core::InvalidArgument(path_ + ":" + std::to_string(line_no_ + 1) + ": a line longer than " +
+                                   std::to_string(limits_.max_line_bytes) + " bytes (not a trace?)");
+    if (eof) return !line->empty();  // the last line, without a newline, or the end
+    if (!more) return true;
+    in_->clear();
+  }
 }
 
 core::Status TraceReader::ParseMarconi(const std::string& line, TraceRequest* out) {
@@ -212,6 +237,9 @@ core::Status TraceReader::ParseMooncake(const std::string& line, TraceRequest* o
     const auto j = nlohmann::json::parse(line);
     const int64_t input_length = IntIn(j.at("input_length"), "input_length", 0, kMaxTraceTokens);
     const int64_t output_length = IntIn(j.at("output_length"), "output_length", 0, kMaxTraceTokens);
+    if (output_length > limits_.max_output_tokens)  // before the ids are expanded
+      return LineError("output_length " + std::to_string(output_length) + "; the simulator replays at most " +
+                       std::to_string(limits_.max_output_tokens) + " output tokens per request (--max-output-tokens)");
     const nlohmann::json& ids = j.at("hash_ids");
     if (!ids.is_array()) throw std::invalid_argument("'hash_ids' must be a list");
     std::vector<int64_t> hashes;
@@ -253,14 +281,17 @@ core::StatusOr<bool> TraceReader::Next(TraceRequest* out) {
       line = std::move(pending_);
       line_no_ = pending_line_no_;
       pending_line_no_ = 0;
-    } else if (std::getline(*in_, line)) {
-      ++line_no_;
     } else {
-      break;
+      RADIXLM_ASSIGN_OR_RETURN(const bool more, ReadLine(&line));
+      if (!more) break;
+      ++line_no_;
     }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     RADIXLM_RETURN_IF_ERROR(format_ == TraceFormat::kMooncake ? ParseMooncake(line, out)
                                                       : ParseMarconi(line, out));
+    if (static_cast<int64_t>(out->output.size()) > limits_.max_output_tokens)
+      return LineError(std::to_string(out->output.size()) + " output tokens; the simulator replays at most " +
+                       std::to_string(limits_.max_output_tokens) + " per request (--max-output-tokens)");
     if (!std::isfinite(out->ts))  // from_chars reads nan and inf, which JSON has not
       return core::InvalidArgument(path_ + ":" + std::to_string(line_no_) + ": ts is not a finite number");
     if (out->ts < last_ts_)

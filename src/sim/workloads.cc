@@ -61,8 +61,10 @@ struct ChatShape {
 
 core::Status GenerateWorkload(const WorkloadOptions& o,
                               const std::function<void(const TraceRequest&)>& emit) {
-  if (o.sessions <= 0 || o.sessions_per_second <= 0 || o.mean_agent_gap_s < 0 || o.max_turns <= 0)
-    return core::InvalidArgument("sessions, sps and turns must be positive, art non-negative");
+  // Written as "not within" so that NaN, which every comparison rejects, is refused too.
+  if (o.sessions <= 0 || !(o.sessions_per_second > 0 && std::isfinite(o.sessions_per_second)) ||
+      !(o.mean_agent_gap_s >= 0 && std::isfinite(o.mean_agent_gap_s)) || o.max_turns <= 0)
+    return core::InvalidArgument("sessions, sps and turns must be positive (sps and art finite), art non-negative");
   if (!(o.regenerate >= 0 && o.regenerate < 1)) return core::InvalidArgument("regenerate must be in [0, 1)");
   // Regenerations draw from their own stream, so regenerate = 0 leaves every trace as it was.
   core::Rng regen_rng(o.seed * 0x2545f4914f6cdd1dull + 91);
