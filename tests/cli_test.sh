@@ -81,7 +81,15 @@ else
   expect embed-too-long 1 'em.jsonl:1: input has 7 tokens; the limit is 4' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4
   expect embed-truncate 0 '"tokens":10' -- "$bin" embed -m random:tiny --input "$tmp/em.jsonl" --max-batch-tokens 4 --truncate --json
   # --no-prefix-cache alone runs only the cache-off pass; --turns and --system-prompt apply to MT-Bench.
-  expect replay-cache-off 0 '^\{"cache_off":\{[^}]*"requests":2[,}][^{]*"conversations":2' -- "$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 2 --turns 1 --max-tokens 2 --no-prefix-cache --json
+  expect replay-cache-off 0 '^\{"cache_off":\{.*"requests":2[,}].*"conversations":2' -- "$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 2 --turns 1 --max-tokens 2 --no-prefix-cache --json
+  # Issue 25.9: requests the pool cannot hold are errors by cause, and the oracle counts only the
+  # requests that ran (it reported 1.735 with errors on one side of the ratio only).
+  rep=$("$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 2 --turns 2 --max-tokens 2 --kv-tokens 32 --block-tokens 16 --json 2>/dev/null)
+  if python3 -c 'import json,sys; d=json.loads(sys.argv[1])["cache_on"]; c=d["errors_by_cause"]; assert d["errors"] > 0 and sum(v["count"] for v in c.values()) == d["errors"] and all(v["example"] for v in c.values()) and d["oracle_hit_rate"] <= 1 and d["token_hit_rate"] <= d["oracle_hit_rate"] + 1e-9, d' "$rep" 2>/dev/null; then
+    echo "ok   replay-errors-by-cause"
+  else
+    echo "FAIL replay-errors-by-cause: $rep"; fail=1
+  fi
   short=$("$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 1 --turns 1 --max-tokens 1 --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
   long=$("$bin" replay -m random:tiny --workload mtbench --data "$tmp/data" --conversations 1 --turns 1 --max-tokens 1 --system-prompt "You answer in one short sentence." --json 2>&1 | grep -oE '"prompt_tokens":[0-9]+' | head -1 | cut -d: -f2)
   if [ -n "$short" ] && [ -n "$long" ] && [ "$long" -gt "$short" ]; then echo "ok   replay-system-prompt"; else echo "FAIL replay-system-prompt: $short vs $long prompt tokens"; fail=1; fi
@@ -122,6 +130,13 @@ expect simulate-alpha-nan 1 'finite number' -- "$bin" simulate --trace "$tmp/t.j
 expect replay-turns-zero 105 'turns: Value 0 not in range 1 to' -- "$bin" replay -m random:tiny --turns 0
 printf '{"ts": 0, "input_tokens": [1,2' > "$tmp/bad.jsonl"
 expect simulate-bad-trace 1 'bad.jsonl:1:' -- "$bin" simulate --trace "$tmp/bad.jsonl"
+# Issue 25.7: an endless line, a file that fails to read and a huge output are errors (exit 1), not
+# memory, an empty result or minutes of replayed decode steps; a NaN rate is refused.
+expect simulate-endless-line 1 'a line longer than' -- bash -c "head -c 300000000 /dev/zero | '$bin' simulate --trace /dev/stdin"
+expect simulate-read-error 1 'read error' -- "$bin" simulate --trace /proc/self/mem
+printf '{"timestamp": 0, "input_length": 10, "output_length": 16777216, "hash_ids": [0]}\n' > "$tmp/long_output.jsonl"
+expect simulate-long-output 1 'max-output-tokens' -- timeout 10 "$bin" simulate --trace "$tmp/long_output.jsonl" --model random:qwen3-0.6b
+expect simulate-sps-nan 1 'sps and art finite' -- "$bin" simulate --generate lmsys --sps nan --out "$tmp/nan.jsonl"
 expect simulate-generate 0 'wrote [0-9]+ requests' -- "$bin" simulate --generate swebench --sessions 2 --sps 1 --art 5 --seed 1 --out "$tmp/g.jsonl"
 expect simulate-generated 0 '"requests":[0-9]+' -- "$bin" simulate --trace "$tmp/g.jsonl" --policy all --cache-size 1GB --json
 # Model configs no model can have are refused at load (they would give all-NaN logits).
@@ -142,6 +157,21 @@ first=$!
 for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
 expect port-in-use 1 'cannot listen on 127.0.0.1:[0-9]+ \(in use' -- timeout 30 "$bin" serve -m random:tiny --port "$port"
 kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
+# Issue 25.11: ports outside 0..65535 and an empty host are refused; port 0 prints the port bound.
+expect port-too-large 105 'port: Value 65536 not in range' -- "$bin" serve -m random:tiny --port 65536
+expect port-wraps 105 'port: Value 65537 not in range' -- "$bin" serve -m random:tiny --port 65537
+expect host-empty 105 'the address is empty' -- "$bin" serve -m random:tiny --host ""
+"$bin" serve -m random:tiny --port 0 >"$tmp/port0.log" 2>&1 &
+srv=$!
+for _ in $(seq 100); do grep -q 'serving' "$tmp/port0.log" && break; sleep 0.1; done
+bound=$(grep -oE 'http://127.0.0.1:[0-9]+' "$tmp/port0.log" | grep -oE '[0-9]+$')
+if [ -n "$bound" ] && [ "$bound" != 0 ] && (exec 3<>/dev/tcp/127.0.0.1/$bound) 2>/dev/null; then
+  echo "ok   port-zero-prints-bound"
+else
+  echo "FAIL port-zero-prints-bound: $(cat "$tmp/port0.log")"
+  fail=1
+fi
+kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 # SIGTERM drains with a deadline: an idle server exits 0 at once; one whose request outlives
 # --shutdown-timeout exits 1 when it passes (not when the request ends).
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -152,7 +153,10 @@ class TokenTrie {
 };
 
 struct RunResult {
+  // Token counts are over the requests that ran (an error has no usage): the oracle's too, so
+  // its hit rate is an upper bound of the server's on the same requests.
   int64_t requests = 0, prompt_tokens = 0, cached_tokens = 0, oracle_tokens = 0, completion_tokens = 0, errors = 0;
+  std::map<std::string, std::pair<int64_t, std::string>> errors_by_cause;  // "HTTP 400 code" -> (count, first message)
   std::vector<sim::TraceRequest> trace;  // requests as served, in completion order (Marconi schema)
   std::vector<double> ttft;
   double seconds = 0;
@@ -160,7 +164,9 @@ struct RunResult {
     std::vector<double> t = ttft;
     std::sort(t.begin(), t.end());
     auto pct = [&](double p) { return t.empty() ? 0.0 : t[std::min(t.size() - 1, static_cast<size_t>(p * (t.size() - 1) + 0.5))]; };
-    return {{"requests", requests}, {"errors", errors}, {"prompt_tokens", prompt_tokens}, {"cached_tokens", cached_tokens},
+    json causes = json::object();
+    for (const auto& [cause, seen] : errors_by_cause) causes[cause] = {{"count", seen.first}, {"example", seen.second}};
+    return {{"requests", requests}, {"errors", errors}, {"errors_by_cause", causes}, {"prompt_tokens", prompt_tokens}, {"cached_tokens", cached_tokens},
             {"token_hit_rate", prompt_tokens ? double(cached_tokens) / prompt_tokens : 0.0},
             {"oracle_hit_rate", prompt_tokens ? double(oracle_tokens) / prompt_tokens : 0.0},
             {"ttft_p50_s", pct(0.5)}, {"ttft_p95_s", pct(0.95)}, {"seconds", seconds},
@@ -194,10 +200,10 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
         auto text = tokenizer::RenderChat(format, history, true);
         if (!text.ok()) continue;
         const std::vector<int32_t> ids = tok.Encode(*text);
+        int64_t oracle_match = 0;  // counted, and the prompt cached by the oracle, only if it runs
         {
           std::lock_guard<std::mutex> lock(mu);
-          result.oracle_tokens += oracle.Match(ids, ids.size() - 1);
-          oracle.Insert(ids, ids.size());
+          oracle_match = oracle.Match(ids, ids.size() - 1);
         }
         json msgs = json::array();
         for (const auto& m : history) msgs.push_back({{"role", m.role}, {"content", m.content}});
@@ -238,8 +244,21 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
         progress.Update(result.requests);
         if (!res || res->status != 200 || usage.is_null()) {
           ++result.errors;
+          std::string cause = "no response", message;
+          if (res) {
+            const json err = json::parse(buffer.empty() ? res->body : buffer, nullptr, false);
+            const json* e = err.is_object() && err.contains("error") && err["error"].is_object() ? &err["error"] : nullptr;
+            cause = "HTTP " + std::to_string(res->status);
+            if (e && e->contains("code") && (*e)["code"].is_string()) cause += " " + (*e)["code"].get<std::string>();
+            if (e && e->contains("message") && (*e)["message"].is_string()) message = (*e)["message"].get<std::string>();
+            if (res->status == 200) cause = "HTTP 200 without usage";
+          }
+          auto& seen = result.errors_by_cause[cause];
+          if (seen.first++ == 0) seen.second = message;
           continue;
         }
+        result.oracle_tokens += oracle_match;
+        oracle.Insert(ids, ids.size());
         result.prompt_tokens += usage["prompt_tokens"].get<int64_t>();
         result.cached_tokens += usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
         result.completion_tokens += usage["completion_tokens"].get<int64_t>();

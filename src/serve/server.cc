@@ -55,6 +55,14 @@ std::string NewId(const char* prefix) {
          std::to_string(counter++);
 }
 
+// What a refused submission answers: a prompt longer than the model's context or than the
+// whole KV pool is context_length_exceeded (a client trims its history either way).
+ApiError SubmitError(const core::Status& st, bool chat) {
+  if (st.code() == core::StatusCode::kOutOfRange || st.code() == core::StatusCode::kResourceExhausted)
+    return {400, st.message(), "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"};
+  return {400, st.message(), "invalid_request_error", "prompt", "invalid_value"};
+}
+
 int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
@@ -201,11 +209,7 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
     prefill.continuation = std::vector<int32_t>{};
     auto warm = std::make_shared<Channel>();
     auto wid = engine_.Submit(prefill, [warm](const engine::TokenEvent& ev) { warm->Push(ev); });
-    if (!wid.ok()) {
-      if (wid.status().code() == core::StatusCode::kOutOfRange)
-        return fail({400, wid.status().message(), "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
-      return fail({400, wid.status().message(), "invalid_request_error", "prompt", "invalid_value"});
-    }
+    if (!wid.ok()) return fail(SubmitError(wid.status(), chat));
     engine::TokenEvent ev;
     bool cancelled = false;
     while (!warm->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
@@ -227,9 +231,7 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
     auto id = engine_.Submit(std::move(params), [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
     if (!id.ok()) {
       for (engine::RequestId done : *ids) engine_.Cancel(done);  // their events go unread
-      if (id.status().code() == core::StatusCode::kOutOfRange)
-        return fail({400, id.status().message(), "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"});
-      return fail({400, id.status().message(), "invalid_request_error", "prompt", "invalid_value"});
+      return fail(SubmitError(id.status(), chat));
     }
     ids->push_back(*id);
   }
