@@ -61,6 +61,75 @@ def job(path, seed, groups=6):
     return len(lines) + 1
 
 
+def finished_output_checks(binary, base, src, ref, tmp):
+    """Issue 25.4: a rerun trusts an output only when its journal names this input and every line
+    checks out; a part record that fails its check is refused with its file and line."""
+    lines = open(ref).read().splitlines(keepends=True)
+    journal = open(ref + ".journal").read()
+
+    def rerun_on(name, content, journal_text=journal, input_path=src, want=""):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            f.write(content)
+        if journal_text is not None:
+            with open(path + ".journal", "w") as f:
+                f.write(journal_text)
+        r = run([binary, "batch", "-m", "random:tiny", "--created", "0", "-i", input_path, "-o", path])
+        check(r.returncode == 1 and want in r.stderr and open(path).read() == content,
+              "a rerun on %s is refused (%s), the file untouched" % (name, r.stderr.strip()[-160:]))
+
+    # Another input with the same number of lines (same custom_ids, other bodies).
+    other = os.path.join(tmp, "other_input.jsonl")
+    with open(other, "w") as f:
+        for l in open(src):
+            try:
+                j = json.loads(l)
+            except ValueError:  # the job's malformed lines stay as they are
+                f.write(l)
+                continue
+            if isinstance(j, dict) and isinstance(j.get("body"), dict):
+                j["body"]["max_tokens"] = 3
+            f.write(json.dumps(j) + "\n")
+    rerun_on("of_other_input.jsonl", "".join(lines), input_path=other, want="another input")
+    rerun_on("garbage_appended.jsonl", "".join(lines) + "garbage\n", want=":%d:" % (len(lines) + 1))
+    rerun_on("duplicated.jsonl", "".join(lines[:3] + [lines[2]] + lines[3:-1]), want=":4: its id is not batch_req_3")
+    rerun_on("reordered.jsonl", "".join([lines[1], lines[0]] + lines[2:]), want=":1: its id is not batch_req_0")
+    rerun_on("no_journal.jsonl", "".join(lines), journal_text=None, want="no ")
+    edited = lines[0].replace('"status_code": 200', '"status_code": 201').replace('"status_code":200', '"status_code":201')
+    rerun_on("edited.jsonl", "".join([edited] + lines[1:]) if edited != lines[0] else "".join(lines) + "x",
+             want="SHA-256" if edited != lines[0] else "partial")
+
+    # Parts: a forged but well-formed record, a record of another line, an old-format id.
+    out_path = os.path.join(tmp, "forged.jsonl")
+    p = subprocess.Popen(base + ["-o", out_path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    part = out_path + ".part.0"
+    while time.time() < deadline and p.poll() is None and (not os.path.exists(part) or open(part).read().count("\n") < 3):
+        time.sleep(0.02)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    if not os.path.exists(part) or open(part).read().count("\n") < 3:
+        check(False, "a killed job left a part with records to forge (%s)" % os.path.exists(part))
+        return
+    good = open(part).read()
+    header, first = good.splitlines()[0], json.loads(good.splitlines()[1])
+    n_lines = good.count("\n")
+    for name, record, want in [
+            ("forged", dict(first, line=first["line"].replace("batch_req", "batch_req")[:-1] + ', "x": 1}'), "fails its check"),
+            ("moved", dict(first, i=first["i"] + 1), "fails its check"),
+            ("out of range", dict(first, i=10 ** 6), "does not have"),
+            ("old format", {"id": "batch_req_abc"}, "not a batch record")]:
+        with open(part, "w") as f:
+            f.write(good + json.dumps(record) + "\n")
+        r = run(base + ["-o", out_path])
+        check(r.returncode == 1 and ("part.0:%d:" % (n_lines + 1)) in r.stderr and want in r.stderr,
+              "a part with a %s record is refused with its file and line (%s)" % (name, r.stderr.strip()[-160:]))
+    with open(part, "w") as f:
+        f.write(good + good.split("\n", 1)[1].splitlines(keepends=True)[0])
+    r = run(base + ["-o", out_path])
+    check(r.returncode == 1 and "again" in r.stderr, "a part answering a line twice is refused (%s)" % r.stderr.strip()[-160:])
+
+
 def main():
     binary = sys.argv[1]
     use_mpi = len(sys.argv) > 2 and sys.argv[2] == "mpi"
@@ -123,7 +192,7 @@ def main():
                             with open(os.path.join(tmp, parts[0]), "a") as f:
                                 f.write('{"id": "batch_req_')
             same = os.path.exists(out_path) and open(out_path).read() == open(ref).read()
-            leftovers = [f for f in os.listdir(tmp) if f.startswith("k%d.jsonl." % trial)]
+            leftovers = [f for f in os.listdir(tmp) if f.startswith("k%d.jsonl." % trial) and not f.endswith(".journal")]
             check(kills >= 1 and same and not leftovers,
                   "kill-and-resume trial %d (%d kills): output = the uninterrupted run's bytes" % (trial, kills))
         again = run(base + ["-o", ref])
@@ -138,10 +207,12 @@ def main():
         # A part left by a job on another input (another digest) is refused, not mixed in.
         mixed = os.path.join(tmp, "mixed.jsonl")
         with open(mixed + ".part.0", "w") as f:
-            f.write(json.dumps({"radixlm_batch_part": 1, "input_digest": "0123456789abcdef", "created": 0}) + "\n")
+            f.write(json.dumps({"radixlm_batch_part": 2, "input_digest": "0123456789abcdef", "lines": 3, "created": 0}) + "\n")
         r = run(base + ["-o", mixed])
         check(r.returncode == 1 and "another input" in r.stderr and not os.path.exists(mixed),
               "parts of another job's input are refused, not mixed")
+
+        finished_output_checks(binary, base, src, ref, tmp)
 
         r = run([binary, "batch", "-m", "random:tiny", "-i", src, "--plan-only", "--json"])
         plan = json.loads(r.stdout) if r.returncode == 0 else {}

@@ -160,25 +160,16 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   const int64_t n_lines = static_cast<int64_t>(lines.size());
 
   // Resume: what earlier runs answered. Every rank reads the parts before any rank appends.
-  BatchJobId job{Digest(input), o.created >= 0 ? o.created : static_cast<int64_t>(std::time(nullptr))};
+  BatchJobId job{Sha256Hex(input), o.created >= 0 ? o.created : static_cast<int64_t>(std::time(nullptr)), {}};
+  for (int64_t i = 0; i < n_lines; ++i) job.custom_ids.push_back(lines[i] ? lines[i]->custom_id : line_errors[i].custom_id);
   std::map<int64_t, std::string> done;
   if (!o.plan_only) {
     if (!HasBatchParts(o.output) && std::filesystem::exists(o.output)) {
-      // A finished job leaves only its output: complete when it answers every line.
-      std::ifstream out_in(o.output);
-      std::string l;
-      std::set<int64_t> answered;
-      while (std::getline(out_in, l)) {
-        const json j = json::parse(l, nullptr, false);
-        if (!j.is_discarded() && j.contains("id") && j["id"].is_string() && j["id"].get<std::string>().rfind("batch_req_", 0) == 0)
-          answered.insert(std::stoll(j["id"].get<std::string>().substr(10)));
-      }
-      if (static_cast<int64_t>(answered.size()) == n_lines && (n_lines == 0 || *answered.rbegin() == n_lines - 1)) {
-        if (lead && o.json_out) std::printf("%s\n", core::JsonText(json({{"lines", n_lines}, {"already_complete", true}})).c_str());
-        else if (lead) std::fprintf(stderr, "radixlm batch: %s already answers all %lld lines\n", o.output.c_str(), static_cast<long long>(n_lines));
-        return;
-      }
-      ExitIfError(core::InvalidArgument(o.output + " exists and is not this job's finished output; remove it or choose another --output"));
+      // A finished job leaves only its output and journal: trusted when they check out.
+      ExitIfError(CheckFinishedOutput(o.output, job));
+      if (lead && o.json_out) std::printf("%s\n", core::JsonText(json({{"lines", n_lines}, {"already_complete", true}})).c_str());
+      else if (lead) std::fprintf(stderr, "radixlm batch: %s already answers all %lld lines\n", o.output.c_str(), static_cast<long long>(n_lines));
+      return;
     }
     auto parts = ReadBatchParts(o.output, &job);
     ExitIfError(parts.status());
@@ -339,8 +330,8 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   int64_t answered_now = 0;
   const int64_t to_answer = n_lines - static_cast<int64_t>(done.size());
   Progress progress(world.size() > 1 ? "batch (rank 0)" : "batch", lead ? to_answer : 0);
-  auto write = [&](const json& line) {
-    ExitIfError((*part)->Append(core::JsonText(line)));
+  auto write = [&](int64_t index, const json& line) {
+    ExitIfError((*part)->Append(index, core::JsonText(line)));
     ++answered_now;
     if (lead) progress.Update(answered_now);
   };
@@ -350,9 +341,9 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   if (lead)
     for (int64_t i = 0; i < n_lines; ++i) {
       if (done.count(i)) continue;
-      if (!lines[i]) write(serve::BatchErrorLine(i, line_errors[i]));
+      if (!lines[i]) write(i, serve::BatchErrorLine(i, line_errors[i]));
       else if (auto it = immediate.find(i); it != immediate.end())
-        write(serve::BatchResponseLine(i, lines[i]->custom_id, it->second.first, it->second.second));
+        write(i, serve::BatchResponseLine(i, lines[i]->custom_id, it->second.first, it->second.second));
     }
 
   // Scoring lines, by planned groups: one merged job per group (and per job kind), each line
@@ -395,7 +386,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
           engine::ScoringJob alone = call.job;
           answer = scoring_api->Answer(call, scoring_queue->Submit(std::move(alone)).get());
         }
-        write(serve::BatchResponseLine(line, lines[line]->custom_id, answer.status, answer.body));
+        write(line, serve::BatchResponseLine(line, lines[line]->custom_id, answer.status, answer.body));
       }
       a = b;
     }
@@ -431,7 +422,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
         if (--open_items[st.completion] == 0) {
           const CompletionLine& cl = completions[st.completion];
           const auto [status, body] = CompletionAnswer(cl, item_state, model_name, job.created);
-          write(serve::BatchResponseLine(cl.line, lines[cl.line]->custom_id, status, body));
+          write(cl.line, serve::BatchResponseLine(cl.line, lines[cl.line]->custom_id, status, body));
         }
         return true;
       });
@@ -463,7 +454,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   }
   if (missing > 0)
     ExitIfError(core::Status(core::StatusCode::kInternal, std::to_string(missing) + " lines have no answer yet; rerun the same command to finish them"));
-  ExitIfError(FinishBatchOutput(o.output, out_lines));
+  ExitIfError(FinishBatchOutput(o.output, out_lines, check));
   const json summary = {{"lines", n_lines},
                         {"answered_this_run", answered},
                         {"answered_before", static_cast<int64_t>(done.size())},
