@@ -1,6 +1,9 @@
 #include "core/quant.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "core/status.h"
 
@@ -204,6 +207,56 @@ void DequantizeRow(DType t, const void* x, float* y, int64_t n) {
       }
     }
   }
+}
+
+namespace {
+
+// Index of the first element whose exponent bits (mask) are all set, or -1. Chunks of 256 are
+// tested with a branch-free OR so the loop vectorises; the chunk that has one is then walked.
+template <typename U>
+int64_t FirstAllOnes(const U* x, int64_t n, U mask) {
+  constexpr int64_t kChunk = 256;
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t end = std::min(n, c + kChunk);
+    bool any = false;
+    for (int64_t i = c; i < end; ++i) any |= (x[i] & mask) == mask;
+    if (!any) continue;
+    for (int64_t i = c; i < end; ++i)
+      if ((x[i] & mask) == mask) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t FirstNonFinite(DType t, const void* data, int64_t numel) {
+  switch (t) {
+    case DType::kF32: return FirstAllOnes(static_cast<const uint32_t*>(data), numel, uint32_t{0x7F800000});
+    case DType::kF16: return FirstAllOnes(static_cast<const uint16_t*>(data), numel, uint16_t{0x7C00});
+    case DType::kBF16: return FirstAllOnes(static_cast<const uint16_t*>(data), numel, uint16_t{0x7F80});
+    case DType::kI32: return -1;
+    default: break;
+  }
+  // Byte offsets of a block's f16 scale fields (the Block* structs above).
+  std::vector<size_t> fields;
+  switch (t) {
+    case DType::kQ4_0: case DType::kQ5_0: case DType::kQ8_0: fields = {0}; break;
+    case DType::kQ4_1: case DType::kQ5_1: case DType::kQ4_K: case DType::kQ5_K: fields = {0, 2}; break;
+    case DType::kQ2_K: fields = {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)}; break;
+    case DType::kQ3_K: fields = {offsetof(BlockQ3_K, d)}; break;
+    case DType::kQ6_K: fields = {offsetof(BlockQ6_K, d)}; break;
+    default: return -1;
+  }
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  const size_t block_bytes = BlockBytes(t);
+  const int64_t blocks = numel / BlockElems(t);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (size_t f : fields) {
+      uint16_t h;
+      std::memcpy(&h, bytes + static_cast<size_t>(b) * block_bytes + f, 2);
+      if ((h & 0x7C00) == 0x7C00) return b;
+    }
+  return -1;
 }
 
 }  // namespace radixlm::core

@@ -99,6 +99,13 @@ void DequantizeRow(DType t, const void* x, float* y, int64_t n);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (ggml's
 // get_scale_min_k4), and the 16 signed 6-bit scales of a Q3_K block (minus 32).
+// The first value that is not finite (NaN or inf), or -1: every element of a plain tensor
+// (f32, f16, bf16; I32 has none), the f16 scale fields (d, m, dmin) of every block of a
+// quantised one, where a non-finite scale makes the block's whole output non-finite. Returns
+// the element index (plain) or block index (quantised). One pass at memory speed, so loading
+// checks every tensor. REQUIRES: numel % BlockElems(t) == 0.
+int64_t FirstNonFinite(DType t, const void* data, int64_t numel);
+
 void UnpackScaleMinK4(const uint8_t scales[12], int j, uint8_t* sc, uint8_t* mn);
 void UnpackScalesQ3K(const uint8_t scales[12], int8_t out[16]);
 

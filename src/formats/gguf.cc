@@ -1,8 +1,10 @@
 #include "formats/gguf.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <tuple>
 
 namespace radixlm::formats {
 namespace {
@@ -242,6 +244,7 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
   if (alignment <= 0 || (alignment & (alignment - 1)))
     return core::DataLoss(path + ": general.alignment " + std::to_string(alignment) + " is not a power of two");
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end) in the data, name
   for (const Info& info : infos) {
     TensorEntry e;
     e.name = info.name;
@@ -265,8 +268,16 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
       return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() +
                             " runs past the end of the file (truncated?)");
     e.data = file->data() + data_start + info.offset;
+    spans.push_back({info.offset, info.offset + e.nbytes, info.name});
     RADIXLM_RETURN_IF_ERROR(g.tensors_->Add(std::move(e)));
   }
+  // Tensors may not share bytes: a type or offset changed to overlap a neighbour would read the
+  // neighbour's data as weights (llama.cpp's converter never writes that).
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (std::get<0>(spans[i]) < std::get<1>(spans[i - 1]))
+      return core::DataLoss(path + ": tensors '" + std::get<2>(spans[i - 1]) + "' and '" + std::get<2>(spans[i]) +
+                            "' overlap in the file");
   g.tensors_->AddFile(std::move(file));
   return g;
 }

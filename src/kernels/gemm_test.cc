@@ -285,8 +285,11 @@ TEST(GemmTest, Bf16ActivationRoundingEqualsTheInstruction) {
   x[4] = -INFINITY;
   std::vector<uint16_t> simd(100);
   gemm::Bf16RowAvx512(x.data(), 100, simd.data());
-  for (int i = 0; i < 100; ++i)
-    if (!std::isnan(x[i])) EXPECT_EQ(simd[i], gemm::ToBf16Activation(x[i])) << i << " " << x[i];
+  for (int i = 0; i < 100; ++i) {
+    if (!std::isnan(x[i])) {
+      EXPECT_EQ(simd[i], gemm::ToBf16Activation(x[i])) << i << " " << x[i];
+    }
+  }
 }
 
 }  // namespace

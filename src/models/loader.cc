@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/quant.h"
 #include "core/random.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
@@ -113,7 +114,12 @@ class StoreSource : public WeightSource {
                             std::vector<float>*) const override {
     auto e = store_->Get(Map(name), shape);
     if (!e.ok()) return e.status();
-    return **e;
+    // A NaN or inf weight (or block scale) would load and turn every logit NaN: refused here.
+    const TensorEntry& t = **e;
+    if (const int64_t at = core::FirstNonFinite(t.dtype, t.data, t.numel()); at >= 0)
+      return core::DataLoss(t.file + ": tensor '" + t.name + "' has a value that is not finite (NaN or inf) at " +
+                            (core::IsQuantized(t.dtype) ? "block " : "element ") + std::to_string(at));
+    return t;
   }
 
  private:
@@ -355,6 +361,8 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
   final_config.tied_embeddings = tied;
   if (src.Has("rope_freqs.weight")) {
     RADIXLM_ASSIGN_OR_RETURN(final_config.rope_freq_factors, GetVector(src, "rope_freqs.weight", hd / 2));
+    for (float f : final_config.rope_freq_factors)
+      if (!(f > 0)) return core::DataLoss(c.name + ": rope_freqs.weight has a factor that is not positive");
   }
   return std::make_unique<Transformer>(std::move(final_config), std::move(w));
 }
@@ -400,6 +408,23 @@ StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
   c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
   c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
   c.layers = DenseLayers(c.n_blocks);
+  return c;
+}
+
+// A GGUF whose tokenizer has more tokens than its embedding has rows cannot be right: every id
+// past the table would read another tensor's bytes or be refused, and the logits would not
+// cover the tokenizer (a 64-row table under a 50,257-token tokenizer loaded and ran).
+Status CheckGgufVocabulary(const formats::GgufFile& g, const ModelConfig& c) {
+  const formats::GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
+  if (tokens && static_cast<int64_t>(tokens->array.size()) > c.vocab_size)
+    return core::DataLoss(g.path() + ": the tokenizer has " + std::to_string(tokens->array.size()) +
+                          " tokens but token_embd.weight only " + std::to_string(c.vocab_size) + " rows");
+  return core::Status::Ok();
+}
+
+StatusOr<ModelConfig> ConfigFromGgufChecked(const formats::GgufFile& g) {
+  RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(g));
+  RADIXLM_RETURN_IF_ERROR(CheckGgufVocabulary(g, c));
   return c;
 }
 
@@ -489,7 +514,7 @@ StatusOr<ModelConfig> LoadConfig(const std::string& spec) {
   StatusOr<ModelConfig> c = Guarded(spec, [&]() -> StatusOr<ModelConfig> {
     if (fs::is_directory(spec)) return ConfigFromHf(spec);
     RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
-    return ConfigFromGguf(g);
+    return ConfigFromGgufChecked(g);
   });
   if (c.ok())
     if (const std::string problem = c->Validate(); !problem.empty()) return core::InvalidArgument(spec + ": " + problem);
@@ -526,7 +551,7 @@ StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spe
     return core::NotFound("model '" + spec + "': no such file or folder (or use random:NAME; presets: " +
                           [] { std::string s; for (auto& n : RandomPresetNames()) s += (s.empty() ? "" : ", ") + n; return s; }() + ")");
   RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
-  RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(g));
+  RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGgufChecked(g));
   StoreSource src(&g.tensors(), /*hf_names=*/false);
   return Build(c, src, PlanOf(options, std::nullopt));
 }

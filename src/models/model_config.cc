@@ -1,5 +1,7 @@
 #include "models/model_config.h"
 
+#include <cstdio>
+
 #include <cmath>
 #include <string>
 
@@ -84,6 +86,14 @@ core::Status CheckSize(const std::string& what, int64_t value, int64_t lo, int64
                         std::to_string(hi));
 }
 
+namespace {
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
 std::string ModelConfig::Validate() const {
   if (vocab_size <= 0 || d_model <= 0) return "sizes must be positive";
   if (layers.empty()) return "model has no layers";
@@ -97,6 +107,24 @@ std::string ModelConfig::Validate() const {
   // Numbers a file states that no model can have: they would run and produce NaN logits.
   if (!(std::isfinite(rms_eps) && rms_eps > 0 && rms_eps < 1)) return "the norm epsilon must be in (0, 1), not " + std::to_string(rms_eps);
   if (max_context <= 0) return "the context length must be positive";
+  // Scales a Granite config states: 0, 1e-45 or 1e39 would load and make every logit NaN or
+  // inf. Real checkpoints use 1 to ~100 (logits_scaling 8, embedding_multiplier 12, ...).
+  for (const auto& [name, v] : {std::pair{"logits_scaling", logits_scaling}, {"embedding_multiplier", embedding_multiplier},
+                                {"residual_multiplier", residual_multiplier}})
+    if (!(std::isfinite(v) && std::abs(v) >= 1e-6f && std::abs(v) <= 1e6f))
+      return std::string(name) + " must be a finite number of magnitude 1e-6 to 1e6, not " + Num(v);
+  if (!(std::isfinite(attention_multiplier) && attention_multiplier >= 0 && attention_multiplier <= 1e6f) ||
+      (attention_multiplier != 0 && attention_multiplier < 1e-6f))
+    return "attention_multiplier must be 0 (1/sqrt(head_dim)) or a finite number in [1e-6, 1e6], not " +
+           Num(attention_multiplier);
+  if (rope_scaling.factor != 0) {  // llama3 scaling: a factor stretches the wavelengths, >= 1
+    const kernels::Llama3RopeScaling& r = rope_scaling;
+    if (!(std::isfinite(r.factor) && r.factor >= 1 && r.factor <= 1e4f))
+      return "rope_scaling factor must be in [1, 1e4], not " + Num(r.factor);
+    if (!(std::isfinite(r.low_freq_factor) && std::isfinite(r.high_freq_factor) && r.low_freq_factor > 0 &&
+          r.high_freq_factor > r.low_freq_factor && r.original_max_position > 0))
+      return "rope_scaling needs 0 < low_freq_factor < high_freq_factor and a positive original_max_position_embeddings";
+  }
   if (n_attention_layers() > 0) {
     if (use_rope && !(std::isfinite(rope_theta) && rope_theta > 1.0))
       return "rope_theta must be a finite number above 1, not " + std::to_string(rope_theta);
