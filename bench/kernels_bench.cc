@@ -3,12 +3,14 @@
 // Usage: build/bench/kernels_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "core/random.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_cases.h"
+#include "kernels/ssm.h"
 
 namespace radixlm::kernels {
 namespace {
@@ -100,7 +102,32 @@ void BM_DecodeStepGemm(benchmark::State& state, core::DType layer_type, core::DT
   state.counters["MB"] = static_cast<double>(bytes) / 1e6;
 }
 
+// One Mamba2 layer's scan over `tokens` tokens, all heads on one thread, at hybrid-0.4b's
+// shape (32 heads x 64, d_state 128, 1 group): chunk 0 is the exact recurrence, else the
+// chunked (SSD) form; decode is tokens = 1 (the state read and written once per token).
+void BM_Mamba2Scan(benchmark::State& state, int64_t tokens, int chunk) {
+  const Mamba2Dims d{32, 64, 128, 1, 4};
+  core::Rng rng(3);
+  std::vector<float> xbc(tokens * d.conv_dim()), dt(tokens * d.n_heads), bias(d.n_heads), A(d.n_heads), D(d.n_heads);
+  for (float& v : xbc) v = rng.Normal(0, 0.5f);
+  for (float& v : dt) v = rng.Normal(-1, 0.5f);
+  for (int h = 0; h < d.n_heads; ++h) A[h] = -std::exp(rng.Normal(0, 0.5f)), D[h] = rng.Normal(0, 0.5f), bias[h] = 0.1f;
+  std::vector<float> S(d.ssm_state_floats(), 0.0f), y(tokens * d.d_inner());
+  ScanInputs in{xbc.data(), xbc.data() + d.d_inner(), xbc.data() + d.d_inner() + d.d_state, d.conv_dim(), dt.data(), d.n_heads,
+                bias.data(), A.data(), D.data()};
+  for (auto _ : state) {
+    Mamba2Scan(d, tokens, 0, chunk, in, S.data(), y.data(), d.d_inner(), {}, 0, d.n_heads);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
+  for (int64_t tokens : {1, 512})
+    for (int chunk : {0, 64})
+      benchmark::RegisterBenchmark(("Mamba2Scan/" + std::string(chunk ? "chunked64" : "exact") + "/tokens" + std::to_string(tokens)).c_str(),
+                                   BM_Mamba2Scan, tokens, chunk)
+          ->Unit(benchmark::kMicrosecond);
   for (auto [layer, head] : std::vector<std::pair<core::DType, core::DType>>{
            {core::DType::kBF16, core::DType::kBF16}, {core::DType::kQ8_0, core::DType::kQ8_0},
            {core::DType::kQ4_0, core::DType::kQ6_K}, {core::DType::kQ4_K, core::DType::kQ6_K}})

@@ -358,14 +358,15 @@ TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
 }
 
 // With the hybrid cache, requests restore checkpoints (branch points found by speculative
-// insertion, and finished requests' final states) and prefill only the rest. Restoring changes
-// where the scan's chunks split, so answers are compared as greedy tokens (logits agree to
-// ~1e-6, far inside any gap between the best two tokens here).
+// insertion, and finished requests' final states) and prefill only the rest. The scan is the
+// exact recurrence, so a restore gives the bits of a computation from scratch: tokens and the
+// sampled tokens' log-probabilities are compared bitwise.
 TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
   for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny"}) {
     auto model = models::LoadModel(spec).value();
     for (uint64_t seed : {5, 6}) {
-      const Workload w = MakeWorkload(seed, model->config().vocab_size);
+      Workload w = MakeWorkload(seed, model->config().vocab_size);
+      for (auto& r : w.requests) r.cumulative_logprob = true;
       engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
       off.scheduler.max_running = 6;
       off.scheduler.step_token_budget = 24;
@@ -376,13 +377,93 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
           on.prefix_cache = true;
           on.checkpoint_slots = slots;
           const Outcome b = RunWorkload(*model, w, on, policy);
-          for (size_t i = 0; i < w.requests.size(); ++i)
+          for (size_t i = 0; i < w.requests.size(); ++i) {
             EXPECT_EQ(b.outputs.at(i), a.outputs.at(i)) << spec << " " << policy << " slots " << slots << " request " << i;
+            EXPECT_EQ(b.usage.at(i).cumulative_logprob, a.usage.at(i).cumulative_logprob) << spec << " " << policy << " request " << i;
+          }
           if (slots == 64) {  // with room, shared prefixes are reused
             EXPECT_GT(b.metrics.cached_prompt_tokens, 0) << spec << " " << policy;
             EXPECT_LT(b.metrics.computed_tokens, a.metrics.computed_tokens) << spec << " " << policy;
           }
         }
+      }
+    }
+  }
+}
+
+// Issue 25.6: a seeded request's tokens do not depend on what else runs. Sampled requests
+// (temperature, top-p, top-k, penalties) are served alone, then again among noise requests
+// arriving at random steps, some sharing their prompts' prefixes (so the caches hold, split
+// and restore what the targets use) and some not, with a pool small enough to evict and
+// preempt, at several step budgets: every target's tokens are bitwise the same. On a hybrid
+// this holds because the scan is the exact recurrence (kernels::Mamba2ScanRecurrent): a
+// prompt split anywhere, a restored checkpoint and a recomputed preemption give the same bits.
+TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:granite-h-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    const bool hybrid = model->config().n_ssm_layers() > 0;
+    const int64_t V = model->config().vocab_size;
+    core::Rng rng(31);
+    std::vector<std::vector<int32_t>> bases(3);
+    for (auto& b : bases)
+      for (int k = 0; k < 48; ++k) b.push_back(static_cast<int32_t>(rng.Below(V)));
+    Workload targets;
+    for (int i = 0; i < 6; ++i) {
+      engine::RequestParams p;
+      const auto& base = bases[i % 3];
+      p.prompt.assign(base.begin(), base.begin() + 20 + rng.Below(28));
+      for (int k = 0; k < 1 + static_cast<int>(rng.Below(9)); ++k) p.prompt.push_back(static_cast<int32_t>(rng.Below(V)));
+      p.max_tokens = 12;
+      p.sampling = {.temperature = 0.9f, .top_k = i % 2 ? 0 : 40, .top_p = 0.95f, .seed = 1000u + i,
+                    .presence_penalty = i == 3 ? 0.5f : 0.0f};
+      p.cumulative_logprob = true;  // the sampled tokens' log-probabilities: any bit of the logits shows
+      targets.requests.push_back(p);
+      targets.submit_step.push_back(0);
+    }
+    for (int budget : {7, 16, 64, 4096}) {
+      engine::EngineConfig cfg{.num_blocks = 40, .block_tokens = 8, .prefix_cache = true, .checkpoint_slots = 8};
+      cfg.scheduler.max_running = 6;
+      cfg.scheduler.step_token_budget = budget;
+      const std::string policy = hybrid ? "marconi" : "";
+      // Alone: each target by itself, in a fresh engine.
+      std::vector<std::vector<int32_t>> alone;
+      std::vector<double> alone_logprob;
+      for (const auto& t : targets.requests) {
+        Workload one;
+        one.requests = {t};
+        one.submit_step = {0};
+        const Outcome o = RunWorkload(*model, one, cfg, policy);
+        alone.push_back(o.outputs.at(0));
+        alone_logprob.push_back(o.usage.at(0).cumulative_logprob);
+      }
+      // Under load: the targets among 18 noise requests (half extending the targets' bases).
+      Workload mixed;
+      core::Rng noise(budget);
+      for (int i = 0; i < 18; ++i) {
+        engine::RequestParams p;
+        if (i % 2 == 0) {
+          const auto& base = bases[noise.Below(3)];
+          p.prompt.assign(base.begin(), base.begin() + 1 + noise.Below(base.size()));
+        }
+        for (int k = 0; k < 5 + static_cast<int>(noise.Below(40)); ++k) p.prompt.push_back(static_cast<int32_t>(noise.Below(V)));
+        p.max_tokens = 1 + static_cast<int>(noise.Below(16));
+        p.sampling = {.temperature = 1.0f, .seed = 7u + i};
+        mixed.requests.push_back(p);
+        mixed.submit_step.push_back(static_cast<int>(noise.Below(40)));
+      }
+      for (size_t i = 0; i < targets.requests.size(); ++i) {
+        mixed.requests.push_back(targets.requests[i]);
+        mixed.submit_step.push_back(static_cast<int>(noise.Below(40)));
+      }
+      const Outcome loaded = RunWorkload(*model, mixed, cfg, policy);
+      for (size_t i = 0; i < targets.requests.size(); ++i) {
+        const int k = static_cast<int>(18 + i);
+        EXPECT_EQ(loaded.outputs.at(k), alone[i]) << spec << " budget " << budget << " target " << i;
+        EXPECT_EQ(loaded.usage.at(k).cumulative_logprob, alone_logprob[i]) << spec << " budget " << budget << " target " << i;
+      }
+      if (budget == 7) {
+        EXPECT_GT(loaded.metrics.cached_prompt_tokens, 0) << spec;  // the caches were in play
+        EXPECT_GT(loaded.metrics.preemptions + loaded.metrics.evicted_tokens, 0) << spec;
       }
     }
   }

@@ -77,6 +77,7 @@ json InfoJson(const models::Transformer& m, const ModelOptions& o) {
                                                {"head_dim", c.ssm_head_dim}, {"d_state", c.ssm_state},
                                                {"groups", c.ssm_groups}, {"d_conv", c.ssm_conv},
                                                {"norm_group", c.ssm_norm_group_size()}, {"chunk", c.ssm_chunk},
+                                               {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
                                                {"state_bytes_per_sequence", models::SsmStateStore::BytesPerSlot(c)}}}};
 }
 

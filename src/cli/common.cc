@@ -24,6 +24,11 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--threads,-t", o->threads, "compute threads (0 = one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--ssm-chunk", o->ssm_chunk,
+                  "Mamba2 hybrids: 0 = the exact recurrence (answers never depend on how prompts are split into steps), "
+                  "N = the chunked (SSD) scan with chunks of N tokens")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
 }
 
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o) {
@@ -36,6 +41,7 @@ core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const Model
   if (o.matmul_precision == "bf16" && !kernels::HasBf16Dot())
     return core::InvalidArgument("--matmul-precision bf16 needs a CPU with AVX512_BF16 (vdpbf16ps); use f32 or auto");
   if (o.matmul_precision != "auto") lo.bf16_activations = o.matmul_precision == "bf16";
+  lo.ssm_chunk = o.ssm_chunk;
   return models::LoadModel(o.model, lo);
 }
 

@@ -22,6 +22,7 @@ struct ModelOptions {
   std::string matmul_precision = "auto";  // bf16 weights: f32 | bf16 activations | auto (bf16 where AVX512_BF16)
   std::string kv_dtype = "bf16";          // KV cache: f32 | bf16 | f16
   int threads = 0;     // 0 = one per core
+  int ssm_chunk = 0;   // Mamba2 scan: 0 = the exact recurrence, N = chunks of N tokens (models::LoadOptions)
   std::string tokenizer;      // family name, tokenizer.json, HF folder or GGUF; default: the model's
   std::string tokenizer_dir;  // where set-up put the bundled tokenizer data
 };

@@ -245,6 +245,143 @@ void ScanChunkScalar(const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs
   ScanChunkBody<false>(d, s, L, in, g, h0, h1, state, y, ld_y, sc, &SmallGemmScalar);
 }
 
+// ---- The exact recurrence ---------------------------------------------------------------------
+// Per head, token by token, one fixed sequence of roundings per state element and output:
+//   s_t[n, p] = fma(dt_t * B_t[n], x_t[p], exp(dt_t * A) * s_{t-1}[n, p])
+//   acc_t[p]  = fma(C_t[n], s_t[n, p], acc_t[p])   for n = 0 .. N-1, from 0
+//   y_t[p]    = fma(D, x_t[p], acc_t[p])
+// Every element's chain is the same whether its tokens come in one call or in many, so a
+// prefill split anywhere, a decode step, a capture or a restore give the same bits (the chunked
+// form's results depend on where a chunk starts). Loop order keeps a state row in registers
+// across a block of tokens (x and the accumulators stream from L1); every ISA computes the same
+// chains (scalar with std::fma), so the builds agree bit for bit.
+struct RecurScratch {
+  std::vector<float> dt, decay, acc;
+};
+
+inline void RecurTokenScalars(const ScanInputs& in, int h, int64_t T, RecurScratch& sc) {
+  sc.dt.resize(T);
+  sc.decay.resize(T);
+  for (int64_t t = 0; t < T; ++t) {
+    sc.dt[t] = Softplus(in.dt[t * in.ld_dt + h] + in.dt_bias[h]);
+    sc.decay[t] = std::exp(sc.dt[t] * in.A[h]);
+  }
+}
+
+inline void RecurFinish(const ScanInputs& in, int h, int64_t T, int P, const RecurScratch& sc, float* y, int64_t ld_y) {
+  const float Dh = in.D[h];
+  for (int64_t t = 0; t < T; ++t) {
+    const float* x = in.x + t * in.ld + int64_t{h} * P;
+    float* yt = y + t * ld_y + int64_t{h} * P;
+    for (int p = 0; p < P; ++p) yt[p] = std::fma(Dh, x[p], sc.acc[t * P + p]);
+  }
+}
+
+// Columns [p0, p1) of one state row n over all T tokens, scalar (the oracle of the vector ones).
+inline void RecurColumnsScalar(const ScanInputs& in, int h, int g, int N, int P, int n, int p0, int p1, int64_t T,
+                               RecurScratch& sc, float* S) {
+  for (int p = p0; p < p1; ++p) {
+    float sv = S[int64_t{n} * P + p];
+    for (int64_t t = 0; t < T; ++t) {
+      const float coef = sc.dt[t] * in.B[t * in.ld + int64_t{g} * N + n];
+      sv = std::fma(coef, in.x[t * in.ld + int64_t{h} * P + p], sc.decay[t] * sv);
+      float& a = sc.acc[t * P + p];
+      a = std::fma(in.C[t * in.ld + int64_t{g} * N + n], sv, a);
+    }
+    S[int64_t{n} * P + p] = sv;
+  }
+}
+
+void RecurHeadScalar(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int g, int h, float* S, float* y,
+                     int64_t ld_y, RecurScratch& sc) {
+  const int N = d.d_state, P = d.head_dim;
+  RecurTokenScalars(in, h, T, sc);
+  sc.acc.assign(T * P, 0.0f);
+  for (int n = 0; n < N; ++n) RecurColumnsScalar(in, h, g, N, P, n, 0, P, T, sc, S);
+  RecurFinish(in, h, T, P, sc, y, ld_y);
+}
+
+// K vectors of 8 columns of state row n, held in registers across the T tokens.
+template <int K>
+__attribute__((target("avx2,fma"), always_inline)) inline void RecurColumnsAvx2(const ScanInputs& in, int h, int g, int N,
+                                                                               int P, int n, int p0, int64_t T,
+                                                                               RecurScratch& sc, float* S) {
+  __m256 s[K];
+  float* row = S + int64_t{n} * P + p0;
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) s[k] = _mm256_loadu_ps(row + 8 * k);
+  for (int64_t t = 0; t < T; ++t) {
+    const __m256 coef = _mm256_set1_ps(sc.dt[t] * in.B[t * in.ld + int64_t{g} * N + n]);
+    const __m256 decay = _mm256_set1_ps(sc.decay[t]);
+    const __m256 c = _mm256_set1_ps(in.C[t * in.ld + int64_t{g} * N + n]);
+    const float* x = in.x + t * in.ld + int64_t{h} * P + p0;
+    float* a = sc.acc.data() + t * P + p0;
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      s[k] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(x + 8 * k), _mm256_mul_ps(decay, s[k]));
+      _mm256_storeu_ps(a + 8 * k, _mm256_fmadd_ps(c, s[k], _mm256_loadu_ps(a + 8 * k)));
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) _mm256_storeu_ps(row + 8 * k, s[k]);
+}
+
+__attribute__((target("avx2,fma"))) void RecurHeadAvx2(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int g, int h,
+                                                       float* S, float* y, int64_t ld_y, RecurScratch& sc) {
+  const int N = d.d_state, P = d.head_dim;
+  RecurTokenScalars(in, h, T, sc);
+  sc.acc.assign(T * P, 0.0f);
+  for (int n = 0; n < N; ++n) {
+    int p = 0;
+    for (; p + 64 <= P; p += 64) RecurColumnsAvx2<8>(in, h, g, N, P, n, p, T, sc, S);
+    for (; p + 32 <= P; p += 32) RecurColumnsAvx2<4>(in, h, g, N, P, n, p, T, sc, S);
+    for (; p + 8 <= P; p += 8) RecurColumnsAvx2<1>(in, h, g, N, P, n, p, T, sc, S);
+    if (p < P) RecurColumnsScalar(in, h, g, N, P, n, p, P, T, sc, S);
+  }
+  RecurFinish(in, h, T, P, sc, y, ld_y);
+}
+
+template <int K>
+__attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void RecurColumnsAvx512(
+    const ScanInputs& in, int h, int g, int N, int P, int n, int p0, int64_t T, RecurScratch& sc, float* S) {
+  __m512 s[K];
+  float* row = S + int64_t{n} * P + p0;
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) s[k] = _mm512_loadu_ps(row + 16 * k);
+  for (int64_t t = 0; t < T; ++t) {
+    const __m512 coef = _mm512_set1_ps(sc.dt[t] * in.B[t * in.ld + int64_t{g} * N + n]);
+    const __m512 decay = _mm512_set1_ps(sc.decay[t]);
+    const __m512 c = _mm512_set1_ps(in.C[t * in.ld + int64_t{g} * N + n]);
+    const float* x = in.x + t * in.ld + int64_t{h} * P + p0;
+    float* a = sc.acc.data() + t * P + p0;
+#pragma GCC unroll 4
+    for (int k = 0; k < K; ++k) {
+      s[k] = _mm512_fmadd_ps(coef, _mm512_loadu_ps(x + 16 * k), _mm512_mul_ps(decay, s[k]));
+      _mm512_storeu_ps(a + 16 * k, _mm512_fmadd_ps(c, s[k], _mm512_loadu_ps(a + 16 * k)));
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < K; ++k) _mm512_storeu_ps(row + 16 * k, s[k]);
+}
+
+__attribute__((target("avx512f,avx512vl,fma"))) void RecurHeadAvx512(const Mamba2Dims& d, int64_t T, const ScanInputs& in,
+                                                                     int g, int h, float* S, float* y, int64_t ld_y,
+                                                                     RecurScratch& sc) {
+  const int N = d.d_state, P = d.head_dim;
+  RecurTokenScalars(in, h, T, sc);
+  sc.acc.assign(T * P, 0.0f);
+  for (int n = 0; n < N; ++n) {
+    int p = 0;
+    for (; p + 64 <= P; p += 64) RecurColumnsAvx512<4>(in, h, g, N, P, n, p, T, sc, S);
+    for (; p + 16 <= P; p += 16) RecurColumnsAvx512<1>(in, h, g, N, P, n, p, T, sc, S);
+    if (p < P) RecurColumnsScalar(in, h, g, N, P, n, p, P, T, sc, S);
+  }
+  RecurFinish(in, h, T, P, sc, y, ld_y);
+}
+
+// Tokens per block: the accumulators of a block (kRecurBlock x head_dim floats) stay in L1.
+constexpr int64_t kRecurBlock = 64;
+
 void CaptureHeads(const Mamba2Dims& d, const float* state, float* dst, int h0, int h1) {
   const int64_t per_head = int64_t{d.d_state} * d.head_dim;
   std::memcpy(dst + h0 * per_head, state + h0 * per_head, (h1 - h0) * per_head * sizeof(float));
@@ -276,6 +413,7 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
   RADIXLM_CHECK(d.n_heads % d.n_groups == 0);
   const int heads_per_group = d.n_heads / d.n_groups;
   const core::Isa isa = core::ActiveIsa();
+  if (chunk <= 0) return Mamba2ScanRecurrent(d, n_tokens, in, state, y, ld_y, captures, head_begin, head_end);
   thread_local ChunkScratch scratch;
   int64_t s = 0;
   while (s < n_tokens) {
@@ -299,6 +437,38 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
       } else {
         ScanChunkScalar(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
       }
+    }
+    for (const StateCapture& c : captures)
+      if (c.after_tokens == e && c.ssm) CaptureHeads(d, state, c.ssm, head_begin, head_end);
+    s = e;
+  }
+}
+
+void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs& in, float* state, float* y,
+                         int64_t ld_y, std::span<const StateCapture> captures, int head_begin, int head_end) {
+  if (n_tokens <= 0 || head_begin >= head_end) return;
+  const int heads_per_group = d.n_heads / d.n_groups;
+  const core::Isa isa = core::ActiveIsa();
+  thread_local RecurScratch scratch;
+  const int64_t per_head = int64_t{d.d_state} * d.head_dim;
+  int64_t s = 0;
+  while (s < n_tokens) {
+    // Blocks end at a requested capture (the recurrence gives the same bits however it is split).
+    int64_t e = std::min(n_tokens, s + kRecurBlock);
+    for (const StateCapture& c : captures)
+      if (c.after_tokens > s && c.after_tokens < e) e = c.after_tokens;
+    ScanInputs block = in;
+    block.x = in.x + s * in.ld;
+    block.B = in.B + s * in.ld;
+    block.C = in.C + s * in.ld;
+    block.dt = in.dt + s * in.ld_dt;
+    float* yb = y + s * ld_y;
+    for (int h = head_begin; h < head_end; ++h) {
+      float* S = state + h * per_head;
+      const int g = h / heads_per_group;
+      if (isa >= core::Isa::kAvx512) RecurHeadAvx512(d, e - s, block, g, h, S, yb, ld_y, scratch);
+      else if (isa >= core::Isa::kAvx2) RecurHeadAvx2(d, e - s, block, g, h, S, yb, ld_y, scratch);
+      else RecurHeadScalar(d, e - s, block, g, h, S, yb, ld_y, scratch);
     }
     for (const StateCapture& c : captures)
       if (c.after_tokens == e && c.ssm) CaptureHeads(d, state, c.ssm, head_begin, head_end);

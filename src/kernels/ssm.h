@@ -62,10 +62,16 @@ struct ScanInputs {
 
 // Runs heads [head_begin, head_end) of the scan over n_tokens tokens starting at absolute
 // position start_position; y: [n_tokens, n_heads * head_dim] (row stride ld_y); state in/out.
-// The chunked form; chunk <= 0 means the plain recurrence.
+// The chunked form; chunk <= 0 means the exact recurrence (Mamba2ScanRecurrent).
 void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, int chunk,
                 const ScanInputs& in, float* state, float* y, int64_t ld_y,
                 std::span<const StateCapture> captures, int head_begin, int head_end);
+// The recurrence, vectorised, with one fixed chain of roundings per state element and output
+// (ssm.cc says which): its results do not depend on how a sequence's tokens are split into
+// calls (a prefill in chunks, decode steps, a capture, a restore), bitwise, on every ISA. The
+// chunked form is faster on wide machines but its bits depend on where chunks start.
+void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs& in, float* state, float* y,
+                         int64_t ld_y, std::span<const StateCapture> captures, int head_begin, int head_end);
 // The oracle: the token-by-token recurrence, scalar.
 void Mamba2ScanReference(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs& in, float* state,
                          float* y, int64_t ld_y, std::span<const StateCapture> captures);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -115,6 +116,47 @@ TEST(Mamba2Scan, HeadRangesAndIsaDoNotChangeTheResult) {
     core::SetIsaCap(core::Isa::kAvx512);
     EXPECT_EQ(y_isa, y_all) << core::IsaName(isa);
     EXPECT_EQ(s_isa, s_all) << core::IsaName(isa);
+  }
+}
+
+// The exact recurrence (chunk 0): the reference's results to rounding, and bitwise the same
+// however the tokens are split into calls (decode steps, random prefill pieces, a capture),
+// on every ISA the CPU has, with head widths that leave SIMD tails (head_dim 40).
+TEST(Mamba2Scan, TheRecurrenceGivesTheSameBitsHoweverTheTokensAreSplit) {
+  for (auto [P, N] : {std::pair{64, 128}, std::pair{40, 16}}) {
+    Problem p = MakeProblem(150, 6, P, N, 2, 21);
+    const int64_t sf = p.d.ssm_state_floats(), di = p.d.d_inner();
+    std::vector<float> s_ref(sf, 0.05f), y_ref(p.T * di);
+    Mamba2ScanReference(p.d, p.T, p.In(), s_ref.data(), y_ref.data(), di, {});
+    std::vector<float> s_one(sf, 0.05f), y_one(p.T * di), ckpt(sf);
+    StateCapture cap{97, ckpt.data(), nullptr};
+    Mamba2Scan(p.d, p.T, 0, 0, p.In(), s_one.data(), y_one.data(), di, {&cap, 1}, 0, p.d.n_heads);
+    EXPECT_LT(MaxRelErr(y_one, y_ref), 1e-5) << P;
+    EXPECT_LT(MaxRelErr(s_one, s_ref), 1e-5) << P;
+    // Random pieces, single tokens among them, and a restart from the capture.
+    core::Rng rng(5);
+    std::vector<float> s_split(sf, 0.05f), y_split(p.T * di);
+    for (int64_t t = 0; t < p.T;) {
+      const int64_t n = std::min<int64_t>(p.T - t, rng.Below(3) == 0 ? 1 : 1 + rng.Below(70));
+      Mamba2Scan(p.d, n, t, 0, p.In(t), s_split.data(), y_split.data() + t * di, di, {}, 0, p.d.n_heads);
+      t += n;
+    }
+    EXPECT_EQ(y_split, y_one) << P;
+    EXPECT_EQ(s_split, s_one) << P;
+    std::vector<float> y_rest((p.T - 97) * di);
+    Mamba2Scan(p.d, p.T - 97, 97, 0, p.In(97), ckpt.data(), y_rest.data(), di, {}, 0, p.d.n_heads);
+    EXPECT_TRUE(std::equal(y_rest.begin(), y_rest.end(), y_one.begin() + 97 * di)) << P;
+    EXPECT_EQ(ckpt, s_one) << P;
+    for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+      if (isa > core::ActiveIsa()) continue;  // (the paths this CPU lacks run where it has them)
+      const core::Isa active = core::ActiveIsa();
+      core::SetIsaCap(isa);
+      std::vector<float> s_isa(sf, 0.05f), y_isa(p.T * di);
+      Mamba2Scan(p.d, p.T, 0, 0, p.In(), s_isa.data(), y_isa.data(), di, {}, 0, p.d.n_heads);
+      core::SetIsaCap(active);
+      EXPECT_EQ(y_isa, y_one) << core::IsaName(isa) << " " << P;
+      EXPECT_EQ(s_isa, s_one) << core::IsaName(isa) << " " << P;
+    }
   }
 }
 

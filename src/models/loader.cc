@@ -538,6 +538,7 @@ StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spe
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
     core::ThreadPool pool;
     RandomSource src(c, PresetSeed(spec.substr(7)), pool);
+    if (options.ssm_chunk) c.ssm_chunk = *options.ssm_chunk;
     return Build(c, src, PlanOf(options, DType::kF32));
   }
   if (fs::is_directory(spec)) {
@@ -545,6 +546,7 @@ StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spe
     RADIXLM_ASSIGN_OR_RETURN(auto store, formats::ReadSafetensorsFolder(spec));
     StoreSource src(store.get(), /*hf_names=*/true, c.arch);
     const TensorEntry* any = store->Find(HfName(c.arch, "token_embd.weight"));
+    if (options.ssm_chunk) c.ssm_chunk = *options.ssm_chunk;
     return Build(c, src, PlanOf(options, any ? any->dtype : DType::kF32));
   }
   if (!fs::exists(spec))
@@ -553,6 +555,7 @@ StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spe
   RADIXLM_ASSIGN_OR_RETURN(formats::GgufFile g, formats::GgufFile::Open(spec));
   RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGgufChecked(g));
   StoreSource src(&g.tensors(), /*hf_names=*/false);
+  if (options.ssm_chunk) c.ssm_chunk = *options.ssm_chunk;
   return Build(c, src, PlanOf(options, std::nullopt));
 }
 
@@ -692,7 +695,7 @@ Status WriteHybridHf(const ModelConfig& c, std::vector<NamedTensor> tensors, DTy
                 {"num_heads", c.ssm_heads}, {"head_dim", c.ssm_head_dim}, {"state_size", c.ssm_state},
                 {"n_groups", c.ssm_groups}, {"conv_kernel", c.ssm_conv}, {"expand", c.ssm_heads * c.ssm_head_dim / c.d_model},
                 {"use_conv_bias", c.ssm_conv_bias}, {"use_bias", false}, {"layer_norm_epsilon", c.rms_eps},
-                {"chunk_size", c.ssm_chunk}});
+                {"chunk_size", c.ssm_chunk > 0 ? c.ssm_chunk : 256}});  // HF's default; ours is a runtime choice
   } else if (c.arch == "nemotron_h") {
     std::string pattern;
     for (LayerKind k : c.layers) pattern += k == LayerKind::kMamba2 ? 'M' : k == LayerKind::kAttention ? '*' : '-';

@@ -30,6 +30,8 @@ struct LoadOptions {
   // activations (exact). Default: bf16 activations where the CPU has AVX512_BF16.
   // REQUIRES: true only where kernels::HasBf16Dot() (else the scalar emulation runs, slowly).
   std::optional<bool> bf16_activations;
+  // Models with Mamba2 layers: the scan (ModelConfig::ssm_chunk; default 0, the exact recurrence).
+  std::optional<int> ssm_chunk;
 };
 
 core::StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options = {});

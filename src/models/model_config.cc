@@ -138,7 +138,7 @@ std::string ModelConfig::Validate() const {
       return "Mamba2 sizes must be positive (and d_conv >= 2)";
     if (ssm_heads % ssm_groups != 0) return "Mamba2 heads must be a multiple of the groups";
     if ((ssm_heads * ssm_head_dim) % ssm_norm_group_size() != 0) return "gated-norm group must divide d_inner";
-    if (ssm_chunk <= 0) return "Mamba2 chunk must be positive";
+    if (ssm_chunk < 0) return "the Mamba2 scan chunk must be 0 (exact recurrence) or positive";
   }
   return "";
 }

@@ -46,7 +46,11 @@ struct ModelConfig {
   int ssm_heads = 0, ssm_head_dim = 0, ssm_state = 0, ssm_groups = 1, ssm_conv = 4;
   int ssm_norm_group = 0;      // gated-norm group size; 0 = the whole d_inner (HF Mamba2, Granite)
   bool ssm_conv_bias = true;
-  int ssm_chunk = 64;          // tokens per chunk of the prefill scan (SSD)
+  // The scan: 0 = the exact recurrence (kernels::Mamba2ScanRecurrent: bitwise the same however
+  // a sequence's tokens are split into steps, which is what lets a checkpoint, a preemption or
+  // a step budget never change an answer); N > 0 = the chunked (SSD) form with chunks of N
+  // tokens, whose bits depend on where a chunk starts. A runtime choice, not the file's.
+  int ssm_chunk = 0;
   // Hybrid conventions.
   enum class MlpAct { kSiluGated, kRelu2 };
   MlpAct mlp_act = MlpAct::kSiluGated;  // Nemotron-H: relu(x)^2, no gate

@@ -93,14 +93,12 @@ std::vector<RandomPreset> Build() {
   m2.layers.assign(3, LayerKind::kMamba2);
   m2.n_blocks = 3;
   m2.block_per_sublayer = true;
-  m2.ssm_chunk = 8;  // short chunks so test-length prompts cross several
   p.push_back({"mamba2-tiny", "Mamba2, 3 layers, d 64, 4 SSM heads x 32, d_state 16, 2 groups, 32000 vocab, untied",
                std::move(m2)});
   ModelConfig nh = WithPattern(MakeHybrid("nemotron_h", "nemotron-h-tiny", 32000, 64, 4, 2, 16, 128, 4, 16, 16, 2, false),
                                "M-M*-M-");
   nh.mlp_act = ModelConfig::MlpAct::kRelu2;
   nh.ssm_norm_group = 4 * 16 / 2;  // Nemotron-H normalises per group
-  nh.ssm_chunk = 8;
   p.push_back({"nemotron-h-tiny", "Nemotron-H layout M-M*-M- (Mamba2, relu^2 MLP, attention without RoPE), d 64, untied",
                std::move(nh)});
   ModelConfig gr = WithGraniteLayers(MakeHybrid("granitehybrid", "granite-h-tiny", 32000, 64, 4, 2, 16, 96, 4, 16, 16, 1, true),
@@ -109,7 +107,6 @@ std::vector<RandomPreset> Build() {
   gr.residual_multiplier = 0.22f;
   gr.attention_multiplier = 0.0078125f;
   gr.logits_scaling = 6.0f;
-  gr.ssm_chunk = 8;
   p.push_back({"granite-h-tiny", "Granite-4.0-H layout (mixer + SwiGLU MLP per layer, multipliers), 4 layers, d 64, tied",
                std::move(gr)});
   // BASELINES.md's hybrid: 20 Mamba2 + 4 GQA attention layers, a SwiGLU MLP in every layer.

@@ -2,8 +2,8 @@
 // memory runs out, and which waiting requests are admitted. The policy lives here, as a function
 // of ids, token spans and counts:
 //  - a token budget per step: a decode costs 1, a prefill chunk what fits, ending on the
-//    executor's alignment grid when it can (a recurrent scan's chunk grid keeps results bitwise
-//    equal to one prefill);
+//    executor's alignment grid when it can (a chunked scan, --ssm-chunk N, is bitwise one
+//    prefill only when its chunks meet the grid; the default exact recurrence needs none);
 //  - rows of a chunk that a sequence already planned in this step computes (same context, same
 //    tokens) are not charged when the executor computes them once (intra-step prefix dedup), so a
 //    burst of prompts with one system prompt prefills together;
