@@ -48,7 +48,9 @@ struct SimulateOptions {
   // A fleet: --replicas engines with 1/N of the memory each behind a router (sim/fleet.h).
   int replicas = 1;
   std::string routing = "all";
-  double match_threshold = 0;
+  double match_threshold = sim::FleetConfig{}.match_threshold;
+  double pressure_slack = sim::FleetConfig{}.pressure_slack;
+  double pressure_window = sim::FleetConfig{}.pressure_window;
 };
 
 core::StatusOr<double> ParseBytes(const std::string& text) {
@@ -376,6 +378,8 @@ int RunSimulate(SimulateOptions& o) {
       sim::FleetConfig fc;
       fc.replicas = o.replicas;
       fc.match_threshold = o.match_threshold;
+      fc.pressure_slack = o.pressure_slack;
+      fc.pressure_window = o.pressure_window;
       fc.replica = config;
       fc.replica.engine.num_blocks = std::max<int32_t>(1, config.engine.num_blocks / o.replicas);
       const int slots = std::max(1, o.checkpoint_slots / o.replicas);
@@ -516,8 +520,15 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--routing", o->routing, "round-robin, least-loaded, prefix-aware (on the replicas' KV events), a comma list, or all")
       ->capture_default_str();
   cmd->add_option("--match-threshold", o->match_threshold,
-                  "prefix-aware: follow a cached prefix only when it covers more than this share of the request (SGLang's cache_threshold)")
+                  "prefix-aware: a cached prefix covering more than this share of the request is always followed (SGLang's cache_threshold)")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--pressure-slack", o->pressure_slack,
+                  "prefix-aware: a shorter match is followed while its replica's recent new tokens stay within (1 + this) x the mean")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--pressure-window", o->pressure_window, "prefix-aware: the pressure decays over this many x replicas requests")
+      ->check(CLI::Range(0.01, 1e6))
       ->capture_default_str();
   cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
   cmd->add_option("--out", o->out, "with --generate: write the trace here instead of simulating it");

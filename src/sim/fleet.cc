@@ -29,6 +29,7 @@ core::StatusOr<std::unique_ptr<FleetSimulator>> FleetSimulator::Create(FleetConf
   std::unique_ptr<FleetSimulator> f(new FleetSimulator(std::move(config)));
   f->index_.resize(f->config_.replicas);
   f->assigned_.assign(f->config_.replicas, 0);
+  f->pressure_.assign(f->config_.replicas, 0.0);
   for (int r = 0; r < f->config_.replicas; ++r) {
     auto sim = std::make_unique<Simulator>(f->config_.replica, make_policy(), cost);
     // Every routing keeps the indexes (they measure duplication); only prefix-aware needs them.
@@ -71,20 +72,56 @@ int FleetSimulator::Route(const TraceRequest& request) {
     ++by_load_;
     return LeastLoaded(loads, false);
   }
-  // The longest run of the request's leading blocks each replica holds.
+  // The longest run of the request's leading blocks each replica holds, and the tokens it would
+  // compute there.
   const std::vector<cache::BlockDigest> chain = hasher_.Chain(request.input, 0);
-  std::vector<int64_t> match(n, 0);
-  for (int r = 0; r < n; ++r)
+  const int64_t bt = config_.replica.engine.block_tokens, len = static_cast<int64_t>(request.input.size());
+  std::vector<int64_t> match(n, 0), fresh(n);
+  for (int r = 0; r < n; ++r) {
     while (match[r] < static_cast<int64_t>(chain.size()) && index_[r].count(cache::BlockHasher::Key(chain[match[r]]))) ++match[r];
-  int best = 0;
-  for (int r = 1; r < n; ++r)
-    if (std::make_tuple(-match[r], loads[r], assigned_[r]) < std::make_tuple(-match[best], loads[best], assigned_[best])) best = r;
-  if (match[best] > 0 && static_cast<double>(match[best]) > config_.match_threshold * static_cast<double>(chain.size())) {
-    ++by_prefix_;
-    return best;
+    fresh[r] = std::max<int64_t>(0, len - match[r] * bt);
   }
-  ++by_load_;
-  return LeastLoaded(loads, true);
+  // Candidates, best match first (ties: the least pressed, then the fewest routed).
+  std::vector<int> order(n);
+  for (int r = 0; r < n; ++r) order[r] = r;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::make_tuple(-match[a], pressure_[a], assigned_[a]) < std::make_tuple(-match[b], pressure_[b], assigned_[b]);
+  });
+  const int best = order[0];
+  int chosen = -1;
+  const bool continuation =
+      match[best] > 0 && static_cast<double>(match[best]) > config_.match_threshold * static_cast<double>(chain.size());
+  if (continuation) {
+    chosen = best;  // most of the request is cached there: its own history
+  } else {
+    // A short match (a system prompt, a shared document): followed only while that replica has
+    // not taken more than its share of the new KV lately (bounded-load placement), so a hot
+    // prefix spreads over replicas instead of piling every conversation onto its first home.
+    double total = 0;
+    for (int r = 0; r < n; ++r) total += pressure_[r];
+    const double cap = (1.0 + config_.pressure_slack) * (total + static_cast<double>(fresh[best])) / n;
+    for (int r : order) {
+      if (match[r] == 0) break;  // past the replicas that hold anything of it
+      if (pressure_[r] + static_cast<double>(fresh[r]) <= cap) {
+        chosen = r;
+        break;
+      }
+    }
+    if (chosen < 0) {  // no match worth following: the least pressed, then the fewest blocks
+      chosen = 0;
+      for (int r = 1; r < n; ++r)
+        if (std::make_tuple(loads[r], pressure_[r], static_cast<int64_t>(index_[r].size()), assigned_[r]) <
+            std::make_tuple(loads[chosen], pressure_[chosen], static_cast<int64_t>(index_[chosen].size()), assigned_[chosen]))
+          chosen = r;
+    }
+  }
+  (match[chosen] > 0 ? by_prefix_ : by_load_) += 1;
+  // Pressure: new tokens placed on each replica, decaying over the last ~pressure_window
+  // requests (what its cache must absorb, whatever the arrival times).
+  const double keep = 1.0 - 1.0 / std::max(1.0, config_.pressure_window * n);
+  for (double& p : pressure_) p *= keep;
+  pressure_[chosen] += static_cast<double>(fresh[chosen]);
+  return chosen;
 }
 
 core::Status FleetSimulator::Feed(const TraceRequest& request) {

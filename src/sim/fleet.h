@@ -12,11 +12,15 @@
 // Routing rules:
 //  - round-robin: request i goes to replica i mod N;
 //  - least-loaded: the lowest load, then the fewest requests routed so far;
-//  - prefix-aware (SGLang's cache-aware policy, simplified): when loads are out of balance
-//    (max - min > balance_abs and max > balance_rel x min) the least loaded; else the replica
-//    whose index holds the longest prefix of the request's blocks (ties: least loaded) if it
-//    covers more than match_threshold of them; otherwise the least loaded, then the one
-//    holding the fewest blocks.
+//  - prefix-aware (SGLang's cache-aware policy with bounded-load placement): when loads are out
+//    of balance (max - min > balance_abs and max > balance_rel x min) the least loaded; else
+//    the replica whose index holds the longest prefix of the request's blocks if it covers
+//    more than match_threshold of them (a conversation's or an agent's own history); else the
+//    best-matching replica whose pressure (new tokens placed on it lately) stays within
+//    (1 + pressure_slack) x the mean with this request; else the least pressed. Following
+//    every match (the old rule) piled every conversation with one system prompt onto the
+//    replica that first held it: 0.26x one cache's hit rate on a real trace, below
+//    round-robin's 0.35x (issue 25.10); docs/fleet.md has the measurements.
 // Single-threaded and deterministic (events reach the router synchronously, as it steps).
 #pragma once
 
@@ -43,11 +47,14 @@ struct FleetConfig {
   SimulatorConfig replica;  // one replica's (its memory is 1/N of the fleet's)
   int64_t balance_abs = 32;
   double balance_rel = 1.5;
-  // Follow a match only when it covers more than this share of the request's blocks (SGLang's
-  // cache_threshold, 0.5 there); else place the request as if nothing matched. 0: any match.
-  // Measured on the Mooncake trace (8 replicas, 2M KV tokens): 0 gives 0.907x one cache's hit
-  // rate, 0.5 gives 0.892x.
-  double match_threshold = 0;
+  // A match covering more than this share of the request's blocks is followed (SGLang's
+  // cache_threshold); a shorter one only while that replica's pressure stays under the cap.
+  double match_threshold = 0.9;
+  // Pressure: the new tokens placed on a replica, decaying over ~pressure_window x replicas
+  // requests; a short match is followed only while pressure + the request's new tokens stay
+  // within (1 + pressure_slack) x the fleet's mean.
+  double pressure_window = 16;
+  double pressure_slack = 0.5;
 };
 
 struct FleetResult {
@@ -80,6 +87,7 @@ class FleetSimulator {
   std::vector<std::unique_ptr<Simulator>> replicas_;
   std::vector<std::unordered_set<uint64_t>> index_;  // per replica, from its events
   std::vector<int64_t> assigned_;
+  std::vector<double> pressure_;  // per replica: new tokens placed lately (decaying)
   bool indexed_ = false;
   int64_t next_ = 0, by_prefix_ = 0, by_load_ = 0;
 };
