@@ -1,8 +1,12 @@
 #include "models/presets.h"
 
+#include "models/arch.h"
+
 namespace radixlm::models {
 namespace {
 
+// A preset of architecture `arch` (its registry row's conventions: q/k norm, biases, RoPE
+// layout, layer pattern of a dense model). Qwen vocabularies add no BOS and end on <|im_end|>.
 ModelConfig Make(std::string arch, std::string name, int64_t vocab, int d, int blocks, int heads,
                  int kv_heads, int head_dim, int ffn, bool tied, double theta) {
   ModelConfig c;
@@ -18,19 +22,11 @@ ModelConfig Make(std::string arch, std::string name, int64_t vocab, int d, int b
   c.tied_embeddings = tied;
   c.rope_theta = theta;
   c.rms_eps = 1e-6f;
-  c.qk_norm = c.arch == "qwen3";
-  c.qkv_bias = c.arch == "qwen2";
-  // GGUF conventions (so a preset equals its own GGUF export): llama is interleaved.
-  c.rope_layout = c.arch == "llama" ? kernels::RopeLayout::kInterleaved : kernels::RopeLayout::kNeox;
-  c.layers = DenseLayers(blocks);
+  ArchByGguf(c.arch)->conventions(&c);
   c.max_context = 40960;
-  if (c.arch == "qwen3" || c.arch == "qwen2") {
-    c.bos_id = -1;        // Qwen adds no BOS
-    c.eos_id = 151645;    // <|im_end|>
-  } else {
-    c.bos_id = 1;
-    c.eos_id = 2;
-  }
+  const bool qwen_vocab = vocab == 151936;
+  c.bos_id = qwen_vocab ? -1 : 1;
+  c.eos_id = qwen_vocab ? 151645 : 2;  // <|im_end|>, </s>
   return c;
 }
 

@@ -1,0 +1,95 @@
+// The architecture registry: everything that differs by architecture, one row per
+// architecture (llama.cpp keeps its names and tensor tables in llama-arch.cpp the same way), so
+// a new architecture is its own arch_*.cc plus a row in arch.cc — never a string comparison in
+// the loader, the presets or the exporter. A row says:
+//   - its names: GGUF general.architecture, Hugging Face model_type values and architectures
+//     class (for export);
+//   - its hyper-parameters and layer pattern, read from GGUF metadata or a config.json into a
+//     ModelConfig (whose layer kinds select the forward: models/transformer.h);
+//   - its fixed conventions (q/k norm, biases, RoPE layout, default BOS/EOS), which random
+//     presets of the architecture share;
+//   - its Hugging Face tensor names, as a map from the GGUF name (the loader's own naming),
+//     with a row range for tensors the checkpoint stores stacked (Granite's gate and up);
+//   - its exporter: GGUF metadata, and the Hugging Face config.json and tensor layouts.
+// Rows are immutable and the registry is built once; lookups are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "formats/gguf.h"
+#include "models/model_config.h"
+
+namespace radixlm::models {
+
+// A tensor of a model being exported, by its GGUF name, as f32 in PyTorch shape order.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+// Where a GGUF-named tensor lives in a Hugging Face checkpoint: rows [row_begin, row_begin +
+// rows) of tensor `name` (rows < 0: all of it).
+struct HfTensorRef {
+  std::string name;
+  int64_t row_begin = 0, rows = -1;
+};
+
+struct ArchSpec {
+  std::string gguf_name;                    // general.architecture
+  std::vector<std::string> hf_model_types;  // config.json model_type values read as this architecture
+  std::string hf_class;                     // config.json architectures[0] when exporting
+
+  // REQUIRES: g's general.architecture is gguf_name.
+  core::StatusOr<ModelConfig> (*from_gguf)(const formats::GgufFile& g) = nullptr;
+  // path: config.json (for errors); dir: the folder (the model's name).
+  core::StatusOr<ModelConfig> (*from_hf)(const nlohmann::json& config, const std::string& path, const std::string& dir) =
+      nullptr;
+  // The architecture's fixed conventions on a config (arch, q/k norm, biases, RoPE layout, ...).
+  void (*conventions)(ModelConfig* c) = nullptr;
+  // The Hugging Face tensor of a GGUF-named one, for a config of this architecture.
+  HfTensorRef (*hf_tensor)(const ModelConfig& c, const std::string& gguf_name) = nullptr;
+  // Export: this architecture's GGUF metadata keys (beyond general.*, tokenizer.* and the
+  // tensors); its config.json; the tensors as its Hugging Face checkpoint stores them (names are
+  // mapped afterwards with hf_tensor, so a stacked tensor keeps the name of its first part).
+  core::Status (*gguf_metadata)(const ModelConfig& c, formats::GgufWriter* w) = nullptr;
+  nlohmann::json (*hf_config)(const ModelConfig& c) = nullptr;
+  void (*hf_layout)(const ModelConfig& c, std::vector<NamedTensor>* tensors) = nullptr;
+};
+
+// The row for a GGUF architecture name or a config.json model_type; nullptr when none.
+const ArchSpec* ArchByGguf(std::string_view name);
+const ArchSpec* ArchByHfType(std::string_view model_type);
+// "llama, qwen2, ..." (GGUF names) or the model_types, for errors.
+std::string SupportedGgufArchs();
+std::string SupportedHfTypes();
+
+// Rows, defined in their arch_*.cc files and listed in arch.cc.
+const ArchSpec& LlamaArch();
+const ArchSpec& Qwen2Arch();
+const ArchSpec& Qwen3Arch();
+const ArchSpec& Mamba2Arch();
+const ArchSpec& NemotronHArch();
+const ArchSpec& GraniteHybridArch();
+
+// ---- helpers the rows share ------------------------------------------------------------------
+
+// "blk.N.what"
+std::string Blk(int block, const char* what);
+// GGUF name -> HF name by the first matching rule (std::regex_replace format: "$1" = the block
+// index); the GGUF name itself when none matches.
+struct HfNameRule {
+  std::regex pattern;
+  std::string replacement;
+};
+std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& gguf_name);
+
+}  // namespace radixlm::models

@@ -1,0 +1,212 @@
+// The Llama family of dense decoders: llama (Llama 2/3, interleaved RoPE in GGUF), qwen2 (q/k/v
+// biases) and qwen3 (per-head q/k RMSNorm). One decoder block = attention + SwiGLU MLP.
+#include <tuple>
+
+#include "models/arch.h"
+
+namespace radixlm::models {
+namespace {
+
+using core::StatusOr;
+using nlohmann::json;
+
+// Each row's conventions. GGUF's llama is interleaved (llama.cpp's converter permutes q/k rows);
+// every Qwen is NeoX.
+template <bool kQkNorm, bool kQkvBias, kernels::RopeLayout kLayout>
+void Conventions(ModelConfig* c) {
+  c->qk_norm = kQkNorm;
+  c->qkv_bias = kQkvBias;
+  c->rope_layout = kLayout;
+  c->layers = DenseLayers(c->n_blocks);
+}
+constexpr auto kLlamaConventions = Conventions<false, false, kernels::RopeLayout::kInterleaved>;
+constexpr auto kQwen2Conventions = Conventions<false, true, kernels::RopeLayout::kNeox>;
+constexpr auto kQwen3Conventions = Conventions<true, false, kernels::RopeLayout::kNeox>;
+
+// The row of a config's architecture (this file's three).
+const ArchSpec& RowOf(const ModelConfig& c) { return *ArchByGguf(c.arch); }
+
+StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
+  ModelConfig c;
+  RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
+  const std::string a = c.arch + ".";
+  const StatusOr<std::string> name = g.GetString("general.name");  // optional; the path when absent or not text
+  c.name = name.ok() ? *name : g.path();
+  RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t ffn, g.GetInt(a + "feed_forward_length"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
+  c.d_model = static_cast<int>(d);
+  c.n_blocks = static_cast<int>(blocks);
+  c.ffn_dim = static_cast<int>(ffn);
+  c.n_heads = static_cast<int>(heads);
+  c.n_kv_heads = static_cast<int>(g.GetIntOr(a + "attention.head_count_kv", heads));
+  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", d / heads));
+  const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
+  if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
+  c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
+  c.max_context = g.GetIntOr(a + "context_length", 4096);
+  c.tied_embeddings = g.tensors().Find("output.weight") == nullptr;
+  const formats::TensorEntry* emb = g.tensors().Find("token_embd.weight");
+  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
+  c.vocab_size = emb->shape[0];
+  c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
+  c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  RowOf(c).conventions(&c);
+  return c;
+}
+
+StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::string& dir) {
+  ModelConfig c;
+  c.arch = j.at("model_type").get<std::string>();
+  c.name = dir;
+  try {
+    c.vocab_size = j.at("vocab_size").get<int64_t>();
+    // Read wide and checked before use: get<int>() would narrow 4294967296 to 0.
+    for (auto [key, out, hi] : {std::tuple{"hidden_size", &c.d_model, kMaxDim}, {"num_hidden_layers", &c.n_blocks, kMaxBlocks},
+                                {"intermediate_size", &c.ffn_dim, kMaxDim}, {"num_attention_heads", &c.n_heads, kMaxHeads}}) {
+      const int64_t v = j.at(key).get<int64_t>();
+      RADIXLM_RETURN_IF_ERROR(CheckSize(path + ": " + key, v, 1, hi));
+      *out = static_cast<int>(v);
+    }
+    c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
+    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.d_model / c.n_heads;
+    c.rms_eps = j.value("rms_norm_eps", 1e-6f);
+    c.rope_theta = j.value("rope_theta", 10000.0);
+    c.max_context = j.value("max_position_embeddings", int64_t{4096});
+    c.tied_embeddings = j.value("tie_word_embeddings", false);
+    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int32_t>();
+    if (j.contains("eos_token_id")) {
+      const json& e = j["eos_token_id"];
+      if (e.is_number_integer()) c.eos_id = e.get<int32_t>();
+      else if (e.is_array() && !e.empty()) c.eos_id = e[0].get<int32_t>();
+    }
+    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+      const json& rs = j["rope_scaling"];
+      const std::string rt = rs.value("rope_type", rs.value("type", ""));
+      if (rt != "llama3") return core::Unimplemented(path + ": rope_scaling type '" + rt + "' (only llama3)");
+      c.rope_scaling.factor = rs.at("factor").get<float>();
+      c.rope_scaling.low_freq_factor = rs.value("low_freq_factor", 1.0f);
+      c.rope_scaling.high_freq_factor = rs.value("high_freq_factor", 4.0f);
+      c.rope_scaling.original_max_position = rs.value("original_max_position_embeddings", 8192);
+    }
+    RowOf(c).conventions(&c);
+    c.qkv_bias = c.qkv_bias || j.value("attention_bias", false);
+  } catch (const json::exception& e) {
+    return core::DataLoss(path + ": " + e.what());
+  }
+  // Hugging Face Llama checkpoints are NeoX-ordered (it is GGUF's converter that permutes).
+  c.rope_layout = kernels::RopeLayout::kNeox;
+  return c;
+}
+
+HfTensorRef HfTensor(const ModelConfig&, const std::string& gguf_name) {
+  static const std::vector<HfNameRule> kRules = {
+      {std::regex(R"(^token_embd\.weight$)"), "model.embed_tokens.weight"},
+      {std::regex(R"(^output_norm\.weight$)"), "model.norm.weight"},
+      {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "model.layers.$1.input_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_norm\.weight$)"), "model.layers.$1.post_attention_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_q\.(weight|bias)$)"), "model.layers.$1.self_attn.q_proj.$2"},
+      {std::regex(R"(^blk\.(\d+)\.attn_k\.(weight|bias)$)"), "model.layers.$1.self_attn.k_proj.$2"},
+      {std::regex(R"(^blk\.(\d+)\.attn_v\.(weight|bias)$)"), "model.layers.$1.self_attn.v_proj.$2"},
+      {std::regex(R"(^blk\.(\d+)\.attn_output\.weight$)"), "model.layers.$1.self_attn.o_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_q_norm\.weight$)"), "model.layers.$1.self_attn.q_norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_k_norm\.weight$)"), "model.layers.$1.self_attn.k_norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate\.weight$)"), "model.layers.$1.mlp.gate_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_up\.weight$)"), "model.layers.$1.mlp.up_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_down\.weight$)"), "model.layers.$1.mlp.down_proj.weight"},
+  };
+  return {MapHfName(kRules, gguf_name)};
+}
+
+core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
+  using formats::GgufValue;
+  const std::string a = c.arch + ".";
+  w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(c.max_context)));
+  w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
+  w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
+  w->Set(a + "feed_forward_length", GgufValue::U32(c.ffn_dim));
+  w->Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
+  w->Set(a + "attention.head_count_kv", GgufValue::U32(c.n_kv_heads));
+  w->Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
+  w->Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
+  w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
+  w->Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w->Set(a + "rope.dimension_count", GgufValue::U32(c.head_dim));
+  return core::Status::Ok();
+}
+
+json HfConfig(const ModelConfig& c) {
+  json cfg = {{"model_type", c.arch}, {"num_hidden_layers", c.n_blocks}, {"intermediate_size", c.ffn_dim},
+              {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+              {"rms_norm_eps", c.rms_eps}, {"rope_theta", c.rope_theta}, {"max_position_embeddings", c.max_context},
+              {"hidden_act", "silu"}};
+  if (c.rope_scaling.factor > 0)
+    cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", c.rope_scaling.factor},
+                           {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                           {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+  return cfg;
+}
+
+// llama.cpp's converter permutes HF q/k rows so that interleaved RoPE equals HF's NeoX RoPE;
+// this is its inverse (GGUF row h*hd + 2i + j  <-  HF row h*hd + j*hd/2 + i).
+std::vector<float> UnpermuteLlamaRows(const std::vector<float>& w, int n_heads, int head_dim, int64_t cols) {
+  std::vector<float> out(w.size());
+  for (int h = 0; h < n_heads; ++h)
+    for (int i = 0; i < head_dim / 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        const int64_t g = int64_t{h} * head_dim + 2 * i + j, hf = int64_t{h} * head_dim + j * head_dim / 2 + i;
+        std::copy(w.begin() + g * cols, w.begin() + (g + 1) * cols, out.begin() + hf * cols);
+      }
+  return out;
+}
+
+// Llama: GGUF rows are permuted for interleaved RoPE; the checkpoint's are not.
+void LlamaHfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) {
+  for (NamedTensor& t : *tensors) {
+    if (t.name.find("attn_q.weight") != std::string::npos) t.data = UnpermuteLlamaRows(t.data, c.n_heads, c.head_dim, c.d_model);
+    if (t.name.find("attn_k.weight") != std::string::npos) t.data = UnpermuteLlamaRows(t.data, c.n_kv_heads, c.head_dim, c.d_model);
+  }
+}
+
+void NoLayoutChange(const ModelConfig&, std::vector<NamedTensor>*) {}
+
+ArchSpec Row(const char* name, const char* hf_class, void (*conventions)(ModelConfig*),
+             void (*hf_layout)(const ModelConfig&, std::vector<NamedTensor>*)) {
+  ArchSpec a;
+  a.gguf_name = name;
+  a.hf_model_types = {name};
+  a.hf_class = hf_class;
+  a.from_gguf = FromGguf;
+  a.from_hf = FromHf;
+  a.conventions = conventions;
+  a.hf_tensor = HfTensor;
+  a.gguf_metadata = GgufMetadata;
+  a.hf_config = HfConfig;
+  a.hf_layout = hf_layout;
+  return a;
+}
+
+}  // namespace
+
+const ArchSpec& LlamaArch() {
+  static const ArchSpec a = Row("llama", "LlamaForCausalLM", kLlamaConventions, LlamaHfLayout);
+  return a;
+}
+const ArchSpec& Qwen2Arch() {
+  static const ArchSpec a = Row("qwen2", "Qwen2ForCausalLM", kQwen2Conventions, NoLayoutChange);
+  return a;
+}
+const ArchSpec& Qwen3Arch() {
+  static const ArchSpec a = Row("qwen3", "Qwen3ForCausalLM", kQwen3Conventions, NoLayoutChange);
+  return a;
+}
+
+}  // namespace radixlm::models
