@@ -8,9 +8,9 @@ namespace radixlm::cache {
 Flops CostModel::AttentionFlops(int64_t tokens) const {
   const Flops l = tokens, d = shape_.d_model;
   if (acc_ == Accounting::kReference) return 8 * l * d * d + 4 * l * l * d;
-  const Flops q = shape_.QDim(), kv = shape_.KvDim();
-  // Q, K, V and output projections, then QK^T and AV over the causal pairs (key <= query).
-  return 2 * l * d * (q + 2 * kv) + 2 * l * q * d + 2 * q * l * (l + 1);
+  const Flops q = shape_.QDim(), kv = shape_.KvDim(), q_in = shape_.attn_output_gate ? 2 * q : q;
+  // Q (and gate), K, V and output projections, then QK^T and AV over the causal pairs (key <= query).
+  return 2 * l * d * (q_in + 2 * kv) + 2 * l * q * d + 2 * q * l * (l + 1);
 }
 
 Flops CostModel::MlpFlops(int64_t tokens) const {
@@ -23,6 +23,14 @@ Flops CostModel::MlpFlops(int64_t tokens) const {
 Flops CostModel::SsmFlops(int64_t tokens) const {
   const Flops l = tokens, d = shape_.d_model, n = shape_.d_state;
   if (acc_ == Accounting::kReference) return 12 * l * d * d + 16 * l * d * n + 10 * l * d;
+  if (shape_.delta_net) {
+    const Flops vd = shape_.GdnValueDim(), conv = shape_.GdnConvDim(), hv = shape_.gdn_v_heads, s = shape_.gdn_head_dim;
+    return 2 * l * d * (conv + vd + 2 * hv)  // in: q | k | v, z, beta, alpha
+           + 2 * l * conv * shape_.d_conv    // depthwise causal conv
+           + 10 * l * hv * s * s             // decay, S^T k, the rank-1 update, S^T q
+           + 10 * l * vd                     // l2 norms, the gated output norm
+           + 2 * l * vd * d;                 // out
+  }
   const Flops inner = shape_.DInner(), conv = shape_.ConvDim(), heads = shape_.SsmHeads();
   return 2 * l * d * (inner + conv + heads)  // in_proj: z, xBC, dt
          + 2 * l * conv * shape_.d_conv      // depthwise causal conv
@@ -34,6 +42,9 @@ Flops CostModel::SsmFlops(int64_t tokens) const {
 int64_t CostModel::SsmStateBytesPerLayer() const {
   const int64_t d = shape_.d_model, n = shape_.d_state;
   if (acc_ == Accounting::kReference) return d * n * 2 + (2 * d + 2 * n) * 4 * 2;
+  if (shape_.delta_net)  // models/ssm_state.h: the [v_heads, S, S] state + the conv window
+    return (shape_.gdn_v_heads * shape_.gdn_head_dim * shape_.gdn_head_dim + shape_.GdnConvDim() * (shape_.d_conv - 1)) *
+           shape_.state_elem_bytes;
   // The engine's state layout (models/ssm_state.h): [ssm_heads, d_state, head_dim] recurrent
   // state + the last d_conv - 1 inputs of the convolution, [d_conv - 1, conv_dim].
   return (shape_.DInner() * n + shape_.ConvDim() * (shape_.d_conv - 1)) * shape_.state_elem_bytes;

@@ -35,6 +35,12 @@ struct HybridShape {
   bool gated_mlp = false;
   // Mamba2 mixer.
   int64_t d_state = 128, expand = 2, n_groups = 1, d_conv = 4, ssm_heads = 0;
+  // The recurrent layers are Gated DeltaNet (Qwen3.5) instead: key and value heads of
+  // gdn_head_dim, a [v_heads, head_dim, head_dim] state per layer; d_conv as above.
+  bool delta_net = false;
+  int64_t gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;
+  // Attention whose q projection also produces an output gate (doubled rows).
+  bool attn_output_gate = false;
   // Bytes per stored element of the KV cache and of an SSM checkpoint.
   int kv_elem_bytes = 2, state_elem_bytes = 2;
 
@@ -43,6 +49,8 @@ struct HybridShape {
   int64_t DInner() const { return expand * d_model; }
   int64_t ConvDim() const { return DInner() + 2 * n_groups * d_state; }
   int64_t SsmHeads() const { return ssm_heads ? ssm_heads : DInner() / 64; }
+  int64_t GdnValueDim() const { return gdn_v_heads * gdn_head_dim; }
+  int64_t GdnConvDim() const { return 2 * gdn_k_heads * gdn_head_dim + GdnValueDim(); }
 };
 
 enum class Accounting { kCorrected, kReference };

@@ -162,14 +162,18 @@ TEST(Memory, PromptEndCheckpointsServeAnExactRepeat) {
     ASSERT_TRUE(mem.Admit(served, 10, true, &s1, &got));
     StepState st = mem.StateFor(&s1, 0, 10);  // the prefill, in one step
     ASSERT_EQ(st.captures.size(), keep ? 1u : 0u);
-    if (keep) EXPECT_EQ(st.captures[0].after_tokens, 9);
+    if (keep) {
+      EXPECT_EQ(st.captures[0].after_tokens, 9);
+    }
     for (int32_t t : {500, 501, 502}) served.push_back(t);  // three generated tokens
     const std::vector<StateCopy> copies = mem.Release(served, 12, ReleaseMode::kFinish, &s1);
     EXPECT_EQ(copies.size(), keep ? 2u : 1u) << "the leaf, and the prompt end";
     MemorySeq s2;
     ASSERT_TRUE(mem.Admit(prompt, 10, true, &s2, &got));
     EXPECT_EQ(got.cached_tokens, keep ? 9 : 0);
-    if (keep) EXPECT_EQ(mem.StateFor(&s2, 9, 1).restore_from, copies[1].dst);
+    if (keep) {
+      EXPECT_EQ(mem.StateFor(&s2, 9, 1).restore_from, copies[1].dst);
+    }
     mem.Release(prompt, 10, ReleaseMode::kCancel, &s2);
     EXPECT_EQ(mem.CheckInvariants(), "");
     cache->CheckInvariants();

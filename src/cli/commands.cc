@@ -58,6 +58,22 @@ struct KvSetup {
   cache::BlockPool pool;
 };
 
+// The recurrent layers' shape and the state one sequence holds (what a checkpoint costs).
+json RecurrentJson(const models::ModelConfig& c) {
+  if (c.n_ssm_layers() == 0) return nullptr;
+  json j = {{"layers", c.n_ssm_layers()}, {"d_conv", c.ssm_conv}, {"chunk", c.ssm_chunk},
+            {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
+            {"state_bytes_per_sequence", models::SsmStateStore::BytesPerSlot(c)}};
+  if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
+    j.update({{"kind", "gated_deltanet"}, {"key_heads", c.gdn_k_heads}, {"value_heads", c.gdn_v_heads},
+              {"head_dim", c.gdn_head_dim}, {"value_head_layout", c.gdn_tiled ? "tiled" : "grouped"}});
+  } else {
+    j.update({{"kind", "mamba2"}, {"heads", c.ssm_heads}, {"head_dim", c.ssm_head_dim}, {"d_state", c.ssm_state},
+              {"groups", c.ssm_groups}, {"norm_group", c.ssm_norm_group_size()}});
+  }
+  return j;
+}
+
 json InfoJson(const models::Transformer& m, const ModelOptions& o) {
   const auto& c = m.config();
   json layers = json::array();
@@ -68,17 +84,12 @@ json InfoJson(const models::Transformer& m, const ModelOptions& o) {
           {"weights_bytes", m.weights().nbytes()},
           {"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_blocks", c.n_blocks},
           {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+          {"rope_dim", c.rope_dim > 0 ? c.rope_dim : c.head_dim}, {"attn_output_gate", c.attn_output_gate},
           {"ffn_dim", c.ffn_dim}, {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},
           {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
           {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
           {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
-          {"ssm", c.n_ssm_layers() == 0 ? json(nullptr)
-                                        : json{{"layers", c.n_ssm_layers()}, {"heads", c.ssm_heads},
-                                               {"head_dim", c.ssm_head_dim}, {"d_state", c.ssm_state},
-                                               {"groups", c.ssm_groups}, {"d_conv", c.ssm_conv},
-                                               {"norm_group", c.ssm_norm_group_size()}, {"chunk", c.ssm_chunk},
-                                               {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
-                                               {"state_bytes_per_sequence", models::SsmStateStore::BytesPerSlot(c)}}}};
+          {"ssm", RecurrentJson(c)}};
 }
 
 }  // namespace

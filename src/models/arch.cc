@@ -9,7 +9,7 @@ namespace {
 // The registry: one row per architecture.
 const std::vector<std::reference_wrapper<const ArchSpec>>& Rows() {
   static const std::vector<std::reference_wrapper<const ArchSpec>> rows = {
-      LlamaArch(), Qwen2Arch(), Qwen3Arch(), Mamba2Arch(), NemotronHArch(), GraniteHybridArch(),
+      LlamaArch(), Qwen2Arch(), Qwen3Arch(), Mamba2Arch(), NemotronHArch(), GraniteHybridArch(), Qwen35Arch(),
   };
   return rows;
 }

@@ -41,6 +41,7 @@ struct NamedTensor {
 struct HfTensorRef {
   std::string name;
   int64_t row_begin = 0, rows = -1;
+  float add = 0.0f;  // added to every value at load (Qwen3.5's norms store w of (1 + w))
 };
 
 struct ArchSpec {
@@ -79,6 +80,7 @@ const ArchSpec& Qwen3Arch();
 const ArchSpec& Mamba2Arch();
 const ArchSpec& NemotronHArch();
 const ArchSpec& GraniteHybridArch();
+const ArchSpec& Qwen35Arch();
 
 // ---- helpers the rows share ------------------------------------------------------------------
 

@@ -52,13 +52,21 @@ class StoreSource : public WeightSource {
   bool HfLayout() const override { return arch_ != nullptr; }
   bool Has(const std::string& name) const override { return store_->Find(Map(name).name) != nullptr; }
   StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
-                            std::vector<float>*) const override {
+                            std::vector<float>* scratch) const override {
     const HfTensorRef ref = Map(name);
     StatusOr<const TensorEntry*> found = store_->Get(ref.name, shape);
     TensorEntry t;
     if (ref.rows < 0) {
       if (!found.ok()) return found.status();
       t = **found;
+      if (ref.add != 0.0f) {  // converted to f32 in scratch, with the checkpoint's offset added
+        scratch->resize(t.numel());
+        core::ConvertToF32(t.dtype, t.data, scratch->data(), scratch->size());
+        for (float& x : *scratch) x += ref.add;
+        t.dtype = DType::kF32;
+        t.data = scratch->data();
+        t.nbytes = scratch->size() * sizeof(float);
+      }
     } else {  // rows of a stacked tensor
       const TensorEntry* whole = store_->Find(ref.name);
       if (!whole || whole->shape.size() != 2 || shape.size() != 2 || shape[0] != ref.rows || whole->shape[1] != shape[1] ||
@@ -233,6 +241,31 @@ StatusOr<Mamba2LayerWeights> BuildMamba2(const ModelConfig& c, const WeightSourc
   return m;
 }
 
+// Gated DeltaNet in llama.cpp's GGUF names: attn_qkv (q | k | v), attn_gate (z), ssm_beta,
+// ssm_alpha (stacked into one in-projection), ssm_conv1d [conv_dim, d_conv], ssm_dt.bias, ssm_a
+// (= -exp(A_log)), ssm_norm [head_dim], ssm_out.
+StatusOr<DeltaNetLayerWeights> BuildDeltaNet(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
+  const kernels::DeltaNetDims g = c.gdn_dims();
+  const int64_t d = c.d_model, cd = g.conv_dim(), vd = g.value_dim(), hv = g.v_heads, K = g.d_conv;
+  DeltaNetLayerWeights m;
+  RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
+  RADIXLM_ASSIGN_OR_RETURN(m.in_proj, GetStacked(src, {Blk(block, "attn_qkv.weight"), Blk(block, "attn_gate.weight"),
+                                                       Blk(block, "ssm_beta.weight"), Blk(block, "ssm_alpha.weight")},
+                                                 {cd, vd, hv, hv}, d, storage));
+  const std::vector<int64_t> conv_shape = src.HfLayout() ? std::vector<int64_t>{cd, 1, K} : std::vector<int64_t>{cd, K};
+  RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> conv, GetShaped(src, Blk(block, "ssm_conv1d.weight"), conv_shape));
+  m.conv_w.resize(K * cd);
+  for (int64_t ch = 0; ch < cd; ++ch)
+    for (int64_t k = 0; k < K; ++k) m.conv_w[k * cd + ch] = conv[ch * K + k];
+  RADIXLM_ASSIGN_OR_RETURN(m.dt_bias, GetVector(src, Blk(block, "ssm_dt.bias"), hv));
+  RADIXLM_ASSIGN_OR_RETURN(m.A, GetVector(src, Blk(block, "ssm_a"), hv));
+  if (src.HfLayout())
+    for (float& a : m.A) a = -std::exp(a);  // the checkpoint holds A_log
+  RADIXLM_ASSIGN_OR_RETURN(m.out_norm, GetVector(src, Blk(block, "ssm_norm.weight"), g.head_dim));
+  RADIXLM_ASSIGN_OR_RETURN(m.out_proj, GetStacked(src, {Blk(block, "ssm_out.weight")}, {d}, vd, storage));
+  return m;
+}
+
 StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage) {
   const std::string problem = c.Validate();
   if (!problem.empty()) return core::InvalidArgument(c.name + ": " + problem);
@@ -245,8 +278,9 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     if (c.layers[li] == LayerKind::kAttention) {
       AttentionLayerWeights a;
       RADIXLM_ASSIGN_OR_RETURN(a.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
+      const int64_t q_rows = c.attn_output_gate ? 2 * q : q;  // [q_h | gate_h] per head
       RADIXLM_ASSIGN_OR_RETURN(a.qkv, GetStacked(src, {Blk(block, "attn_q.weight"), Blk(block, "attn_k.weight"), Blk(block, "attn_v.weight")},
-                                                 {q, kv, kv}, d, storage));
+                                                 {q_rows, kv, kv}, d, storage));
       if (c.qkv_bias) {
         for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
           RADIXLM_ASSIGN_OR_RETURN(auto b, GetVector(src, Blk(block, n), n[5] == 'q' ? q : kv));
@@ -263,7 +297,8 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     } else if (c.layers[li] == LayerKind::kMlp) {
       MlpLayerWeights m;
       // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
-      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, c.block_per_sublayer ? "attn_norm.weight" : "ffn_norm.weight"), d));
+      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, c.block_per_sublayer ? "attn_norm.weight"
+                                                                                   : (c.mlp_norm_tensor + ".weight").c_str()), d));
       if (c.mlp_act == ModelConfig::MlpAct::kRelu2) {
         RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
       } else {
@@ -272,10 +307,14 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
       }
       RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
       w.mlp.push_back(std::move(m));
-    } else {
+    } else if (c.layers[li] == LayerKind::kMamba2) {
       RADIXLM_ASSIGN_OR_RETURN(Mamba2LayerWeights m, BuildMamba2(c, src, block, storage));
       m.state_index = state_index++;
       w.mamba.push_back(std::move(m));
+    } else {
+      RADIXLM_ASSIGN_OR_RETURN(DeltaNetLayerWeights m, BuildDeltaNet(c, src, block, storage));
+      m.state_index = state_index++;
+      w.deltanet.push_back(std::move(m));
     }
   }
   RADIXLM_ASSIGN_OR_RETURN(w.final_norm, GetVector(src, "output_norm.weight", d));
@@ -448,45 +487,75 @@ namespace {
 
 // The GGUF-named tensors of a model (f32), generated or read, in a stable order.
 
-std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status, bool gguf_shapes) {
+using TensorList = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+void AttentionTensors(const ModelConfig& c, int b, TensorList* want) {
   const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+  want->push_back({Blk(b, "attn_norm.weight"), {d}});
+  want->push_back({Blk(b, "attn_q.weight"), {c.attn_output_gate ? 2 * q : q, d}});
+  want->push_back({Blk(b, "attn_k.weight"), {kv, d}});
+  want->push_back({Blk(b, "attn_v.weight"), {kv, d}});
+  if (c.qkv_bias) {
+    want->push_back({Blk(b, "attn_q.bias"), {q}});
+    want->push_back({Blk(b, "attn_k.bias"), {kv}});
+    want->push_back({Blk(b, "attn_v.bias"), {kv}});
+  }
+  if (c.qk_norm) {
+    want->push_back({Blk(b, "attn_q_norm.weight"), {hd}});
+    want->push_back({Blk(b, "attn_k_norm.weight"), {hd}});
+  }
+  want->push_back({Blk(b, "attn_output.weight"), {d, q}});
+}
+
+void MlpTensors(const ModelConfig& c, int b, TensorList* want) {
+  const int64_t d = c.d_model;
+  want->push_back({Blk(b, c.block_per_sublayer ? "attn_norm.weight" : (c.mlp_norm_tensor + ".weight").c_str()), {d}});
+  if (c.mlp_act == ModelConfig::MlpAct::kSiluGated) want->push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
+  want->push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
+  want->push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
+}
+
+void Mamba2Tensors(const ModelConfig& c, int b, bool gguf_shapes, TensorList* want) {
+  const int64_t d = c.d_model;
   const kernels::Mamba2Dims sd = c.ssm_dims();
-  std::vector<std::pair<std::string, std::vector<int64_t>>> want = {{"token_embd.weight", {c.vocab_size, d}}};
+  want->push_back({Blk(b, "attn_norm.weight"), {d}});
+  want->push_back({Blk(b, "ssm_in.weight"), {sd.d_inner() + sd.conv_dim() + sd.n_heads, d}});
+  want->push_back({Blk(b, "ssm_conv1d.weight"), {sd.conv_dim(), sd.d_conv}});
+  if (c.ssm_conv_bias) want->push_back({Blk(b, "ssm_conv1d.bias"), {sd.conv_dim()}});
+  want->push_back({Blk(b, "ssm_dt.bias"), {sd.n_heads}});
+  const std::vector<int64_t> head = gguf_shapes ? std::vector<int64_t>{sd.n_heads, 1} : std::vector<int64_t>{sd.n_heads};
+  want->push_back({Blk(b, "ssm_a"), head});
+  want->push_back({Blk(b, "ssm_d"), head});
+  want->push_back({Blk(b, "ssm_norm.weight"), gguf_shapes ? std::vector<int64_t>{sd.n_groups, sd.d_inner() / sd.n_groups}
+                                                          : std::vector<int64_t>{sd.d_inner()}});
+  want->push_back({Blk(b, "ssm_out.weight"), {d, sd.d_inner()}});
+}
+
+void DeltaNetTensors(const ModelConfig& c, int b, TensorList* want) {
+  const int64_t d = c.d_model;
+  const kernels::DeltaNetDims g = c.gdn_dims();
+  want->push_back({Blk(b, "attn_norm.weight"), {d}});
+  want->push_back({Blk(b, "attn_qkv.weight"), {g.conv_dim(), d}});
+  want->push_back({Blk(b, "attn_gate.weight"), {g.value_dim(), d}});
+  want->push_back({Blk(b, "ssm_beta.weight"), {g.v_heads, d}});
+  want->push_back({Blk(b, "ssm_alpha.weight"), {g.v_heads, d}});
+  want->push_back({Blk(b, "ssm_conv1d.weight"), {g.conv_dim(), g.d_conv}});
+  want->push_back({Blk(b, "ssm_dt.bias"), {g.v_heads}});
+  want->push_back({Blk(b, "ssm_a"), {g.v_heads}});
+  want->push_back({Blk(b, "ssm_norm.weight"), {g.head_dim}});
+  want->push_back({Blk(b, "ssm_out.weight"), {d, g.value_dim()}});
+}
+
+std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status, bool gguf_shapes) {
+  const int64_t d = c.d_model;
+  TensorList want = {{"token_embd.weight", {c.vocab_size, d}}};
   const std::vector<int> blocks = c.SublayerBlocks();
   for (size_t li = 0; li < c.layers.size(); ++li) {
-    const int b = blocks[li];
-    if (c.layers[li] == LayerKind::kAttention) {
-      want.push_back({Blk(b, "attn_norm.weight"), {d}});
-      want.push_back({Blk(b, "attn_q.weight"), {q, d}});
-      want.push_back({Blk(b, "attn_k.weight"), {kv, d}});
-      want.push_back({Blk(b, "attn_v.weight"), {kv, d}});
-      if (c.qkv_bias) {
-        want.push_back({Blk(b, "attn_q.bias"), {q}});
-        want.push_back({Blk(b, "attn_k.bias"), {kv}});
-        want.push_back({Blk(b, "attn_v.bias"), {kv}});
-      }
-      if (c.qk_norm) {
-        want.push_back({Blk(b, "attn_q_norm.weight"), {hd}});
-        want.push_back({Blk(b, "attn_k_norm.weight"), {hd}});
-      }
-      want.push_back({Blk(b, "attn_output.weight"), {d, q}});
-    } else if (c.layers[li] == LayerKind::kMlp) {
-      want.push_back({Blk(b, c.block_per_sublayer ? "attn_norm.weight" : "ffn_norm.weight"), {d}});
-      if (c.mlp_act == ModelConfig::MlpAct::kSiluGated) want.push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
-      want.push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
-      want.push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
-    } else {
-      want.push_back({Blk(b, "attn_norm.weight"), {d}});
-      want.push_back({Blk(b, "ssm_in.weight"), {sd.d_inner() + sd.conv_dim() + sd.n_heads, d}});
-      want.push_back({Blk(b, "ssm_conv1d.weight"), {sd.conv_dim(), sd.d_conv}});
-      if (c.ssm_conv_bias) want.push_back({Blk(b, "ssm_conv1d.bias"), {sd.conv_dim()}});
-      want.push_back({Blk(b, "ssm_dt.bias"), {sd.n_heads}});
-      const std::vector<int64_t> head = gguf_shapes ? std::vector<int64_t>{sd.n_heads, 1} : std::vector<int64_t>{sd.n_heads};
-      want.push_back({Blk(b, "ssm_a"), head});
-      want.push_back({Blk(b, "ssm_d"), head});
-      want.push_back({Blk(b, "ssm_norm.weight"), gguf_shapes ? std::vector<int64_t>{sd.n_groups, sd.d_inner() / sd.n_groups}
-                                                             : std::vector<int64_t>{sd.d_inner()}});
-      want.push_back({Blk(b, "ssm_out.weight"), {d, sd.d_inner()}});
+    switch (c.layers[li]) {
+      case LayerKind::kAttention: AttentionTensors(c, blocks[li], &want); break;
+      case LayerKind::kMlp: MlpTensors(c, blocks[li], &want); break;
+      case LayerKind::kMamba2: Mamba2Tensors(c, blocks[li], gguf_shapes, &want); break;
+      case LayerKind::kDeltaNet: DeltaNetTensors(c, blocks[li], &want); break;
     }
   }
   want.push_back({"output_norm.weight", {d}});

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -12,6 +13,7 @@ const char* LayerKindName(LayerKind k) {
     case LayerKind::kAttention: return "attention";
     case LayerKind::kMlp: return "mlp";
     case LayerKind::kMamba2: return "mamba2";
+    case LayerKind::kDeltaNet: return "deltanet";
   }
   return "?";
 }
@@ -25,9 +27,13 @@ std::vector<LayerKind> DenseLayers(int n_blocks) {
   return v;
 }
 
+int ModelConfig::CountLayers(LayerKind kind) const {
+  return static_cast<int>(std::count(layers.begin(), layers.end(), kind));
+}
+
 int ModelConfig::n_ssm_layers() const {
   int n = 0;
-  for (LayerKind k : layers) n += k == LayerKind::kMamba2;
+  for (LayerKind k : layers) n += IsRecurrent(k);
   return n;
 }
 
@@ -52,29 +58,36 @@ int64_t MlpMatrices(ModelConfig::MlpAct act) { return act == ModelConfig::MlpAct
 }  // namespace
 
 int64_t ModelConfig::ParameterCount() const {
-  const int64_t q = int64_t{n_heads} * head_dim, kv = int64_t{n_kv_heads} * head_dim;
+  const int64_t q = int64_t{n_heads} * head_dim * (attn_output_gate ? 2 : 1), kv = int64_t{n_kv_heads} * head_dim;
+  const int64_t q_out = int64_t{n_heads} * head_dim;
   const kernels::Mamba2Dims s = ssm_dims();
+  const kernels::DeltaNetDims g = gdn_dims();
   int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
   for (LayerKind k : layers) {
     if (k == LayerKind::kAttention)
-      n += d_model + d_model * (q + 2 * kv) + q * d_model + (qk_norm ? 2 * head_dim : 0) + (qkv_bias ? q + 2 * kv : 0);
+      n += d_model + d_model * (q + 2 * kv) + q_out * d_model + (qk_norm ? 2 * head_dim : 0) + (qkv_bias ? q + 2 * kv : 0);
     else if (k == LayerKind::kMlp)
       n += d_model + MlpMatrices(mlp_act) * int64_t{d_model} * ffn_dim;
-    else
+    else if (k == LayerKind::kMamba2)
       n += d_model + d_model * (s.d_inner() + s.conv_dim() + s.n_heads) + s.conv_dim() * (s.d_conv + 1) +
            3 * s.n_heads + s.d_inner() + s.d_inner() * d_model;
+    else  // qkv | z | b | a in, conv (no bias), dt_bias and A per value head, the output norm, out
+      n += d_model + d_model * (g.conv_dim() + g.value_dim() + 2 * g.v_heads) + g.conv_dim() * g.d_conv +
+           2 * g.v_heads + g.head_dim + g.value_dim() * d_model;
   }
   return n;
 }
 
 double ModelConfig::LinearFlopsPerToken(bool with_lm_head) const {
-  const double q = double(n_heads) * head_dim, kv = double(n_kv_heads) * head_dim;
+  const double q = double(n_heads) * head_dim, kv = double(n_kv_heads) * head_dim, qin = attn_output_gate ? 2 * q : q;
   const kernels::Mamba2Dims s = ssm_dims();
+  const kernels::DeltaNetDims g = gdn_dims();
   double f = 0;
   for (LayerKind k : layers) {
-    if (k == LayerKind::kAttention) f += 2 * (d_model * (q + 2 * kv) + q * d_model);
+    if (k == LayerKind::kAttention) f += 2 * (d_model * (qin + 2 * kv) + q * d_model);
     else if (k == LayerKind::kMlp) f += 2.0 * MlpMatrices(mlp_act) * d_model * ffn_dim;
-    else f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
+    else if (k == LayerKind::kMamba2) f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
+    else f += 2.0 * d_model * double(g.conv_dim() + g.value_dim() + 2 * g.v_heads) + 2.0 * double(g.value_dim()) * d_model;
   }
   if (with_lm_head) f += 2.0 * d_model * vocab_size;
   return f;
@@ -133,13 +146,21 @@ std::string ModelConfig::Validate() const {
     if (n_heads / n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";
     if (use_rope && head_dim % 2 != 0) return "head_dim must be even for RoPE";
   }
-  if (n_ssm_layers() > 0) {
+  if (CountLayers(LayerKind::kMamba2) > 0) {
     if (ssm_heads <= 0 || ssm_head_dim <= 0 || ssm_state <= 0 || ssm_groups <= 0 || ssm_conv < 2)
       return "Mamba2 sizes must be positive (and d_conv >= 2)";
     if (ssm_heads % ssm_groups != 0) return "Mamba2 heads must be a multiple of the groups";
     if ((ssm_heads * ssm_head_dim) % ssm_norm_group_size() != 0) return "gated-norm group must divide d_inner";
     if (ssm_chunk < 0) return "the Mamba2 scan chunk must be 0 (exact recurrence) or positive";
   }
+  if (CountLayers(LayerKind::kDeltaNet) > 0) {
+    if (gdn_k_heads <= 0 || gdn_v_heads <= 0 || gdn_head_dim <= 0 || ssm_conv < 2)
+      return "Gated DeltaNet sizes must be positive (and the conv kernel >= 2)";
+    if (gdn_k_heads > kMaxHeads || gdn_v_heads > kMaxHeads || gdn_head_dim > 4096)
+      return "implausible Gated DeltaNet sizes";
+    if (gdn_v_heads % gdn_k_heads != 0) return "Gated DeltaNet value heads must be a multiple of its key heads";
+  }
+  if (rope_dim < 0 || rope_dim > head_dim || rope_dim % 2 != 0) return "the rotary dims must be even and at most head_dim";
   return "";
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/delta_net.h"
 #include "kernels/ops.h"
 #include "kernels/ssm.h"
 
@@ -16,7 +17,8 @@ namespace radixlm::models {
 
 // A sublayer applies x += F(norm(x)) (pre-norm residual). A Llama/Qwen decoder block is an
 // attention sublayer followed by an MLP sublayer.
-enum class LayerKind { kAttention, kMlp, kMamba2 };
+enum class LayerKind { kAttention, kMlp, kMamba2, kDeltaNet };
+inline bool IsRecurrent(LayerKind k) { return k == LayerKind::kMamba2 || k == LayerKind::kDeltaNet; }
 const char* LayerKindName(LayerKind k);
 
 struct ModelConfig {
@@ -32,10 +34,24 @@ struct ModelConfig {
   float rms_eps = 1e-6f;
   double rope_theta = 10000.0;
   kernels::RopeLayout rope_layout = kernels::RopeLayout::kNeox;
+  int rope_dim = 0;            // rotated dims per head (partial rotary, Qwen3.5: 64 of 256); 0 = head_dim
+  // llama.cpp's interleaved multi-section RoPE (IMROPE) sections [t, h, w, e] over the rotated
+  // pairs: for text every t/h/w pair turns with the token's position and an e pair (position 0
+  // for text) does not turn. Empty: every pair turns.
+  std::vector<int> rope_sections;
   kernels::Llama3RopeScaling rope_scaling;  // factor 0 = none
   std::vector<float> rope_freq_factors;     // GGUF rope_freqs.weight: inv_freq[i] /= factor[i]
   bool qk_norm = false;        // Qwen3: per-head RMSNorm on q and k before RoPE
   bool qkv_bias = false;       // Qwen2: bias on the q, k, v projections
+  // Qwen3.5: the q projection is doubled, each head's q followed by its output gate; the
+  // attention output is multiplied by sigmoid(gate) before o_proj.
+  bool attn_output_gate = false;
+  // A mixer + MLP block's second norm, by its GGUF stem: "ffn_norm" (Llama, Granite) or
+  // "post_attention_norm" (Qwen3.5).
+  std::string mlp_norm_tensor = "ffn_norm";
+  // Where a Hugging Face checkpoint keeps the decoder's tensors, for architectures whose name
+  // map depends on it ("model.language_model." in Qwen3.5's multimodal checkpoints).
+  std::string hf_tensor_prefix;
   bool tied_embeddings = false;
   int64_t max_context = 4096;
   int32_t bos_id = -1;
@@ -51,6 +67,12 @@ struct ModelConfig {
   // a step budget never change an answer); N > 0 = the chunked (SSD) form with chunks of N
   // tokens, whose bits depend on where a chunk starts. A runtime choice, not the file's.
   int ssm_chunk = 0;
+  // Gated DeltaNet mixer (kernels/delta_net.h; gdn_v_heads > 0 when the model has one): key
+  // and value heads of head_dim each; its conv kernel is ssm_conv. gdn_tiled: value head j
+  // reads key head j % k_heads (llama.cpp's GGUF layout) rather than j / (v / k) (HF's).
+  int gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;
+  bool gdn_tiled = true;
+  kernels::DeltaNetDims gdn_dims() const { return {gdn_k_heads, gdn_v_heads, gdn_head_dim, ssm_conv, gdn_tiled}; }
   // Hybrid conventions.
   enum class MlpAct { kSiluGated, kRelu2 };
   MlpAct mlp_act = MlpAct::kSiluGated;  // Nemotron-H: relu(x)^2, no gate
@@ -62,7 +84,9 @@ struct ModelConfig {
   float attention_multiplier = 0.0f;  // attention scale; 0 = 1/sqrt(head_dim)
   float logits_scaling = 1.0f;        // logits are divided by this (Granite)
 
+  // Recurrent layers (Mamba2 and Gated DeltaNet): those whose state the SSM state store holds.
   int n_ssm_layers() const;
+  int CountLayers(LayerKind kind) const;
   kernels::Mamba2Dims ssm_dims() const {
     return {ssm_heads, ssm_head_dim, ssm_state, ssm_groups, ssm_conv};
   }

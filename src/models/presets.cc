@@ -67,6 +67,38 @@ ModelConfig WithGraniteLayers(ModelConfig c, const std::string& mixers) {
   return c;
 }
 
+// Qwen3.5 layout: every fourth block's mixer is gated attention, the others Gated DeltaNet.
+ModelConfig Qwen35(const char* name, int64_t vocab, int d, int blocks, int heads, int kv_heads, int head_dim, int rope_dim, int ffn,
+                   int gdn_k, int gdn_v, int gdn_dim) {
+  ModelConfig c;
+  c.arch = "qwen35";
+  c.name = std::string("random:") + name;
+  c.vocab_size = vocab;
+  c.d_model = d;
+  c.n_heads = heads;
+  c.n_kv_heads = kv_heads;
+  c.head_dim = head_dim;
+  c.rope_dim = rope_dim;
+  c.ffn_dim = ffn;
+  c.gdn_k_heads = gdn_k;
+  c.gdn_v_heads = gdn_v;
+  c.gdn_head_dim = gdn_dim;
+  c.ssm_conv = 4;
+  c.tied_embeddings = true;
+  c.rope_theta = 1e7;
+  c.rms_eps = 1e-6f;
+  c.max_context = 262144;
+  ArchByGguf(c.arch)->conventions(&c);
+  for (int i = 0; i < blocks; ++i) {
+    c.layers.push_back((i + 1) % 4 == 0 ? LayerKind::kAttention : LayerKind::kDeltaNet);
+    c.layers.push_back(LayerKind::kMlp);
+  }
+  c.n_blocks = blocks;
+  c.bos_id = -1;
+  c.eos_id = 151645;
+  return c;
+}
+
 std::vector<RandomPreset> Build() {
   std::vector<RandomPreset> p;
   p.push_back({"qwen3-0.6b", "Qwen3-0.6B shape: 28 blocks, d 1024, 16/8 heads x 128, MLP 3072, tied",
@@ -112,6 +144,14 @@ std::vector<RandomPreset> Build() {
   h4.eos_id = 100257;
   p.push_back({"hybrid-0.4b", "Granite-4.0-H layout of BASELINES.md: 24 layers (20 Mamba2 d_state 128, 4 GQA), d 1024, MLP 2048, vocab 100352, tied",
                std::move(h4)});
+  p.push_back({"qwen35-tiny",
+               "Qwen3.5 layout: 4 blocks (3 Gated DeltaNet, 2 key / 4 value heads x 16; 1 gated attention, 4/2 heads x 32, "
+               "rotary 8 of 32), d 64, MLP 128, Qwen3 vocabulary, tied",
+               Qwen35("qwen35-tiny", 151936, 64, 4, 4, 2, 32, 8, 128, 2, 4, 16)});
+  p.push_back({"qwen35-0.8b",
+               "Qwen3.5-0.8B shape: 24 blocks (18 Gated DeltaNet 16/16 heads x 128, 6 gated attention 8/2 heads x 256, rotary 64), "
+               "d 1024, MLP 3584, Qwen3 vocabulary (151936, not its own 248320), tied",
+               Qwen35("qwen35-0.8b", 151936, 1024, 24, 8, 2, 256, 64, 3584, 16, 16, 128)});
   return p;
 }
 

@@ -16,6 +16,8 @@ size_t TransformerWeights::nbytes() const {
   for (const auto& m : mamba)
     n += m.in_proj.nbytes() + m.out_proj.nbytes() +
          (m.norm.size() + m.conv_w.size() + m.conv_b.size() + 3 * m.A.size() + m.gated_norm.size()) * 4;
+  for (const auto& m : deltanet)
+    n += m.in_proj.nbytes() + m.out_proj.nbytes() + (m.norm.size() + m.conv_w.size() + 2 * m.A.size() + m.out_norm.size()) * 4;
   return n;
 }
 
@@ -27,6 +29,7 @@ std::string TransformerWeights::TypeSummary() const {
   for (const auto& a : attention) { add(a.qkv); add(a.o); }
   for (const auto& m : mlp) { add(m.gate_up); add(m.down); }
   for (const auto& m : mamba) { add(m.in_proj); add(m.out_proj); }
+  for (const auto& m : deltanet) { add(m.in_proj); add(m.out_proj); }
   add(lm_head);
   std::vector<std::pair<size_t, core::DType>> order;
   for (const auto& [t, b] : bytes) order.push_back({b, t});
@@ -38,10 +41,23 @@ std::string TransformerWeights::TypeSummary() const {
 
 Transformer::Transformer(ModelConfig config, TransformerWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {
-  rope_ = kernels::MakeRopeTable(config_.rope_layout, config_.head_dim, config_.rope_theta,
+  rope_ = kernels::MakeRopeTable(config_.rope_layout, config_.rope_dim > 0 ? config_.rope_dim : config_.head_dim, config_.rope_theta,
                                  config_.rope_scaling.factor > 0 ? &config_.rope_scaling : nullptr);
   for (size_t i = 0; i < config_.rope_freq_factors.size() && i < rope_.inv_freq.size(); ++i)
     rope_.inv_freq[i] /= config_.rope_freq_factors[i];
+  // IMROPE (llama.cpp's qwen35): pair i is in sector i % (s0+s1+s2+s3); sectors 3k, 3k+1, 3k+2
+  // below 3 x s0, s1, s2 turn with the t, h, w positions (all the token's for text), the rest
+  // with e's (0 for text): those pairs do not turn (frequency 0).
+  if (config_.rope_sections.size() == 4) {
+    const std::vector<int>& s = config_.rope_sections;
+    const int total = s[0] + s[1] + s[2] + s[3];
+    for (size_t i = 0; i < rope_.inv_freq.size() && total > 0; ++i) {
+      const int sector = static_cast<int>(i) % total;
+      const bool turns = (sector % 3 == 1 && sector < 3 * s[1]) || (sector % 3 == 2 && sector < 3 * s[2]) ||
+                         (sector % 3 == 0 && sector < 3 * s[0]);
+      if (!turns) rope_.inv_freq[i] = 0.0f;
+    }
+  }
 }
 
 namespace {
@@ -78,7 +94,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   // With compaction every position-wise op runs on the plan's compact rows.
   const CompactionPlan* plan = b.compaction;
   if (plan) {
-    RADIXLM_CHECK_MSG(weights_.mamba.empty(), "prefix compaction needs a model without recurrent layers");
+    RADIXLM_CHECK_MSG(config_.n_ssm_layers() == 0, "prefix compaction needs a model without recurrent layers");
     RADIXLM_CHECK(plan->original_rows() == static_cast<int64_t>(b.token_ids.size()));
   }
   const std::span<const int32_t> ids = plan ? std::span<const int32_t>(plan->compact_ids) : b.token_ids;
@@ -90,7 +106,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   const int64_t kv_dim = int64_t{config_.n_kv_heads} * config_.head_dim;
   Grow(x_, n * d);
   Grow(xn_, n * d);
-  Grow(qkv_, n * (q_dim + 2 * kv_dim));
+  Grow(qkv_, n * ((config_.attn_output_gate ? 2 : 1) * q_dim + 2 * kv_dim));
   Grow(attn_, n * q_dim);
   Grow(gate_up_, n * 2 * config_.ffn_dim);
   Grow(act_, n * config_.ffn_dim);
@@ -102,14 +118,17 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     kv_block_tokens_ = kv.block_tokens();
     PlanTrieAttention(b);
   }
-  if (!weights_.mamba.empty()) {
-    RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "Mamba2 layers need state slots");
+  if (config_.n_ssm_layers() > 0) {
+    RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "recurrent layers need state slots");
   }
-  size_t ai = 0, mi = 0, si = 0;
+  size_t ai = 0, mi = 0, si = 0, gi = 0;
   for (LayerKind kind : config_.layers) {
-    if (kind == LayerKind::kAttention) AttentionSublayer(pool, weights_.attention[ai++], b, kv, n);
-    else if (kind == LayerKind::kMlp) MlpSublayer(pool, weights_.mlp[mi++], n);
-    else Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n);
+    switch (kind) {
+      case LayerKind::kAttention: AttentionSublayer(pool, weights_.attention[ai++], b, kv, n); break;
+      case LayerKind::kMlp: MlpSublayer(pool, weights_.mlp[mi++], n); break;
+      case LayerKind::kMamba2: Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n); break;
+      case LayerKind::kDeltaNet: DeltaNetSublayer(pool, weights_.deltanet[gi++], b, *states, n); break;
+    }
   }
 
   for (size_t i = 0; i < b.hidden_rows.size(); ++i) {
@@ -182,7 +201,10 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
                                     const ForwardBatch& b, KvStore& kv, int64_t n) {
   const int64_t d = config_.d_model, hd = config_.head_dim;
   const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
-  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  const bool gated = config_.attn_output_gate;
+  const int64_t q_in = gated ? 2 * q_dim : q_dim;  // with the gate: [q_h | gate_h] per head
+  const int64_t qkv_dim = q_in + 2 * kv_dim;
+  RADIXLM_CHECK_MSG(!gated || !b.compaction, "an attention output gate with prefix compaction");
   kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
   Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
   if (!w.qkv_bias.empty())
@@ -193,11 +215,19 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   float* q = attn_.data();
   float* k = gate_up_.data();
   float* v = gate_up_.data() + n * kv_dim;
+  if (gated) Grow(gate_, n * q_dim);
   for (int64_t t = 0; t < n; ++t) {
     const float* row = qkv_.data() + t * qkv_dim;
-    std::memcpy(q + t * q_dim, row, q_dim * 4);
-    std::memcpy(k + t * kv_dim, row + q_dim, kv_dim * 4);
-    std::memcpy(v + t * kv_dim, row + q_dim + kv_dim, kv_dim * 4);
+    if (gated) {
+      for (int64_t h = 0; h < config_.n_heads; ++h) {
+        std::memcpy(q + t * q_dim + h * hd, row + 2 * h * hd, hd * 4);
+        std::memcpy(gate_.data() + t * q_dim + h * hd, row + (2 * h + 1) * hd, hd * 4);
+      }
+    } else {
+      std::memcpy(q + t * q_dim, row, q_dim * 4);
+    }
+    std::memcpy(k + t * kv_dim, row + q_in, kv_dim * 4);
+    std::memcpy(v + t * kv_dim, row + q_in + kv_dim, kv_dim * 4);
   }
   if (!w.q_norm.empty()) {
     kernels::RmsNorm(q, w.q_norm.data(), q, n * config_.n_heads, hd, config_.rms_eps);
@@ -258,6 +288,8 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
                             kernels::AttentionSplitTokens(layer.block_tokens), out, nullptr);
   if (profile_) profile_->attention_s += Seconds() - t0;
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
+  if (gated)  // Qwen3.5: attention output * sigmoid(gate), per element
+    for (int64_t i = 0; i < n * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
   AddResidual(n);
 }
@@ -296,11 +328,7 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
 
   const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
   const double t0 = profile_ ? Seconds() : 0;
-  auto captures_for = [&](int64_t s, std::vector<kernels::StateCapture>* out) {
-    out->clear();
-    for (const SsmCheckpoint& c : b.ssm[s].checkpoints)
-      out->push_back({c.after_rows, states.Ssm(c.slot, w.state_index), states.Conv(c.slot, w.state_index)});
-  };
+  auto captures_for = [&](int64_t s, std::vector<kernels::StateCapture>* out) { CapturesFor(b, states, w.state_index, s, out); };
   // Conv windows: one sequence per task.
   pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {
     std::vector<kernels::StateCapture> caps;
@@ -342,6 +370,92 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
                         config_.ssm_norm_group_size(), config_.rms_eps);
   if (profile_) profile_->ssm_s += Seconds() - t0;
   Gemm(pool, ssm_y_.data(), n, di, w.out_proj, xn_.data(), d);
+  AddResidual(n);
+}
+
+// The ends of the pieces a sequence's rows split into at its captures: each capture's row count,
+// then n_rows (sorted, distinct).
+static std::vector<int64_t> CaptureEnds(const std::vector<kernels::StateCapture>& caps, int64_t n_rows) {
+  std::vector<int64_t> ends;
+  for (const kernels::StateCapture& c : caps)
+    if (c.after_tokens > 0 && c.after_tokens < n_rows) ends.push_back(c.after_tokens);
+  ends.push_back(n_rows);
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  return ends;
+}
+
+void Transformer::CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
+                              std::vector<kernels::StateCapture>* out) const {
+  out->clear();
+  for (const SsmCheckpoint& c : b.ssm[s].checkpoints)
+    out->push_back({c.after_rows, states.Ssm(c.slot, state_index), states.Conv(c.slot, state_index)});
+}
+
+// Gated DeltaNet mixer (Qwen3.5): in -> (q | k | v, z, beta, alpha); causal conv1d + SiLU on
+// q | k | v with each sequence's conv window; the gated delta rule per sequence and value head
+// (the exact recurrence, or the chunked form with --ssm-chunk); per head rmsnorm * w * silu(z);
+// out. Checkpoints requested for a sequence are copied out at exactly those rows.
+void Transformer::DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWeights& w, const ForwardBatch& b,
+                                   SsmStateStore& states, int64_t n) {
+  const int64_t d = config_.d_model;
+  const kernels::DeltaNetDims dims = config_.gdn_dims();
+  const kernels::Mamba2Dims conv_dims = dims.ConvDims();
+  const int64_t cd = dims.conv_dim(), vd = dims.value_dim(), Hv = dims.v_heads;
+  const int64_t in_dim = cd + vd + 2 * Hv;
+  Grow(zxbcdt_, n * in_dim);
+  Grow(xbc_, n * cd);
+  Grow(ssm_y_, n * vd);
+  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, qkv | z | b | a]
+  const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
+  const double t0 = profile_ ? Seconds() : 0;
+  pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {
+    std::vector<kernels::StateCapture> caps;
+    for (int64_t s = s0; s < s1; ++s) {
+      const kernels::AttentionSeq& seq = b.seqs[s];
+      CapturesFor(b, states, w.state_index, s, &caps);
+      for (auto& c : caps) c.ssm = nullptr;
+      kernels::CausalConv1dSilu(conv_dims, seq.n_rows, zxbcdt_.data() + seq.row_begin * in_dim, in_dim, w.conv_w.data(),
+                                nullptr, states.Conv(b.ssm[s].slot, w.state_index), xbc_.data() + seq.row_begin * cd, caps);
+    }
+  });
+  pool.ParallelFor(n_seqs * Hv, [&](int, int64_t t0, int64_t t1) {
+    std::vector<kernels::StateCapture> caps;
+    for (int64_t t = t0; t < t1;) {
+      const int64_t s = t / Hv, h0 = t % Hv, h1 = std::min<int64_t>(Hv, h0 + (t1 - t));
+      const kernels::AttentionSeq& seq = b.seqs[s];
+      CapturesFor(b, states, w.state_index, s, &caps);
+      for (auto& c : caps) c.conv = nullptr;
+      const float* proj = zxbcdt_.data() + seq.row_begin * in_dim;
+      const kernels::DeltaNetInputs in{xbc_.data() + seq.row_begin * cd, cd, proj + cd + vd, proj + cd + vd + Hv, in_dim,
+                                       w.dt_bias.data(), w.A.data(), config_.rms_eps};
+      float* state = states.Ssm(b.ssm[s].slot, w.state_index);
+      float* y = ssm_y_.data() + seq.row_begin * vd;
+      if (config_.ssm_chunk > 0) {  // in pieces ending at each capture, whose state is copied out
+        int64_t from = 0;
+        for (int64_t end : CaptureEnds(caps, seq.n_rows)) {
+          kernels::DeltaNetInputs part = in;
+          part.qkv += from * cd;
+          part.b += from * in_dim;
+          part.a += from * in_dim;
+          kernels::GatedDeltaRuleChunked(dims, end - from, part, state, y + from * vd, vd, config_.ssm_chunk,
+                                         static_cast<int>(h0), static_cast<int>(h1));
+          for (const kernels::StateCapture& c : caps)
+            if (c.after_tokens == end && c.ssm)
+              std::memcpy(c.ssm + h0 * dims.head_dim * dims.head_dim, state + h0 * dims.head_dim * dims.head_dim,
+                          (h1 - h0) * dims.head_dim * dims.head_dim * sizeof(float));
+          from = end;
+        }
+      } else {
+        kernels::GatedDeltaRule(dims, seq.n_rows, in, state, y, vd, caps, static_cast<int>(h0), static_cast<int>(h1));
+      }
+      t += h1 - h0;
+    }
+  });
+  kernels::DeltaNetOutputNorm(dims, ssm_y_.data(), vd, zxbcdt_.data() + cd, in_dim, w.out_norm.data(), n, config_.rms_eps);
+  if (profile_) profile_->ssm_s += Seconds() - t0;
+  Gemm(pool, ssm_y_.data(), n, vd, w.out_proj, xn_.data(), d);
   AddResidual(n);
 }
 

@@ -66,7 +66,9 @@ struct ForwardBatch {
 
 struct AttentionLayerWeights {
   std::vector<float> norm;       // [d_model]
-  kernels::PackedWeight qkv;     // [(n_heads + 2 n_kv_heads) head_dim, d_model]
+  // [(n_heads + 2 n_kv_heads) head_dim, d_model]; with an output gate the q rows are doubled,
+  // each head's q followed by its gate: [(2 n_heads + 2 n_kv_heads) head_dim, d_model].
+  kernels::PackedWeight qkv;
   std::vector<float> qkv_bias;   // same rows, or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] or empty
   kernels::PackedWeight o;       // [d_model, n_heads head_dim]
@@ -90,12 +92,25 @@ struct Mamba2LayerWeights {
   int state_index = 0;            // which SsmStateStore layer
 };
 
+// Gated DeltaNet (kernels/delta_net.h).
+struct DeltaNetLayerWeights {
+  std::vector<float> norm;        // [d_model]
+  // [conv_dim + value_dim + 2 v_heads, d_model]: q | k | v (the conv's channels), z, beta, alpha
+  kernels::PackedWeight in_proj;
+  std::vector<float> conv_w;      // [d_conv, conv_dim] (transposed from [conv_dim, d_conv]); no bias
+  std::vector<float> dt_bias, A;  // [v_heads]; A = -exp(A_log)
+  std::vector<float> out_norm;    // [head_dim], shared by the value heads
+  kernels::PackedWeight out_proj; // [d_model, value_dim]
+  int state_index = 0;            // which SsmStateStore layer
+};
+
 struct TransformerWeights {
   core::DType embedding_dtype = core::DType::kF32;
   core::AlignedBuffer embedding;  // [vocab, d_model]; empty when tied (read from lm_head)
   std::vector<AttentionLayerWeights> attention;
   std::vector<MlpLayerWeights> mlp;
   std::vector<Mamba2LayerWeights> mamba;
+  std::vector<DeltaNetLayerWeights> deltanet;
   std::vector<float> final_norm;  // [d_model]
   kernels::PackedWeight lm_head;  // [vocab, d_model]
   size_t nbytes() const;
@@ -129,6 +144,11 @@ class Transformer {
   void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
   void Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
                       SsmStateStore& states, int64_t n);
+  void DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWeights& w, const ForwardBatch& b,
+                        SsmStateStore& states, int64_t n);
+  // The state captures of sequence s of the batch, for recurrent layer `state_index`.
+  void CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
+                   std::vector<kernels::StateCapture>* out) const;
   void AddResidual(int64_t n);  // x += residual_multiplier * xn
   void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,
             int64_t n);  // kernels::Gemm, timed when profiling
@@ -141,7 +161,8 @@ class Transformer {
   kernels::RopeTable rope_;
   // Workspace, grown to the largest batch seen (the warmed-up path does not allocate).
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
-  std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2: in_proj output, conv output, scan output
+  std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2 / DeltaNet: in_proj output, conv output, scan output
+  std::vector<float> gate_;  // attention output gate [n, n_heads head_dim]
   std::vector<float> q_full_, k_full_, v_full_, o_full_;  // compaction: attention in the original layout
   // Trie-space attention: per-sequence compact ranges, and shared rows to copy into a
   // sequence's own (diverging) block: compact row, position, grouped by sequence.

@@ -16,7 +16,14 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
   s.head_dim = c.head_dim;
   s.d_ff = c.ffn_dim;
   s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
-  if (c.n_ssm_layers() > 0) {
+  s.attn_output_gate = c.attn_output_gate;
+  if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
+    s.delta_net = true;
+    s.gdn_k_heads = c.gdn_k_heads;
+    s.gdn_v_heads = c.gdn_v_heads;
+    s.gdn_head_dim = c.gdn_head_dim;
+    s.d_conv = c.ssm_conv;
+  } else if (c.n_ssm_layers() > 0) {
     s.d_state = c.ssm_state;
     s.n_groups = c.ssm_groups;
     s.d_conv = c.ssm_conv;

@@ -13,7 +13,24 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from transformer_ref import Model  # noqa: E402
 from hybrid_ref import HYBRID_TYPES, HybridModel  # noqa: E402
+from qwen35_ref import QWEN35_TYPES, Qwen35Model  # noqa: E402
+from checkpoint_io import read_gguf  # noqa: E402
 import json  # noqa: E402
+
+
+def gguf_arch(path):
+    """general.architecture of a GGUF (read from its header)."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read(1 << 16)
+    off = 24
+    n = struct.unpack_from("<Q", data, off)[0]
+    key = data[off + 8:off + 8 + n].decode()
+    if key != "general.architecture":
+        return read_gguf(path)[0].get("general.architecture")
+    off += 8 + n + 4
+    m = struct.unpack_from("<Q", data, off)[0]
+    return data[off + 8:off + 8 + m].decode()
 
 TOLERANCE = 1e-4
 
@@ -49,8 +66,13 @@ def main():
                 spec, fmt = case.rsplit(":", 1)
                 path = os.path.join(tmp, spec.replace(":", "_") + ("." + fmt if fmt == "gguf" else "_hf"))
                 run([binary, "export", "--model", spec, "--format", fmt, "--out", path])
-                if fmt == "hf" and json.load(open(os.path.join(path, "config.json")))["model_type"] in HYBRID_TYPES:
+                hf_type = json.load(open(os.path.join(path, "config.json")))["model_type"] if fmt == "hf" else None
+                if hf_type in HYBRID_TYPES:
                     model = HybridModel.from_hf(path)
+                elif hf_type in QWEN35_TYPES:
+                    model = Qwen35Model.from_hf(path)
+                elif fmt == "gguf" and gguf_arch(path) == "qwen35":
+                    model = Qwen35Model.from_gguf(path)
                 else:
                     model = Model.from_gguf(path) if fmt == "gguf" else Model.from_hf(path)
             else:
@@ -58,7 +80,12 @@ def main():
                     print("SKIP %s: file not present" % case)
                     continue
                 path, model = case, Model.from_gguf(case)
-            vocab = model.c["vocab_size"] if isinstance(model, HybridModel) else model.w["token_embd.weight"].shape[0]
+            if isinstance(model, HybridModel):
+                vocab = model.c["vocab_size"]
+            elif isinstance(model, Qwen35Model):
+                vocab = model.w[model.p + "embed_tokens.weight"].shape[0]
+            else:
+                vocab = model.w["token_embd.weight"].shape[0]
             # 45 tokens: several 16-token KV blocks, and past the Llama-3 scaling windows.
             ids = [int(i) for i in rng.integers(0, vocab, size=45)]
             ok &= check(binary, path, model, ids, case)
