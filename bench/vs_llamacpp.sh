@@ -3,11 +3,13 @@
 # dependency of radixlm's build or runtime).
 #
 #   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid]
-#                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits]
+#                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
 #
 # 1. Builds llama.cpp from the source bundled in the npm package node-llama-cpp@3.22.1
 #    (llama/gitRelease.bundle, llama.cpp v0.5.0): CPU release build, native ISA; llama-bench,
-#    llama-quantize and bench/llamacpp_logits.cc (logits for given ids).
+#    llama-quantize, llama-tokenize, llama-server, bench/llamacpp_logits.cc (logits for given
+#    ids) and bench/llamacpp_tokenize.cc (llama_tokenize over a JSONL of texts). --build-only
+#    stops here (other benchmarks and tests use these binaries).
 # 2. Makes the models: `radixlm export` writes random-weight BF16 GGUFs (with their tokenizer,
 #    so llama.cpp loads them) of the Qwen3-0.6B shape (dense) and the Granite-4.0-H-layout 0.4B
 #    hybrid; llama-quantize makes Q8_0, Q4_0 and Q4_K_M from them.
@@ -25,7 +27,7 @@
 # build/vs_llamacpp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 THREADS=2 MODELS=dense,hybrid TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1
+ROUNDS=3 THREADS=2 MODELS=dense,hybrid TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1 BUILD_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -34,6 +36,7 @@ while [ $# -gt 0 ]; do
     --types) TYPES=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --no-logits) LOGITS=0; shift ;;
+    --build-only) BUILD_ONLY=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +48,7 @@ PY=/usr/bin/python3
 
 # ---- 1. llama.cpp ----------------------------------------------------------------------------
 LL=$WORK/llama.cpp
-if [ ! -x "$LL/build/bin/llama-bench" ] || [ ! -x "$WORK/llamacpp_logits" ]; then
+if [ ! -x "$LL/build/bin/llama-server" ] || [ ! -x "$WORK/llamacpp_logits" ]; then
   echo "building llama.cpp (node-llama-cpp@3.22.1's bundle) in $LL ..." >&2
   tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz)
@@ -54,13 +57,18 @@ if [ ! -x "$LL/build/bin/llama-bench" ] || [ ! -x "$WORK/llamacpp_logits" ]; the
   cp "$tmp/package/llama/llama.cpp.info.json" "$LL/" 2>/dev/null || true
   rm -rf "$tmp"
   cmake -S "$LL" -B "$LL/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF >/dev/null
-  cmake --build "$LL/build" -j "$(nproc)" --target llama-bench llama-quantize >/dev/null
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF >/dev/null
+  cmake --build "$LL/build" -j "$(nproc)" --target llama-bench llama-quantize llama-tokenize llama-server >/dev/null
   g++ -O2 -std=c++17 bench/llamacpp_logits.cc -I"$LL/include" -I"$LL/ggml/include" -L"$LL/build/bin" \
       -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$WORK/llamacpp_logits"
 fi
+if [ ! -x "$WORK/llamacpp_tokenize" ]; then
+  g++ -O2 -std=c++17 bench/llamacpp_tokenize.cc -I"$LL/include" -I"$LL/ggml/include" -L"$LL/build/bin" \
+      -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$WORK/llamacpp_tokenize"
+fi
 export LD_LIBRARY_PATH="$LL/build/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 LL_VERSION=$(cat "$LL/llama.cpp.info.json" 2>/dev/null | tr -d '\n ' || echo '{}')
+[ "$BUILD_ONLY" = 1 ] && exit 0
 
 # ---- 2. models -------------------------------------------------------------------------------
 declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b)

