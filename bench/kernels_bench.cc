@@ -8,6 +8,7 @@
 
 #include "core/random.h"
 #include "kernels/attention.h"
+#include "kernels/delta_net.h"
 #include "kernels/gemm.h"
 #include "kernels/kernel_cases.h"
 #include "kernels/ssm.h"
@@ -122,7 +123,32 @@ void BM_Mamba2Scan(benchmark::State& state, int64_t tokens, int chunk) {
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One Gated DeltaNet layer's rule over `tokens` tokens, all heads on one thread, at
+// Qwen3.5-0.8B's shape (16 key and 16 value heads x 128): chunk 0 is the exact recurrence,
+// else the chunked WY form; decode is tokens = 1.
+void BM_GatedDeltaRule(benchmark::State& state, int64_t tokens, int chunk) {
+  const DeltaNetDims d{16, 16, 128, 4, true};
+  core::Rng rng(4);
+  std::vector<float> qkv(tokens * d.conv_dim()), ba(tokens * 2 * d.v_heads), bias(d.v_heads), A(d.v_heads);
+  for (float& v : qkv) v = rng.Normal(0, 0.5f);
+  for (float& v : ba) v = rng.Normal(0, 1.0f);
+  for (int h = 0; h < d.v_heads; ++h) A[h] = -std::exp(rng.Normal(0, 0.5f)), bias[h] = 0.1f;
+  std::vector<float> S(d.ssm_state_floats(), 0.0f), y(tokens * d.value_dim());
+  const DeltaNetInputs in{qkv.data(), d.conv_dim(), ba.data(), ba.data() + d.v_heads, 2 * d.v_heads, bias.data(), A.data()};
+  for (auto _ : state) {
+    if (chunk) GatedDeltaRuleChunked(d, tokens, in, S.data(), y.data(), d.value_dim(), chunk, 0, d.v_heads);
+    else GatedDeltaRule(d, tokens, in, S.data(), y.data(), d.value_dim(), {}, 0, d.v_heads);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
+  for (int64_t tokens : {1, 512})
+    for (int chunk : {0, 64})
+      benchmark::RegisterBenchmark(("GatedDeltaRule/" + std::string(chunk ? "chunked64" : "exact") + "/tokens" + std::to_string(tokens)).c_str(),
+                                   BM_GatedDeltaRule, tokens, chunk)
+          ->Unit(benchmark::kMicrosecond);
   for (int64_t tokens : {1, 512})
     for (int chunk : {0, 64})
       benchmark::RegisterBenchmark(("Mamba2Scan/" + std::string(chunk ? "chunked64" : "exact") + "/tokens" + std::to_string(tokens)).c_str(),

@@ -13,8 +13,14 @@
 namespace radixlm::kernels {
 namespace {
 
-// A token's per-head inputs, prepared once: l2-normalised q (scaled) and k, beta, the decay.
+// A token's inputs for one value head, prepared once per call: l2-normalised q (scaled) and k,
+// v, beta and the decay.
+// From this many tokens on, a state block is worked on as a contiguous tile (see GatedDeltaRule).
+constexpr int64_t kTileMinTokens = 2;
+
 struct HeadToken {
+  const float* qn;
+  const float* kn;
   const float* v;
   float beta, decay;
 };
@@ -29,21 +35,22 @@ inline void L2Normalise(const float* x, int n, float eps, float scale, float* ou
   for (int i = 0; i < n; ++i) out[i] = (x[i] * inv) * scale;
 }
 
-struct Scratch {
-  std::vector<float> qn, kn, acc, u;
-};
-
-// Prepares token t of value head j: qn, kn into sc, and returns v, beta and the decay.
-inline HeadToken Prepare(const DeltaNetDims& d, const DeltaNetInputs& in, int64_t t, int j, Scratch& sc) {
+// Every token of value head j: normalised q and k into qn, kn [n_tokens, S].
+void PrepareHead(const DeltaNetDims& d, const DeltaNetInputs& in, int64_t n_tokens, int j, std::vector<float>& qn,
+                 std::vector<float>& kn, std::vector<HeadToken>& tokens) {
   const int S = d.head_dim, kj = d.KeyHead(j);
-  const float* row = in.qkv + t * in.ld;
-  sc.qn.resize(S);
-  sc.kn.resize(S);
-  L2Normalise(row + int64_t{kj} * S, S, in.eps, 1.0f / std::sqrt(static_cast<float>(S)), sc.qn.data());
-  L2Normalise(row + d.key_dim() + int64_t{kj} * S, S, in.eps, 1.0f, sc.kn.data());
-  const float b = in.b[t * in.ld_ba + j], a = in.a[t * in.ld_ba + j];
-  const float g = Softplus(a + in.dt_bias[j]) * in.A[j];
-  return {row + 2 * d.key_dim() + int64_t{j} * S, Sigmoid(b), std::exp(g)};
+  qn.resize(n_tokens * S);
+  kn.resize(n_tokens * S);
+  tokens.resize(n_tokens);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* row = in.qkv + t * in.ld;
+    L2Normalise(row + int64_t{kj} * S, S, in.eps, scale, &qn[t * S]);
+    L2Normalise(row + d.key_dim() + int64_t{kj} * S, S, in.eps, 1.0f, &kn[t * S]);
+    const float b = in.b[t * in.ld_ba + j], a = in.a[t * in.ld_ba + j];
+    const float g = Softplus(a + in.dt_bias[j]) * in.A[j];
+    tokens[t] = {&qn[t * S], &kn[t * S], row + 2 * d.key_dim() + int64_t{j} * S, Sigmoid(b), std::exp(g)};
+  }
 }
 
 // Columns [c0, c1) of one token's update of head state St [S, S] (scalar; the oracle of the
@@ -51,41 +58,41 @@ inline HeadToken Prepare(const DeltaNetDims& d, const DeltaNetInputs& in, int64_
 //   pass 1: St[i][c] *= decay, kS[c] += kn[i] St[i][c]        (i = 0 .. S-1)
 //           u[c] = beta (v[c] - kS[c])
 //   pass 2: St[i][c] += kn[i] u[c],  o[c] += qn[i] St[i][c]
-inline void ColumnsScalar(int S, const HeadToken& h, const Scratch& sc, int c0, int c1, float* St, float* o) {
+// Each column is one chain of roundings, whatever columns are computed with it.
+inline void ColumnsScalar(int S, int64_t ld, const HeadToken& h, int c0, int c1, float* St, float* o) {
   for (int c = c0; c < c1; ++c) {
     float ks = 0.0f;
     for (int i = 0; i < S; ++i) {
-      float& s = St[int64_t{i} * S + c];
+      float& s = St[int64_t{i} * ld + c];
       s = s * h.decay;
-      ks = std::fma(sc.kn[i], s, ks);
+      ks = std::fma(h.kn[i], s, ks);
     }
     const float u = h.beta * (h.v[c] - ks);
     float acc = 0.0f;
     for (int i = 0; i < S; ++i) {
-      float& s = St[int64_t{i} * S + c];
-      s = std::fma(sc.kn[i], u, s);
-      acc = std::fma(sc.qn[i], s, acc);
+      float& s = St[int64_t{i} * ld + c];
+      s = std::fma(h.kn[i], u, s);
+      acc = std::fma(h.qn[i], s, acc);
     }
     o[c] = acc;
   }
 }
 
-// K vectors of 8 columns: the same chains, 32 columns at a time (a 16 KB slice of the state,
-// both passes in L1).
+// K vectors of 8 columns: the same chains, 8K columns at a time. Pass 1 does not store the
+// decayed state; pass 2 recomputes it (the same product) before adding k u^T: half the stores.
 template <int K>
-__attribute__((target("avx2,fma"), always_inline)) inline void ColumnsAvx2(int S, const HeadToken& h, const Scratch& sc,
-                                                                          int c0, float* St, float* o) {
+__attribute__((target("avx2,fma"), always_inline)) inline void ColumnsAvx2(int S, int64_t ld, const HeadToken& h, int c0, float* St,
+                                                                          float* o) {
   const __m256 decay = _mm256_set1_ps(h.decay), beta = _mm256_set1_ps(h.beta);
   __m256 ks[K];
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) ks[k] = _mm256_setzero_ps();
   for (int i = 0; i < S; ++i) {
-    float* row = St + int64_t{i} * S + c0;
-    const __m256 kn = _mm256_set1_ps(sc.kn[i]);
+    float* row = St + int64_t{i} * ld + c0;
+    const __m256 kn = _mm256_set1_ps(h.kn[i]);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + 8 * k), decay);
-      _mm256_storeu_ps(row + 8 * k, s);
       ks[k] = _mm256_fmadd_ps(kn, s, ks[k]);
     }
   }
@@ -96,11 +103,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ColumnsAvx2(int S
     acc[k] = _mm256_setzero_ps();
   }
   for (int i = 0; i < S; ++i) {
-    float* row = St + int64_t{i} * S + c0;
-    const __m256 kn = _mm256_set1_ps(sc.kn[i]), qn = _mm256_set1_ps(sc.qn[i]);
+    float* row = St + int64_t{i} * ld + c0;
+    const __m256 kn = _mm256_set1_ps(h.kn[i]), qn = _mm256_set1_ps(h.qn[i]);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
-      const __m256 s = _mm256_fmadd_ps(kn, u[k], _mm256_loadu_ps(row + 8 * k));
+      const __m256 s = _mm256_fmadd_ps(kn, u[k], _mm256_mul_ps(_mm256_loadu_ps(row + 8 * k), decay));
       _mm256_storeu_ps(row + 8 * k, s);
       acc[k] = _mm256_fmadd_ps(qn, s, acc[k]);
     }
@@ -110,19 +117,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline void ColumnsAvx2(int S
 }
 
 template <int K>
-__attribute__((target("avx512f,fma"), always_inline)) inline void ColumnsAvx512(int S, const HeadToken& h, const Scratch& sc,
-                                                                              int c0, float* St, float* o) {
+__attribute__((target("avx512f,fma"), always_inline)) inline void ColumnsAvx512(int S, int64_t ld, const HeadToken& h, int c0,
+                                                                              float* St, float* o) {
   const __m512 decay = _mm512_set1_ps(h.decay), beta = _mm512_set1_ps(h.beta);
   __m512 ks[K];
 #pragma GCC unroll 4
   for (int k = 0; k < K; ++k) ks[k] = _mm512_setzero_ps();
   for (int i = 0; i < S; ++i) {
-    float* row = St + int64_t{i} * S + c0;
-    const __m512 kn = _mm512_set1_ps(sc.kn[i]);
+    float* row = St + int64_t{i} * ld + c0;
+    const __m512 kn = _mm512_set1_ps(h.kn[i]);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       const __m512 s = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * k), decay);
-      _mm512_storeu_ps(row + 16 * k, s);
       ks[k] = _mm512_fmadd_ps(kn, s, ks[k]);
     }
   }
@@ -133,11 +139,11 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void ColumnsAvx512(
     acc[k] = _mm512_setzero_ps();
   }
   for (int i = 0; i < S; ++i) {
-    float* row = St + int64_t{i} * S + c0;
-    const __m512 kn = _mm512_set1_ps(sc.kn[i]), qn = _mm512_set1_ps(sc.qn[i]);
+    float* row = St + int64_t{i} * ld + c0;
+    const __m512 kn = _mm512_set1_ps(h.kn[i]), qn = _mm512_set1_ps(h.qn[i]);
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
-      const __m512 s = _mm512_fmadd_ps(kn, u[k], _mm512_loadu_ps(row + 16 * k));
+      const __m512 s = _mm512_fmadd_ps(kn, u[k], _mm512_mul_ps(_mm512_loadu_ps(row + 16 * k), decay));
       _mm512_storeu_ps(row + 16 * k, s);
       acc[k] = _mm512_fmadd_ps(qn, s, acc[k]);
     }
@@ -146,46 +152,82 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void ColumnsAvx512(
   for (int k = 0; k < K; ++k) _mm512_storeu_ps(o + c0 + 16 * k, acc[k]);
 }
 
-__attribute__((target("avx2,fma"))) void TokenAvx2(int S, const HeadToken& h, const Scratch& sc, float* St, float* o) {
-  int c = 0;
-  for (; c + 32 <= S; c += 32) ColumnsAvx2<4>(S, h, sc, c, St, o);
-  for (; c + 8 <= S; c += 8) ColumnsAvx2<1>(S, h, sc, c, St, o);
-  ColumnsScalar(S, h, sc, c, S, St, o);
+// Columns [c0, c1) (at most one block: 32 on AVX2, 64 on AVX-512) of one token, on a state
+// whose rows are ld floats apart.
+__attribute__((target("avx2,fma"))) void BlockAvx2(int S, int64_t ld, const HeadToken& h, int c0, int c1, float* St,
+                                                   float* o) {
+  int c = c0;
+  if (c1 - c == 32) {
+    ColumnsAvx2<4>(S, ld, h, c, St, o);
+    return;
+  }
+  for (; c + 8 <= c1; c += 8) ColumnsAvx2<1>(S, ld, h, c, St, o);
+  ColumnsScalar(S, ld, h, c, c1, St, o);
 }
 
-__attribute__((target("avx512f,fma"))) void TokenAvx512(int S, const HeadToken& h, const Scratch& sc, float* St, float* o) {
-  int c = 0;
-  for (; c + 64 <= S; c += 64) ColumnsAvx512<4>(S, h, sc, c, St, o);
-  for (; c + 16 <= S; c += 16) ColumnsAvx512<1>(S, h, sc, c, St, o);
-  ColumnsScalar(S, h, sc, c, S, St, o);
+__attribute__((target("avx512f,fma"))) void BlockAvx512(int S, int64_t ld, const HeadToken& h, int c0, int c1,
+                                                        float* St, float* o) {
+  int c = c0;
+  if (c1 - c == 64) {
+    ColumnsAvx512<4>(S, ld, h, c, St, o);
+    return;
+  }
+  for (; c + 16 <= c1; c += 16) ColumnsAvx512<1>(S, ld, h, c, St, o);
+  ColumnsScalar(S, ld, h, c, c1, St, o);
 }
 
-void CaptureHeads(const DeltaNetDims& d, const float* state, float* dst, int h0, int h1) {
-  const int64_t per_head = int64_t{d.head_dim} * d.head_dim;
-  std::memcpy(dst + h0 * per_head, state + h0 * per_head, (h1 - h0) * per_head * sizeof(float));
+void Block(core::Isa isa, int S, int64_t ld, const HeadToken& h, int c0, int c1, float* St, float* o) {
+  if (isa >= core::Isa::kAvx512) BlockAvx512(S, ld, h, c0, c1, St, o);
+  else if (isa >= core::Isa::kAvx2) BlockAvx2(S, ld, h, c0, c1, St, o);
+  else ColumnsScalar(S, ld, h, c0, c1, St, o);
+}
+
+// Rows [0, S) x columns [c0, c0 + w) between a [S, ld_a] and a [S, ld_b] matrix.
+void CopyColumns(int S, int w, const float* a, int64_t ld_a, float* b, int64_t ld_b) {
+  for (int i = 0; i < S; ++i) std::memcpy(b + int64_t{i} * ld_b, a + int64_t{i} * ld_a, w * sizeof(float));
 }
 
 }  // namespace
 
+// Head by head, and within a head column block by column block (32 columns on AVX2, 64 on
+// AVX-512), token by token. Over several tokens a block is copied out to a contiguous [S, w]
+// tile first (16 KB at S = 128 on AVX2): in place its rows are 4S bytes apart and alias a few
+// L1 sets, so it would not stay in L1 from one token to the next. Columns are independent
+// chains: neither the order nor the copy changes a bit.
 void GatedDeltaRule(const DeltaNetDims& d, int64_t n_tokens, const DeltaNetInputs& in, float* state, float* out,
                     int64_t ld_out, std::span<const StateCapture> captures, int head_begin, int head_end) {
   if (n_tokens <= 0 || head_begin >= head_end) return;
   RADIXLM_CHECK(d.k_heads > 0 && d.v_heads % d.k_heads == 0);
   const int S = d.head_dim;
   const core::Isa isa = core::ActiveIsa();
-  thread_local Scratch sc;
+  const int width = isa >= core::Isa::kAvx512 ? 64 : isa >= core::Isa::kAvx2 ? 32 : S;
+  const bool tiled = n_tokens >= kTileMinTokens;
+  thread_local std::vector<float> qn, kn, tile;
+  thread_local std::vector<HeadToken> tokens;
   const int64_t per_head = int64_t{S} * S;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int j = head_begin; j < head_end; ++j) {
-      const HeadToken h = Prepare(d, in, t, j, sc);
-      float* St = state + j * per_head;
-      float* o = out + t * ld_out + int64_t{j} * S;
-      if (isa >= core::Isa::kAvx512) TokenAvx512(S, h, sc, St, o);
-      else if (isa >= core::Isa::kAvx2) TokenAvx2(S, h, sc, St, o);
-      else ColumnsScalar(S, h, sc, 0, S, St, o);
+  for (int j = head_begin; j < head_end; ++j) {
+    PrepareHead(d, in, n_tokens, j, qn, kn, tokens);
+    float* St = state + j * per_head;
+    for (int c0 = 0; c0 < S; c0 += width) {
+      const int w = std::min(S - c0, width);
+      // Where the block lives while the tokens run: the tile, or the state itself.
+      float* blk = St + c0;
+      int64_t ld = S;
+      if (tiled) {
+        tile.resize(int64_t{S} * w);
+        CopyColumns(S, w, St + c0, S, tile.data(), w);
+        blk = tile.data();
+        ld = w;
+      }
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        HeadToken h = tokens[t];
+        h.v += c0;
+        Block(isa, S, ld, h, 0, w, blk, out + t * ld_out + int64_t{j} * S + c0);
+        for (const StateCapture& c : captures)
+          if (c.after_tokens == t + 1 && c.ssm) CopyColumns(S, w, blk, ld, c.ssm + j * per_head + c0, S);
+      }
+      if (tiled) CopyColumns(S, w, blk, ld, St + c0, S);
     }
-    for (const StateCapture& c : captures)
-      if (c.after_tokens == t + 1 && c.ssm) CaptureHeads(d, state, c.ssm, head_begin, head_end);
   }
 }
 
