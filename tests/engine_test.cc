@@ -334,7 +334,7 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
 }
 
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny"}) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeWorkload(5, model->config().vocab_size);
     engine::EngineConfig one{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
@@ -362,7 +362,7 @@ TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
 // exact recurrence, so a restore gives the bits of a computation from scratch: tokens and the
 // sampled tokens' log-probabilities are compared bitwise.
 TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny"}) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     for (uint64_t seed : {5, 6}) {
       Workload w = MakeWorkload(seed, model->config().vocab_size);
@@ -399,7 +399,7 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
 // this holds because the scan is the exact recurrence (kernels::Mamba2ScanRecurrent): a
 // prompt split anywhere, a restored checkpoint and a recomputed preemption give the same bits.
 TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:granite-h-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     const int64_t V = model->config().vocab_size;
@@ -472,8 +472,8 @@ TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
 // Retries and regenerations: a hybrid prompt sent again verbatim. Without prompt-end states it
 // reuses only what an earlier branch point left; with them it reuses all but its last token,
 // and no answer changes.
-TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnAnswer) {
-  auto model = models::LoadModel("random:nemotron-h-tiny").value();
+void PromptEndCheckpointsCase(models::Transformer& model_ref) {
+  models::Transformer* model = &model_ref;
   core::Rng rng(21);
   Workload w;
   for (int p = 0; p < 6; ++p) {
@@ -512,10 +512,17 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
   EXPECT_LT(with.metrics.computed_tokens, without.metrics.computed_tokens);
 }
 
+TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnAnswer) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+    SCOPED_TRACE(spec);
+    PromptEndCheckpointsCase(*models::LoadModel(spec).value());
+  }
+}
+
 // cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
 // models; within a tenant everything is shared as before; no answer changes.
 TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(3);
@@ -718,7 +725,7 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // preemption (a small pool) mid-group. Random sharing depth: a system prompt, then one of two
 // few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(5);
@@ -772,7 +779,7 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
 // mid-block); with a pool that holds only a few groups it still completes, equal, without
 // computing more than the all-at-once baseline.
 TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPrefixOnce) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(11);

@@ -141,19 +141,21 @@ TEST(SimulatedVsServed, AttentionModelSameHitsWithEvictionAndPreemption) {
 }
 
 TEST(SimulatedVsServed, HybridModelSameHitsUnderEachCheckpointPolicy) {
-  auto model = models::LoadModel("random:nemotron-h-tiny").value();
-  for (const std::string policy : {"sglang+", "marconi-static"}) {
-    for (int slots : {3, 12}) {
-      engine::EngineConfig cfg{.num_blocks = 300, .block_tokens = 4, .checkpoint_slots = slots};
-      cfg.prompt_end_checkpoints = policy == "marconi-static";
-      cfg.scheduler.max_running = 3;
-      cfg.scheduler.step_token_budget = 64;
-      const RunRecord served = Serve(*model, cfg, policy, 11);
-      const RunRecord simulated = Simulate(model->config(), cfg, policy, served.trace);
-      SCOPED_TRACE(policy + ", " + std::to_string(slots) + " slots");
-      ExpectSameHits(served, simulated);
-      if (slots == 12) {
-        EXPECT_GT(served.metrics.cached_prompt_tokens, 0);
+  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny"}) {  // Mamba2; Gated DeltaNet
+    auto model = models::LoadModel(spec).value();
+    for (const std::string policy : {"sglang+", "marconi-static"}) {
+      for (int slots : {3, 12}) {
+        engine::EngineConfig cfg{.num_blocks = 300, .block_tokens = 4, .checkpoint_slots = slots};
+        cfg.prompt_end_checkpoints = policy == "marconi-static";
+        cfg.scheduler.max_running = 3;
+        cfg.scheduler.step_token_budget = 64;
+        const RunRecord served = Serve(*model, cfg, policy, 11);
+        const RunRecord simulated = Simulate(model->config(), cfg, policy, served.trace);
+        SCOPED_TRACE(std::string(spec) + " " + policy + ", " + std::to_string(slots) + " slots");
+        ExpectSameHits(served, simulated);
+        if (slots == 12) {
+          EXPECT_GT(served.metrics.cached_prompt_tokens, 0);
+        }
       }
     }
   }

@@ -79,7 +79,7 @@ double MaxRel(const float* a, const float* b, size_t n) {
   return num / den;
 }
 
-const char* kPresets[] = {"random:mamba2-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny"};
+const char* kPresets[] = {"random:mamba2-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"};
 
 TEST(HybridModel, DecodeAfterPrefillEqualsPrefillOfTheLongerSequence) {
   for (const char* spec : kPresets) {
@@ -148,7 +148,7 @@ TEST(HybridModel, CheckpointEqualsTheStateOfAPrefillThatStopsThere) {
 TEST(HybridModel, GgufAndHfExportsLoadBackToTheSameModel) {
   const std::string dir = (std::filesystem::temp_directory_path() / "radixlm_hybrid_export").string();
   std::filesystem::create_directories(dir);
-  for (const char* name : {"nemotron-h-tiny", "granite-h-tiny"}) {
+  for (const char* name : {"nemotron-h-tiny", "granite-h-tiny", "qwen35-tiny"}) {
     const std::string spec = std::string("random:") + name;
     const std::string gguf = dir + "/" + name + ".gguf", hf = dir + "/" + name + "_hf";
     ASSERT_TRUE(ExportModel(spec, ExportFormat::kGguf, gguf).ok()) << name;
