@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -59,11 +60,20 @@ struct KvSetup {
 };
 
 // The recurrent layers' shape and the state one sequence holds (what a checkpoint costs).
-json RecurrentJson(const models::ModelConfig& c) {
+// KV bytes one token takes in every attention layer.
+int64_t KvBytesPerToken(const models::ModelConfig& c, const std::string& kv_dtype) {
+  const size_t element = kv_dtype == "f32" ? 4 : 2;
+  return int64_t{c.n_attention_layers()} * 2 * c.n_kv_heads * c.head_dim * static_cast<int64_t>(element);
+}
+
+json RecurrentJson(const models::ModelConfig& c, const std::string& kv_dtype) {
   if (c.n_ssm_layers() == 0) return nullptr;
+  const int64_t state = static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(c)), kv = KvBytesPerToken(c, kv_dtype);
   json j = {{"layers", c.n_ssm_layers()}, {"d_conv", c.ssm_conv}, {"chunk", c.ssm_chunk},
             {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
-            {"state_bytes_per_sequence", models::SsmStateStore::BytesPerSlot(c)}};
+            {"state_bytes_per_sequence", state},
+            // A checkpoint weighs as much as this many tokens of KV: what the cache trades.
+            {"state_as_kv_tokens", kv > 0 ? (state + kv - 1) / kv : 0}};
   if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
     j.update({{"kind", "gated_deltanet"}, {"key_heads", c.gdn_k_heads}, {"value_heads", c.gdn_v_heads},
               {"head_dim", c.gdn_head_dim}, {"value_head_layout", c.gdn_tiled ? "tiled" : "grouped"}});
@@ -89,10 +99,25 @@ json InfoJson(const models::Transformer& m, const ModelOptions& o) {
           {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
           {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
           {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
-          {"ssm", RecurrentJson(c)}};
+          {"rope_sections", c.rope_sections}, {"ssm", RecurrentJson(c, o.kv_dtype)}};
 }
 
 }  // namespace
+
+// info's line on the recurrent layers, from RecurrentJson.
+void PrintRecurrentLine(const json& r, const models::ModelConfig& c) {
+  char kind[160];
+  if (r["kind"] == "gated_deltanet")
+    std::snprintf(kind, sizeof kind, "Gated DeltaNet layers: %d key / %d value heads x %d (%s)", c.gdn_k_heads,
+                  c.gdn_v_heads, c.gdn_head_dim, c.gdn_tiled ? "tiled" : "grouped");
+  else
+    std::snprintf(kind, sizeof kind, "Mamba2 layers: %d heads x %d, d_state %d, %d groups", c.ssm_heads, c.ssm_head_dim,
+                  c.ssm_state, c.ssm_groups);
+  std::printf("  %d %s, d_conv %d; %d %sattention layers%s; state %.2f MiB per sequence (= %lld tokens of KV)\n",
+              c.n_ssm_layers(), kind, c.ssm_conv, c.n_attention_layers(), c.attn_output_gate ? "gated " : "",
+              c.use_rope ? "" : " (no positional embedding)", r["state_bytes_per_sequence"].get<int64_t>() / 1048576.0,
+              static_cast<long long>(r["state_as_kv_tokens"].get<int64_t>()));
+}
 
 void RegisterInfo(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "describe a model: architecture, sizes, dtype, layer kinds");
@@ -114,17 +139,16 @@ void RegisterInfo(CLI::App& app) {
     std::printf("  matmul: %s; KV cache %s\n", j["matmul"].get<std::string>().c_str(), o->kv_dtype.c_str());
     const auto& c = (*m)->config();
     char rope[96] = "no RoPE";
-    if (c.use_rope) std::snprintf(rope, sizeof rope, "RoPE theta %g (%s)", c.rope_theta, j["rope_layout"].get<std::string>().c_str());
+    if (c.use_rope)
+      std::snprintf(rope, sizeof rope, "RoPE theta %g (%s%s)", c.rope_theta, j["rope_layout"].get<std::string>().c_str(),
+                    c.rope_sections.empty() ? "" : ", interleaved sections");
+    if (c.use_rope && c.rope_dim > 0 && c.rope_dim < c.head_dim)
+      std::snprintf(rope + std::strlen(rope), sizeof rope - std::strlen(rope), " on %d of %d dims", c.rope_dim, c.head_dim);
     std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, MLP %d, %s%s%s%s\n",
                 static_cast<long long>(c.vocab_size), c.d_model, c.n_blocks, c.n_heads, c.n_kv_heads, c.head_dim,
                 c.ffn_dim, rope, c.qk_norm ? ", q/k norm" : "", c.qkv_bias ? ", qkv bias" : "",
                 c.tied_embeddings ? ", tied embeddings" : "");
-    if (c.n_ssm_layers() > 0)
-      std::printf("  %d Mamba2 layers: %d heads x %d, d_state %d, %d groups, d_conv %d; %d attention layers%s; "
-                  "state %.2f MiB per sequence\n",
-                  c.n_ssm_layers(), c.ssm_heads, c.ssm_head_dim, c.ssm_state, c.ssm_groups, c.ssm_conv,
-                  c.n_attention_layers(), c.use_rope ? "" : " (no positional embedding)",
-                  models::SsmStateStore::BytesPerSlot(c) / 1048576.0);
+    if (c.n_ssm_layers() > 0) PrintRecurrentLine(j["ssm"], c);
   });
 }
 

@@ -25,8 +25,8 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model) {
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
   cmd->add_option("--threads,-t", o->threads, "compute threads (0 = one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--ssm-chunk", o->ssm_chunk,
-                  "Mamba2 hybrids: 0 = the exact recurrence (answers never depend on how prompts are split into steps), "
-                  "N = the chunked (SSD) scan with chunks of N tokens")
+                  "hybrids (Mamba2, Gated DeltaNet): 0 = the exact recurrence (answers never depend on how prompts "
+                  "are split into steps), N = the chunked form (Mamba2's SSD scan, DeltaNet's WY form) over N tokens")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
 }

@@ -33,7 +33,7 @@ struct EngineOptions {
   bool no_prefix_cache = false;
   int step_tokens = 256;
   int max_running = 16;
-  // Models with Mamba2 layers: the hybrid cache policy and its checkpoint slots.
+  // Models with recurrent layers (Mamba2, Gated DeltaNet): the hybrid cache policy and its checkpoint slots.
   std::string hybrid_policy = "marconi";
   int checkpoint_slots = 32;
   bool prompt_end_checkpoints = false;  // keep each prompt's end state (exact repeats hit)

@@ -8,12 +8,12 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
   cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
-  cmd->add_option("--hybrid-policy", o->hybrid_policy, "Mamba2 hybrids: prefix cache policy sglang+|marconi|marconi-static")
+  cmd->add_option("--hybrid-policy", o->hybrid_policy, "hybrids (Mamba2, Gated DeltaNet): prefix cache policy sglang+|marconi|marconi-static")
       ->capture_default_str();
-  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "Mamba2 hybrids: cached SSM checkpoints (0 = no prefix reuse)")
+  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "hybrids: cached recurrent-state checkpoints (0 = no prefix reuse)")
       ->capture_default_str();
   cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,
-                "Mamba2 hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) hits");
+                "hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) hits");
   cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
                   "keep a prompt's end state only this many tokens past the state the request starts from or captures")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))

@@ -17,7 +17,7 @@ namespace radixlm::cli {
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
 
 // The serving engine on a model and everything it runs on: the KV pool the options size, the
-// state slots and hybrid prefix cache of a model with Mamba2 layers, the executor with its
+// state slots and hybrid prefix cache of a model with recurrent layers, the executor with its
 // prefill compaction and cascade settings. Borrows the model and the pool; not movable (the
 // engine holds references to its members).
 class ServingEngine {
