@@ -2,7 +2,7 @@
 # radixlm and llama.cpp side by side on the same GGUF files (benchmark only: llama.cpp is never a
 # dependency of radixlm's build or runtime).
 #
-#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid]
+#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35]
 #                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
 #
 # 1. Builds llama.cpp from the source bundled in the npm package node-llama-cpp@3.22.1
@@ -11,8 +11,9 @@
 #    ids) and bench/llamacpp_tokenize.cc (llama_tokenize over a JSONL of texts). --build-only
 #    stops here (other benchmarks and tests use these binaries).
 # 2. Makes the models: `radixlm export` writes random-weight BF16 GGUFs (with their tokenizer,
-#    so llama.cpp loads them) of the Qwen3-0.6B shape (dense) and the Granite-4.0-H-layout 0.4B
-#    hybrid; llama-quantize makes Q8_0, Q4_0 and Q4_K_M from them.
+#    so llama.cpp loads them) of the Qwen3-0.6B shape (dense), the Granite-4.0-H-layout 0.4B
+#    hybrid and Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention); llama-quantize
+#    makes Q8_0, Q4_0 and Q4_K_M from them.
 # 3. For each round, file and engine, alternating which engine runs first: llama-bench
 #    -p 512 -n 64 -d 0,512 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
 #    radixlm's decode runs after its 512-token prompt, so it is compared with llama.cpp's tg64 at
@@ -27,7 +28,7 @@
 # build/vs_llamacpp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 THREADS=2 MODELS=dense,hybrid TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1 BUILD_ONLY=0
+ROUNDS=3 THREADS=2 MODELS=dense,hybrid,qwen35 TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1 BUILD_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -71,8 +72,9 @@ LL_VERSION=$(cat "$LL/llama.cpp.info.json" 2>/dev/null | tr -d '\n ' || echo '{}
 [ "$BUILD_ONLY" = 1 ] && exit 0
 
 # ---- 2. models -------------------------------------------------------------------------------
-declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b)
-declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2")  # the hybrid's vocabulary fits no bundled one
+declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b [qwen35]=random:qwen35-0.8b)
+# The hybrid's vocabulary fits no bundled tokenizer but GPT-2's; Qwen3.5-0.8B's shape with Qwen3's.
+declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2" [qwen35]="--tokenizer qwen3")
 declare -A QTYPE=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k_m]=Q4_K_M)
 for m in ${MODELS//,/ }; do
   base=$WORK/$m-bf16.gguf
