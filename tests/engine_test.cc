@@ -519,6 +519,49 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
   }
 }
 
+// A burst of requests with one long system prompt, all submitted at once, where a step's rows
+// are not shared (hybrids; attention with intra-step dedup off): the first computes the prompt,
+// the others wait for it to share the prefix ahead of its prompt's end (the KV, and on a hybrid
+// the state captured there) and compute only their own suffixes. Answers and log-probabilities
+// are bitwise those of the cache off.
+TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+    SCOPED_TRACE(spec);
+    auto model = models::LoadModel(spec).value();
+    core::Rng rng(31);
+    const int64_t V = model->config().vocab_size;
+    std::vector<int32_t> system(160);
+    for (auto& x : system) x = static_cast<int32_t>(rng.Below(V));
+    Workload w;
+    for (int i = 0; i < 6; ++i) {
+      engine::RequestParams p;
+      p.prompt = system;
+      for (int k = 0; k < 8; ++k) p.prompt.push_back(static_cast<int32_t>(rng.Below(V)));
+      p.max_tokens = 4;
+      p.cumulative_logprob = true;
+      w.requests.push_back(p);
+      w.submit_step.push_back(0);
+    }
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    off.scheduler.max_running = 6;
+    off.scheduler.step_token_budget = 32;
+    const Outcome plain = RunWorkload(*model, w, off);
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    on.checkpoint_slots = 16;
+    const bool hybrid = model->config().n_ssm_layers() > 0;
+    const Outcome shared = RunWorkload(*model, w, on, hybrid ? "marconi" : "");
+    int followers = 0;
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      EXPECT_EQ(shared.outputs.at(i), plain.outputs.at(i)) << "request " << i;
+      EXPECT_EQ(shared.usage.at(i).cumulative_logprob, plain.usage.at(i).cumulative_logprob) << "request " << i;
+      followers += shared.usage.at(i).cached_tokens == 160;
+    }
+    EXPECT_EQ(followers, 5);
+    EXPECT_EQ(plain.metrics.computed_tokens - shared.metrics.computed_tokens, 5 * 160);
+  }
+}
+
 // cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
 // models; within a tenant everything is shared as before; no answer changes.
 TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {

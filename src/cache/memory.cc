@@ -219,6 +219,45 @@ void Memory::Publish(const std::vector<int32_t>& tokens, int64_t n, const Memory
   if (tree_) tree_->Insert(tokens, n, seq.block_table, seq.ns);
 }
 
+bool Memory::ShareAhead(MemorySeq* seq, int64_t computed, int64_t at) {
+  if (!tree_ || computed >= at || at <= 0) return false;
+  if (seq->share_at == at) return true;
+  if (seq->share_at >= 0) return false;
+  if (checkpoints_) {
+    // The capture slot holds at most one state: a branch point not yet admitted keeps it.
+    if (seq->capture_slot < 0 || (seq->branch_at >= 0 && seq->branch_at != at)) return false;
+    seq->branch_at = at;
+    seq->branch_captured = false;
+  }
+  seq->share_at = at;
+  return true;
+}
+
+std::vector<StateCopy> Memory::PublishAhead(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq) {
+  std::vector<StateCopy> copies;
+  if (seq->share_at < 0 || computed < seq->share_at) return copies;
+  const int64_t at = seq->share_at;
+  seq->share_at = -1;
+  tree_->Insert(tokens, at, seq->block_table, seq->ns);
+  if (!checkpoints_ || !seq->branch_captured || seq->branch_at != at) return copies;
+  // The captured state, as the leaf of the path tokens[0, at): the same admission as a finished
+  // sequence's, so the policy prices and evicts it like any other checkpoint.
+  RADIXLM_CHECK_MSG(!checkpoint_free_.empty(), "hybrid cache capacity exceeds its checkpoint slots");
+  const int32_t slot = checkpoint_free_.back();
+  checkpoint_free_.pop_back();
+  copies.push_back({seq->capture_slot, slot});
+  HybridAdmitOptions o;
+  const CheckpointKey key(tokens, at, seq->ns);
+  o.branch_state_at = std::numeric_limits<int64_t>::max();
+  o.leaf_payload = slot;
+  const HybridAdmitResult res = checkpoints_->AdmitStates(key.span, o);
+  if (!res.leaf_used) checkpoint_free_.push_back(slot);
+  for (int32_t p : res.freed_payloads) checkpoint_free_.push_back(p);
+  seq->branch_at = -1;
+  seq->branch_captured = false;
+  return copies;
+}
+
 std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq) {
   std::vector<StateCopy> copies;
   if (!checkpoints_ || computed <= 0 || seq->state_slot < 0) return copies;
@@ -285,6 +324,7 @@ std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64
     seq->branch_at = -1;
     seq->branch_captured = false;
   }
+  seq->share_at = -1;
   if (tree_ && mode != ReleaseMode::kCancel && computed > 0) tree_->Insert(tokens, computed, seq->block_table, seq->ns);
   if (tree_ && seq->has_lock) tree_->Unlock(seq->locked);
   seq->has_lock = false;

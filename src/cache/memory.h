@@ -30,6 +30,10 @@
 //                               executor; or refuse and change nothing
 //   Grow(seq, upto)             blocks for positions [0, upto), evicting cached prefixes
 //   StateFor(seq, from, n)      the state slots a step over tokens [from, from + n) uses
+//   ShareAhead(seq, computed, at)  promise tokens [0, at) to others before the prompt's end:
+//                               a hybrid's prefill captures the state there (branch slot)
+//   PublishAhead(tokens, c, seq)   after a step: once [0, at) is computed, share its KV and
+//                               admit its state into the hybrid cache
 //   Publish(tokens, n, seq)     the prompt [0, n) is computed: share its KV (insert in the tree)
 //   Release(tokens, n, how)     put the computed KV [0, n) in the tree (finish, preempt), admit
 //                               the states into the hybrid cache (finish), unlock, hand blocks
@@ -89,6 +93,7 @@ struct MemorySeq {
   int64_t prompt_end_at = -1;        // the prompt-end state to capture (-1: none)
   bool prompt_end_captured = false;
   int32_t prompt_end_slot = -1;
+  int64_t share_at = -1;             // ShareAhead's point, until published (-1: none)
   bool holds_memory() const { return !block_table.empty() || state_slot >= 0; }
 };
 
@@ -159,6 +164,15 @@ class Memory {
   StepState StateFor(MemorySeq* seq, int64_t from, int64_t n);
   // The prompt tokens[0, n) is computed: concurrent requests may now share it.
   void Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq);
+  // A running sequence that has computed `computed` < at tokens shares tokens [0, at) as soon as
+  // it has computed them, for requests waiting on them: on a hybrid model its prefill captures
+  // the state after token `at` in its branch-capture slot. false (nothing changed): no prefix
+  // cache, kByteBudget mode (nothing is stored), or its capture slot is promised elsewhere.
+  bool ShareAhead(MemorySeq* seq, int64_t computed, int64_t at);
+  // After a step: if seq has computed its ShareAhead point, inserts that prefix's KV in the tree
+  // and admits the captured state into the hybrid cache as a checkpoint there (the branch slot
+  // is then free again). Returns the state copies to make before the slots are used again.
+  std::vector<StateCopy> PublishAhead(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
   // Releases a sequence that computed tokens[0, computed) (see ReleaseMode). The returned state
   // copies must be made before the slots are used again.
   std::vector<StateCopy> Release(const std::vector<int32_t>& tokens, int64_t computed, ReleaseMode mode, MemorySeq* seq);

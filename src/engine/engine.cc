@@ -230,6 +230,10 @@ bool Engine::Step() {
       *computed = r.computed;
       return true;
     }
+    bool ShareAhead(int64_t id, int64_t at) override {
+      Req& r = *reqs.at(id);
+      return e.memory_.ShareAhead(&r.mem, r.computed, at);
+    }
   } room(*this, by_id, copies);
   const scheduler::PlannerConfig planner{.scheduler = config_.scheduler,
                                          .alignment = executor_.prefill_alignment(),
@@ -308,6 +312,7 @@ bool Engine::Step() {
   for (size_t k = 0; k < planned.size(); ++k) {
     Req& r = *planned[k].r;
     r.computed += planned[k].n;
+    for (const cache::StateCopy& c : memory_.PublishAhead(r.tokens, r.computed, &r.mem)) executor_.CopyState(c.src, c.dst);
     if (!r.prompt_inserted && r.computed >= r.prompt_len) {
       memory_.Publish(r.tokens, r.prompt_len, r.mem);  // share the prompt with concurrent requests
       r.prompt_inserted = true;

@@ -15,6 +15,11 @@ struct SchedulerConfig {
   int max_running = 16;           // sequences in one batch
   int step_token_budget = 256;    // tokens computed per step (decodes + prefill chunks)
   int64_t starvation_steps = 32;  // after this long in the queue a request is served FCFS
+  // A waiting request whose prompt shares at least this many tokens, past its cached prefix,
+  // with a running prefill that has not computed them yet waits for that prefill to share them
+  // (Room::ShareAhead) instead of computing them again (0: never). Applies where the executor
+  // does not share a step's rows (hybrids; intra-step dedup off).
+  int64_t await_shared_prefill = 64;
 };
 
 struct WaitingRequest {

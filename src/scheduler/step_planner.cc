@@ -20,6 +20,11 @@ int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int64
   return best;
 }
 
+namespace {
+// Bounds the planner's prefix comparisons per step on a long queue.
+constexpr int kMaxAwaitedPerStep = 64;
+}  // namespace
+
 StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_in, std::span<const SeqView> waiting_in,
                   Room& room) {
   StepPlan plan;
@@ -76,8 +81,26 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
   }
 
   // 2. Admit waiting requests, cache-aware, while budget (or rows shared with the plan) and
-  // batch slots remain; stop at the first that does not fit (no overtaking).
+  // batch slots remain; stop at the first that does not fit (no overtaking). A request that a
+  // running prefill will share ahead waits for it (passed over, not a stop).
   const int max_running = config.scheduler.max_running;
+  const int64_t await = shares ? 0 : config.scheduler.await_shared_prefill;
+  int awaited = 0;
+  auto awaits_a_running_prefill = [&](const SeqView& w, int64_t cached) {
+    if (await <= 0 || awaited >= kMaxAwaitedPerStep) return false;
+    const int64_t prompt = static_cast<int64_t>(w.tokens.size()) - 1;  // its last token is always computed
+    int64_t best = 0, leader = -1;
+    for (const SeqView& r : running) {
+      if (r.share_group != w.share_group) continue;
+      const int64_t end = std::min<int64_t>(prompt, static_cast<int64_t>(r.tokens.size()) - 1);
+      if (end - cached < await || r.computed >= end) continue;
+      const int64_t common = std::mismatch(w.tokens.begin(), w.tokens.begin() + end, r.tokens.begin()).first - w.tokens.begin();
+      if (common - cached >= await && common > r.computed && common > best) best = common, leader = r.id;
+    }
+    if (leader < 0 || !room.ShareAhead(leader, best)) return false;
+    ++awaited;
+    return true;
+  };
   std::vector<char> admitted(waiting.size(), 0);
   if ((budget > 0 || shares) && static_cast<int>(running.size()) < max_running && !waiting.empty()) {
     std::vector<WaitingRequest> views;
@@ -85,6 +108,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
     for (size_t idx : AdmissionOrder(views, config.scheduler)) {
       if (static_cast<int>(running.size()) >= max_running) break;
       SeqView w = waiting[idx];
+      if (awaits_a_running_prefill(w, views[idx].cached_tokens)) continue;
       // Out of budget, a request is still admitted when its first rows are shared with the plan
       // (it starts where its cached prefix ends); otherwise keep the order and wait.
       if (budget <= 0 && shared_with_plan(w, views[idx].cached_tokens) == 0) break;

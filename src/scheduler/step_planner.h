@@ -12,7 +12,12 @@
 //    preempted itself;
 //  - admission in AdmissionOrder (longest cached prefix first, starved requests oldest first),
 //    stopping at the first request that does not fit (no overtaking) or when the budget and the
-//    batch are full.
+//    batch are full;
+//  - where the executor does not share a step's rows, a waiting request whose prompt shares at
+//    least `await_shared_prefill` uncached tokens with a running prefill still short of them
+//    waits (it is passed over, not a stop) while that prefill computes them and shares them
+//    ahead of its prompt's end (Room::ShareAhead): a burst of requests with one system prompt on
+//    a hybrid model computes it once, then each its own suffix from the shared state.
 // Memory is asked, not modelled: a Room (the engine's cache::Memory, or a counting fake in the
 // tests) grows, preempts and admits by id and says whether it could.
 #pragma once
@@ -53,6 +58,10 @@ class Room {
   // Admits waiting request `id`; *computed: the cached prefix it now holds. `alone`: no other
   // sequence holds memory.
   virtual bool Admit(int64_t id, bool alone, int64_t* computed) = 0;
+  // Asks running sequence `id`, which has computed fewer than `at` tokens, to make its first
+  // `at` tokens reusable by others as soon as it has computed them (KV, and the recurrent state
+  // there). false: it cannot (no prefix cache, or it promised another point).
+  virtual bool ShareAhead(int64_t /*id*/, int64_t /*at*/) { return false; }
 };
 
 struct StepPlan {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ class FakeRoom : public Room {
   int64_t CachedPrefix(int64_t id) const override {
     auto it = cached.find(id);
     return it == cached.end() ? 0 : it->second;
+  }
+  // ShareAhead: when on, promises are recorded and the timeline makes them good (the cached
+  // prefix of every waiting request on the leader's path grows once the leader computed it).
+  bool shares_ahead = false;
+  std::map<int64_t, int64_t> promises;  // leader -> tokens promised
+  bool ShareAhead(int64_t id, int64_t at) override {
+    if (!shares_ahead || (promises.count(id) && promises[id] != at)) return false;
+    promises[id] = at;
+    return true;
   }
   bool Admit(int64_t id, bool alone, int64_t* computed) override {
     const int64_t c = CachedPrefix(id);
@@ -94,6 +104,20 @@ struct Timeline {
         s.tokens.push_back(7);
         if (++s.generated == gen) s.done = true;
       }
+    }
+    for (auto it = room.promises.begin(); it != room.promises.end();) {
+      const Seq& leader = seqs[it->first];
+      if (leader.computed < it->second) {
+        ++it;
+        continue;
+      }
+      for (int64_t id : waiting) {
+        const std::vector<int32_t>& t = seqs[id].tokens;
+        if (static_cast<int64_t>(t.size()) > it->second &&
+            std::equal(t.begin(), t.begin() + it->second, leader.tokens.begin()))
+          room.cached[id] = std::max(room.cached[id], it->second);
+      }
+      it = room.promises.erase(it);
     }
     std::vector<int64_t> still;
     for (int64_t id : running) {
@@ -184,6 +208,40 @@ TEST(StepPlanner, RowsSharedWithinTheStepAreNotCharged) {
   t.Submit(a);
   t.Submit(b);
   EXPECT_EQ(t.Run(1), (std::vector<std::string>{"A 0+8 B 0+7"})) << "B's 7 shared rows cost nothing; its last waits";
+}
+
+// Where a step's rows are not shared (a hybrid model), requests that share a long prompt prefix
+// with a running prefill wait for it to compute that prefix and share it ahead of its prompt's
+// end, then compute only their own suffixes; without ShareAhead each computes it again.
+TEST(StepPlanner, RequestsSharingARunningPrefillsPrefixWaitForIt) {
+  std::vector<int32_t> b = Tokens(150), c = Tokens(150);
+  for (int i = 0; i < 20; ++i) b.push_back(900 + i), c.push_back(950 + i);
+  for (const bool ahead : {true, false}) {
+    Timeline t(Config(64, 4), 256, 16);
+    t.gen = 1;
+    t.room.shares_ahead = ahead;
+    t.Submit(Tokens(200));
+    t.Submit(b);
+    t.Submit(c);
+    if (ahead) {
+      EXPECT_EQ(t.Run(8), (std::vector<std::string>{"A 0+64 | wait B C", "A 64+64 | wait B C", "A 128+64 | wait B C",
+                                                     "A 192+8 B 150+20 C 150+20"}));
+    } else {
+      EXPECT_EQ(t.Run(8), (std::vector<std::string>{"A 0+64 | wait B C", "A 64+64 | wait B C", "A 128+64 | wait B C",
+                                                     "A 192+8 B 0+56 | wait C", "B 56+64 | wait C", "B 120+50 C 0+14",
+                                                     "C 14+64", "C 78+64"}));
+    }
+  }
+  // A shared prefix shorter than await_shared_prefill past the cached prefix: no waiting.
+  PlannerConfig cfg = Config(64, 4);
+  cfg.scheduler.await_shared_prefill = 200;
+  Timeline t(cfg, 256, 16);
+  t.room.shares_ahead = true;
+  t.Submit(Tokens(10));
+  t.Submit(Tokens(200));
+  t.Submit(b);
+  EXPECT_EQ(t.Run(1), (std::vector<std::string>{"A 0+10 B 0+54 | wait C"}));
+  EXPECT_TRUE(t.room.promises.empty());
 }
 
 // Admission takes the longest cached prefix first; a request passed over in starvation_steps
