@@ -38,6 +38,8 @@ struct EngineOptions {
   int checkpoint_slots = 32;
   bool prompt_end_checkpoints = false;  // keep each prompt's end state (exact repeats hit)
   int64_t prompt_end_min_gap = 256;     // ... where it lies this far past the state the request has
+  // Commands whose prompts are chat histories re-rendered from text (serve, chat) keep prompt
+  // ends by default: see ChatServingDefaults.
   // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
   double prefill_compaction_threshold = 0.92;
   std::string prefill_compaction = "trie";

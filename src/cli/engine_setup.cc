@@ -12,8 +12,10 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "hybrids: cached recurrent-state checkpoints (0 = no prefix reuse)")
       ->capture_default_str();
-  cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,
-                "hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) hits");
+  cmd->add_flag("--prompt-end-checkpoints,!--no-prompt-end-checkpoints", o->prompt_end_checkpoints,
+                std::string("hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) "
+                            "or a chat's next turn whose history leaves the cached path inside the last reply resumes there "
+                            "(default: ") + (o->prompt_end_checkpoints ? "on" : "off") + ")");
   cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
                   "keep a prompt's end state only this many tokens past the state the request starts from or captures")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
@@ -28,6 +30,11 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
       ->check(CLI::IsMember({"trie", "gather"}))
       ->capture_default_str();
+}
+
+void ChatServingDefaults(EngineOptions* o) {
+  o->prompt_end_checkpoints = true;
+  o->prompt_end_min_gap = 32;
 }
 
 namespace {

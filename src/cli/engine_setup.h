@@ -15,6 +15,13 @@
 namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
+// serve and chat: a chat history comes back as text, so the next turn's tokens can leave the
+// cached path inside the previous reply (its text tokenizes otherwise than it was generated, or
+// the template rewrites it, as Qwen3.5's drops the reasoning); on a hybrid the deepest exact state
+// before that point is the previous prompt's end. So those commands keep every prompt end at
+// least 32 tokens past the state its request started from (a user message's worth).
+// Call before AddEngineOptions (its help shows the default).
+void ChatServingDefaults(EngineOptions* o);
 
 // The serving engine on a model and everything it runs on: the KV pool the options size, the
 // state slots and hybrid prefix cache of a model with recurrent layers, the executor with its

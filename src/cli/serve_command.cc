@@ -55,6 +55,7 @@ void RegisterServe(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
   AddModelOptions(cmd, &o->model, /*positional_model=*/true);
   AddTokenizerOptions(cmd, &o->model);
+  ChatServingDefaults(&o->engine);
   AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--host", o->server.host, "address to listen on (0.0.0.0: every interface)")
       ->check([](const std::string& h) { return h.empty() ? std::string("the address is empty (0.0.0.0 listens on every interface)") : std::string(); })

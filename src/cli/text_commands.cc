@@ -157,6 +157,7 @@ void RegisterChat(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   o->engine.kv_tokens = 8192;  // one conversation
   o->engine.max_running = 1;
+  ChatServingDefaults(&o->engine);
   auto* cmd = app.add_subcommand("chat", "interactive chat through the engine and its prefix cache: one user turn per line "
                                          "of input, replies streamed, each turn's prompt, cached and computed tokens shown");
   AddModelOptions(cmd, &o->model, /*positional_model=*/true);
