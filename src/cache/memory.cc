@@ -224,7 +224,8 @@ bool Memory::ShareAhead(MemorySeq* seq, int64_t computed, int64_t at) {
   if (seq->share_at == at) return true;
   if (seq->share_at >= 0) return false;
   if (checkpoints_) {
-    // The capture slot holds at most one state: a branch point not yet admitted keeps it.
+    // The capture slot holds one state: a branch point still to be captured keeps it (a
+    // captured one was admitted after its step, PublishAhead).
     if (seq->capture_slot < 0 || (seq->branch_at >= 0 && seq->branch_at != at)) return false;
     seq->branch_at = at;
     seq->branch_captured = false;
@@ -235,12 +236,16 @@ bool Memory::ShareAhead(MemorySeq* seq, int64_t computed, int64_t at) {
 
 std::vector<StateCopy> Memory::PublishAhead(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq) {
   std::vector<StateCopy> copies;
-  if (seq->share_at < 0 || computed < seq->share_at) return copies;
-  const int64_t at = seq->share_at;
-  seq->share_at = -1;
-  tree_->Insert(tokens, at, seq->block_table, seq->ns);
-  if (!checkpoints_ || !seq->branch_captured || seq->branch_at != at) return copies;
-  // The captured state, as the leaf of the path tokens[0, at): the same admission as a finished
+  if (seq->share_at >= 0 && computed >= seq->share_at) {
+    tree_->Insert(tokens, seq->share_at, seq->block_table, seq->ns);
+    seq->share_at = -1;
+  }
+  // A captured branch state goes into the cache now rather than at finish: requests arriving
+  // meanwhile can use it, and the capture slot is free for a ShareAhead point.
+  if (!checkpoints_ || !seq->branch_captured || seq->share_at >= 0) return copies;
+  const int64_t at = seq->branch_at;
+  tree_->Insert(tokens, at, seq->block_table, seq->ns);  // usually cached already: a split point
+  // The state, as the leaf of the path tokens[0, at): the same admission as a finished
   // sequence's, so the policy prices and evicts it like any other checkpoint.
   RADIXLM_CHECK_MSG(!checkpoint_free_.empty(), "hybrid cache capacity exceeds its checkpoint slots");
   const int32_t slot = checkpoint_free_.back();

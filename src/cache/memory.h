@@ -32,8 +32,8 @@
 //   StateFor(seq, from, n)      the state slots a step over tokens [from, from + n) uses
 //   ShareAhead(seq, computed, at)  promise tokens [0, at) to others before the prompt's end:
 //                               a hybrid's prefill captures the state there (branch slot)
-//   PublishAhead(tokens, c, seq)   after a step: once [0, at) is computed, share its KV and
-//                               admit its state into the hybrid cache
+//   PublishAhead(tokens, c, seq)   after a step: once [0, at) is computed, share its KV; a
+//                               captured branch-slot state goes into the hybrid cache
 //   Publish(tokens, n, seq)     the prompt [0, n) is computed: share its KV (insert in the tree)
 //   Release(tokens, n, how)     put the computed KV [0, n) in the tree (finish, preempt), admit
 //                               the states into the hybrid cache (finish), unlock, hand blocks
@@ -169,9 +169,10 @@ class Memory {
   // the state after token `at` in its branch-capture slot. false (nothing changed): no prefix
   // cache, kByteBudget mode (nothing is stored), or its capture slot is promised elsewhere.
   bool ShareAhead(MemorySeq* seq, int64_t computed, int64_t at);
-  // After a step: if seq has computed its ShareAhead point, inserts that prefix's KV in the tree
-  // and admits the captured state into the hybrid cache as a checkpoint there (the branch slot
-  // is then free again). Returns the state copies to make before the slots are used again.
+  // After a step: if seq has computed its ShareAhead point, inserts that prefix's KV in the tree;
+  // a state its prefill captured in the branch slot (a ShareAhead point, or the branch point of
+  // speculative insertion) goes into the hybrid cache as a checkpoint now, not at finish (the
+  // slot is then free again). Returns the state copies to make before the slots are used again.
   std::vector<StateCopy> PublishAhead(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
   // Releases a sequence that computed tokens[0, computed) (see ReleaseMode). The returned state
   // copies must be made before the slots are used again.

@@ -21,7 +21,7 @@ int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int64
 }
 
 namespace {
-// Bounds the planner's prefix comparisons per step on a long queue.
+// Waiting requests (in queue order) checked for a running prefill to wait for, per step.
 constexpr int kMaxAwaitedPerStep = 64;
 }  // namespace
 
@@ -85,9 +85,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
   // running prefill will share ahead waits for it (passed over, not a stop).
   const int max_running = config.scheduler.max_running;
   const int64_t await = shares ? 0 : config.scheduler.await_shared_prefill;
-  int awaited = 0;
   auto awaits_a_running_prefill = [&](const SeqView& w, int64_t cached) {
-    if (await <= 0 || awaited >= kMaxAwaitedPerStep) return false;
     const int64_t prompt = static_cast<int64_t>(w.tokens.size()) - 1;  // its last token is always computed
     int64_t best = 0, leader = -1;
     for (const SeqView& r : running) {
@@ -97,18 +95,29 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
       const int64_t common = std::mismatch(w.tokens.begin(), w.tokens.begin() + end, r.tokens.begin()).first - w.tokens.begin();
       if (common - cached >= await && common > r.computed && common > best) best = common, leader = r.id;
     }
-    if (leader < 0 || !room.ShareAhead(leader, best)) return false;
-    ++awaited;
-    return true;
+    return leader >= 0 && room.ShareAhead(leader, best);
   };
-  std::vector<char> admitted(waiting.size(), 0);
+  // Promises are asked for even in a step with no budget left, so that a leader does not pass
+  // the point before the followers' turn comes (the first waiting requests only, to bound the
+  // comparisons on a long queue).
+  std::vector<char> admitted(waiting.size(), 0), awaiting(waiting.size(), 0);
+  std::vector<int64_t> cached(waiting.size(), -1);
+  if (await > 0)
+    for (size_t i = 0; i < waiting.size() && i < static_cast<size_t>(kMaxAwaitedPerStep); ++i) {
+      cached[i] = room.CachedPrefix(waiting[i].id);
+      awaiting[i] = awaits_a_running_prefill(waiting[i], cached[i]);
+    }
   if ((budget > 0 || shares) && static_cast<int>(running.size()) < max_running && !waiting.empty()) {
     std::vector<WaitingRequest> views;
-    for (const SeqView& w : waiting) views.push_back({w.arrival, room.CachedPrefix(w.id), w.waited_steps});
+    int checks = 0;
+    for (size_t i = 0; i < waiting.size(); ++i)
+      views.push_back({waiting[i].arrival, cached[i] >= 0 ? cached[i] : room.CachedPrefix(waiting[i].id), waiting[i].waited_steps});
     for (size_t idx : AdmissionOrder(views, config.scheduler)) {
       if (static_cast<int>(running.size()) >= max_running) break;
       SeqView w = waiting[idx];
-      if (awaits_a_running_prefill(w, views[idx].cached_tokens)) continue;
+      // A running prefill (or one admitted just now) computes its prefix and shares it ahead.
+      if (awaiting[idx] || (await > 0 && checks++ < kMaxAwaitedPerStep && awaits_a_running_prefill(w, views[idx].cached_tokens)))
+        continue;
       // Out of budget, a request is still admitted when its first rows are shared with the plan
       // (it starts where its cached prefix ends); otherwise keep the order and wait.
       if (budget <= 0 && shared_with_plan(w, views[idx].cached_tokens) == 0) break;
