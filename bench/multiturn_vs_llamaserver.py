@@ -86,7 +86,7 @@ def wait_ready(port, proc, seconds=300):
 def start(engine, args, port):
     if engine == "radixlm":
         cmd = [args.radixlm, "serve", "--model", args.model, "--port", str(port), "--threads", str(args.threads),
-               "--chat-template", "chatml", "--max-running", str(args.clients),
+               "--chat-template", "chatml", "--model-name", "m", "--max-running", str(args.clients),
                "--kv-tokens", str(args.clients * args.ctx_per_client)]
     else:
         cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(args.threads), "-tb",
