@@ -3,7 +3,8 @@
 # James Bible; RADIXLM_MODEL picks another): set-up, build, then
 #   1. a three-turn chat through the serving engine and its radix prefix cache, each reply
 #      streamed, each turn's prompt / cached / computed tokens and timings printed; then two
-#      turns on the hybrid (Mamba2 + attention) model, whose cache holds SSM checkpoints;
+#      turns on the hybrid model (Qwen3.5 layout: Gated DeltaNet + gated attention), whose cache
+#      holds recurrent-state checkpoints;
 #   2. the other sharing paths, each against the plain path in the same run (scripts/second_act.py).
 # Extra arguments go to the first `radixlm chat`.
 set -euo pipefail
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 B=./build/src/cli/radixlm
 MODEL="${RADIXLM_MODEL:-models/kjv-qwen3.gguf}"
-HYBRID="${RADIXLM_HYBRID_MODEL:-models/kjv-hybrid.gguf}"
+HYBRID="${RADIXLM_HYBRID_MODEL:-models/kjv-qwen35.gguf}"
 
 echo
 echo "== 1. A conversation through the engine: each turn computes only what is new"
@@ -25,7 +26,7 @@ printf '%s\n' \
 
 if [ -f "$HYBRID" ]; then
   echo
-  echo "== 1b. The same on the hybrid model: the cache keeps SSM checkpoints (Marconi's policy)"
+  echo "== 1b. The same on the hybrid model (Gated DeltaNet): the cache keeps recurrent-state checkpoints (Marconi's policy)"
   "$B" info "$HYBRID"
   printf '%s\n' \
     "The LORD is my shepherd; I shall not want." \

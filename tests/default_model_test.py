@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-MODELS = ("kjv-qwen3", "kjv-hybrid")
+MODELS = ("kjv-qwen3", "kjv-qwen35")
 MAX_TOTAL_BYTES = 20_000_000
 COMMON = {"the", "and", "of", "unto", "that", "he", "his", "shall", "lord", "god", "in", "to", "they", "for", "i"}
 

@@ -103,10 +103,10 @@ def replay(ctx, endpoint, start):
 
 
 def check_hybrid(binary):
-    """The SSM extension on the hybrid default model: checkpoints announced as Marconi places
+    """The SSM extension on the hybrid default model (Gated DeltaNet states): checkpoints announced as Marconi places
     and evicts them (6 slots), mirrored exactly, next to its KV blocks."""
     import os
-    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "kjv-hybrid.gguf")
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "kjv-qwen35.gguf")
     events_port = free_port(2)
     endpoint = "tcp://127.0.0.1:%d" % events_port
     proc, base = serve(binary, ["--model", model, "--checkpoint-slots", "6", "--kv-events", endpoint,

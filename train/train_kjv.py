@@ -13,6 +13,14 @@ Two models, written from their definitions (no model code of radixlm is used her
   kjv-hybrid   Nemotron-H layout M-*-M- ... : Mamba2 mixers (trained through the SSD quadratic
                form: y = (L o C B^T) (dt x), L the causal decay exp(segsum(dt A))), attention
                without positions, relu^2 MLPs, tied embeddings.
+  kjv-qwen35   Qwen3.5 layout DDDG DDDG (GGUF architecture qwen35): Gated DeltaNet mixers (fused
+               q/k/v projection, causal depthwise conv + SiLU, l2-normalised q and k, beta =
+               sigmoid(b), decay g = -exp(A_log) softplus(a + dt_bias), the gated delta rule, an
+               RMSNorm gated by silu(z); trained through the chunked WY / UT form over chunks of
+               64 tokens, as the published kernels compute it) and gated attention (q projection
+               doubled into q and a sigmoid output gate, q/k RMSNorm, rotary on a quarter of each
+               head), each followed by a SwiGLU MLP; tied embeddings. Value head j reads key head
+               j % Hk, the GGUF's tiled layout, so the file is written as trained.
 Part of the documents are chats in the ChatML text the GGUF's chat template renders (user: a
 verse, assistant: the verses that follow; each turn ends with the text <|im_end|>, a chat with
 <|endoftext|>), so `radixlm chat` answers in its template (GPT-2 has no <|im_end|> token: chat
@@ -190,6 +198,120 @@ class Mamba2(torch.nn.Module):
         return self.out_proj(y)
 
 
+def l2norm(x, eps=1e-6):
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
+
+
+def chunk_gated_delta_rule(q, k, v, beta, g, chunk=64):
+    """The gated delta rule over a whole sequence in the chunked WY / UT form (Yang et al.,
+    "Gated Delta Networks"; flash-linear-attention's chunk_gated_delta_rule), per head:
+      S_t = e^{g_t} S_{t-1} + beta_t k_t (v_t - e^{g_t} S_{t-1}^T k_t)^T,  o_t = S_t^T q_t.
+    q, k, v [B, T, H, S] (q already scaled), beta and g [B, T, H]; T is padded to a multiple of
+    `chunk` with k = v = 0, beta = g = 0 (no effect on the state or the real outputs).
+    Within a chunk: G = cumsum(g); A = -(diag(beta) K K^T o e^{G_i - G_j}) strictly lower;
+    T = (I - A)^-1; U = T diag(beta) V; W = T diag(beta e^G) K. Across chunks the state S:
+    V' = U - W S; O = (Q o e^G) S + (Q K^T o e^{G_i - G_j}, j <= i) V';
+    S = e^{G_L} S + (K o e^{G_L - G})^T V'."""
+    B, T0, H, S = q.shape
+    pad = -T0 % chunk
+    if pad:
+        q, k, v = (F.pad(x, (0, 0, 0, 0, 0, pad)) for x in (q, k, v))
+        beta, g = (F.pad(x, (0, 0, 0, pad)) for x in (beta, g))
+    T = T0 + pad
+    C, L = T // chunk, chunk
+    q, k, v = (x.transpose(1, 2).reshape(B, H, C, L, S) for x in (q, k, v))
+    beta, g = (x.transpose(1, 2).reshape(B, H, C, L) for x in (beta, g))
+    G = g.cumsum(-1)
+    lower = torch.ones(L, L, dtype=torch.bool).tril()  # j <= i
+    decay = (G[..., :, None] - G[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # [B, H, C, L, L]
+    kb = k * beta[..., None]
+    A = (-(kb @ k.transpose(-1, -2)) * decay).masked_fill(~torch.ones(L, L, dtype=torch.bool).tril(-1), 0.0)
+    eye = torch.eye(L).expand_as(A)
+    Tm = torch.linalg.solve_triangular(eye - A, eye, upper=False, unitriangular=True)
+    U = Tm @ (v * beta[..., None])
+    W = Tm @ (kb * G.exp()[..., None])
+    state = q.new_zeros(B, H, S, S)
+    outs = []
+    for c in range(C):
+        vn = U[:, :, c] - W[:, :, c] @ state
+        inner = (q[:, :, c] @ k[:, :, c].transpose(-1, -2)) * decay[:, :, c]
+        outs.append((q[:, :, c] * G[:, :, c].exp()[..., None]) @ state + inner @ vn)
+        last = G[:, :, c, -1]
+        state = state * last.exp()[..., None, None] + \
+            (k[:, :, c] * (last[..., None] - G[:, :, c]).exp()[..., None]).transpose(-1, -2) @ vn
+    return torch.stack(outs, 2).reshape(B, H, T, S).transpose(1, 2)[:, :T0]
+
+
+class GatedDeltaNet(torch.nn.Module):
+    """Qwen3.5's linear-attention mixer (Qwen3_5GatedDeltaNet), value head j on key head j % Hk."""
+
+    def __init__(self, d, k_heads, v_heads, head_dim, conv, eps):
+        super().__init__()
+        self.hk, self.hv, self.S, self.eps = k_heads, v_heads, head_dim, eps
+        self.conv_dim = 2 * k_heads * head_dim + v_heads * head_dim
+        self.qkv = torch.nn.Linear(d, self.conv_dim, bias=False)
+        self.z = torch.nn.Linear(d, v_heads * head_dim, bias=False)
+        self.b = torch.nn.Linear(d, v_heads, bias=False)
+        self.a = torch.nn.Linear(d, v_heads, bias=False)
+        self.conv1d = torch.nn.Conv1d(self.conv_dim, self.conv_dim, conv, groups=self.conv_dim, padding=conv - 1, bias=False)
+        dt = torch.exp(torch.rand(v_heads) * (math.log(0.1) - math.log(0.001)) + math.log(0.001))
+        self.dt_bias = torch.nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
+        self.A_log = torch.nn.Parameter(torch.log(torch.empty(v_heads).uniform_(1, 16)))
+        self.norm = torch.nn.Parameter(torch.ones(head_dim))
+        self.out_proj = torch.nn.Linear(v_heads * head_dim, d, bias=False)
+
+    def forward(self, u):
+        B, T, _ = u.shape
+        hk, hv, S = self.hk, self.hv, self.S
+        x = F.silu(self.conv1d(self.qkv(u).transpose(1, 2))[..., :T].transpose(1, 2))
+        tile = torch.arange(hv) % hk
+        q = l2norm(x[..., :hk * S].view(B, T, hk, S))[:, :, tile] / math.sqrt(S)
+        k = l2norm(x[..., hk * S:2 * hk * S].view(B, T, hk, S))[:, :, tile]
+        v = x[..., 2 * hk * S:].view(B, T, hv, S)
+        beta = torch.sigmoid(self.b(u))
+        g = -torch.exp(self.A_log) * F.softplus(self.a(u) + self.dt_bias)
+        o = chunk_gated_delta_rule(q, k, v, beta, g)
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + self.eps) * self.norm
+        o = o * F.silu(self.z(u).view(B, T, hv, S))
+        return self.out_proj(o.reshape(B, T, hv * S))
+
+
+class GatedAttention(torch.nn.Module):
+    """Qwen3.5's full attention: q_proj gives [q | gate] per head; q/k RMSNorm; rotary (NeoX
+    halves) on the first rope_dim dims of each head; GQA; output times sigmoid(gate)."""
+
+    def __init__(self, d, heads, kv_heads, head_dim, rope_dim, rope_theta, eps):
+        super().__init__()
+        self.h, self.kv, self.hd, self.rd, self.theta = heads, kv_heads, head_dim, rope_dim, rope_theta
+        self.q = torch.nn.Linear(d, heads * 2 * head_dim, bias=False)
+        self.k = torch.nn.Linear(d, kv_heads * head_dim, bias=False)
+        self.v = torch.nn.Linear(d, kv_heads * head_dim, bias=False)
+        self.o = torch.nn.Linear(heads * head_dim, d, bias=False)
+        self.q_norm, self.k_norm = RMSNorm(head_dim, eps), RMSNorm(head_dim, eps)
+
+    def rope(self, x):
+        T, rd = x.shape[1], self.rd
+        inv = 1.0 / self.theta ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd)
+        ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+        cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+        a, b, rest = x[..., :rd // 2], x[..., rd // 2:rd], x[..., rd:]
+        return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        qg = self.q(x).view(B, T, self.h, 2 * self.hd)
+        q, gate = qg[..., :self.hd], qg[..., self.hd:]
+        k = self.k(x).view(B, T, self.kv, self.hd)
+        v = self.v(x).view(B, T, self.kv, self.hd)
+        q, k = self.rope(self.q_norm(q)), self.rope(self.k_norm(k))
+        k = k.repeat_interleave(self.h // self.kv, dim=2)
+        v = v.repeat_interleave(self.h // self.kv, dim=2)
+        att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(self.hd)
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+        out = torch.einsum("bhts,bshd->bthd", att, v) * torch.sigmoid(gate)
+        return self.o(out.reshape(B, T, self.h * self.hd))
+
+
 class Model(torch.nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -212,6 +334,17 @@ class Model(torch.nn.Module):
                 m.attn = Attention(d, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], False, 0)
             elif kind == "M":
                 m.mamba = Mamba2(d, cfg["ssm_heads"], cfg["ssm_head_dim"], cfg["ssm_state"], cfg["ssm_conv"], cfg["eps"])
+            elif kind in "DG":  # Qwen3.5 block: Gated DeltaNet or gated attention, then SwiGLU MLP
+                if kind == "D":
+                    m.delta = GatedDeltaNet(d, cfg["gdn_k_heads"], cfg["gdn_v_heads"], cfg["gdn_head_dim"], cfg["ssm_conv"],
+                                            cfg["eps"])
+                else:
+                    m.attn = GatedAttention(d, cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["rope_dim"],
+                                            cfg["rope_theta"], cfg["eps"])
+                m.ffn_norm = RMSNorm(d, cfg["eps"])
+                m.gate = torch.nn.Linear(d, cfg["ffn"], bias=False)
+                m.up = torch.nn.Linear(d, cfg["ffn"], bias=False)
+                m.down = torch.nn.Linear(cfg["ffn"], d, bias=False)
             else:  # "-": relu^2 MLP
                 m.up = torch.nn.Linear(d, cfg["ffn"], bias=False)
                 m.down = torch.nn.Linear(cfg["ffn"], d, bias=False)
@@ -236,6 +369,10 @@ class Model(torch.nn.Module):
                 x = x + m.attn(h)
             elif m.kind == "M":
                 x = x + m.mamba(h)
+            elif m.kind in "DG":
+                x = x + (m.delta(h) if m.kind == "D" else m.attn(h))
+                h = m.ffn_norm(x)
+                x = x + m.down(F.silu(m.gate(h)) * m.up(h))
             else:
                 x = x + m.down(torch.relu(m.up(h)).pow(2))
         head = self.embed.weight if vocab is None else self.embed.weight[vocab]
@@ -247,6 +384,8 @@ CONFIGS = {
                   rope_theta=10000.0, eps=1e-6),
     "hybrid": dict(arch="nemotron_h", pattern="M-*-M-", d_model=128, heads=4, kv_heads=2, head_dim=32, ffn=384,
                    ssm_heads=8, ssm_head_dim=32, ssm_state=16, ssm_conv=4, eps=1e-5),
+    "qwen35": dict(arch="qwen35", pattern="DDDGDDDG", d_model=128, heads=4, kv_heads=2, head_dim=32, rope_dim=8,
+                   rope_theta=10000.0, ffn=384, gdn_k_heads=2, gdn_v_heads=4, gdn_head_dim=32, ssm_conv=4, eps=1e-6),
 }
 
 
@@ -345,6 +484,21 @@ def export_gguf(model, cfg, ctx, path, name):
         g.add(a + "attention.head_count_kv", g.U32, c["kv_heads"])
         g.add(a + "rope.freq_base", g.F32V, c["rope_theta"])
         g.add(a + "rope.dimension_count", g.U32, c["head_dim"])
+    elif c["arch"] == "qwen35":  # as llama.cpp's qwen35 loader reads it (radixlm's exporter writes the same)
+        g.add(a + "feed_forward_length", g.U32, c["ffn"])
+        g.add(a + "attention.head_count_kv", g.U32, c["kv_heads"])
+        g.add(a + "rope.freq_base", g.F32V, c["rope_theta"])
+        g.add(a + "rope.dimension_count", g.U32, c["rope_dim"])
+        pairs = c["rope_dim"] // 2  # interleaved multi-section rope: for text every section is the position
+        t, h = (pairs + 2) // 3, (pairs + 1) // 3
+        g.add(a + "rope.dimension_sections", g.ARR, (g.I32, [t, h, pairs - t - h, 0]))
+        g.add(a + "ssm.conv_kernel", g.U32, c["ssm_conv"])
+        g.add(a + "ssm.inner_size", g.U32, c["gdn_v_heads"] * c["gdn_head_dim"])
+        g.add(a + "ssm.state_size", g.U32, c["gdn_head_dim"])
+        g.add(a + "ssm.time_step_rank", g.U32, c["gdn_v_heads"])
+        g.add(a + "ssm.group_count", g.U32, c["gdn_k_heads"])
+        g.add(a + "attention.recurrent_layers", g.ARR, (g.BOOL, [k == "D" for k in c["pattern"]]))
+        g.add(a + "full_attention_interval", g.U32, 4)
     else:  # nemotron_h: per-layer kv heads (0: not attention) and MLP widths (0: not an MLP)
         inner = c["ssm_heads"] * c["ssm_head_dim"]
         g.add(a + "ssm.conv_kernel", g.U32, c["ssm_conv"])
@@ -369,6 +523,26 @@ def export_gguf(model, cfg, ctx, path, name):
                 g.tensor(b + "ffn_norm.weight", sd[p + "ffn_norm.weight"], False)
                 for n in ("gate", "up", "down"):
                     g.tensor(b + "ffn_" + n + ".weight", sd[p + n + ".weight"], True)
+        elif kind in "DG":
+            if kind == "D":
+                m = p + "delta."
+                g.tensor(b + "attn_qkv.weight", sd[m + "qkv.weight"], True)
+                g.tensor(b + "attn_gate.weight", sd[m + "z.weight"], True)
+                g.tensor(b + "ssm_beta.weight", sd[m + "b.weight"], False)
+                g.tensor(b + "ssm_alpha.weight", sd[m + "a.weight"], False)
+                g.tensor(b + "ssm_conv1d.weight", sd[m + "conv1d.weight"][:, 0, :], False)
+                g.tensor(b + "ssm_dt.bias", sd[m + "dt_bias"], False)
+                g.tensor(b + "ssm_a", -np.exp(sd[m + "A_log"]), False)
+                g.tensor(b + "ssm_norm.weight", sd[m + "norm"], False)
+                g.tensor(b + "ssm_out.weight", sd[m + "out_proj.weight"], True)
+            else:
+                for n, hf in (("attn_q", "q"), ("attn_k", "k"), ("attn_v", "v"), ("attn_output", "o")):
+                    g.tensor(b + n + ".weight", sd[p + "attn." + hf + ".weight"], True)
+                g.tensor(b + "attn_q_norm.weight", sd[p + "attn.q_norm.weight"], False)
+                g.tensor(b + "attn_k_norm.weight", sd[p + "attn.k_norm.weight"], False)
+            g.tensor(b + "post_attention_norm.weight", sd[p + "ffn_norm.weight"], False)
+            for n in ("gate", "up", "down"):
+                g.tensor(b + "ffn_" + n + ".weight", sd[p + n + ".weight"], True)
         elif kind == "M":
             m = p + "mamba."
             H = c["ssm_heads"]
