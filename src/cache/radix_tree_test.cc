@@ -192,8 +192,12 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
           ASSERT_GE(tree.Match(r.tokens, r.adm.cached_tokens, r.ns).length, r.adm.cached_tokens);
       }
       EXPECT_GT(tree.stats().matched_tokens, 0) << "the workload must exercise hits";
-      if (bs > 1) EXPECT_GT(tree.stats().cow_copies, 0);
-      if (blocks == 40) EXPECT_TRUE(evicted) << "the contended case must exercise eviction";
+      if (bs > 1) {
+        EXPECT_GT(tree.stats().cow_copies, 0);
+      }
+      if (blocks == 40) {
+        EXPECT_TRUE(evicted) << "the contended case must exercise eviction";
+      }
       for (Running& r : running) Finish(tree, pool, r);
       tree.EvictUntilFree(blocks);
       EXPECT_EQ(pool.blocks_in_use(), 0) << "all blocks return once nothing holds them";

@@ -146,7 +146,9 @@ TEST(BatchPlanTest, ExactDpEqualsBruteForceAndPlansConserveEveryPrompt) {
       for (const PrefixGroup& grp : plan.groups) {
         ASSERT_FALSE(grp.members.empty());
         ASSERT_TRUE(std::is_sorted(grp.members.begin(), grp.members.end()));
-        if (grp.members.size() == 1) ASSERT_EQ(grp.prefix_tokens, 0);
+        if (grp.members.size() == 1) {
+          ASSERT_EQ(grp.prefix_tokens, 0);
+        }
         planned += grp.prefix_tokens;
         for (int64_t m : grp.members) {
           ++seen[m];
@@ -164,7 +166,9 @@ TEST(BatchPlanTest, ExactDpEqualsBruteForceAndPlansConserveEveryPrompt) {
         ASSERT_EQ(again.groups[i].members, plan.groups[i].members);
         ASSERT_EQ(again.groups[i].prefix_tokens, plan.groups[i].prefix_tokens);
       }
-      if (g == Grouping::kNone) ASSERT_EQ(plan.stats.planned_tokens, plan.stats.prompt_tokens);
+      if (g == Grouping::kNone) {
+        ASSERT_EQ(plan.stats.planned_tokens, plan.stats.prompt_tokens);
+      }
     }
   }
 }
