@@ -284,6 +284,23 @@ void PackedWeight::ReadRow(int64_t n, float* out) const {
   for (int64_t k = 0; k < n_in_; ++k) out[k] = PlainAt(s, n - s.row_begin, k);
 }
 
+namespace {
+// base with the quantised activations' sub-block terms of seg's format.
+// q: the calling thread's prepared activations (workers must not read their own workspace).
+MicroArgs ArgsFor(const MicroArgs& base, const gemm::QuantActs& q, const WeightSegment& seg) {
+  MicroArgs a = base;
+  a.seg = &seg;
+  if (core::IsQuantized(seg.storage)) {
+    const core::QuantFormat f = core::FormatOf(seg.storage);
+    const gemm::QuantActs::Terms& t = q.TermsFor(f.sub, f.offset);
+    a.corr = t.corr.data();
+    a.dsum = t.dsum.data();
+    a.ld_terms = a.K / f.sub;
+  }
+  return a;
+}
+}  // namespace
+
 void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const PackedWeight& w, float* y,
           int64_t ldy) {
   if (M <= 0) return;
@@ -299,22 +316,10 @@ void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const 
       items.push_back({static_cast<int>(s), p, std::min(w.segments()[s].n_panels(), p + 4)});
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool split_rows = n_items < 2 * pool.size() && M >= 8 * pool.size();
-  auto args_for = [&](const WeightSegment& seg) {
-    MicroArgs a = base;
-    a.seg = &seg;
-    if (core::IsQuantized(seg.storage)) {
-      const core::QuantFormat f = core::FormatOf(seg.storage);
-      const gemm::QuantActs::Terms& t = q.TermsFor(f.sub, f.offset);
-      a.corr = t.corr.data();
-      a.dsum = t.dsum.data();
-      a.ld_terms = a.K / f.sub;
-    }
-    return a;
-  };
   if (split_rows) {
     pool.ParallelFor((M + 7) / 8, [&](int, int64_t b, int64_t e) {
       for (const WeightSegment& seg : w.segments())
-        RunPanels(seg, isa, args_for(seg), b * 8, std::min(M, e * 8), 0, seg.n_panels(), y, ldy);
+        RunPanels(seg, isa, ArgsFor(base, q, seg), b * 8, std::min(M, e * 8), 0, seg.n_panels(), y, ldy);
     });
     return;
   }
@@ -324,7 +329,63 @@ void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const 
       int64_t j = i;
       while (j + 1 < e && items[j + 1].seg == items[i].seg) ++j;
       const WeightSegment& seg = w.segments()[items[i].seg];
-      RunPanels(seg, isa, args_for(seg), 0, M, items[i].p0, items[j].p1, y, ldy);
+      RunPanels(seg, isa, ArgsFor(base, q, seg), 0, M, items[i].p0, items[j].p1, y, ldy);
+      i = j;
+    }
+  });
+}
+
+void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, std::span<const GemmGroup> groups,
+                 float* y, int64_t ldy) {
+  if (M <= 0 || groups.empty()) return;
+  const core::Isa isa = core::ActiveIsa();
+  const PackedWeight& first = *groups[0].w;
+  for (const GemmGroup& g : groups) {
+    RADIXLM_CHECK(g.w->n_in() == first.n_in() && g.w->segments().size() == first.segments().size());
+    RADIXLM_CHECK(g.row_begin >= 0 && g.n_rows >= 0 && g.row_begin + g.n_rows <= M);
+    for (size_t s = 0; s < first.segments().size(); ++s)
+      RADIXLM_CHECK(g.w->segments()[s].storage == first.segments()[s].storage);
+  }
+  // The activation forms depend only on the segments' types, the same in every group.
+  const MicroArgs base = PrepareActivations(pool, x, M, ldx, first);
+  const gemm::QuantActs& q = LocalWorkspace().q;
+  // Items: (group, segment, 4 panels, up to kMBlock rows), with their cost in row-panels;
+  // threads take contiguous runs of items of about equal cost.
+  struct Item { int32_t group, seg; int64_t p0, p1, m0, m1; };
+  std::vector<Item> items;
+  std::vector<int64_t> cost_end;  // prefix sums of cost
+  int64_t total = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const GemmGroup& gr = groups[g];
+    for (int64_t m = gr.row_begin; m < gr.row_begin + gr.n_rows; m += kMBlock) {
+      const int64_t me = std::min(gr.row_begin + gr.n_rows, m + kMBlock);
+      for (size_t s = 0; s < gr.w->segments().size(); ++s) {
+        const int64_t np = gr.w->segments()[s].n_panels();
+        for (int64_t p = 0; p < np; p += 4) {
+          items.push_back({static_cast<int32_t>(g), static_cast<int32_t>(s), p, std::min(np, p + 4), m, me});
+          total += (std::min(np, p + 4) - p) * (me - m + 2);  // +2: a row's fixed cost (weights read)
+          cost_end.push_back(total);
+        }
+      }
+    }
+  }
+  const int parts = static_cast<int>(std::min<int64_t>(pool.size(), static_cast<int64_t>(items.size())));
+  pool.RunOnAll([&](int t) {
+    if (t >= parts) return;
+    // Items whose cost interval starts in [total * t / parts, total * (t + 1) / parts).
+    const int64_t lo = total * t / parts, hi = total * (t + 1) / parts;
+    auto start_of = [&](int64_t c) -> int64_t {  // first item whose cost interval starts at >= c
+      if (c == 0) return 0;
+      return std::lower_bound(cost_end.begin(), cost_end.end(), c) - cost_end.begin() + 1;
+    };
+    const int64_t b = start_of(lo), e = t + 1 == parts ? static_cast<int64_t>(items.size()) : start_of(hi);
+    for (int64_t i = b; i < e; ++i) {
+      int64_t j = i;  // consecutive panel groups of one (group, segment, rows) run as one range
+      while (j + 1 < e && items[j + 1].group == items[i].group && items[j + 1].seg == items[i].seg &&
+             items[j + 1].m0 == items[i].m0 && items[j + 1].p0 == items[j].p1)
+        ++j;
+      const WeightSegment& seg = groups[items[i].group].w->segments()[items[i].seg];
+      RunPanels(seg, isa, ArgsFor(base, q, seg), items[i].m0, items[i].m1, items[i].p0, items[j].p1, y, ldy);
       i = j;
     }
   });

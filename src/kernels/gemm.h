@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -112,6 +113,21 @@ class PackedWeight {
 // y[m, n] = sum_k x[m * ldx + k] * W[n, k]; y row stride ldy. Overwrites y.
 void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const PackedWeight& w,
           float* y, int64_t ldy);
+
+// Mixture-of-experts multiply: for each group g, rows [row_begin, row_begin + n_rows) of x times
+// *groups[g].w into the same rows of y (rows grouped by expert, so each expert's weights are read
+// once per call and multiplied as a GEMM; a decode step reads only the experts it chose). Work
+// is split over threads by cost (rows x panels). Every output element is the same fixed
+// sequence of operations as Gemm computes for that row alone, so a row's result does not
+// depend on which other rows share its expert (batch invariance).
+// REQUIRES: every group's weight has the same n_in and the same segment storage types (the
+// experts of one tensor); groups' row ranges lie in [0, M) and do not overlap.
+struct GemmGroup {
+  const PackedWeight* w = nullptr;
+  int64_t row_begin = 0, n_rows = 0;
+};
+void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, std::span<const GemmGroup> groups,
+                 float* y, int64_t ldy);
 
 // Plain triple loop in double precision over W's f32 values (dequantised for quantised
 // storage) and x unrounded: the accuracy oracle for tests (quantised and bf16-activation

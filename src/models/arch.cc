@@ -9,7 +9,7 @@ namespace {
 // The registry: one row per architecture.
 const std::vector<std::reference_wrapper<const ArchSpec>>& Rows() {
   static const std::vector<std::reference_wrapper<const ArchSpec>> rows = {
-      LlamaArch(), Qwen2Arch(), Qwen3Arch(), Mamba2Arch(), NemotronHArch(), GraniteHybridArch(), Qwen35Arch(),
+      LlamaArch(), Qwen2Arch(), Qwen3Arch(), Qwen3MoeArch(), Mamba2Arch(), NemotronHArch(), GraniteHybridArch(), Qwen35Arch(), Qwen35MoeArch(),
   };
   return rows;
 }
@@ -43,6 +43,19 @@ std::string SupportedHfTypes() {
 }
 
 std::string Blk(int block, const char* what) { return "blk." + std::to_string(block) + "." + what; }
+
+std::string ExpertName(int block, const char* stem, int64_t expert) {
+  return "blk." + std::to_string(block) + "." + stem + "." + std::to_string(expert) + ".weight";
+}
+
+HfTensorRef StackedExpert(const std::string& name) {
+  static const std::regex kExpert(R"(^(blk\.\d+\.\w+_(?:exps|experts))\.(\d+)\.weight$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kExpert) || m[2].length() > 6) return {name};
+  HfTensorRef r{m[1].str() + ".weight"};
+  r.expert = std::stoll(m[2].str());
+  return r;
+}
 
 std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& gguf_name) {
   for (const HfNameRule& r : rules)

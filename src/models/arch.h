@@ -34,6 +34,9 @@ struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  // A GGUF export stores matrices as bf16/f16 as soon as each is complete (a model with many
+  // experts would not fit in memory as f32): then data is empty and `half` holds them.
+  std::vector<uint16_t> half;
 };
 
 // Where a GGUF-named tensor lives in a Hugging Face checkpoint: rows [row_begin, row_begin +
@@ -41,6 +44,7 @@ struct NamedTensor {
 struct HfTensorRef {
   std::string name;
   int64_t row_begin = 0, rows = -1;
+  int64_t expert = -1;  // >= 0: matrix `expert` of a 3-D [experts, rows, cols] tensor, then the rows
   float add = 0.0f;  // added to every value at load (Qwen3.5's norms store w of (1 + w))
 };
 
@@ -77,15 +81,22 @@ std::string SupportedHfTypes();
 const ArchSpec& LlamaArch();
 const ArchSpec& Qwen2Arch();
 const ArchSpec& Qwen3Arch();
+const ArchSpec& Qwen3MoeArch();
 const ArchSpec& Mamba2Arch();
 const ArchSpec& NemotronHArch();
 const ArchSpec& GraniteHybridArch();
 const ArchSpec& Qwen35Arch();
+const ArchSpec& Qwen35MoeArch();
 
 // ---- helpers the rows share ------------------------------------------------------------------
 
 // "blk.N.what"
 std::string Blk(int block, const char* what);
+// Experts are asked for one at a time as "blk.N.<stem>.E.weight" (blk.3.ffn_up_exps.7.weight);
+// GGUF stores them stacked in the 3-D "blk.N.<stem>.weight" [experts, rows, n_in].
+std::string ExpertName(int block, const char* stem, int64_t expert);
+// The stacked GGUF tensor and the expert of an expert name; {name} (expert -1) for any other.
+HfTensorRef StackedExpert(const std::string& name);
 // GGUF name -> HF name by the first matching rule (std::regex_replace format: "$1" = the block
 // index); the GGUF name itself when none matches.
 struct HfNameRule {

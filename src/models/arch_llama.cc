@@ -1,8 +1,11 @@
-// The Llama family of dense decoders: llama (Llama 2/3, interleaved RoPE in GGUF), qwen2 (q/k/v
-// biases) and qwen3 (per-head q/k RMSNorm). One decoder block = attention + SwiGLU MLP.
+// The Llama family of decoders: llama (Llama 2/3, interleaved RoPE in GGUF), qwen2 (q/k/v
+// biases), qwen3 (per-head q/k RMSNorm), and qwen3moe (Qwen3's attention with a mixture of
+// experts in every block: softmax router, top-k renormalised, SwiGLU experts, no shared expert).
+// One decoder block = attention + SwiGLU MLP (or experts).
 #include <tuple>
 
 #include "models/arch.h"
+#include "models/moe_config.h"
 
 namespace radixlm::models {
 namespace {
@@ -22,6 +25,14 @@ void Conventions(ModelConfig* c) {
 constexpr auto kLlamaConventions = Conventions<false, false, kernels::RopeLayout::kInterleaved>;
 constexpr auto kQwen2Conventions = Conventions<false, true, kernels::RopeLayout::kNeox>;
 constexpr auto kQwen3Conventions = Conventions<true, false, kernels::RopeLayout::kNeox>;
+// Qwen3-MoE: llama.cpp always renormalises the chosen weights (a GGUF states no
+// norm_topk_prob); a Hugging Face config's norm_topk_prob is read (FromHf).
+void Qwen3MoeConventions(ModelConfig* c) {
+  kQwen3Conventions(c);
+  UseExperts(c);
+  c->moe.gating = MoeConfig::Gating::kSoftmax;
+  c->moe.norm_weights = true;
+}
 
 // The row of a config's architecture (this file's three).
 const ArchSpec& RowOf(const ModelConfig& c) { return *ArchByGguf(c.arch); }
@@ -34,11 +45,17 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   c.name = name.ok() ? *name : g.path();
   RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
   RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
-  RADIXLM_ASSIGN_OR_RETURN(int64_t ffn, g.GetInt(a + "feed_forward_length"));
+  const bool moe = c.arch == "qwen3moe";  // the dense width is unused (and may be absent)
+  int64_t ffn = 0;
+  if (moe) {
+    ffn = g.GetIntOr(a + "feed_forward_length", 0);
+  } else {
+    RADIXLM_ASSIGN_OR_RETURN(ffn, g.GetInt(a + "feed_forward_length"));
+  }
   RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
   RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
   RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, moe ? 0 : 1, kMaxDim));
   RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
   c.d_model = static_cast<int>(d);
   c.n_blocks = static_cast<int>(blocks);
@@ -58,12 +75,17 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
   c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
   RowOf(c).conventions(&c);
+  if (moe) {
+    const int64_t used = g.GetIntOr(a + "expert_used_count", 0);
+    RADIXLM_RETURN_IF_ERROR(ReadMoeGguf(g, c.arch, used > 0 ? ffn / used : 0, &c.moe));
+    c.moe.norm_weights = true;  // llama.cpp's qwen3moe graph always renormalises
+  }
   return c;
 }
 
 StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::string& dir) {
   ModelConfig c;
-  c.arch = j.at("model_type").get<std::string>();
+  c.arch = ArchByHfType(j.at("model_type").get<std::string>())->gguf_name;
   c.name = dir;
   try {
     c.vocab_size = j.at("vocab_size").get<int64_t>();
@@ -97,6 +119,15 @@ StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::
     }
     RowOf(c).conventions(&c);
     c.qkv_bias = c.qkv_bias || j.value("attention_bias", false);
+    if (c.CountLayers(LayerKind::kMoe) > 0) {
+      RADIXLM_RETURN_IF_ERROR(ReadMoeHf(j, path, 0, &c.moe));
+      // Qwen3MoeConfig's default is false; the published 30B-A3B states true.
+      c.moe.norm_weights = j.value("norm_topk_prob", false);
+      if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
+        return core::Unimplemented(path + ": dense layers among the expert layers (mlp_only_layers)");
+      if (j.value("decoder_sparse_step", 1) != 1)
+        return core::Unimplemented(path + ": experts only every decoder_sparse_step blocks");
+    }
   } catch (const json::exception& e) {
     return core::DataLoss(path + ": " + e.what());
   }
@@ -121,6 +152,8 @@ HfTensorRef HfTensor(const ModelConfig&, const std::string& gguf_name) {
       {std::regex(R"(^blk\.(\d+)\.ffn_gate\.weight$)"), "model.layers.$1.mlp.gate_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_up\.weight$)"), "model.layers.$1.mlp.up_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_down\.weight$)"), "model.layers.$1.mlp.down_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate_inp\.weight$)"), "model.layers.$1.mlp.gate.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_(gate|up|down)_exps\.(\d+)\.weight$)"), "model.layers.$1.mlp.experts.$3.$2_proj.weight"},
   };
   return {MapHfName(kRules, gguf_name)};
 }
@@ -139,6 +172,7 @@ core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
   w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
   w->Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
   w->Set(a + "rope.dimension_count", GgufValue::U32(c.head_dim));
+  if (c.CountLayers(LayerKind::kMoe) > 0) WriteMoeGguf(c, w);
   return core::Status::Ok();
 }
 
@@ -147,6 +181,11 @@ json HfConfig(const ModelConfig& c) {
               {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
               {"rms_norm_eps", c.rms_eps}, {"rope_theta", c.rope_theta}, {"max_position_embeddings", c.max_context},
               {"hidden_act", "silu"}};
+  if (c.CountLayers(LayerKind::kMoe) > 0)
+    cfg.update({{"num_experts", c.moe.experts}, {"num_experts_per_tok", c.moe.used},
+                {"moe_intermediate_size", c.moe.ffn}, {"norm_topk_prob", c.moe.norm_weights},
+                {"decoder_sparse_step", 1}, {"mlp_only_layers", json::array()},
+                {"intermediate_size", c.ffn_dim > 0 ? c.ffn_dim : c.moe.ffn * c.moe.used}});
   if (c.rope_scaling.factor > 0)
     cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", c.rope_scaling.factor},
                            {"low_freq_factor", c.rope_scaling.low_freq_factor},
@@ -166,6 +205,25 @@ std::vector<float> UnpermuteLlamaRows(const std::vector<float>& w, int n_heads, 
         std::copy(w.begin() + g * cols, w.begin() + (g + 1) * cols, out.begin() + hf * cols);
       }
   return out;
+}
+
+// Qwen3-MoE checkpoints keep each expert as its own tensors.
+void SplitExperts(const ModelConfig&, std::vector<NamedTensor>* tensors) {
+  std::vector<NamedTensor> out;
+  for (NamedTensor& t : *tensors) {
+    const size_t at = t.name.find("_exps.weight");
+    if (at == std::string::npos || t.shape.size() != 3) {
+      out.push_back(std::move(t));
+      continue;
+    }
+    const int block = std::stoi(t.name.substr(4));
+    const std::string stem = t.name.substr(t.name.find('.', 4) + 1, at + 5 - (t.name.find('.', 4) + 1));
+    const int64_t per = t.shape[1] * t.shape[2];
+    for (int64_t e = 0; e < t.shape[0]; ++e)
+      out.push_back({ExpertName(block, stem.c_str(), e), {t.shape[1], t.shape[2]},
+                     std::vector<float>(t.data.begin() + e * per, t.data.begin() + (e + 1) * per), {}});
+  }
+  *tensors = std::move(out);
 }
 
 // Llama: GGUF rows are permuted for interleaved RoPE; the checkpoint's are not.
@@ -206,6 +264,14 @@ const ArchSpec& Qwen2Arch() {
 }
 const ArchSpec& Qwen3Arch() {
   static const ArchSpec a = Row("qwen3", "Qwen3ForCausalLM", kQwen3Conventions, NoLayoutChange);
+  return a;
+}
+const ArchSpec& Qwen3MoeArch() {
+  static const ArchSpec a = [] {
+    ArchSpec s = Row("qwen3moe", "Qwen3MoeForCausalLM", Qwen3MoeConventions, SplitExperts);
+    s.hf_model_types = {"qwen3_moe"};
+    return s;
+  }();
   return a;
 }
 

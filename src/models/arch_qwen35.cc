@@ -11,10 +11,15 @@
 //  - the MLP's norm is GGUF's post_attention_norm (HF post_attention_layernorm).
 // Multi-token-prediction blocks (GGUF blocks past block_count - nextn_predict_layers, HF
 // mtp.*) and the vision tower (model.visual.*) are not read.
+// qwen35moe (Qwen3.5 / 3.6-35B-A3B; HF qwen3_5_moe) is the same trunk with a mixture of experts
+// in every block: softmax router, top-k always renormalised, SwiGLU experts, and a SwiGLU shared
+// expert scaled by sigmoid(shared_expert_gate . x). HF checkpoints stack the experts
+// (experts.gate_up_proj [E, 2I, H], gate rows first; experts.down_proj [E, H, I]).
 #include <cmath>
 #include <tuple>
 
 #include "models/arch.h"
+#include "models/moe_config.h"
 
 namespace radixlm::models {
 namespace {
@@ -35,6 +40,15 @@ void Conventions(ModelConfig* c) {
   c->hf_tensor_prefix = "model.language_model.";  // the multimodal checkpoint's (FromHf reads which)
 }
 
+void MoeConventions(ModelConfig* c) {
+  Conventions(c);
+  UseExperts(c);
+  c->moe.gating = MoeConfig::Gating::kSoftmax;
+  c->moe.norm_weights = true;  // both llama.cpp and Qwen3_5MoeSparseMoeBlock renormalise
+  c->moe.shared_gate = true;
+}
+bool IsMoe(const ModelConfig& c) { return c.arch == "qwen35moe"; }
+
 // Blocks from their mixers: a DeltaNet or attention, each followed by the MLP.
 void SetLayers(const std::vector<bool>& recurrent, ModelConfig* c) {
   c->layers.clear();
@@ -53,9 +67,9 @@ std::vector<bool> EveryNthIsAttention(int blocks, int64_t interval) {
 
 StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
-  c.arch = "qwen35";
+  RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
   Conventions(&c);
-  const std::string a = "qwen35.";
+  const std::string a = c.arch + ".";
   const StatusOr<std::string> name = g.GetString("general.name");
   c.name = name.ok() ? *name : g.path();
   auto size = [&](const std::string& key, int64_t hi, int* out) -> core::Status {
@@ -67,7 +81,8 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   int all_blocks = 0;
   RADIXLM_RETURN_IF_ERROR(size("embedding_length", kMaxDim, &c.d_model));
   RADIXLM_RETURN_IF_ERROR(size("block_count", kMaxBlocks, &all_blocks));
-  RADIXLM_RETURN_IF_ERROR(size("feed_forward_length", kMaxDim, &c.ffn_dim));
+  if (IsMoe(c)) c.ffn_dim = static_cast<int>(std::clamp<int64_t>(g.GetIntOr(a + "feed_forward_length", 0), 0, kMaxDim));
+  else RADIXLM_RETURN_IF_ERROR(size("feed_forward_length", kMaxDim, &c.ffn_dim));
   RADIXLM_RETURN_IF_ERROR(size("attention.head_count", kMaxHeads, &c.n_heads));
   RADIXLM_RETURN_IF_ERROR(size("ssm.time_step_rank", kMaxHeads, &c.gdn_v_heads));
   RADIXLM_RETURN_IF_ERROR(size("ssm.group_count", kMaxHeads, &c.gdn_k_heads));
@@ -102,6 +117,15 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   c.vocab_size = emb->shape[0];
   c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
   c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  if (IsMoe(c)) {
+    MoeConventions(&c);
+    const int64_t used = g.GetIntOr(a + "expert_used_count", 0);
+    RADIXLM_RETURN_IF_ERROR(ReadMoeGguf(g, c.arch, used > 0 ? c.ffn_dim / used : 0, &c.moe));
+    c.moe.norm_weights = true;
+    c.moe.weights_scale = 1.0f;  // llama.cpp's qwen35moe reads neither key
+    if (c.moe.shared_ffn == 0) c.moe.shared_ffn = c.ffn_dim;  // llama.cpp's fallback
+    if (c.moe.shared_ffn == 0) return core::DataLoss(g.path() + ": the shared expert has no size (expert_shared_feed_forward_length)");
+  }
   return c;
 }
 
@@ -122,17 +146,25 @@ void ReadRope(const json& t, ModelConfig* c) {
 
 StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::string& dir) {
   ModelConfig c;
-  c.arch = "qwen35";
+  const std::string type = j.value("model_type", "");
+  c.arch = type.rfind("qwen3_5_moe", 0) == 0 ? "qwen35moe" : "qwen35";
   c.name = dir;
   Conventions(&c);
   // The multimodal checkpoint nests the language model's config and tensors.
   const bool nested = j.contains("text_config") && j["text_config"].is_object();
   const json& t = nested ? j["text_config"] : j;
-  c.hf_tensor_prefix = nested || j.value("model_type", "") == "qwen3_5" ? "model.language_model." : "model.";
+  c.hf_tensor_prefix = nested || type == "qwen3_5" || type == "qwen3_5_moe" ? "model.language_model." : "model.";
   try {
     c.vocab_size = t.at("vocab_size").get<int64_t>();
+    // The MoE's dense width is unused (and may be absent).
+    if (IsMoe(c)) c.ffn_dim = static_cast<int>(std::clamp<int64_t>(t.value("intermediate_size", int64_t{0}), 0, kMaxDim));
+    else {
+      const int64_t v = t.at("intermediate_size").get<int64_t>();
+      RADIXLM_RETURN_IF_ERROR(CheckSize(path + ": intermediate_size", v, 1, kMaxDim));
+      c.ffn_dim = static_cast<int>(v);
+    }
     for (auto [key, out, hi] : {std::tuple{"hidden_size", &c.d_model, kMaxDim}, {"num_hidden_layers", &c.n_blocks, kMaxBlocks},
-                                {"intermediate_size", &c.ffn_dim, kMaxDim}, {"num_attention_heads", &c.n_heads, kMaxHeads},
+                                {"num_attention_heads", &c.n_heads, kMaxHeads},
                                 {"linear_num_key_heads", &c.gdn_k_heads, kMaxHeads},
                                 {"linear_num_value_heads", &c.gdn_v_heads, kMaxHeads},
                                 {"linear_key_head_dim", &c.gdn_head_dim, int64_t{4096}},
@@ -165,6 +197,13 @@ StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::
     c.gdn_tiled = false;  // HF: value head j reads key head j / (Hv / Hk)
     const json& eos = t.contains("eos_token_id") ? t["eos_token_id"] : j.value("eos_token_id", json());
     if (eos.is_number_integer()) c.eos_id = eos.get<int32_t>();
+    if (IsMoe(c)) {
+      MoeConventions(&c);
+      RADIXLM_RETURN_IF_ERROR(ReadMoeHf(t, path, 0, &c.moe));
+      c.moe.norm_weights = true;
+      c.moe.weights_scale = 1.0f;
+      if (c.moe.shared_ffn == 0) return core::Unimplemented(path + ": Qwen3.5 MoE without its shared expert");
+    }
   } catch (const json::exception& e) {
     return core::DataLoss(path + ": " + e.what());
   }
@@ -191,8 +230,25 @@ HfTensorRef HfTensor(const ModelConfig& c, const std::string& gguf_name) {
       {std::regex(R"(^blk\.(\d+)\.ssm_a$)"), "layers.$1.linear_attn.A_log"},
       {std::regex(R"(^blk\.(\d+)\.ssm_norm\.weight$)"), "layers.$1.linear_attn.norm.weight"},
       {std::regex(R"(^blk\.(\d+)\.ssm_out\.weight$)"), "layers.$1.linear_attn.out_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate_inp\.weight$)"), "layers.$1.mlp.gate.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_(gate|up|down)_shexp\.weight$)"), "layers.$1.mlp.shared_expert.$2_proj.weight"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate_inp_shexp\.weight$)"), "layers.$1.mlp.shared_expert_gate.weight"},
+      // whole stacked tensors (export): gate_exps carries gate | up (HfLayout)
+      {std::regex(R"(^blk\.(\d+)\.ffn_gate_exps\.weight$)"), "layers.$1.mlp.experts.gate_up_proj"},
+      {std::regex(R"(^blk\.(\d+)\.ffn_down_exps\.weight$)"), "layers.$1.mlp.experts.down_proj"},
   };
   if (gguf_name == "output.weight") return {"lm_head.weight"};
+  // One expert: a matrix of the stacked gate_up_proj [E, 2I, H] (gate rows first) or down_proj.
+  if (const HfTensorRef e = StackedExpert(gguf_name); e.expert >= 0) {
+    const bool down = e.name.find("ffn_down_exps") != std::string::npos;
+    HfTensorRef ref{c.hf_tensor_prefix + MapHfName(kRules, down ? e.name : std::regex_replace(e.name, std::regex("_up_exps"), "_gate_exps"))};
+    ref.expert = e.expert;
+    if (!down) {
+      ref.row_begin = e.name.find("ffn_up_exps") != std::string::npos ? c.moe.ffn : 0;
+      ref.rows = c.moe.ffn;
+    }
+    return ref;
+  }
   HfTensorRef ref{c.hf_tensor_prefix + MapHfName(kRules, gguf_name)};
   const bool plus_one = gguf_name.find("norm.weight") != std::string::npos && gguf_name.find("ssm_norm") == std::string::npos;
   if (plus_one) ref.add = 1.0f;
@@ -210,7 +266,7 @@ std::vector<int> Sections(const ModelConfig& c) {
 core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
   using formats::GgufType;
   using formats::GgufValue;
-  const std::string a = "qwen35.";
+  const std::string a = c.arch + ".";
   w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
   w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
   w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
@@ -232,9 +288,10 @@ core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
   w->Set(a + "ssm.group_count", GgufValue::U32(c.gdn_k_heads));
   std::vector<GgufValue> recurrent;
   for (LayerKind k : c.layers)
-    if (k != LayerKind::kMlp) recurrent.push_back(GgufValue::Bool(k == LayerKind::kDeltaNet));
+    if (!IsFeedForward(k)) recurrent.push_back(GgufValue::Bool(k == LayerKind::kDeltaNet));
   w->Set(a + "attention.recurrent_layers", GgufValue::Array(GgufType::kBool, recurrent));
   w->Set(a + "full_attention_interval", GgufValue::U32(4));
+  if (IsMoe(c)) WriteMoeGguf(c, w);
   if (!c.gdn_tiled && c.gdn_v_heads != c.gdn_k_heads)
     return core::Unimplemented("a GGUF keeps the DeltaNet's value heads tiled; " + c.name + " groups them");
   return core::Status::Ok();
@@ -243,7 +300,7 @@ core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
 json HfConfig(const ModelConfig& c) {
   json types = json::array();
   for (LayerKind k : c.layers)
-    if (k != LayerKind::kMlp) types.push_back(k == LayerKind::kDeltaNet ? "linear_attention" : "full_attention");
+    if (!IsFeedForward(k)) types.push_back(k == LayerKind::kDeltaNet ? "linear_attention" : "full_attention");
   const std::vector<int> s = Sections(c);
   json text = {{"model_type", "qwen3_5_text"}, {"vocab_size", c.vocab_size}, {"hidden_size", c.d_model},
                {"num_hidden_layers", c.n_blocks}, {"intermediate_size", c.ffn_dim}, {"num_attention_heads", c.n_heads},
@@ -257,6 +314,9 @@ json HfConfig(const ModelConfig& c) {
                                     {"partial_rotary_factor", double(c.rope_dim) / c.head_dim},
                                     {"mrope_section", {s[0], s[1], s[2]}}, {"mrope_interleaved", true}}}};
   if (c.eos_id >= 0) text["eos_token_id"] = c.eos_id;
+  if (IsMoe(c))
+    text.update({{"model_type", "qwen3_5_moe_text"}, {"num_experts", c.moe.experts}, {"num_experts_per_tok", c.moe.used},
+                 {"moe_intermediate_size", c.moe.ffn}, {"shared_expert_intermediate_size", c.moe.shared_ffn}});
   return {{"text_config", text}};
 }
 
@@ -309,9 +369,37 @@ void HfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) {
       for (float& x : t.data) x = std::log(-x);
     if (t.name.find("ssm_conv1d.weight") != std::string::npos) t.shape = {t.shape[0], 1, t.shape[1]};
   }
+  // Experts: gate [E, I, H] and up [E, I, H] become gate_up_proj [E, 2I, H] (under gate's name).
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    NamedTensor& g = (*tensors)[i];
+    if (!ends(g.name, ".ffn_gate_exps.weight") || i + 1 >= tensors->size()) continue;
+    NamedTensor& u = (*tensors)[i + 1];
+    const int64_t E = g.shape[0], per = g.shape[1] * g.shape[2];
+    std::vector<float> fused;
+    fused.reserve(2 * E * per);
+    for (int64_t e = 0; e < E; ++e) {
+      fused.insert(fused.end(), g.data.begin() + e * per, g.data.begin() + (e + 1) * per);
+      fused.insert(fused.end(), u.data.begin() + e * per, u.data.begin() + (e + 1) * per);
+    }
+    g.data = std::move(fused);
+    g.shape[1] *= 2;
+    tensors->erase(tensors->begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  }
 }
 
 }  // namespace
+
+const ArchSpec& Qwen35MoeArch() {
+  static const ArchSpec a = [] {
+    ArchSpec s = Qwen35Arch();
+    s.gguf_name = "qwen35moe";
+    s.hf_model_types = {"qwen3_5_moe", "qwen3_5_moe_text"};
+    s.hf_class = "Qwen3_5MoeForConditionalGeneration";
+    s.conventions = MoeConventions;
+    return s;
+  }();
+  return a;
+}
 
 const ArchSpec& Qwen35Arch() {
   static const ArchSpec a = [] {

@@ -51,12 +51,17 @@ class StoreSource : public WeightSource {
       : store_(store), arch_(hf_arch), config_(config) {}
   bool HfLayout() const override { return arch_ != nullptr; }
   bool Has(const std::string& name) const override { return store_->Find(Map(name).name) != nullptr; }
+  static std::string ShapeText(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  }
   StatusOr<TensorEntry> Get(const std::string& name, const std::vector<int64_t>& shape,
                             std::vector<float>* scratch) const override {
     const HfTensorRef ref = Map(name);
     StatusOr<const TensorEntry*> found = store_->Get(ref.name, shape);
     TensorEntry t;
-    if (ref.rows < 0) {
+    if (ref.rows < 0 && ref.expert < 0) {
       if (!found.ok()) return found.status();
       t = **found;
       if (ref.add != 0.0f) {  // converted to f32 in scratch, with the checkpoint's offset added
@@ -67,6 +72,22 @@ class StoreSource : public WeightSource {
         t.data = scratch->data();
         t.nbytes = scratch->size() * sizeof(float);
       }
+    } else if (ref.expert >= 0) {  // one expert (then rows of it) of a 3-D [experts, rows, cols] tensor
+      const TensorEntry* whole = store_->Find(ref.name);
+      const int64_t rows = ref.rows >= 0 ? ref.rows : (shape.empty() ? 0 : shape[0]);
+      if (!whole || whole->shape.size() != 3 || shape.size() != 2 || ref.expert >= whole->shape[0] ||
+          whole->shape[2] != shape[1] || shape[0] != rows || ref.row_begin + rows > whole->shape[1] ||
+          (core::IsQuantized(whole->dtype) && shape[1] % core::BlockElems(whole->dtype) != 0))
+        return core::DataLoss((whole ? whole->file : std::string("model")) + ": tensor '" + ref.name + "' lacks expert " +
+                              std::to_string(ref.expert) + " as a [" + std::to_string(rows) + ", " +
+                              std::to_string(shape.size() == 2 ? shape[1] : 0) + "] matrix for " + name +
+                              (whole ? " (its shape is " + ShapeText(whole->shape) + ")" : " (no such tensor)"));
+      const size_t row_bytes = core::RowBytes(whole->dtype, shape[1]);
+      t = *whole;
+      t.name = ref.name + "[expert " + std::to_string(ref.expert) + "]";
+      t.shape = shape;
+      t.data = static_cast<const uint8_t*>(whole->data) + row_bytes * (ref.expert * whole->shape[1] + ref.row_begin);
+      t.nbytes = row_bytes * rows;
     } else {  // rows of a stacked tensor
       const TensorEntry* whole = store_->Find(ref.name);
       if (!whole || whole->shape.size() != 2 || shape.size() != 2 || shape[0] != ref.rows || whole->shape[1] != shape[1] ||
@@ -88,7 +109,7 @@ class StoreSource : public WeightSource {
   }
 
  private:
-  HfTensorRef Map(const std::string& n) const { return arch_ ? arch_->hf_tensor(*config_, n) : HfTensorRef{n}; }
+  HfTensorRef Map(const std::string& n) const { return arch_ ? arch_->hf_tensor(*config_, n) : StackedExpert(n); }
   const formats::TensorStore* store_;
   const ArchSpec* arch_;       // null: GGUF names
   const ModelConfig* config_;
@@ -102,6 +123,10 @@ class RandomSource : public WeightSource {
   RandomSource(const ModelConfig& c, uint64_t seed, core::ThreadPool& pool) : config_(c), seed_(seed), pool_(pool) {}
   bool Has(const std::string& name) const override {
     if (name == "output.weight") return !config_.tied_embeddings;
+    if (name.find("ffn_gate_inp_shexp") != std::string::npos) return config_.moe.shared_gate;
+    if (name.find("ffn_gate_inp") != std::string::npos) return true;
+    if (name.find("exp_probs_b") != std::string::npos) return config_.moe.selection_bias;
+    if (name.find("_shexp") != std::string::npos && config_.moe.shared_ffn == 0) return false;
     if (name.find("ssm_conv1d.bias") != std::string::npos) return config_.ssm_conv_bias;
     if (name.find("ssm_dt.bias") != std::string::npos) return true;
     if (name.find(".bias") != std::string::npos) return config_.qkv_bias;
@@ -266,6 +291,47 @@ StatusOr<DeltaNetLayerWeights> BuildDeltaNet(const ModelConfig& c, const WeightS
   return m;
 }
 
+// The second norm of a mixer + feed-forward block, or the block's only norm (Nemotron-H).
+std::string FeedForwardNorm(const ModelConfig& c, int block) {
+  return Blk(block, c.block_per_sublayer ? "attn_norm.weight" : (c.mlp_norm_tensor + ".weight").c_str());
+}
+
+// A mixture-of-experts layer in llama.cpp's GGUF names: ffn_gate_inp (router) [experts, d],
+// exp_probs_b.bias (selection bias), ffn_{gate,up,down}_exps [experts, ...] (one expert at a
+// time: ExpertName), ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp [1, d] (shared expert).
+StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
+  const MoeConfig& mc = c.moe;
+  const int64_t d = c.d_model, f = mc.ffn;
+  const bool gated = c.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  MoeLayerWeights m;
+  RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
+  const WeightPlan f32{DType::kF32, kernels::Bf16Mode::kExact};
+  RADIXLM_ASSIGN_OR_RETURN(m.router, GetStacked(src, {Blk(block, "ffn_gate_inp.weight")}, {mc.experts}, d, f32));
+  if (mc.selection_bias) {
+    RADIXLM_ASSIGN_OR_RETURN(m.selection_bias, GetVector(src, Blk(block, "exp_probs_b.bias"), mc.experts));
+  }
+  for (int64_t e = 0; e < mc.experts; ++e) {
+    std::vector<std::string> in = {ExpertName(block, "ffn_up_exps", e)};
+    if (gated) in.insert(in.begin(), ExpertName(block, "ffn_gate_exps", e));
+    RADIXLM_ASSIGN_OR_RETURN(kernels::PackedWeight gu, GetStacked(src, in, std::vector<int64_t>(in.size(), f), d, storage));
+    RADIXLM_ASSIGN_OR_RETURN(kernels::PackedWeight dn, GetStacked(src, {ExpertName(block, "ffn_down_exps", e)}, {d}, f, storage));
+    m.gate_up.push_back(std::move(gu));
+    m.down.push_back(std::move(dn));
+  }
+  if (mc.shared_ffn > 0) {
+    const int64_t sf = mc.shared_ffn;
+    std::vector<std::string> in = {Blk(block, "ffn_up_shexp.weight")};
+    if (gated) in.insert(in.begin(), Blk(block, "ffn_gate_shexp.weight"));
+    RADIXLM_ASSIGN_OR_RETURN(m.shared_gate_up, GetStacked(src, in, std::vector<int64_t>(in.size(), sf), d, storage));
+    RADIXLM_ASSIGN_OR_RETURN(m.shared_down, GetStacked(src, {Blk(block, "ffn_down_shexp.weight")}, {d}, sf, storage));
+    if (mc.shared_gate) {
+      RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> g, GetShaped(src, Blk(block, "ffn_gate_inp_shexp.weight"), {1, d}));
+      m.shared_gate = kernels::PackedWeight::Pack(g.data(), DType::kF32, 1, d, DType::kF32);
+    }
+  }
+  return m;
+}
+
 StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage) {
   const std::string problem = c.Validate();
   if (!problem.empty()) return core::InvalidArgument(c.name + ": " + problem);
@@ -297,8 +363,7 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     } else if (c.layers[li] == LayerKind::kMlp) {
       MlpLayerWeights m;
       // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
-      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, c.block_per_sublayer ? "attn_norm.weight"
-                                                                                   : (c.mlp_norm_tensor + ".weight").c_str()), d));
+      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
       if (c.mlp_act == ModelConfig::MlpAct::kRelu2) {
         RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
       } else {
@@ -307,6 +372,9 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
       }
       RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
       w.mlp.push_back(std::move(m));
+    } else if (c.layers[li] == LayerKind::kMoe) {
+      RADIXLM_ASSIGN_OR_RETURN(MoeLayerWeights m, BuildMoe(c, src, block, storage));
+      w.moe.push_back(std::move(m));
     } else if (c.layers[li] == LayerKind::kMamba2) {
       RADIXLM_ASSIGN_OR_RETURN(Mamba2LayerWeights m, BuildMamba2(c, src, block, storage));
       m.state_index = state_index++;
@@ -515,6 +583,26 @@ void MlpTensors(const ModelConfig& c, int b, TensorList* want) {
   want->push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
 }
 
+// Experts are listed one by one (ExpertName) and stacked into their 3-D tensor by AllTensors.
+void MoeTensors(const ModelConfig& c, int b, TensorList* want) {
+  const int64_t d = c.d_model, f = c.moe.ffn, sf = c.moe.shared_ffn;
+  const bool gated = c.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  want->push_back({Blk(b, c.block_per_sublayer ? "attn_norm.weight" : (c.mlp_norm_tensor + ".weight").c_str()), {d}});
+  want->push_back({Blk(b, "ffn_gate_inp.weight"), {c.moe.experts, d}});
+  if (c.moe.selection_bias) want->push_back({Blk(b, "exp_probs_b.bias"), {c.moe.experts}});
+  for (const char* stem : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    if (!gated && stem[4] == 'g') continue;
+    for (int64_t e = 0; e < c.moe.experts; ++e)
+      want->push_back({ExpertName(b, stem, e), stem[4] == 'd' ? std::vector<int64_t>{d, f} : std::vector<int64_t>{f, d}});
+  }
+  if (sf > 0) {
+    if (gated) want->push_back({Blk(b, "ffn_gate_shexp.weight"), {sf, d}});
+    want->push_back({Blk(b, "ffn_up_shexp.weight"), {sf, d}});
+    want->push_back({Blk(b, "ffn_down_shexp.weight"), {d, sf}});
+    if (c.moe.shared_gate) want->push_back({Blk(b, "ffn_gate_inp_shexp.weight"), {1, d}});
+  }
+}
+
 void Mamba2Tensors(const ModelConfig& c, int b, bool gguf_shapes, TensorList* want) {
   const int64_t d = c.d_model;
   const kernels::Mamba2Dims sd = c.ssm_dims();
@@ -546,7 +634,9 @@ void DeltaNetTensors(const ModelConfig& c, int b, TensorList* want) {
   want->push_back({Blk(b, "ssm_out.weight"), {d, g.value_dim()}});
 }
 
-std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status, bool gguf_shapes) {
+// `done` is called on each tensor once it is complete.
+std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status, bool gguf_shapes,
+                                    const std::function<void(NamedTensor*)>& done = nullptr) {
   const int64_t d = c.d_model;
   TensorList want = {{"token_embd.weight", {c.vocab_size, d}}};
   const std::vector<int> blocks = c.SublayerBlocks();
@@ -556,6 +646,7 @@ std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& sr
       case LayerKind::kMlp: MlpTensors(c, blocks[li], &want); break;
       case LayerKind::kMamba2: Mamba2Tensors(c, blocks[li], gguf_shapes, &want); break;
       case LayerKind::kDeltaNet: DeltaNetTensors(c, blocks[li], &want); break;
+      case LayerKind::kMoe: MoeTensors(c, blocks[li], &want); break;
     }
   }
   want.push_back({"output_norm.weight", {d}});
@@ -565,8 +656,21 @@ std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& sr
     std::vector<float> scratch;
     auto e = src.Get(name, shape, &scratch);
     if (!e.ok()) { *status = e.status(); return {}; }
-    out.push_back({name, shape, ToF32(*e)});
+    // Experts come one by one: each joins its stacked [experts, rows, cols] tensor.
+    const HfTensorRef stacked = StackedExpert(name);
+    const bool continues = stacked.expert > 0 && !out.empty() && out.back().name == stacked.name;
+    if (!out.empty() && !continues && done) done(&out.back());
+    if (stacked.expert >= 0) {
+      if (!continues) out.push_back({stacked.name, {0, shape[0], shape[1]}, {}, {}});
+      NamedTensor& t = out.back();
+      ++t.shape[0];
+      const std::vector<float> v = ToF32(*e);
+      t.data.insert(t.data.end(), v.begin(), v.end());
+      continue;
+    }
+    out.push_back({name, shape, ToF32(*e), {}});
   }
+  if (!out.empty() && done) done(&out.back());
   return out;
 }
 
@@ -590,6 +694,7 @@ DType StorageOf(const NamedTensor& t, DType dtype) {
 
 // The bytes of t in `dtype` (f32: its own data; else converted into *half).
 const void* StoredData(const NamedTensor& t, DType dtype, std::vector<uint16_t>* half) {
+  if (!t.half.empty()) return t.half.data();
   if (dtype == DType::kF32) return t.data.data();
   half->resize(t.data.size());
   for (size_t k = 0; k < t.data.size(); ++k) (*half)[k] = dtype == DType::kBF16 ? core::F32ToBf16(t.data[k]) : core::F32ToF16(t.data[k]);
@@ -653,7 +758,16 @@ Status ExportModel(const std::string& spec, ExportFormat format, const std::stri
   core::ThreadPool pool;
   RandomSource src(c, PresetSeed(spec.substr(7)), pool);
   Status st;
-  std::vector<NamedTensor> tensors = AllTensors(c, src, &st, format == ExportFormat::kGguf);
+  // GGUF: each matrix stored in its export type as soon as it is complete.
+  auto to_half = [dtype](NamedTensor* t) {
+    const DType dt = StorageOf(*t, dtype);
+    if (dt == DType::kF32) return;
+    StoredData(*t, dt, &t->half);
+    std::vector<float>().swap(t->data);
+  };
+  std::vector<NamedTensor> tensors =
+      AllTensors(c, src, &st, format == ExportFormat::kGguf,
+                 format == ExportFormat::kGguf ? std::function<void(NamedTensor*)>(to_half) : nullptr);
   RADIXLM_RETURN_IF_ERROR(st);
   if (format == ExportFormat::kHfFolder) return ExportHf(c, *arch, std::move(tensors), dtype, out_path);
   if (c.rope_scaling.factor > 0) tensors.push_back({"rope_freqs.weight", {c.head_dim / 2}, RopeFreqFactors(c)});

@@ -14,6 +14,16 @@ const char* LayerKindName(LayerKind k) {
     case LayerKind::kMlp: return "mlp";
     case LayerKind::kMamba2: return "mamba2";
     case LayerKind::kDeltaNet: return "deltanet";
+    case LayerKind::kMoe: return "moe";
+  }
+  return "?";
+}
+
+const char* GatingName(MoeConfig::Gating g) {
+  switch (g) {
+    case MoeConfig::Gating::kSoftmax: return "softmax";
+    case MoeConfig::Gating::kSigmoid: return "sigmoid";
+    case MoeConfig::Gating::kSoftmaxChosen: return "softmax over the chosen";
   }
   return "?";
 }
@@ -42,7 +52,7 @@ std::vector<int> ModelConfig::SublayerBlocks() const {
   int block = 0;
   for (LayerKind k : layers) {
     blocks.push_back(block);
-    if (block_per_sublayer || k == LayerKind::kMlp) ++block;
+    if (block_per_sublayer || IsFeedForward(k)) ++block;
   }
   return blocks;
 }
@@ -57,24 +67,44 @@ namespace {
 int64_t MlpMatrices(ModelConfig::MlpAct act) { return act == ModelConfig::MlpAct::kRelu2 ? 2 : 3; }
 }  // namespace
 
-int64_t ModelConfig::ParameterCount() const {
-  const int64_t q = int64_t{n_heads} * head_dim * (attn_output_gate ? 2 : 1), kv = int64_t{n_kv_heads} * head_dim;
-  const int64_t q_out = int64_t{n_heads} * head_dim;
-  const kernels::Mamba2Dims s = ssm_dims();
-  const kernels::DeltaNetDims g = gdn_dims();
-  int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
-  for (LayerKind k : layers) {
-    if (k == LayerKind::kAttention)
-      n += d_model + d_model * (q + 2 * kv) + q_out * d_model + (qk_norm ? 2 * head_dim : 0) + (qkv_bias ? q + 2 * kv : 0);
-    else if (k == LayerKind::kMlp)
-      n += d_model + MlpMatrices(mlp_act) * int64_t{d_model} * ffn_dim;
-    else if (k == LayerKind::kMamba2)
-      n += d_model + d_model * (s.d_inner() + s.conv_dim() + s.n_heads) + s.conv_dim() * (s.d_conv + 1) +
-           3 * s.n_heads + s.d_inner() + s.d_inner() * d_model;
-    else  // qkv | z | b | a in, conv (no bias), dt_bias and A per value head, the output norm, out
-      n += d_model + d_model * (g.conv_dim() + g.value_dim() + 2 * g.v_heads) + g.conv_dim() * g.d_conv +
-           2 * g.v_heads + g.head_dim + g.value_dim() * d_model;
+namespace {
+// Parameters of one sublayer; a MoE sublayer's experts counted `experts_counted` times.
+int64_t SublayerParameters(const ModelConfig& c, LayerKind k, int64_t experts_counted) {
+  const int64_t d = c.d_model;
+  const int64_t q = int64_t{c.n_heads} * c.head_dim * (c.attn_output_gate ? 2 : 1), kv = int64_t{c.n_kv_heads} * c.head_dim;
+  const int64_t q_out = int64_t{c.n_heads} * c.head_dim;
+  const kernels::Mamba2Dims s = c.ssm_dims();
+  const kernels::DeltaNetDims g = c.gdn_dims();
+  switch (k) {
+    case LayerKind::kAttention:
+      return d + d * (q + 2 * kv) + q_out * d + (c.qk_norm ? 2 * c.head_dim : 0) + (c.qkv_bias ? q + 2 * kv : 0);
+    case LayerKind::kMlp: return d + MlpMatrices(c.mlp_act) * d * c.ffn_dim;
+    case LayerKind::kMamba2:
+      return d + d * (s.d_inner() + s.conv_dim() + s.n_heads) + s.conv_dim() * (s.d_conv + 1) + 3 * s.n_heads +
+             s.d_inner() + s.d_inner() * d;
+    case LayerKind::kDeltaNet:  // qkv | z | b | a in, conv (no bias), dt_bias and A per value head, the output norm, out
+      return d + d * (g.conv_dim() + g.value_dim() + 2 * g.v_heads) + g.conv_dim() * g.d_conv + 2 * g.v_heads +
+             g.head_dim + g.value_dim() * d;
+    case LayerKind::kMoe: {
+      const MoeConfig& m = c.moe;
+      const int64_t mats = MlpMatrices(c.mlp_act);
+      return d + d * m.experts + (m.selection_bias ? m.experts : 0) + experts_counted * mats * d * m.ffn +
+             mats * d * m.shared_ffn + (m.shared_gate ? d : 0);
+    }
   }
+  return 0;
+}
+}  // namespace
+
+int64_t ModelConfig::ParameterCount() const {
+  int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
+  for (LayerKind k : layers) n += SublayerParameters(*this, k, moe.experts);
+  return n;
+}
+
+int64_t ModelConfig::ActiveParameterCount() const {
+  int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
+  for (LayerKind k : layers) n += SublayerParameters(*this, k, moe.used);
   return n;
 }
 
@@ -87,7 +117,11 @@ double ModelConfig::LinearFlopsPerToken(bool with_lm_head) const {
     if (k == LayerKind::kAttention) f += 2 * (d_model * (qin + 2 * kv) + q * d_model);
     else if (k == LayerKind::kMlp) f += 2.0 * MlpMatrices(mlp_act) * d_model * ffn_dim;
     else if (k == LayerKind::kMamba2) f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
-    else f += 2.0 * d_model * double(g.conv_dim() + g.value_dim() + 2 * g.v_heads) + 2.0 * double(g.value_dim()) * d_model;
+    else if (k == LayerKind::kDeltaNet)
+      f += 2.0 * d_model * double(g.conv_dim() + g.value_dim() + 2 * g.v_heads) + 2.0 * double(g.value_dim()) * d_model;
+    else  // the router, the chosen experts and the shared expert
+      f += 2.0 * d_model * (moe.experts + MlpMatrices(mlp_act) * double(moe.used * int64_t{moe.ffn} + moe.shared_ffn) +
+                            (moe.shared_gate ? 1 : 0));
   }
   if (with_lm_head) f += 2.0 * d_model * vocab_size;
   return f;
@@ -159,6 +193,18 @@ std::string ModelConfig::Validate() const {
     if (gdn_k_heads > kMaxHeads || gdn_v_heads > kMaxHeads || gdn_head_dim > 4096)
       return "implausible Gated DeltaNet sizes";
     if (gdn_v_heads % gdn_k_heads != 0) return "Gated DeltaNet value heads must be a multiple of its key heads";
+  }
+  if (CountLayers(LayerKind::kMlp) > 0 && ffn_dim <= 0) return "the MLP size must be positive";
+  if (CountLayers(LayerKind::kMoe) > 0) {
+    const MoeConfig& m = moe;
+    if (m.experts <= 0 || m.used <= 0 || m.ffn <= 0) return "mixture-of-experts sizes must be positive";
+    if (m.experts > 4096 || m.ffn > kMaxDim || m.shared_ffn < 0 || m.shared_ffn > kMaxDim) return "implausible expert sizes";
+    if (m.used > m.experts) return "more experts used per token than there are experts";
+    if (m.groups < 1 || m.groups_used < 1 || m.groups_used > m.groups || m.experts % m.groups != 0 ||
+        (m.groups > 1 && m.used > (m.experts / m.groups) * m.groups_used))
+      return "expert groups must divide the experts and hold the experts used";
+    if (!(std::isfinite(m.weights_scale) && m.weights_scale > 0 && m.weights_scale <= 1e6f))
+      return "the expert weights scale must be a finite positive number, not " + Num(m.weights_scale);
   }
   if (rope_dim < 0 || rope_dim > head_dim || rope_dim % 2 != 0) return "the rotary dims must be even and at most head_dim";
   return "";

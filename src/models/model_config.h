@@ -17,8 +17,33 @@ namespace radixlm::models {
 
 // A sublayer applies x += F(norm(x)) (pre-norm residual). A Llama/Qwen decoder block is an
 // attention sublayer followed by an MLP sublayer.
-enum class LayerKind { kAttention, kMlp, kMamba2, kDeltaNet };
+enum class LayerKind { kAttention, kMlp, kMamba2, kDeltaNet, kMoe };
 inline bool IsRecurrent(LayerKind k) { return k == LayerKind::kMamba2 || k == LayerKind::kDeltaNet; }
+// A feed-forward sublayer (dense MLP or mixture of experts): it ends a mixer + MLP block.
+inline bool IsFeedForward(LayerKind k) { return k == LayerKind::kMlp || k == LayerKind::kMoe; }
+
+// A mixture-of-experts feed-forward (LayerKind::kMoe): a router scores `experts` experts per
+// token and the `used` best run, each an MLP of hidden size `ffn` with the model's activation
+// (SiLU-gated, or relu^2 for Nemotron-H); their outputs are summed with the routing weights,
+// plus an optional shared expert run on every token. The routing, as llama.cpp's build_moe_ffn
+// and the Hugging Face definitions compute it:
+//   probs = softmax(logits) | sigmoid(logits) | logits (kSoftmaxChosen)
+//   chosen = the `used` largest of probs + selection bias (the bias only ranks; with groups > 1
+//            only experts in the `groups_used` groups with the largest top-2 sums compete)
+//   weights = probs[chosen]; kSoftmaxChosen: softmax over the chosen logits;
+//   norm_weights: divided by their sum (at least 2^-14); then times weights_scale.
+struct MoeConfig {
+  enum class Gating { kSoftmax, kSigmoid, kSoftmaxChosen };
+  int experts = 0, used = 0, ffn = 0;
+  int shared_ffn = 0;            // shared expert hidden size; 0 = none
+  bool shared_gate = false;      // shared expert output times sigmoid(w . x) (Qwen3.5 / Qwen3-Next MoE)
+  Gating gating = Gating::kSoftmax;
+  bool norm_weights = true;
+  float weights_scale = 1.0f;
+  bool selection_bias = false;   // a per-expert bias added to probs for the choice (exp_probs_b)
+  int groups = 1, groups_used = 1;
+};
+const char* GatingName(MoeConfig::Gating g);
 const char* LayerKindName(LayerKind k);
 
 struct ModelConfig {
@@ -73,6 +98,7 @@ struct ModelConfig {
   int gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;
   bool gdn_tiled = true;
   kernels::DeltaNetDims gdn_dims() const { return {gdn_k_heads, gdn_v_heads, gdn_head_dim, ssm_conv, gdn_tiled}; }
+  MoeConfig moe;  // experts > 0 when the model has LayerKind::kMoe sublayers
   // Hybrid conventions.
   enum class MlpAct { kSiluGated, kRelu2 };
   MlpAct mlp_act = MlpAct::kSiluGated;  // Nemotron-H: relu(x)^2, no gate
@@ -95,9 +121,12 @@ struct ModelConfig {
   std::vector<int> SublayerBlocks() const;
 
   int n_attention_layers() const;
-  // Parameters, counting a tied embedding once.
+  // Parameters, counting a tied embedding once; ActiveParameterCount counts only the experts a
+  // token uses (and the embedding row it reads once, as the total does).
   int64_t ParameterCount() const;
-  // Matmul FLOPs per token excluding attention scores (2 x non-embedding parameters + lm_head).
+  int64_t ActiveParameterCount() const;
+  // Matmul FLOPs per token excluding attention scores (2 x active non-embedding parameters +
+  // lm_head).
   double LinearFlopsPerToken(bool with_lm_head) const;
   std::string Validate() const;  // empty when consistent
 };

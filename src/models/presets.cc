@@ -99,6 +99,19 @@ ModelConfig Qwen35(const char* name, int64_t vocab, int d, int blocks, int heads
   return c;
 }
 
+// A preset with a mixture of experts in place of every dense MLP (the row's conventions set the
+// routing; see ModelConfig::moe).
+ModelConfig WithExperts(ModelConfig c, int experts, int used, int ffn, int shared_ffn) {
+  c.moe.experts = experts;
+  c.moe.used = used;
+  c.moe.ffn = ffn;
+  c.moe.shared_ffn = shared_ffn;
+  for (LayerKind& k : c.layers)
+    if (k == LayerKind::kMlp) k = LayerKind::kMoe;
+  c.ffn_dim = 0;
+  return c;
+}
+
 std::vector<RandomPreset> Build() {
   std::vector<RandomPreset> p;
   p.push_back({"qwen3-0.6b", "Qwen3-0.6B shape: 28 blocks, d 1024, 16/8 heads x 128, MLP 3072, tied",
@@ -117,6 +130,19 @@ std::vector<RandomPreset> Build() {
   l3.config.eos_id = 128009;
   p.push_back(std::move(l3));
 
+  p.push_back({"qwen3moe-tiny", "Qwen3-MoE architecture, 2 blocks, d 64, 4/2 heads x 16, 8 experts (2 used) of MLP 32, Qwen3 vocabulary, untied",
+               WithExperts(Make("qwen3moe", "qwen3moe-tiny", 151936, 64, 2, 4, 2, 16, 0, false, 1e6), 8, 2, 32, 0)});
+  p.push_back({"qwen3moe-a3b-8l",
+               "Qwen3-30B-A3B's layer shape, 8 of its 48 blocks: d 2048, 32/4 heads x 128, 128 experts (8 used) of MLP 768, "
+               "Qwen3 vocabulary, untied (5.6B parameters, 0.9B active)",
+               WithExperts(Make("qwen3moe", "qwen3moe-a3b-8l", 151936, 2048, 8, 32, 4, 128, 0, false, 1e6), 128, 8, 768, 0)});
+  ModelConfig q35m = Qwen35("qwen35moe-tiny", 151936, 64, 4, 4, 2, 32, 8, 0, 2, 4, 16);
+  q35m.arch = "qwen35moe";
+  ArchByGguf(q35m.arch)->conventions(&q35m);
+  p.push_back({"qwen35moe-tiny",
+               "Qwen3.5-MoE layout: qwen35-tiny's trunk with 8 experts (2 used) of MLP 32 and a sigmoid-gated shared expert of 48 "
+               "in every block",
+               WithExperts(std::move(q35m), 8, 2, 32, 48)});
   ModelConfig m2 = MakeHybrid("mamba2", "mamba2-tiny", 32000, 64, 0, 0, 0, 0, 4, 32, 16, 2, false);
   m2.layers.assign(3, LayerKind::kMamba2);
   m2.n_blocks = 3;

@@ -81,6 +81,18 @@ struct MlpLayerWeights {
   kernels::PackedWeight down;    // [d_model, ffn_dim]
 };
 
+// Mixture of experts (ModelConfig::moe): the router, each expert's MLP (kept in the file's
+// type, quantised included), and the optional shared expert.
+struct MoeLayerWeights {
+  std::vector<float> norm;                  // [d_model]
+  kernels::PackedWeight router;             // [experts, d_model], f32 (the choice is sensitive to it)
+  std::vector<float> selection_bias;        // [experts] or empty
+  std::vector<kernels::PackedWeight> gate_up;  // per expert: [2 ffn, d_model] (gate | up) or up [ffn, d_model] (relu^2)
+  std::vector<kernels::PackedWeight> down;     // per expert: [d_model, ffn]
+  kernels::PackedWeight shared_gate_up, shared_down;  // n_out() 0: no shared expert
+  kernels::PackedWeight shared_gate;        // [1, d_model] f32, or n_out() 0
+};
+
 struct Mamba2LayerWeights {
   std::vector<float> norm;        // [d_model]
   kernels::PackedWeight in_proj;  // [d_inner + conv_dim + n_heads, d_model]: z | xBC | dt
@@ -111,6 +123,7 @@ struct TransformerWeights {
   std::vector<MlpLayerWeights> mlp;
   std::vector<Mamba2LayerWeights> mamba;
   std::vector<DeltaNetLayerWeights> deltanet;
+  std::vector<MoeLayerWeights> moe;
   std::vector<float> final_norm;  // [d_model]
   kernels::PackedWeight lm_head;  // [vocab, d_model]
   size_t nbytes() const;
@@ -142,6 +155,11 @@ class Transformer {
   void AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w, const ForwardBatch& b,
                          KvStore& kv, int64_t n);
   void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
+  void MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
+  // Router: each row's chosen experts (moe_ids_) and weights (moe_w_), [n, used].
+  void Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
+  // y[n, ffn] = act(h) for one MLP's gate | up (or up) rows h [n, 2 ffn | ffn].
+  void Activate(const float* h, float* y, int64_t n, int64_t f) const;
   void Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
                       SsmStateStore& states, int64_t n);
   void DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWeights& w, const ForwardBatch& b,
@@ -163,6 +181,10 @@ class Transformer {
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
   std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2 / DeltaNet: in_proj output, conv output, scan output
   std::vector<float> gate_;  // attention output gate [n, n_heads head_dim]
+  // Mixture of experts: router scores, the choice, rows grouped by expert (input, hidden,
+  // activation, output) and each (row, slot)'s place among them.
+  std::vector<float> moe_logits_, moe_w_, moe_x_, moe_h_, moe_a_, moe_y_, moe_shared_, moe_gate_;
+  std::vector<int32_t> moe_ids_, moe_pos_, moe_count_;
   std::vector<float> q_full_, k_full_, v_full_, o_full_;  // compaction: attention in the original layout
   // Trie-space attention: per-sequence compact ranges, and shared rows to copy into a
   // sequence's own (diverging) block: compact row, position, grouped by sequence.

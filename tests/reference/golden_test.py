@@ -71,7 +71,7 @@ def main():
                     model = HybridModel.from_hf(path)
                 elif hf_type in QWEN35_TYPES:
                     model = Qwen35Model.from_hf(path)
-                elif fmt == "gguf" and gguf_arch(path) == "qwen35":
+                elif fmt == "gguf" and gguf_arch(path) in ("qwen35", "qwen35moe"):
                     model = Qwen35Model.from_gguf(path)
                 else:
                     model = Model.from_gguf(path) if fmt == "gguf" else Model.from_hf(path)

@@ -13,6 +13,9 @@ never the chunked WY form:
     l2norm(k) (eps 1e-6); q / sqrt(d_k); beta = sigmoid(in_proj_b); g = -exp(A_log) *
     softplus(in_proj_a + dt_bias); value head j uses key head j // (Hv / Hk) (repeat_interleave);
     S = S e^g; S += k ((v - S^T k) beta)^T; o = S^T q; rmsnorm(o) w silu(z); out_proj.
+Qwen3.5-MoE (Qwen3_5MoeSparseMoeBlock): softmax router over all experts, top-k renormalised,
+experts stacked as gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I], plus the
+shared expert times sigmoid(shared_expert_gate . x).
 Reads a Hugging Face folder, or a GGUF written for llama.cpp (its conventions undone here:
 norms store 1 + w, ssm_a = -exp(A_log), value heads tiled j % Hk). Used by golden_test.py."""
 import math
@@ -21,8 +24,9 @@ import numpy as np
 import torch
 
 from checkpoint_io import read_gguf, read_hf_folder
+from moe_ref import experts, route, swiglu
 
-QWEN35_TYPES = ("qwen3_5", "qwen3_5_text")
+QWEN35_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 F = torch.nn.functional
 
 
@@ -34,13 +38,14 @@ class Qwen35Model:
     def from_hf(path):
         cfg, t = read_hf_folder(path)
         c = cfg.get("text_config", cfg)
-        prefix = "model.language_model." if "text_config" in cfg or cfg.get("model_type") == "qwen3_5" else "model."
+        prefix = ("model.language_model." if "text_config" in cfg or cfg.get("model_type") in ("qwen3_5", "qwen3_5_moe")
+                  else "model.")
         return Qwen35Model(c, {k: torch.from_numpy(v.astype(np.float64)) for k, v in t.items()}, prefix)
 
     @staticmethod
     def from_gguf(path):
         meta, t = read_gguf(path)
-        a = "qwen35."
+        a = meta["general.architecture"] + "."
         blocks = meta[a + "block_count"] - meta.get(a + "nextn_predict_layers", 0)
         rec = meta.get(a + "attention.recurrent_layers")
         hk, hv, s = meta[a + "ssm.group_count"], meta[a + "ssm.time_step_rank"], meta[a + "ssm.state_size"]
@@ -56,6 +61,9 @@ class Qwen35Model:
                              for i in range(blocks)],
              "rope_parameters": {"rope_theta": meta[a + "rope.freq_base"],
                                  "partial_rotary_factor": (rope_dim or hd) / hd}}
+        if a == "qwen35moe.":
+            c.update(num_experts=meta[a + "expert_count"], num_experts_per_tok=meta[a + "expert_used_count"],
+                     moe_intermediate_size=meta[a + "expert_feed_forward_length"])
         w = {}
         r = hv // hk
         # GGUF value head j = r_ * hk + g holds HF value head g * r + r_.
@@ -74,7 +82,16 @@ class Qwen35Model:
                  "attn_gate.weight": "linear_attn.in_proj_z.weight", "ssm_beta.weight": "linear_attn.in_proj_b.weight",
                  "ssm_alpha.weight": "linear_attn.in_proj_a.weight", "ssm_conv1d.weight": "linear_attn.conv1d.weight",
                  "ssm_dt.bias": "linear_attn.dt_bias", "ssm_a": "linear_attn.A_log", "ssm_norm.weight": "linear_attn.norm.weight",
-                 "ssm_out.weight": "linear_attn.out_proj.weight"}
+                 "ssm_out.weight": "linear_attn.out_proj.weight", "ffn_gate_inp.weight": "mlp.gate.weight",
+                 "ffn_down_exps.weight": "mlp.experts.down_proj", "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+                 "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+                 "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+                 "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}
+        for layer in range(blocks):  # llama.cpp's separate gate and up experts, fused as HF stacks them
+            g = t.get("blk.%d.ffn_gate_exps.weight" % layer)
+            if g is not None:
+                w["model.layers.%d.mlp.experts.gate_up_proj" % layer] = np.concatenate(
+                    [g, t["blk.%d.ffn_up_exps.weight" % layer]], axis=1)
         for name, x in t.items():
             if name == "token_embd.weight":
                 w["model.embed_tokens.weight"] = x
@@ -187,6 +204,13 @@ class Qwen35Model:
             h = self.norm1p(x, w[p + "input_layernorm.weight"])
             x = x + (self.delta_net(h, p) if types[i] == "linear_attention" else self.attention(h, p, positions))
             h = self.norm1p(x, w[p + "post_attention_layernorm.weight"])
+            if "num_experts" in c:
+                ids_, wt = route(h @ w[p + "mlp.gate.weight"].T, c["num_experts_per_tok"], norm=True)
+                gu, dn, n_i = w[p + "mlp.experts.gate_up_proj"], w[p + "mlp.experts.down_proj"], c["moe_intermediate_size"]
+                moe = experts(h, ids_, wt, lambda e, r: swiglu(r, gu[e][:n_i], gu[e][n_i:], dn[e]))
+                sh = swiglu(h, *(w[p + "mlp.shared_expert.%s_proj.weight" % n] for n in ("gate", "up", "down")))
+                x = x + moe + sh * torch.sigmoid(h @ w[p + "mlp.shared_expert_gate.weight"].T)
+                continue
             x = x + (F.silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
         x = self.norm1p(x, w[pre + "norm.weight"])
         head = w.get("lm_head.weight", w[pre + "embed_tokens.weight"])

@@ -1,12 +1,15 @@
-"""Reference Llama / Qwen2 / Qwen3 forward pass in PyTorch (float64), written from the model
-definitions (Hugging Face modeling_llama / modeling_qwen2 / modeling_qwen3 and llama.cpp's
-GGUF conventions), independent of radixlm's C++ code. Used by golden_test.py."""
+"""Reference Llama / Qwen2 / Qwen3 / Qwen3-MoE forward pass in PyTorch (float64), written from
+the model definitions (Hugging Face modeling_llama / modeling_qwen2 / modeling_qwen3 /
+modeling_qwen3_moe and llama.cpp's GGUF conventions), independent of radixlm's C++ code. Used
+by golden_test.py."""
 import math
+import re
 
 import numpy as np
 import torch
 
 from checkpoint_io import read_gguf, read_hf_folder
+from moe_ref import experts, route, swiglu
 
 
 class Model:
@@ -30,6 +33,8 @@ class Model:
                    # llama.cpp permutes llama q/k rows so that adjacent-pair RoPE is right.
                    rope="interleaved" if arch == "llama" else "neox",
                    freq_factors=t.get("rope_freqs.weight"), scaling=None)
+        if arch == "qwen3moe":  # llama.cpp always renormalises the chosen weights
+            cfg["moe"] = dict(k=meta[a + "expert_used_count"], norm=True)
         w = {k: torch.from_numpy(v.astype(np.float64)) for k, v in t.items()}
         return Model(cfg, w)
 
@@ -45,13 +50,20 @@ class Model:
                      "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
                      "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
                      "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight"}
-        w = {}
+        w, exps = {}, {}
         for k, v in t.items():
-            if k in names:
+            m = re.match(r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$", k)
+            if m:  # Qwen3-MoE: one tensor per expert
+                exps.setdefault("blk.%s.ffn_%s_exps.weight" % (m[1], m[3]), {})[int(m[2])] = v
+            elif k.endswith(".mlp.gate.weight"):
+                w["blk.%s.ffn_gate_inp.weight" % k.split(".")[2]] = v
+            elif k in names:
                 w[names[k]] = v
             else:
                 parts = k.split(".")
                 w["blk.%s.%s" % (parts[2], per_layer[".".join(parts[3:])])] = v
+        for name, by_id in exps.items():
+            w[name] = np.stack([by_id[e] for e in range(len(by_id))])
         w = {k: torch.from_numpy(v.astype(np.float64)) for k, v in w.items()}
         if c.get("tie_word_embeddings"):
             w.pop("output.weight", None)
@@ -60,6 +72,8 @@ class Model:
                    head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
                    eps=c["rms_norm_eps"], theta=c.get("rope_theta", 10000.0), rope="neox",
                    freq_factors=None, scaling=c.get("rope_scaling"))
+        if c["model_type"] == "qwen3_moe":
+            cfg["moe"] = dict(k=c["num_experts_per_tok"], norm=c.get("norm_topk_prob", False))
         return Model(cfg, w)
 
     def inv_freq(self):
@@ -126,6 +140,11 @@ class Model:
             o = torch.einsum("hts,shd->thd", torch.softmax(att, dim=-1), v).reshape(T, H * hd)
             x = x + o @ w[p + "attn_output.weight"].T
             h = self.rmsnorm(x, w[p + "ffn_norm.weight"])
+            if "moe" in c:  # softmax router, top-k, renormalised when the model says so
+                ids, wt = route(h @ w[p + "ffn_gate_inp.weight"].T, c["moe"]["k"], norm=c["moe"]["norm"])
+                g, u, d = (w[p + "ffn_%s_exps.weight" % n] for n in ("gate", "up", "down"))
+                x = x + experts(h, ids, wt, lambda e, r: swiglu(r, g[e], u[e], d[e]))
+                continue
             g = h @ w[p + "ffn_gate.weight"].T
             x = x + (torch.nn.functional.silu(g) * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
         x = self.rmsnorm(x, w["output_norm.weight"])
