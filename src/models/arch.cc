@@ -9,7 +9,7 @@ namespace {
 // The registry: one row per architecture.
 const std::vector<std::reference_wrapper<const ArchSpec>>& Rows() {
   static const std::vector<std::reference_wrapper<const ArchSpec>> rows = {
-      LlamaArch(), Qwen2Arch(), Qwen3Arch(), Qwen3MoeArch(), Mamba2Arch(), NemotronHArch(), GraniteHybridArch(), Qwen35Arch(), Qwen35MoeArch(),
+      LlamaArch(), Qwen2Arch(), Qwen3Arch(), Qwen3MoeArch(), Mamba2Arch(), NemotronHArch(), NemotronHMoeArch(), GraniteHybridArch(), Qwen35Arch(), Qwen35MoeArch(),
   };
   return rows;
 }
@@ -55,6 +55,23 @@ HfTensorRef StackedExpert(const std::string& name) {
   HfTensorRef r{m[1].str() + ".weight"};
   r.expert = std::stoll(m[2].str());
   return r;
+}
+
+void SplitExpertTensors(const ModelConfig&, std::vector<NamedTensor>* tensors) {
+  static const std::regex kStacked(R"(^blk\.(\d+)\.(\w+_exps)\.weight$)");
+  std::vector<NamedTensor> out;
+  for (NamedTensor& t : *tensors) {
+    std::smatch m;
+    if (t.shape.size() != 3 || !std::regex_match(t.name, m, kStacked)) {
+      out.push_back(std::move(t));
+      continue;
+    }
+    const int64_t per = t.shape[1] * t.shape[2];
+    for (int64_t e = 0; e < t.shape[0]; ++e)
+      out.push_back({ExpertName(std::stoi(m[1].str()), m[2].str().c_str(), e), {t.shape[1], t.shape[2]},
+                     std::vector<float>(t.data.begin() + e * per, t.data.begin() + (e + 1) * per), {}});
+  }
+  *tensors = std::move(out);
 }
 
 std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& gguf_name) {

@@ -84,6 +84,7 @@ const ArchSpec& Qwen3Arch();
 const ArchSpec& Qwen3MoeArch();
 const ArchSpec& Mamba2Arch();
 const ArchSpec& NemotronHArch();
+const ArchSpec& NemotronHMoeArch();
 const ArchSpec& GraniteHybridArch();
 const ArchSpec& Qwen35Arch();
 const ArchSpec& Qwen35MoeArch();
@@ -97,6 +98,9 @@ std::string Blk(int block, const char* what);
 std::string ExpertName(int block, const char* stem, int64_t expert);
 // The stacked GGUF tensor and the expert of an expert name; {name} (expert -1) for any other.
 HfTensorRef StackedExpert(const std::string& name);
+// Export to checkpoints that keep one tensor per expert: each stacked [experts, rows, cols]
+// "blk.N.<stem>.weight" becomes its experts' ExpertName tensors.
+void SplitExpertTensors(const ModelConfig& c, std::vector<NamedTensor>* tensors);
 // GGUF name -> HF name by the first matching rule (std::regex_replace format: "$1" = the block
 // index); the GGUF name itself when none matches.
 struct HfNameRule {

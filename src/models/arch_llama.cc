@@ -207,25 +207,6 @@ std::vector<float> UnpermuteLlamaRows(const std::vector<float>& w, int n_heads, 
   return out;
 }
 
-// Qwen3-MoE checkpoints keep each expert as its own tensors.
-void SplitExperts(const ModelConfig&, std::vector<NamedTensor>* tensors) {
-  std::vector<NamedTensor> out;
-  for (NamedTensor& t : *tensors) {
-    const size_t at = t.name.find("_exps.weight");
-    if (at == std::string::npos || t.shape.size() != 3) {
-      out.push_back(std::move(t));
-      continue;
-    }
-    const int block = std::stoi(t.name.substr(4));
-    const std::string stem = t.name.substr(t.name.find('.', 4) + 1, at + 5 - (t.name.find('.', 4) + 1));
-    const int64_t per = t.shape[1] * t.shape[2];
-    for (int64_t e = 0; e < t.shape[0]; ++e)
-      out.push_back({ExpertName(block, stem.c_str(), e), {t.shape[1], t.shape[2]},
-                     std::vector<float>(t.data.begin() + e * per, t.data.begin() + (e + 1) * per), {}});
-  }
-  *tensors = std::move(out);
-}
-
 // Llama: GGUF rows are permuted for interleaved RoPE; the checkpoint's are not.
 void LlamaHfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) {
   for (NamedTensor& t : *tensors) {
@@ -268,7 +249,7 @@ const ArchSpec& Qwen3Arch() {
 }
 const ArchSpec& Qwen3MoeArch() {
   static const ArchSpec a = [] {
-    ArchSpec s = Row("qwen3moe", "Qwen3MoeForCausalLM", Qwen3MoeConventions, SplitExperts);
+    ArchSpec s = Row("qwen3moe", "Qwen3MoeForCausalLM", Qwen3MoeConventions, SplitExpertTensors);
     s.hf_model_types = {"qwen3_moe"};
     return s;
   }();

@@ -163,6 +163,30 @@ std::vector<RandomPreset> Build() {
   gr.logits_scaling = 6.0f;
   p.push_back({"granite-h-tiny", "Granite-4.0-H layout (mixer + SwiGLU MLP per layer, multipliers), 4 layers, d 64, tied",
                std::move(gr)});
+  ModelConfig grm = WithExperts(WithGraniteLayers(MakeHybrid("granitehybrid", "granite-h-moe-tiny", 151936, 64, 4, 2, 16, 0, 8, 16,
+                                                             16, 1, true), "mmam"), 8, 2, 32, 48);
+  grm.embedding_multiplier = 12.0f;
+  grm.residual_multiplier = 0.22f;
+  grm.attention_multiplier = 0.0078125f;
+  grm.logits_scaling = 6.0f;
+  p.push_back({"granite-h-moe-tiny",
+               "Granite-4.0-H-Tiny layout: granite-h-tiny's mixers, 8 experts (2 used) of MLP 32 and a shared MLP of 48 per layer, Qwen3 vocabulary",
+               std::move(grm)});
+  ModelConfig nhm = WithExperts(WithPattern(MakeHybrid("nemotron_h", "nemotron-h-moe-tiny", 151936, 64, 4, 2, 16, 0, 4, 16, 16, 2,
+                                                       false), "ME*EME"), 8, 2, 32, 48);
+  nhm.arch = "nemotron_h_moe";
+  nhm.name = "random:nemotron-h-moe-tiny";
+  nhm.mlp_act = ModelConfig::MlpAct::kRelu2;
+  nhm.ssm_norm_group = 4 * 16 / 2;
+  ArchByGguf(nhm.arch)->conventions(&nhm);
+  nhm.moe.norm_weights = true;
+  nhm.moe.weights_scale = 2.5f;
+  nhm.moe.groups = 2;
+  nhm.moe.groups_used = 1;
+  p.push_back({"nemotron-h-moe-tiny",
+               "Nemotron-3-Nano layout ME*EME: sigmoid router with correction bias, 2 groups (1 used), 8 relu^2 experts (2 used) of "
+               "32, scale 2.5, shared expert 48, d 64, Qwen3 vocabulary, untied",
+               std::move(nhm)});
   // BASELINES.md's hybrid: 20 Mamba2 + 4 GQA attention layers, a SwiGLU MLP in every layer.
   ModelConfig h4 = WithGraniteLayers(MakeHybrid("granitehybrid", "hybrid-0.4b", 100352, 1024, 8, 4, 128, 2048, 32, 64, 128, 1, true),
                                      "mmmmmammmmmammmmmammmmma");

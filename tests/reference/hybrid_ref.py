@@ -3,6 +3,11 @@ float64, written from the model definitions (Hugging Face modeling_mamba2 /
 modeling_nemotron_h / modeling_granitemoehybrid) and the Mamba2 paper's *sequential*
 recurrence — token by token, never the chunked (SSD) algorithm radixlm uses for prefill:
     h_t = exp(dt_t * A) * h_{t-1} + dt_t * x_t B_t^T,   y_t = h_t C_t + D * x_t
+Mixtures of experts (moe_ref.py): Granite-4.0-H-Tiny/Small (GraniteMoeHybridMoE: top-k of the
+router logits, softmax over those, SwiGLU experts from input_linear [E, 2I, H] + the shared
+MLP) and Nemotron-H 'E' blocks (NemotronHMOE: sigmoid scores, e_score_correction_bias ranks,
+group-limited top-k, weights / (sum + 1e-20) when norm_topk_prob, times
+routed_scaling_factor; relu^2 experts + the relu^2 shared expert).
 Reads a Hugging Face folder (config.json + model.safetensors) by its own tensor names.
 Used by golden_test.py."""
 import math
@@ -11,6 +16,7 @@ import numpy as np
 import torch
 
 from checkpoint_io import read_hf_folder
+from moe_ref import experts, relu2, route, swiglu
 
 HYBRID_TYPES = ("mamba2", "nemotron_h", "granitemoehybrid")
 F = torch.nn.functional
@@ -104,6 +110,15 @@ class HybridModel:
                     x = x + self.mamba(h, p + "mixer.")
                 elif kind == "*":
                     x = x + self.attention(h, p + "mixer.")
+                elif kind == "E":
+                    m = p + "mixer."
+                    ids_, wt = route(h @ w[m + "gate.weight"].T, c["num_experts_per_tok"], gating="sigmoid",
+                                     norm=c.get("norm_topk_prob", False), scale=c.get("routed_scaling_factor", 1.0),
+                                     bias=w[m + "gate.e_score_correction_bias"], groups=c.get("n_group", 1),
+                                     groups_used=c.get("topk_group", 1), norm_eps=1e-20)
+                    ex = lambda e, r: relu2(r, w[m + "experts.%d.up_proj.weight" % e], w[m + "experts.%d.down_proj.weight" % e])
+                    x = x + experts(h, ids_, wt, ex) + relu2(h, w[m + "shared_experts.up_proj.weight"],
+                                                             w[m + "shared_experts.down_proj.weight"])
                 else:  # relu^2 MLP, no gate
                     x = x + torch.relu(h @ w[p + "mixer.up_proj.weight"].T).pow(2) @ w[p + "mixer.down_proj.weight"].T
             x = self.rmsnorm(x, w["backbone.norm_f.weight"])
@@ -119,7 +134,14 @@ class HybridModel:
             x = x + h * rm
             h = self.rmsnorm(x, w[p + "post_attention_layernorm.weight"])
             gate, up = (h @ w[p + "shared_mlp.input_linear.weight"].T).chunk(2, dim=-1)
-            x = x + (F.silu(gate) * up) @ w[p + "shared_mlp.output_linear.weight"].T * rm
+            out = (F.silu(gate) * up) @ w[p + "shared_mlp.output_linear.weight"].T
+            if c.get("num_local_experts", 0) > 0:
+                m = p + "block_sparse_moe."
+                ids_, wt = route(h @ w[m + "router.layer.weight"].T, c["num_experts_per_tok"], gating="none",
+                                 norm=False, softmax_chosen=True)
+                gu, dn, n_i = w[m + "input_linear.weight"], w[m + "output_linear.weight"], c["intermediate_size"]
+                out = out + experts(h, ids_, wt, lambda e, r: swiglu(r, gu[e][:n_i], gu[e][n_i:], dn[e]))
+            x = x + out * rm
         x = self.rmsnorm(x, w["model.norm.weight"])
         head = w["lm_head.weight"] if "lm_head.weight" in w and not c.get("tie_word_embeddings") else w["model.embed_tokens.weight"]
         return (x @ head.T / c.get("logits_scaling", 1.0)).numpy()
