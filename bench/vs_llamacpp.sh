@@ -2,7 +2,7 @@
 # radixlm and llama.cpp side by side on the same GGUF files (benchmark only: llama.cpp is never a
 # dependency of radixlm's build or runtime).
 #
-#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35]
+#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe]
 #                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
 #
 # 1. Builds llama.cpp from the source bundled in the npm package node-llama-cpp@3.22.1
@@ -12,8 +12,10 @@
 #    stops here (other benchmarks and tests use these binaries).
 # 2. Makes the models: `radixlm export` writes random-weight BF16 GGUFs (with their tokenizer,
 #    so llama.cpp loads them) of the Qwen3-0.6B shape (dense), the Granite-4.0-H-layout 0.4B
-#    hybrid and Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention); llama-quantize
-#    makes Q8_0, Q4_0 and Q4_K_M from them.
+#    hybrid, Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention) and, with --models moe,
+#    Qwen3-30B-A3B's layer shape cut to 8 of its 48 blocks (qwen3moe: 128 experts, 8 used, 5.6B
+#    parameters, 0.9B active; an 11 GB BF16 file, so not among the defaults); llama-quantize makes
+#    Q8_0, Q4_0 and Q4_K_M from them.
 # 3. For each round, file and engine, alternating which engine runs first: llama-bench
 #    -p 512 -n 64 -d 0,512 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
 #    radixlm's decode runs after its 512-token prompt, so it is compared with llama.cpp's tg64 at
@@ -23,7 +25,8 @@
 #    reports their medians, with each engine's median tokens/s.
 # 4. Logits on 256 random ids from both engines on every file: top-1 agreement and the max
 #    difference relative to the largest logit (also against radixlm's exact f32 run of the same
-#    file: dequantised weights, f32 activations and KV).
+#    file: dequantised weights, f32 activations and KV). Not for moe: its f32 form (22 GB) does not
+#    fit; bench/moe_logits.py compares it with llama.cpp instead.
 # Raw results: DIR/results.jsonl; the table: DIR/table.md (also printed). DIR defaults to
 # build/vs_llamacpp.
 set -euo pipefail
@@ -72,9 +75,9 @@ LL_VERSION=$(cat "$LL/llama.cpp.info.json" 2>/dev/null | tr -d '\n ' || echo '{}
 [ "$BUILD_ONLY" = 1 ] && exit 0
 
 # ---- 2. models -------------------------------------------------------------------------------
-declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b [qwen35]=random:qwen35-0.8b)
+declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b [qwen35]=random:qwen35-0.8b [moe]=random:qwen3moe-a3b-8l)
 # The hybrid's vocabulary fits no bundled tokenizer but GPT-2's; Qwen3.5-0.8B's shape with Qwen3's.
-declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2" [qwen35]="--tokenizer qwen3")
+declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2" [qwen35]="--tokenizer qwen3" [moe]="")
 declare -A QTYPE=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k_m]=Q4_K_M)
 for m in ${MODELS//,/ }; do
   base=$WORK/$m-bf16.gguf
@@ -113,6 +116,7 @@ done
 # ---- 4. logits -------------------------------------------------------------------------------
 if [ "$LOGITS" = 1 ]; then
   for m in ${MODELS//,/ }; do
+    [ "$m" = moe ] && continue
     vocab=$("$RADIXLM" info "$WORK/$m-bf16.gguf" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['vocab_size'])")
     ids=$($PY -c "import random; random.seed(2); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
     for t in ${TYPES//,/ }; do

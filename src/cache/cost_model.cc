@@ -16,6 +16,9 @@ Flops CostModel::AttentionFlops(int64_t tokens) const {
 Flops CostModel::MlpFlops(int64_t tokens) const {
   const Flops l = tokens, d = shape_.d_model;
   if (acc_ == Accounting::kReference) return 16 * l * d * d;
+  if (shape_.moe_used > 0)  // the router, then only the chosen experts and the shared one
+    return 2 * l * d * shape_.moe_experts +
+           (shape_.gated_mlp ? 6 : 4) * l * d * (Flops{shape_.moe_used} * shape_.moe_ffn + shape_.moe_shared_ffn);
   const Flops ff = shape_.d_ff ? shape_.d_ff : 4 * shape_.d_model;
   return (shape_.gated_mlp ? 6 : 4) * l * d * ff;
 }

@@ -33,6 +33,10 @@ struct HybridShape {
   // MLP (0 = the reference's 4*d_model, two projections).
   int64_t d_ff = 0;
   bool gated_mlp = false;
+  // Mixture-of-experts feed-forward layers (counted in n_mlp_layers): a token runs the router
+  // over moe_experts, moe_used experts of moe_ffn and the shared expert of moe_shared_ffn (its
+  // active parameters; d_ff is unused when moe_used > 0).
+  int64_t moe_experts = 0, moe_used = 0, moe_ffn = 0, moe_shared_ffn = 0;
   // Mamba2 mixer.
   int64_t d_state = 128, expand = 2, n_groups = 1, d_conv = 4, ssm_heads = 0;
   // The recurrent layers are Gated DeltaNet (Qwen3.5) instead: key and value heads of

@@ -177,7 +177,9 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
     world.Barrier();
   }
 
-  const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o.model);
+  ModelOptions model_options = o.model;
+  model_options.kv_tokens = o.engine.kv_tokens;  // refused up front when it cannot fit
+  const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(model_options);
   auto& model = *loaded.model;
   const tokenizer::Tokenizer& tok = *loaded.tokenizer;
   std::optional<tokenizer::ChatFormat> chat_format;

@@ -84,11 +84,34 @@ json RecurrentJson(const models::ModelConfig& c, const std::string& kv_dtype) {
   return j;
 }
 
+// The experts' layout and what a token reads of them (null for a dense model).
+json ExpertsJson(const models::Transformer& m) {
+  const auto& c = m.config();
+  if (c.CountLayers(models::LayerKind::kMoe) == 0) return nullptr;
+  const models::MoeConfig& e = c.moe;
+  size_t expert_bytes = 0, experts = 0;
+  std::string type;
+  for (const auto& l : m.weights().moe) {
+    expert_bytes += l.gate_up.nbytes() + l.down.nbytes();
+    experts += static_cast<size_t>(e.experts);
+    if (type.empty()) type = core::DTypeName(l.gate_up.storage());
+  }
+  return {{"layers", c.CountLayers(models::LayerKind::kMoe)}, {"experts", e.experts}, {"used", e.used}, {"ffn", e.ffn},
+          {"shared_ffn", e.shared_ffn}, {"shared_gate", e.shared_gate}, {"gating", models::GatingName(e.gating)},
+          {"selection_bias", e.selection_bias}, {"norm_weights", e.norm_weights}, {"weights_scale", e.weights_scale},
+          {"groups", e.groups}, {"groups_used", e.groups_used}, {"expert_type", type},
+          {"expert_bytes", expert_bytes},
+          // What one decode token reads of the experts (the chosen ones in every layer).
+          {"active_expert_bytes_per_token", experts ? expert_bytes / experts * e.used * c.CountLayers(models::LayerKind::kMoe) : 0}};
+}
+
 json InfoJson(const models::Transformer& m, const ModelOptions& o) {
   const auto& c = m.config();
   json layers = json::array();
   for (auto k : c.layers) layers.push_back(models::LayerKindName(k));
   return {{"name", c.name}, {"architecture", c.arch}, {"parameters", c.ParameterCount()},
+          {"total_parameters", c.ParameterCount()}, {"active_parameters", c.ActiveParameterCount()},
+          {"experts", ExpertsJson(m)},
           {"dtype", std::string(core::DTypeName(m.weight_dtype()))}, {"weight_type", m.weights().TypeSummary()},
           {"matmul", MatmulDescription(m)}, {"kv_dtype", o.kv_dtype}, {"isa", core::IsaName(core::ActiveIsa())},
           {"weights_bytes", m.weights().nbytes()},
@@ -119,6 +142,23 @@ void PrintRecurrentLine(const json& r, const models::ModelConfig& c) {
               static_cast<long long>(r["state_as_kv_tokens"].get<int64_t>()));
 }
 
+// info's line on the experts, from ExpertsJson.
+void PrintExpertsLine(const json& e, const json& info) {
+  std::string shared = "no shared expert";
+  if (e["shared_ffn"].get<int>() > 0)
+    shared = "shared expert of " + std::to_string(e["shared_ffn"].get<int>()) + (e["shared_gate"].get<bool>() ? " (sigmoid-gated)" : "");
+  std::printf("  experts: %d layers x %d of MLP %d (%s), %d used per token, router %s%s%s%s; %s\n", e["layers"].get<int>(),
+              e["experts"].get<int>(), e["ffn"].get<int>(), e["expert_type"].get<std::string>().c_str(), e["used"].get<int>(),
+              e["gating"].get<std::string>().c_str(), e["selection_bias"].get<bool>() ? " + selection bias" : "",
+              e["norm_weights"].get<bool>() ? ", renormalised" : "",
+              e["groups"].get<int>() > 1 ? (", " + std::to_string(e["groups_used"].get<int>()) + " of " +
+                                            std::to_string(e["groups"].get<int>()) + " groups").c_str() : "",
+              shared.c_str());
+  std::printf("  %.2fB parameters, %.2fB active per token; experts %.1f MiB, %.1f MiB read per decode token\n",
+              info["total_parameters"].get<int64_t>() / 1e9, info["active_parameters"].get<int64_t>() / 1e9,
+              e["expert_bytes"].get<size_t>() / 1048576.0, e["active_expert_bytes_per_token"].get<size_t>() / 1048576.0);
+}
+
 void RegisterInfo(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "describe a model: architecture, sizes, dtype, layer kinds");
   auto o = std::make_shared<ModelOptions>();
@@ -144,11 +184,13 @@ void RegisterInfo(CLI::App& app) {
                     c.rope_sections.empty() ? "" : ", interleaved sections");
     if (c.use_rope && c.rope_dim > 0 && c.rope_dim < c.head_dim)
       std::snprintf(rope + std::strlen(rope), sizeof rope - std::strlen(rope), " on %d of %d dims", c.rope_dim, c.head_dim);
-    std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, MLP %d, %s%s%s%s\n",
+    const std::string mlp = c.ffn_dim > 0 ? "MLP " + std::to_string(c.ffn_dim) + ", " : "";
+    std::printf("  vocab %lld, d_model %d, %d blocks, %d q / %d kv heads x %d, %s%s%s%s%s\n",
                 static_cast<long long>(c.vocab_size), c.d_model, c.n_blocks, c.n_heads, c.n_kv_heads, c.head_dim,
-                c.ffn_dim, rope, c.qk_norm ? ", q/k norm" : "", c.qkv_bias ? ", qkv bias" : "",
+                mlp.c_str(), rope, c.qk_norm ? ", q/k norm" : "", c.qkv_bias ? ", qkv bias" : "",
                 c.tied_embeddings ? ", tied embeddings" : "");
     if (c.n_ssm_layers() > 0) PrintRecurrentLine(j["ssm"], c);
+    if (!j["experts"].is_null()) PrintExpertsLine(j["experts"], j);
   });
 }
 
@@ -606,18 +648,23 @@ void RegisterBench(CLI::App& app) {
     const core::DType main_type = model.weight_dtype();
     const bool bf16_dot = main_type == core::DType::kBF16 && model.weights().lm_head.bf16_mode() == kernels::Bf16Mode::kBf16Activations;
     const double isa_peak = core::IsQuantized(main_type) && int8_peak > 0 ? int8_peak : bf16_dot && bf16_peak > 0 ? bf16_peak : fma_peak;
-    const auto& mlp = model.weights().mlp.at(0);
-    const int64_t M = o->prompt_tokens;
-    std::vector<float> x(M * std::max<int64_t>(c.d_model, c.ffn_dim)), y(M * 2 * c.ffn_dim);
+    // The GEMM ceiling on the first MLP's shapes, or on all of a mixture of experts' first
+    // layer at the rows each expert gets in a prefill step (prompt x used / experts).
+    const bool moe = model.weights().mlp.empty() && !model.weights().moe.empty();
+    const kernels::PackedWeight& up_w = moe ? model.weights().moe[0].gate_up : model.weights().mlp.at(0).gate_up;
+    const kernels::PackedWeight& down_w = moe ? model.weights().moe[0].down : model.weights().mlp.at(0).down;
+    const int64_t M = moe ? std::max<int64_t>(1, o->prompt_tokens * c.moe.used / c.moe.experts) : o->prompt_tokens;
+    const int64_t ffn = down_w.n_in();
+    std::vector<float> x(M * std::max<int64_t>(c.d_model, ffn)), y(M * std::max(up_w.n_out(), down_w.n_out()));
     core::Rng rng(1);
     for (float& v : x) v = rng.Normal(0, 1);
     std::vector<double> gemm_runs;
     for (int r = 0; r < 5; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      kernels::Gemm(pool, x.data(), M, c.d_model, mlp.gate_up, y.data(), 2 * c.ffn_dim);
-      kernels::Gemm(pool, x.data(), M, c.ffn_dim, mlp.down, y.data(), c.d_model);
+      kernels::Gemm(pool, x.data(), M, c.d_model, up_w, y.data(), up_w.n_out());
+      kernels::Gemm(pool, x.data(), M, ffn, down_w, y.data(), down_w.n_out());
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      gemm_runs.push_back(2.0 * M * c.d_model * c.ffn_dim * 3 / s / 1e9);
+      gemm_runs.push_back(2.0 * M * (double(c.d_model) * up_w.n_out() + double(ffn) * down_w.n_out()) / s / 1e9);
     }
     const double gemm_peak = Median(gemm_runs);
 
@@ -660,6 +707,13 @@ void RegisterBench(CLI::App& app) {
     const double flops = c.LinearFlopsPerToken(false) * n + 2.0 * c.d_model * c.vocab_size + attn;
     const double prefill_gflops = flops / (n / prefill_tps) / 1e9;
     const double weight_gb = model.weights().nbytes() / 1e9;
+    // What a decode token reads: every weight but the experts it does not use (and an untied
+    // embedding table, of which it reads one row).
+    const json experts = ExpertsJson(model);
+    const double read_gb =
+        (model.weights().nbytes() - model.weights().embedding.size() -
+         (experts.is_null() ? 0 : experts["expert_bytes"].get<size_t>() - experts["active_expert_bytes_per_token"].get<size_t>())) /
+        1e9;
     json j = {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
               {"weight_type", model.weights().TypeSummary()}, {"matmul", MatmulDescription(model)},
               {"kv_dtype", o->model.kv_dtype},
@@ -671,9 +725,9 @@ void RegisterBench(CLI::App& app) {
               {"prefill_fraction_of_fma_peak", fma_peak > 0 ? prefill_gflops / fma_peak : 0},
               {"bf16_dot_peak_gflops", bf16_peak}, {"int8_dot_peak_gops", int8_peak}, {"isa_peak_gflops", isa_peak},
               {"prefill_fraction_of_isa_peak", isa_peak > 0 ? prefill_gflops / isa_peak : 0},
-              {"decode_weight_gb_per_s", weight_gb * decode_tps}, {"weights_gb", weight_gb},
-              {"read_bandwidth_gb_per_s", read_bw},
-              {"decode_fraction_of_bandwidth", read_bw > 0 ? weight_gb * decode_tps / read_bw : 0},
+              {"decode_weight_gb_per_s", read_gb * decode_tps}, {"weights_gb", weight_gb},
+              {"decode_read_gb_per_token", read_gb}, {"read_bandwidth_gb_per_s", read_bw},
+              {"decode_fraction_of_bandwidth", read_bw > 0 ? read_gb * decode_tps / read_bw : 0},
               {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats},
               {"prefill_time_share", shares(p_prefill)}, {"decode_time_share", shares(p_decode)}};
     if (o->json_out) {

@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include "models/kv_store.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +44,13 @@ core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const Model
     return core::InvalidArgument("--matmul-precision bf16 needs a CPU with AVX512_BF16 (vdpbf16ps); use f32 or auto");
   if (o.matmul_precision != "auto") lo.bf16_activations = o.matmul_precision == "bf16";
   lo.ssm_chunk = o.ssm_chunk;
+  if (o.kv_tokens > 0) {
+    if (auto c = models::LoadConfig(o.model); c.ok()) {
+      const int64_t blocks = (o.kv_tokens + 15) / 16;
+      lo.reserve_bytes = static_cast<int64_t>(models::KvStore::BytesPerBlock(*c, 16, KvDtypeOf(o))) * blocks;
+      lo.reserve_what = "a KV pool of " + std::to_string(o.kv_tokens) + " tokens";
+    }
+  }
   return models::LoadModel(o.model, lo);
 }
 

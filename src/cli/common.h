@@ -25,6 +25,9 @@ struct ModelOptions {
   int ssm_chunk = 0;   // Mamba2 scan: 0 = the exact recurrence, N = chunks of N tokens (models::LoadOptions)
   std::string tokenizer;      // family name, tokenizer.json, HF folder or GGUF; default: the model's
   std::string tokenizer_dir;  // where set-up put the bundled tokenizer data
+  // KV tokens the command will allocate beside the model: the load is refused up front when the
+  // weights and that pool do not fit in the memory available (models::LoadOptions).
+  int64_t kv_tokens = 0;
 };
 
 struct EngineOptions {

@@ -318,6 +318,7 @@ void RegisterReplay(CLI::App& app) {
     auto convs = LoadWorkload(o->workload, o->data_dir, o->conversations, o->turns);
     ExitIfError(convs.status());
     if (!o->system_prompt.empty()) AddSystemPrompt(*convs, o->system_prompt);
+    o->model.kv_tokens = o->engine.kv_tokens;  // refused up front when it cannot fit
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;

@@ -153,6 +153,7 @@ void RegisterServe(CLI::App& app) {
     }
     if (sources == 1 && o->server.api_key.empty())
       ExitIfError(core::InvalidArgument("the API key is empty (that would turn authentication off; omit it to serve without one)"));
+    o->model.kv_tokens = o->engine.kv_tokens;  // refused up front when it cannot fit
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;

@@ -170,6 +170,7 @@ void RegisterChat(CLI::App& app) {
   cmd->add_option("--top-p", o->sampling.top_p);
   cmd->add_option("--seed", o->sampling.seed);
   cmd->callback([o] {
+    o->model.kv_tokens = o->engine.kv_tokens;  // refused up front when it cannot fit
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;

@@ -81,10 +81,11 @@ MicroArgs AtRow(const MicroArgs& base, int64_t m) {
   return a;
 }
 
-// Runs panels [p0, p1) of `seg` for rows [m0, m1). The ragged last panel of a segment whose
-// rows are not a multiple of 16 goes through a 16-column tile.
+// Runs panels [p0, p1) of `seg` for rows [m0, m1), panel p's outputs in columns col0 + 16 p of
+// y. The ragged last panel of a segment whose rows are not a multiple of 16 goes through a
+// 16-column tile.
 void RunPanels(const WeightSegment& seg, core::Isa cap, const MicroArgs& base, int64_t m0, int64_t m1,
-               int64_t p0, int64_t p1, float* y, int64_t ldy) {
+               int64_t p0, int64_t p1, float* y, int64_t ldy, int64_t col0) {
   const core::Isa isa = gemm::TierOf(seg, cap);
   const int64_t ragged_cols = seg.n_rows % kPanelCols;
   const int64_t full_end = (ragged_cols != 0 && p1 == seg.n_panels()) ? p1 - 1 : p1;
@@ -93,7 +94,7 @@ void RunPanels(const WeightSegment& seg, core::Isa cap, const MicroArgs& base, i
     a.p0 = p;
     a.mr = mr;
     a.np = np;
-    a.y = y + m * ldy + seg.row_begin + p * kPanelCols;
+    a.y = y + m * ldy + col0 + p * kPanelCols;
     a.ldy = ldy;
     gemm::PickMicro(seg, isa, mr, np)(a);
   };
@@ -106,7 +107,7 @@ void RunPanels(const WeightSegment& seg, core::Isa cap, const MicroArgs& base, i
     a.y = tile;
     a.ldy = kPanelCols;
     gemm::PickMicro(seg, isa, mr, 1)(a);
-    float* out = y + m * ldy + seg.row_begin + full_end * kPanelCols;
+    float* out = y + m * ldy + col0 + full_end * kPanelCols;
     for (int r = 0; r < mr; ++r) std::memcpy(out + r * ldy, tile + r * kPanelCols, ragged_cols * 4);
   };
   const int mr_max = gemm::MaxRows(seg, isa);
@@ -166,7 +167,9 @@ MicroArgs PrepareActivations(core::ThreadPool& pool, const float* x, int64_t M, 
       }
     }
     for (size_t i = n_terms; i < q.terms.size(); ++i) q.terms[i].sub = 0;  // unused this call
-    pool.ParallelFor(M, [&](int, int64_t b, int64_t e) { gemm::QuantiseRows(x, ldx, b, e, &q); });
+    // A few rows (decode) are quantised on this thread: a parallel region costs more.
+    if (M * a.K <= (int64_t{1} << 15)) gemm::QuantiseRows(x, ldx, 0, M, &q);
+    else pool.ParallelFor(M, [&](int, int64_t b, int64_t e) { gemm::QuantiseRows(x, ldx, b, e, &q); });
     a.xq = q.q.data();
     a.xd = q.d.data();
     a.ldq = a.K;
@@ -319,7 +322,7 @@ void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const 
   if (split_rows) {
     pool.ParallelFor((M + 7) / 8, [&](int, int64_t b, int64_t e) {
       for (const WeightSegment& seg : w.segments())
-        RunPanels(seg, isa, ArgsFor(base, q, seg), b * 8, std::min(M, e * 8), 0, seg.n_panels(), y, ldy);
+        RunPanels(seg, isa, ArgsFor(base, q, seg), b * 8, std::min(M, e * 8), 0, seg.n_panels(), y, ldy, seg.row_begin);
     });
     return;
   }
@@ -329,7 +332,7 @@ void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const 
       int64_t j = i;
       while (j + 1 < e && items[j + 1].seg == items[i].seg) ++j;
       const WeightSegment& seg = w.segments()[items[i].seg];
-      RunPanels(seg, isa, ArgsFor(base, q, seg), 0, M, items[i].p0, items[j].p1, y, ldy);
+      RunPanels(seg, isa, ArgsFor(base, q, seg), 0, M, items[i].p0, items[j].p1, y, ldy, seg.row_begin);
       i = j;
     }
   });
@@ -343,27 +346,34 @@ void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx,
   for (const GemmGroup& g : groups) {
     RADIXLM_CHECK(g.w->n_in() == first.n_in() && g.w->segments().size() == first.segments().size());
     RADIXLM_CHECK(g.row_begin >= 0 && g.n_rows >= 0 && g.row_begin + g.n_rows <= M);
+    RADIXLM_CHECK(g.out_begin >= 0 && g.out_rows >= 0 && g.out_begin + g.out_rows <= g.w->n_out());
     for (size_t s = 0; s < first.segments().size(); ++s)
       RADIXLM_CHECK(g.w->segments()[s].storage == first.segments()[s].storage);
   }
   // The activation forms depend only on the segments' types, the same in every group.
   const MicroArgs base = PrepareActivations(pool, x, M, ldx, first);
   const gemm::QuantActs& q = LocalWorkspace().q;
-  // Items: (group, segment, 4 panels, up to kMBlock rows), with their cost in row-panels;
-  // threads take contiguous runs of items of about equal cost.
+  // Items: (group, segment, up to 4 panels of the group's slice, up to kMBlock rows), with their
+  // cost in row-panels; threads take contiguous runs of items of about equal cost.
   struct Item { int32_t group, seg; int64_t p0, p1, m0, m1; };
   std::vector<Item> items;
   std::vector<int64_t> cost_end;  // prefix sums of cost
   int64_t total = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const GemmGroup& gr = groups[g];
+    const int64_t r0 = gr.out_begin, r1 = gr.out_begin + gr.out_rows;
     for (int64_t m = gr.row_begin; m < gr.row_begin + gr.n_rows; m += kMBlock) {
       const int64_t me = std::min(gr.row_begin + gr.n_rows, m + kMBlock);
       for (size_t s = 0; s < gr.w->segments().size(); ++s) {
-        const int64_t np = gr.w->segments()[s].n_panels();
-        for (int64_t p = 0; p < np; p += 4) {
-          items.push_back({static_cast<int32_t>(g), static_cast<int32_t>(s), p, std::min(np, p + 4), m, me});
-          total += (std::min(np, p + 4) - p) * (me - m + 2);  // +2: a row's fixed cost (weights read)
+        const WeightSegment& seg = gr.w->segments()[s];
+        const int64_t lo = std::max(r0, seg.row_begin) - seg.row_begin, hi = std::min(r1, seg.row_begin + seg.n_rows) - seg.row_begin;
+        if (lo >= hi) continue;
+        RADIXLM_CHECK_MSG(lo % kPanelCols == 0 && (hi % kPanelCols == 0 || hi == seg.n_rows),
+                          "an expert slice must start and end on a panel of its segment");
+        const int64_t pb = lo / kPanelCols, pe = (hi + kPanelCols - 1) / kPanelCols;
+        for (int64_t p = pb; p < pe; p += 4) {
+          items.push_back({static_cast<int32_t>(g), static_cast<int32_t>(s), p, std::min(pe, p + 4), m, me});
+          total += (std::min(pe, p + 4) - p) * (me - m + 2);  // +2: a row's fixed cost (weights read)
           cost_end.push_back(total);
         }
       }
@@ -384,8 +394,10 @@ void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx,
       while (j + 1 < e && items[j + 1].group == items[i].group && items[j + 1].seg == items[i].seg &&
              items[j + 1].m0 == items[i].m0 && items[j + 1].p0 == items[j].p1)
         ++j;
-      const WeightSegment& seg = groups[items[i].group].w->segments()[items[i].seg];
-      RunPanels(seg, isa, ArgsFor(base, q, seg), items[i].m0, items[i].m1, items[i].p0, items[j].p1, y, ldy);
+      const GemmGroup& gr = groups[items[i].group];
+      const WeightSegment& seg = gr.w->segments()[items[i].seg];
+      RunPanels(seg, isa, ArgsFor(base, q, seg), items[i].m0, items[i].m1, items[i].p0, items[j].p1, y, ldy,
+                seg.row_begin - gr.out_begin);
       i = j;
     }
   });

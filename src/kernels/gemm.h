@@ -115,15 +115,19 @@ void Gemm(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, const 
           float* y, int64_t ldy);
 
 // Mixture-of-experts multiply: for each group g, rows [row_begin, row_begin + n_rows) of x times
-// *groups[g].w into the same rows of y (rows grouped by expert, so each expert's weights are read
-// once per call and multiplied as a GEMM; a decode step reads only the experts it chose). Work
-// is split over threads by cost (rows x panels). Every output element is the same fixed
-// sequence of operations as Gemm computes for that row alone, so a row's result does not
-// depend on which other rows share its expert (batch invariance).
-// REQUIRES: every group's weight has the same n_in and the same segment storage types (the
-// experts of one tensor); groups' row ranges lie in [0, M) and do not overlap.
+// output rows [out_begin, out_begin + out_rows) of *w (one expert's slice of all the experts
+// stacked in one weight) into columns [0, out_rows) of the same rows of y. Rows grouped by
+// expert, so each expert's weights are read once per call and multiplied as a GEMM; a decode
+// step reads only the experts it chose. Work is split over threads by cost (rows x panels).
+// Every output element is the same fixed sequence of operations Gemm computes for that row
+// alone with that slice, so a row's result does not depend on which other rows share its expert
+// (batch invariance).
+// REQUIRES: every group's weight has the same n_in and segment types; a slice starts on a
+// panel (16 rows) of its segment and ends on one or at the segment's end; groups' row ranges
+// lie in [0, M).
 struct GemmGroup {
   const PackedWeight* w = nullptr;
+  int64_t out_begin = 0, out_rows = 0;
   int64_t row_begin = 0, n_rows = 0;
 };
 void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx, std::span<const GemmGroup> groups,

@@ -183,37 +183,46 @@ TEST(GemmTest, RowsAreBitwiseBatchInvariantForEveryWeightType) {
   }
 }
 
-// Mixture-of-experts grouping: 64 random rows routed to 6 experts (uneven groups, one empty,
-// one larger than a row block); each row's output through GemmGrouped is bitwise what Gemm gives
-// for that row alone with its expert's weights, for every weight type and thread count.
+// Mixture-of-experts grouping: 6 experts of 80 output rows stacked in one weight (each expert's
+// slice starts on a panel; the last ends ragged), 164 rows routed to them unevenly (one expert
+// empty, one larger than a row block); each row's output through GemmGrouped is bitwise what
+// Gemm gives for that row alone with its expert's own weights, for every weight type and thread
+// count.
 TEST(GemmTest, GroupedRowsAreBitwiseTheRowAloneForEveryWeightType) {
   core::ThreadPool pool1(1), pool2(2);
   std::vector<std::pair<DType, Bf16Mode>> kinds = {{DType::kF32, Bf16Mode::kExact}, {DType::kBF16, Bf16Mode::kExact}};
   if (HasBf16Dot()) kinds.push_back({DType::kBF16, Bf16Mode::kBf16Activations});
   for (DType q : QuantisedTypes()) kinds.push_back({q, Bf16Mode::kExact});
   for (auto [dt, mode] : kinds) {
-    const int64_t n = 72, k = 256, n_experts = 6;
-    std::vector<PackedWeight> experts;
-    for (int64_t e = 0; e < n_experts; ++e) experts.push_back(PackCase({1, n, k, dt, mode, 0}, 100 + e));
-    // Group sizes sum to 164 rows (the 64 test rows plus a 100-row expert spanning two blocks).
+    const int64_t n = 80, n_last = 40, k = 256, n_experts = 6;
+    const int64_t total_out = n * (n_experts - 1) + n_last;
+    const auto bytes = RandomWeightBytes(dt, total_out, k, 100);
+    const DType src = core::IsQuantized(dt) ? dt : DType::kF32;
+    const PackedWeight stacked = PackedWeight::Pack(bytes.data(), src, total_out, k, dt, mode);
+    const size_t row_bytes = core::RowBytes(src, k);
+    std::vector<PackedWeight> own;  // each expert packed on its own
+    for (int64_t e = 0; e < n_experts; ++e)
+      own.push_back(PackedWeight::Pack(bytes.data() + e * n * row_bytes, src, e + 1 < n_experts ? n : n_last, k, dt, mode));
     const std::vector<int64_t> sizes = {9, 0, 100, 1, 31, 23};
     int64_t rows = 0;
     std::vector<GemmGroup> groups;
     for (int64_t e = 0; e < n_experts; ++e) {
-      groups.push_back({&experts[e], rows, sizes[e]});
+      groups.push_back({&stacked, e * n, e + 1 < n_experts ? n : n_last, rows, sizes[e]});
       rows += sizes[e];
     }
     const auto x = RandomVector(rows * k, 11);
     for (core::ThreadPool* pool : {&pool1, &pool2}) {
       std::vector<float> y(rows * n, -1.0f);
       GemmGrouped(*pool, x.data(), rows, k, groups, y.data(), n);
-      for (const GemmGroup& g : groups)
+      for (int64_t e = 0; e < n_experts; ++e) {
+        const GemmGroup& g = groups[e];
         for (int64_t r = g.row_begin; r < g.row_begin + g.n_rows; r += (g.n_rows > 20 ? 7 : 1)) {
-          std::vector<float> alone(n);
-          Gemm(pool1, x.data() + r * k, 1, k, *g.w, alone.data(), n);
-          ASSERT_EQ(0, std::memcmp(alone.data(), y.data() + r * n, n * sizeof(float)))
-              << "row " << r << " " << core::DTypeName(dt) << " threads " << pool->size();
+          std::vector<float> alone(g.out_rows);
+          Gemm(pool1, x.data() + r * k, 1, k, own[e], alone.data(), g.out_rows);
+          ASSERT_EQ(0, std::memcmp(alone.data(), y.data() + r * n, g.out_rows * sizeof(float)))
+              << "row " << r << " expert " << e << " " << core::DTypeName(dt) << " threads " << pool->size();
         }
+      }
     }
   }
 }

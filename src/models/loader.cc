@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/memory_info.h"
 #include "core/quant.h"
 #include "core/random.h"
 #include "formats/gguf.h"
@@ -310,14 +311,18 @@ StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src
   if (mc.selection_bias) {
     RADIXLM_ASSIGN_OR_RETURN(m.selection_bias, GetVector(src, Blk(block, "exp_probs_b.bias"), mc.experts));
   }
+  // Every expert's slice must start on a panel of 16 rows (kernels::GemmGrouped).
+  if ((gated ? 2 * f : f) % kernels::kPanelCols != 0 || d % kernels::kPanelCols != 0)
+    return core::Unimplemented(c.name + ": expert MLP size " + std::to_string(f) + " and width " + std::to_string(d) +
+                               " must be multiples of 16 (8 with a gate)");
+  std::vector<std::string> in, out;
   for (int64_t e = 0; e < mc.experts; ++e) {
-    std::vector<std::string> in = {ExpertName(block, "ffn_up_exps", e)};
-    if (gated) in.insert(in.begin(), ExpertName(block, "ffn_gate_exps", e));
-    RADIXLM_ASSIGN_OR_RETURN(kernels::PackedWeight gu, GetStacked(src, in, std::vector<int64_t>(in.size(), f), d, storage));
-    RADIXLM_ASSIGN_OR_RETURN(kernels::PackedWeight dn, GetStacked(src, {ExpertName(block, "ffn_down_exps", e)}, {d}, f, storage));
-    m.gate_up.push_back(std::move(gu));
-    m.down.push_back(std::move(dn));
+    if (gated) in.push_back(ExpertName(block, "ffn_gate_exps", e));
+    in.push_back(ExpertName(block, "ffn_up_exps", e));
+    out.push_back(ExpertName(block, "ffn_down_exps", e));
   }
+  RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, in, std::vector<int64_t>(in.size(), f), d, storage));
+  RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, out, std::vector<int64_t>(out.size(), d), f, storage));
   if (mc.shared_ffn > 0) {
     const int64_t sf = mc.shared_ffn;
     std::vector<std::string> in = {Blk(block, "ffn_up_shexp.weight")};
@@ -516,7 +521,49 @@ WeightPlan PlanOf(const LoadOptions& options, std::optional<DType> default_stora
   return plan;
 }
 
+// What the weights will take in memory once loaded: a file's own types stay as they are (its
+// size), a forced type costs its element size per parameter, a random preset is f32.
+int64_t WeightBytesEstimate(const std::string& spec, const ModelConfig& c, const LoadOptions& options) {
+  const int64_t params = c.ParameterCount();
+  if (options.dtype) return params * static_cast<int64_t>(core::DTypeSize(*options.dtype));
+  if (IsRandom(spec)) return params * 4;
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) {
+    int64_t bytes = 0;
+    for (const auto& e : fs::directory_iterator(spec, ec))
+      if (e.path().extension() == ".safetensors") bytes += static_cast<int64_t>(e.file_size(ec));
+    return bytes;
+  }
+  const auto size = fs::file_size(spec, ec);
+  return ec ? 0 : static_cast<int64_t>(size);
+}
+
+// Refuses a load that cannot fit: the weights and the caller's reservation (its KV pool) against
+// the memory available, before a byte of weights is read or allocated.
+Status CheckFitsInMemory(const std::string& spec, const LoadOptions& options) {
+  const int64_t avail = core::AvailableMemoryBytes();
+  if (avail < 0) return Status::Ok();
+  const StatusOr<ModelConfig> config = LoadConfig(spec);
+  if (!config.ok()) return Status::Ok();  // the load itself says what is wrong with the model
+  const ModelConfig& c = *config;
+  const int64_t weights = WeightBytesEstimate(spec, c, options);
+  const int64_t need = weights + std::max<int64_t>(0, options.reserve_bytes);
+  if (need <= avail) return Status::Ok();
+  std::string msg = "model '" + spec + "' needs " + core::HumanBytes(double(weights)) + " for its weights";
+  if (options.reserve_bytes > 0)
+    msg += " and " + core::HumanBytes(double(options.reserve_bytes)) + " for " +
+           (options.reserve_what.empty() ? std::string("its KV pool") : options.reserve_what);
+  msg += ", but " + core::HumanBytes(double(avail)) + " of memory is available";
+  if (c.CountLayers(LayerKind::kMoe) > 0)
+    msg += " (a mixture of experts keeps all " + std::to_string(c.moe.experts) + " experts of every layer in memory, " +
+           "though a token uses " + std::to_string(c.moe.used) + ")";
+  msg += ": use a smaller quantisation";
+  if (options.reserve_bytes > 0) msg += ", fewer --kv-tokens";
+  return core::ResourceExhausted(msg + " or free memory");
+}
+
 StatusOr<std::unique_ptr<Transformer>> LoadModelUnguarded(const std::string& spec, const LoadOptions& options) {
+  RADIXLM_RETURN_IF_ERROR(CheckFitsInMemory(spec, options));
   if (IsRandom(spec)) {
     RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(spec.substr(7)));
     core::ThreadPool pool;
@@ -683,9 +730,10 @@ std::vector<float> RopeFreqFactors(const ModelConfig& c) {
   return f;
 }
 
-// f16/bf16 exports convert the matrices; norms, SSM parameters and RoPE factors stay f32, as
+// f16/bf16 exports convert the matrices; norms, routers, SSM parameters and RoPE factors stay f32, as
 // the converters keep them.
 DType StorageOf(const NamedTensor& t, DType dtype) {
+  if (t.name.find("ffn_gate_inp") != std::string::npos) return DType::kF32;  // routers (llama.cpp's converter keeps them f32)
   const bool small = t.name.find("norm") != std::string::npos || t.name.find("ssm_") != std::string::npos;
   const bool matrix = t.shape.size() >= 2 && (!small || t.name.find("ssm_in") != std::string::npos ||
                                               t.name.find("ssm_out") != std::string::npos);

@@ -32,6 +32,11 @@ struct LoadOptions {
   std::optional<bool> bf16_activations;
   // Models with Mamba2 layers: the scan (ModelConfig::ssm_chunk; default 0, the exact recurrence).
   std::optional<int> ssm_chunk;
+  // Memory the caller will take beside the weights (its KV pool), and what it is for (errors).
+  // A load whose weights and this would exceed the memory available (core/memory_info.h) is
+  // refused before anything is read.
+  int64_t reserve_bytes = 0;
+  std::string reserve_what;
 };
 
 core::StatusOr<std::unique_ptr<Transformer>> LoadModel(const std::string& spec, const LoadOptions& options = {});

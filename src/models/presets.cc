@@ -134,7 +134,7 @@ std::vector<RandomPreset> Build() {
                WithExperts(Make("qwen3moe", "qwen3moe-tiny", 151936, 64, 2, 4, 2, 16, 0, false, 1e6), 8, 2, 32, 0)});
   p.push_back({"qwen3moe-a3b-8l",
                "Qwen3-30B-A3B's layer shape, 8 of its 48 blocks: d 2048, 32/4 heads x 128, 128 experts (8 used) of MLP 768, "
-               "Qwen3 vocabulary, untied (5.6B parameters, 0.9B active)",
+               "Qwen3 vocabulary, untied (5.6B parameters, 1.1B active)",
                WithExperts(Make("qwen3moe", "qwen3moe-a3b-8l", 151936, 2048, 8, 32, 4, 128, 0, false, 1e6), 128, 8, 768, 0)});
   ModelConfig q35m = Qwen35("qwen35moe-tiny", 151936, 64, 4, 4, 2, 32, 8, 0, 2, 4, 16);
   q35m.arch = "qwen35moe";

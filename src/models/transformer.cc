@@ -19,9 +19,8 @@ size_t TransformerWeights::nbytes() const {
   for (const auto& m : deltanet)
     n += m.in_proj.nbytes() + m.out_proj.nbytes() + (m.norm.size() + m.conv_w.size() + 2 * m.A.size() + m.out_norm.size()) * 4;
   for (const auto& m : moe) {
-    n += m.router.nbytes() + m.shared_gate_up.nbytes() + m.shared_down.nbytes() + m.shared_gate.nbytes() +
-         (m.norm.size() + m.selection_bias.size()) * 4;
-    for (size_t e = 0; e < m.gate_up.size(); ++e) n += m.gate_up[e].nbytes() + m.down[e].nbytes();
+    n += m.router.nbytes() + m.gate_up.nbytes() + m.down.nbytes() + m.shared_gate_up.nbytes() + m.shared_down.nbytes() +
+         m.shared_gate.nbytes() + (m.norm.size() + m.selection_bias.size()) * 4;
   }
   return n;
 }
@@ -36,7 +35,8 @@ std::string TransformerWeights::TypeSummary() const {
   for (const auto& m : mamba) { add(m.in_proj); add(m.out_proj); }
   for (const auto& m : deltanet) { add(m.in_proj); add(m.out_proj); }
   for (const auto& m : moe) {
-    for (size_t e = 0; e < m.gate_up.size(); ++e) { add(m.gate_up[e]); add(m.down[e]); }
+    add(m.gate_up);
+    add(m.down);
     add(m.shared_gate_up);
     add(m.shared_down);
   }
@@ -78,6 +78,17 @@ double Seconds() {
 template <typename T>
 void Grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
+}
+
+// fn(begin, end) over [0, n): on this thread for a decode step's few rows (a parallel region
+// costs more than their work), else over the pool.
+template <typename Fn>
+void ForRows(core::ThreadPool& pool, int64_t n, Fn&& fn) {
+  if (n <= 16) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool.ParallelFor(n, [&](int, int64_t b, int64_t e) { fn(b, e); });
 }
 }  // namespace
 
@@ -342,7 +353,7 @@ void Transformer::Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_
   Grow(moe_ids_, n * K);
   Grow(moe_w_, n * K);
   Gemm(pool, xn_.data(), n, d, w.router, moe_logits_.data(), E);
-  pool.ParallelFor(n, [&](int, int64_t r0, int64_t r1) {
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
     std::vector<float> probs(E), rank(E), group_score(m.groups);
     std::vector<int32_t> order(E), groups(m.groups);
     for (int64_t r = r0; r < r1; ++r) {
@@ -423,8 +434,8 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
   std::vector<kernels::GemmGroup> up_groups, down_groups;
   for (int64_t e = 0; e < E; ++e)
     if (const int64_t c = moe_count_[e + 1] - moe_count_[e]; c > 0) {
-      up_groups.push_back({&w.gate_up[e], moe_count_[e], c});
-      down_groups.push_back({&w.down[e], moe_count_[e], c});
+      up_groups.push_back({&w.gate_up, e * h_cols, h_cols, moe_count_[e], c});
+      down_groups.push_back({&w.down, e * d, d, moe_count_[e], c});
     }
   const int64_t rows = n * K;
   Grow(moe_pos_, rows);
@@ -436,8 +447,8 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
     std::vector<int32_t> next(moe_count_.begin(), moe_count_.begin() + E);
     for (int64_t i = 0; i < rows; ++i) moe_pos_[i] = next[moe_ids_[i]]++;
   }
-  pool.ParallelFor(rows, [&](int, int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) std::memcpy(moe_x_.data() + moe_pos_[i] * d, xn_.data() + (i / K) * d, d * 4);
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * K; i < r1 * K; ++i) std::memcpy(moe_x_.data() + moe_pos_[i] * d, xn_.data() + (i / K) * d, d * 4);
   });
   const double t0 = profile_ ? Seconds() : 0;
   kernels::GemmGrouped(pool, moe_x_.data(), rows, d, up_groups, moe_h_.data(), h_cols);
@@ -459,7 +470,7 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
       Gemm(pool, xn_.data(), n, d, w.shared_gate, moe_gate_.data(), 1);
     }
   }
-  pool.ParallelFor(n, [&](int, int64_t r0, int64_t r1) {
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* out = xn_.data() + r * d;
       for (int64_t j = 0; j < K; ++j) {

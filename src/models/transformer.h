@@ -87,8 +87,10 @@ struct MoeLayerWeights {
   std::vector<float> norm;                  // [d_model]
   kernels::PackedWeight router;             // [experts, d_model], f32 (the choice is sensitive to it)
   std::vector<float> selection_bias;        // [experts] or empty
-  std::vector<kernels::PackedWeight> gate_up;  // per expert: [2 ffn, d_model] (gate | up) or up [ffn, d_model] (relu^2)
-  std::vector<kernels::PackedWeight> down;     // per expert: [d_model, ffn]
+  // All experts stacked (one allocation each, so decode streams huge pages): expert e's rows
+  // are [e h, (e + 1) h) of gate_up, h = 2 ffn (gate | up) or ffn (up only, relu^2), and
+  // [e d_model, (e + 1) d_model) of down ([d_model, ffn] each).
+  kernels::PackedWeight gate_up, down;
   kernels::PackedWeight shared_gate_up, shared_down;  // n_out() 0: no shared expert
   kernels::PackedWeight shared_gate;        // [1, d_model] f32, or n_out() 0
 };

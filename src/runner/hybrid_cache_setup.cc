@@ -10,12 +10,18 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
   s.d_model = c.d_model;
   s.n_attn_layers = c.n_attention_layers();
   s.n_ssm_layers = c.n_ssm_layers();
-  for (models::LayerKind k : c.layers) s.n_mlp_layers += k == models::LayerKind::kMlp;
+  for (models::LayerKind k : c.layers) s.n_mlp_layers += models::IsFeedForward(k);
   s.n_heads = c.n_heads;
   s.n_kv_heads = c.n_kv_heads;
   s.head_dim = c.head_dim;
   s.d_ff = c.ffn_dim;
   s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
+  if (c.CountLayers(models::LayerKind::kMoe) > 0) {
+    s.moe_experts = c.moe.experts;
+    s.moe_used = c.moe.used;
+    s.moe_ffn = c.moe.ffn;
+    s.moe_shared_ffn = c.moe.shared_ffn;
+  }
   s.attn_output_gate = c.attn_output_gate;
   if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
     s.delta_net = true;

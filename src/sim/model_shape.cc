@@ -38,13 +38,22 @@ core::StatusOr<cache::HybridShape> ShapeFromJson(const json& j, const std::strin
     s.n_groups = First(j, {"n_groups", "mamba_n_groups"}, 1);
     s.d_conv = First(j, {"conv_kernel", "mamba_d_conv", "d_conv"}, 4);
     s.ssm_heads = First(j, {"mamba_num_heads"}, 0);
+    // Mixtures of experts (Qwen3-MoE, Qwen3.5-MoE, Granite-4.0-H-Tiny, Nemotron-3-Nano): the active
+    // experts' FLOPs per token.
+    s.moe_experts = First(j, {"num_experts", "num_local_experts", "n_routed_experts"}, 0);
+    if (s.moe_experts > 0) {
+      s.moe_used = First(j, {"num_experts_per_tok"}, 1);
+      s.moe_ffn = First(j, {"moe_intermediate_size", "intermediate_size"}, 0);
+      s.moe_shared_ffn = First(j, {"shared_expert_intermediate_size", "shared_intermediate_size",
+                                   "moe_shared_expert_intermediate_size"}, 0);
+    }
     const std::string act = j.value("hidden_act", j.value("mlp_hidden_act", std::string("silu")));
     s.gated_mlp = act == "silu" || act == "swiglu" || act == "gelu_pytorch_tanh";
     if (j.contains("hybrid_override_pattern")) {  // Nemotron-H: M mamba, * attention, - MLP
       for (char c : j["hybrid_override_pattern"].get<std::string>()) {
         s.n_ssm_layers += c == 'M';
         s.n_attn_layers += c == '*';
-        s.n_mlp_layers += c == '-';
+        s.n_mlp_layers += c == '-' || c == 'E';
       }
       s.gated_mlp = false;  // squared-ReLU MLP, two projections
     } else if (j.contains("layers_block_type") || j.contains("layer_types")) {
