@@ -60,7 +60,7 @@ def check(src, allowed):
         for root, _, files in os.walk(mdir):
             for f in sorted(files):
                 path = os.path.join(root, f)
-                if f.endswith((".h", ".cc")) and not f.endswith("_test.cc"):
+                if f.endswith((".h", ".cc")) and not f.endswith(("_test.cc", "_test.h")):
                     for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
                         m = INCLUDE.match(line)
                         if m:

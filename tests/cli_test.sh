@@ -34,6 +34,14 @@ else
   echo "FAIL generate-n: n=1 $one, greedy n=3 $many; seed 7 $seeded vs seed 5 + 2 $third"
   fail=1
 fi
+# Mixtures of experts: info names total and active parameters and the experts' layout.
+expect info-moe-json 0 '"active_parameters":[0-9]+.*"experts":\{[^}]*"experts":8.*"used":2' -- "$bin" info random:qwen3moe-tiny --json
+expect info-moe 0 'experts: 2 layers x 8 of MLP 32 .*2 used per token, router softmax' -- "$bin" info random:qwen3moe-tiny
+# A model or KV pool larger than the memory available is refused before loading, naming both.
+expect model-too-large 1 "needs 7[0-9] MiB for its weights, but 20 MiB of memory is available" -- \
+  env RADIXLM_MEMORY_LIMIT_MB=20 "$bin" info random:qwen3moe-tiny
+expect kv-pool-too-large 1 'for a KV pool of 4000000000 tokens, but .* available: use a smaller quantisation, fewer --kv-tokens' -- \
+  "$bin" serve -m random:tiny --kv-tokens 4000000000 --port 0
 expect unknown-model 1 'no such file or folder' -- "$bin" info /nonexistent/model.gguf
 expect unknown-preset 1 "no random preset 'nope'" -- "$bin" info random:nope
 printf 'GGUF\x03\x00\x00\x00' > "$tmp/trunc.gguf"

@@ -166,10 +166,14 @@ TEST_F(EngineTest, ParallelSamplingDrawsTheSameTokens) {
   EXPECT_GT(several, 10);
 }
 
+// On a dense model and on a mixture of experts (a shared row is routed once).
 TEST_F(EngineTest, IntraStepPrefixDedupNeverChangesAnAnswer) {
+  auto moe = models::LoadModel("random:qwen3moe-tiny");
+  ASSERT_TRUE(moe.ok()) << moe.status().ToString();
+  for (models::Transformer* model : {model_, moe->get()}) {
   int64_t dedup_cache_on = 0, dedup_cache_off = 0, preemptions = 0;
   for (uint64_t seed : {4, 5, 6}) {
-    Workload w = MakeWorkload(seed, model_->config().vocab_size);
+    Workload w = MakeWorkload(seed, model->config().vocab_size);
     for (size_t i = 0; i < w.submit_step.size(); ++i) w.submit_step[i] = static_cast<int>(i / 8) * 6;  // bursts of 8
     engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
     off.scheduler.step_token_budget = 96 + 64 * static_cast<int>(seed % 3);  // several prompts per step, some chunked
@@ -178,12 +182,12 @@ TEST_F(EngineTest, IntraStepPrefixDedupNeverChangesAnAnswer) {
     engine::EngineConfig small = on;
     small.num_blocks = 20;  // preemption
     small.scheduler.max_running = 8;
-    const Outcome plain = RunWorkload(*model_, w, off);
+    const Outcome plain = RunWorkload(*model, w, off);
     for (const bool trie : {true, false}) {
       const runner::PrefillCompaction always{.threshold = 1.0, .trie_attention = trie};
-      const Outcome a = RunWorkload(*model_, w, off, "", always), b = RunWorkload(*model_, w, on, "", always),
-                    c = RunWorkload(*model_, w, small, "", always),
-                    d = RunWorkload(*model_, w, on, "", {.threshold = 0.92, .trie_attention = trie});
+      const Outcome a = RunWorkload(*model, w, off, "", always), b = RunWorkload(*model, w, on, "", always),
+                    c = RunWorkload(*model, w, small, "", always),
+                    d = RunWorkload(*model, w, on, "", {.threshold = 0.92, .trie_attention = trie});
       for (size_t i = 0; i < w.requests.size(); ++i) {
         EXPECT_EQ(a.outputs.at(i), plain.outputs.at(i)) << "cache off, request " << i << " trie " << trie;
         EXPECT_EQ(b.outputs.at(i), plain.outputs.at(i)) << "cache on, request " << i << " trie " << trie;
@@ -200,6 +204,7 @@ TEST_F(EngineTest, IntraStepPrefixDedupNeverChangesAnAnswer) {
   EXPECT_GT(dedup_cache_off, 0);
   EXPECT_GT(dedup_cache_on, 0) << "rows shared within a step are not in the cache yet";
   EXPECT_GT(preemptions, 0);
+  }
 }
 
 // The executor on two steps of three sequences: contexts X0, X1, X0, then the same tokens T at
@@ -334,7 +339,8 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
 }
 
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
+                           "random:nemotron-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeWorkload(5, model->config().vocab_size);
     engine::EngineConfig one{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
@@ -399,7 +405,8 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
 // this holds because the scan is the exact recurrence (kernels::Mamba2ScanRecurrent): a
 // prompt split anywhere, a restored checkpoint and a recomputed preemption give the same bits.
 TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
+                           "random:qwen3moe-tiny", "random:granite-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     const int64_t V = model->config().vocab_size;
@@ -574,7 +581,7 @@ TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
 // cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
 // models; within a tenant everything is shared as before; no answer changes.
 TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(3);
@@ -777,7 +784,7 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // preemption (a small pool) mid-group. Random sharing depth: a system prompt, then one of two
 // few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(5);
@@ -831,7 +838,7 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
 // mid-block); with a pool that holds only a few groups it still completes, equal, without
 // computing more than the all-at-once baseline.
 TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPrefixOnce) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(11);

@@ -99,12 +99,10 @@ RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
   __m256 acc[MR * NP * 2];
 #pragma GCC unroll 16
   for (int i = 0; i < MR * NP * 2; ++i) acc[i] = _mm256_setzero_ps();
-  // Blocks outer, panels inner: the NP panels stream side by side (more reads in flight; each
-  // output's arithmetic is unchanged, every panel has its own accumulators).
-  for (int64_t bi = 0; bi < n_blocks; ++bi) {
-    for (int p = 0; p < NP; ++p) {
-      const uint8_t* blk = a.seg->panel(a.p0 + p) + bi * L.block_bytes;
-      if constexpr (MR == 1) _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * L.block_bytes), _MM_HINT_T0);
+  for (int p = 0; p < NP; ++p) {
+    const uint8_t* pan = a.seg->panel(a.p0 + p);
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+      const uint8_t* blk = pan + bi * L.block_bytes;
       for (int c = 0; c < F.block / 32; ++c) {
         const uint8_t* chunk = blk + L.header_bytes + c * L.chunk_bytes;
         for (int s = 0; s < kSubsPerChunk; ++s) {

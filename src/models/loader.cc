@@ -127,6 +127,7 @@ class RandomSource : public WeightSource {
     if (name.find("ffn_gate_inp_shexp") != std::string::npos) return config_.moe.shared_gate;
     if (name.find("ffn_gate_inp") != std::string::npos) return true;
     if (name.find("exp_probs_b") != std::string::npos) return config_.moe.selection_bias;
+    if (name.find("ffn_gate_up_exps") != std::string::npos) return false;  // generated unfused
     if (name.find("_shexp") != std::string::npos && config_.moe.shared_ffn == 0) return false;
     if (name.find("ssm_conv1d.bias") != std::string::npos) return config_.ssm_conv_bias;
     if (name.find("ssm_dt.bias") != std::string::npos) return true;
@@ -315,13 +316,16 @@ StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src
   if ((gated ? 2 * f : f) % kernels::kPanelCols != 0 || d % kernels::kPanelCols != 0)
     return core::Unimplemented(c.name + ": expert MLP size " + std::to_string(f) + " and width " + std::to_string(d) +
                                " must be multiples of 16 (8 with a gate)");
+  // llama.cpp's converter may fuse gate and up (--fuse-gate-up-exps: ffn_gate_up_exps, gate rows first).
+  const bool fused = gated && src.Has(Blk(block, "ffn_gate_up_exps.weight"));
   std::vector<std::string> in, out;
   for (int64_t e = 0; e < mc.experts; ++e) {
-    if (gated) in.push_back(ExpertName(block, "ffn_gate_exps", e));
-    in.push_back(ExpertName(block, "ffn_up_exps", e));
+    if (fused) in.push_back(ExpertName(block, "ffn_gate_up_exps", e));
+    if (gated && !fused) in.push_back(ExpertName(block, "ffn_gate_exps", e));
+    if (!fused) in.push_back(ExpertName(block, "ffn_up_exps", e));
     out.push_back(ExpertName(block, "ffn_down_exps", e));
   }
-  RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, in, std::vector<int64_t>(in.size(), f), d, storage));
+  RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, in, std::vector<int64_t>(in.size(), fused ? 2 * f : f), d, storage));
   RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, out, std::vector<int64_t>(out.size(), d), f, storage));
   if (mc.shared_ffn > 0) {
     const int64_t sf = mc.shared_ffn;
