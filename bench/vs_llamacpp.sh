@@ -26,7 +26,7 @@
 # 4. Logits on 256 random ids from both engines on every file: top-1 agreement and the max
 #    difference relative to the largest logit (also against radixlm's exact f32 run of the same
 #    file: dequantised weights, f32 activations and KV). Not for moe: its f32 form (22 GB) does not
-#    fit; bench/moe_logits.py compares it with llama.cpp instead.
+#    fit; bench/logits_vs_llamacpp.py compares it with llama.cpp on text instead.
 # Raw results: DIR/results.jsonl; the table: DIR/table.md (also printed). DIR defaults to
 # build/vs_llamacpp.
 set -euo pipefail

@@ -1,7 +1,8 @@
 // The architecture registry: everything that differs by architecture, one row per
 // architecture (llama.cpp keeps its names and tensor tables in llama-arch.cpp the same way), so
-// a new architecture is its own arch_*.cc plus a row in arch.cc — never a string comparison in
-// the loader, the presets or the exporter. A row says:
+// a new architecture is its own arch_*.cc (or, for a variant that differs only in its
+// feed-forward, a second row in its family's file: qwen3moe, qwen35moe, nemotron_h_moe) plus a
+// row in arch.cc — never a string comparison in the loader, the presets or the exporter. A row says:
 //   - its names: GGUF general.architecture, Hugging Face model_type values and architectures
 //     class (for export);
 //   - its hyper-parameters and layer pattern, read from GGUF metadata or a config.json into a

@@ -3,6 +3,7 @@
 // the parameter counts `info` reports against a published model's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "kernels/kernel_cases.h"
 #include "models/forward_harness_test.h"
 #include "models/loader.h"
+#include "models/moe_route.h"
 #include "models/presets.h"
 
 namespace radixlm::models {
@@ -110,6 +112,43 @@ TEST(MoeTest, ARowAloneEqualsTheSameRowInABatchOf64RowsForEveryExpertWeightType)
       row += static_cast<int64_t>(ids[i].size());
     }
   }
+}
+
+// The routing rules on hand-made logits.
+TEST(MoeTest, RouteRowFollowsEachFamilysRule) {
+  RouteScratch s;
+  int32_t ids[2];
+  float wt[2];
+  MoeConfig m;
+  m.experts = 4;
+  m.used = 2;
+  const float logits[4] = {1.0f, 3.0f, 3.0f, 0.0f};
+  // Softmax, top-2, renormalised: experts 1 and 2 tie (the lower id first), half each.
+  RouteRow(m, logits, nullptr, ids, wt, &s);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_FLOAT_EQ(wt[0], 0.5f);
+  // Granite's softmax over the chosen logits gives the same weights.
+  m.gating = MoeConfig::Gating::kSoftmaxChosen;
+  m.norm_weights = false;
+  RouteRow(m, logits, nullptr, ids, wt, &s);
+  EXPECT_FLOAT_EQ(wt[0], 0.5f);
+  EXPECT_FLOAT_EQ(wt[1], 0.5f);
+  // Nemotron: sigmoid; a bias that only ranks (expert 3 chosen, weighted by its own sigmoid);
+  // two groups of two, one kept: the group {2, 3} wins on its top-2 sum; scaled weights.
+  m.gating = MoeConfig::Gating::kSigmoid;
+  m.groups = 2;
+  m.groups_used = 1;
+  m.weights_scale = 2.5f;
+  const float bias[4] = {0.0f, 0.0f, 0.0f, 10.0f};
+  RouteRow(m, logits, bias, ids, wt, &s);
+  EXPECT_EQ(ids[0], 3);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_FLOAT_EQ(wt[0], 2.5f * 0.5f);                        // sigmoid(0), unbiased
+  EXPECT_FLOAT_EQ(wt[1], 2.5f / (1.0f + std::exp(-3.0f)));  // not renormalised
+  m.norm_weights = true;
+  RouteRow(m, logits, bias, ids, wt, &s);
+  EXPECT_NEAR(wt[0] + wt[1], 2.5f, 1e-6f);
 }
 
 // Qwen3-30B-A3B as published (config.json: 48 layers, d 2048, 32/4 heads x 128, 128 experts of

@@ -1,5 +1,7 @@
 #include "models/transformer.h"
 
+#include "models/moe_route.h"
+
 #include <cmath>
 #include <algorithm>
 #include <chrono>
@@ -344,8 +346,7 @@ void Transformer::Activate(const float* h, float* y, int64_t n, int64_t f) const
   }
 }
 
-// Each row on its own (a row's choice never depends on the others): scores, the bias-ranked
-// choice within the best groups, and the weights (ModelConfig::MoeConfig).
+// Each row on its own (RouteRow: a row's choice never depends on the others).
 void Transformer::Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
   const MoeConfig& m = config_.moe;
   const int64_t E = m.experts, K = m.used, d = config_.d_model;
@@ -353,142 +354,89 @@ void Transformer::Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_
   Grow(moe_ids_, n * K);
   Grow(moe_w_, n * K);
   Gemm(pool, xn_.data(), n, d, w.router, moe_logits_.data(), E);
+  const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
-    std::vector<float> probs(E), rank(E), group_score(m.groups);
-    std::vector<int32_t> order(E), groups(m.groups);
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* l = moe_logits_.data() + r * E;
-      if (m.gating == MoeConfig::Gating::kSoftmax) {
-        const float mx = *std::max_element(l, l + E);
-        double sum = 0;
-        for (int64_t e = 0; e < E; ++e) sum += probs[e] = std::exp(l[e] - mx);
-        for (int64_t e = 0; e < E; ++e) probs[e] = static_cast<float>(probs[e] / sum);
-      } else if (m.gating == MoeConfig::Gating::kSigmoid) {
-        for (int64_t e = 0; e < E; ++e) probs[e] = 1.0f / (1.0f + std::exp(-l[e]));
-      } else {
-        std::copy(l, l + E, probs.begin());
-      }
-      for (int64_t e = 0; e < E; ++e) rank[e] = probs[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[e]);
-      if (m.groups > 1) {  // keep the groups_used groups whose two best experts score highest
-        const int64_t per = E / m.groups;
-        for (int g = 0; g < m.groups; ++g) {
-          float a = -INFINITY, b = -INFINITY;
-          for (int64_t e = g * per; e < (g + 1) * per; ++e) {
-            if (rank[e] > a) { b = a; a = rank[e]; }
-            else if (rank[e] > b) b = rank[e];
-          }
-          group_score[g] = a + b;
-          groups[g] = g;
-        }
-        std::partial_sort(groups.begin(), groups.begin() + m.groups_used, groups.end(), [&](int32_t x, int32_t y) {
-          return group_score[x] > group_score[y] || (group_score[x] == group_score[y] && x < y);
-        });
-        std::vector<bool> keep(m.groups, false);
-        for (int g = 0; g < m.groups_used; ++g) keep[groups[g]] = true;
-        for (int64_t e = 0; e < E; ++e)
-          if (!keep[e / per]) rank[e] = -INFINITY;
-      }
-      for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
-      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t x, int32_t y) {
-        return rank[x] > rank[y] || (rank[x] == rank[y] && x < y);
-      });
-      int32_t* ids = moe_ids_.data() + r * K;
-      float* wt = moe_w_.data() + r * K;
-      for (int64_t j = 0; j < K; ++j) {
-        ids[j] = order[j];
-        wt[j] = probs[order[j]];
-      }
-      if (m.gating == MoeConfig::Gating::kSoftmaxChosen) {
-        const float mx = *std::max_element(wt, wt + K);
-        float sum = 0;
-        for (int64_t j = 0; j < K; ++j) sum += wt[j] = std::exp(wt[j] - mx);
-        for (int64_t j = 0; j < K; ++j) wt[j] /= sum;
-      }
-      if (m.norm_weights) {
-        float sum = 0;
-        for (int64_t j = 0; j < K; ++j) sum += wt[j];
-        sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's clamp (the smallest normal f16)
-        for (int64_t j = 0; j < K; ++j) wt[j] /= sum;
-      }
-      if (m.weights_scale != 1.0f)
-        for (int64_t j = 0; j < K; ++j) wt[j] *= m.weights_scale;
-    }
+    RouteScratch scratch;
+    for (int64_t r = r0; r < r1; ++r)
+      RouteRow(m, moe_logits_.data() + r * E, bias, moe_ids_.data() + r * K, moe_w_.data() + r * K, &scratch);
   });
 }
 
-// Mixture of experts: route each row; group the (row, slot) pairs by expert (in row order) so
-// that each chosen expert multiplies all its rows as one GEMM (kernels::GemmGrouped); sum each
-// row's experts in its slot order, then the shared expert. Every row's arithmetic is fixed by
-// its own choice, never by which rows share an expert: batch-invariant like every sublayer.
-void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
+// The (row, slot) pairs counting-sorted by expert, rows ascending: moe_pos_[pair] is its row in
+// the grouped buffers; one GEMM group per chosen expert; the normed rows gathered in that order.
+void Transformer::GroupByExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n,
+                                std::vector<kernels::GemmGroup>* up, std::vector<kernels::GemmGroup>* down) {
   const MoeConfig& m = config_.moe;
-  const int64_t d = config_.d_model, E = m.experts, K = m.used, f = m.ffn;
-  const int64_t h_cols = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * f : f;
-  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
-  Route(pool, w, n);
-  // Counting sort of the n * K pairs by expert, stable (rows ascending).
+  const int64_t d = config_.d_model, E = m.experts, K = m.used, rows = n * K;
+  const int64_t h_cols = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * m.ffn : m.ffn;
   Grow(moe_count_, E + 1);
   std::fill(moe_count_.begin(), moe_count_.begin() + E + 1, 0);
-  for (int64_t i = 0; i < n * K; ++i) ++moe_count_[moe_ids_[i] + 1];
+  for (int64_t i = 0; i < rows; ++i) ++moe_count_[moe_ids_[i] + 1];
   for (int64_t e = 0; e < E; ++e) moe_count_[e + 1] += moe_count_[e];
-  std::vector<kernels::GemmGroup> up_groups, down_groups;
   for (int64_t e = 0; e < E; ++e)
     if (const int64_t c = moe_count_[e + 1] - moe_count_[e]; c > 0) {
-      up_groups.push_back({&w.gate_up, e * h_cols, h_cols, moe_count_[e], c});
-      down_groups.push_back({&w.down, e * d, d, moe_count_[e], c});
+      up->push_back({&w.gate_up, e * h_cols, h_cols, moe_count_[e], c});
+      down->push_back({&w.down, e * d, d, moe_count_[e], c});
     }
-  const int64_t rows = n * K;
   Grow(moe_pos_, rows);
   Grow(moe_x_, rows * d);
-  Grow(moe_h_, rows * h_cols);
-  Grow(moe_a_, rows * f);
-  Grow(moe_y_, rows * d);
-  {
-    std::vector<int32_t> next(moe_count_.begin(), moe_count_.begin() + E);
-    for (int64_t i = 0; i < rows; ++i) moe_pos_[i] = next[moe_ids_[i]]++;
-  }
+  std::vector<int32_t> next(moe_count_.begin(), moe_count_.begin() + E);
+  for (int64_t i = 0; i < rows; ++i) moe_pos_[i] = next[moe_ids_[i]]++;
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0 * K; i < r1 * K; ++i) std::memcpy(moe_x_.data() + moe_pos_[i] * d, xn_.data() + (i / K) * d, d * 4);
   });
+}
+
+// The shared expert on every row into moe_shared_, and its gate's logit into moe_gate_.
+void Transformer::SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
+  const int64_t d = config_.d_model, sf = config_.moe.shared_ffn;
+  const int64_t sh = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * sf : sf;
+  Grow(moe_shared_, n * d);
+  Grow(gate_up_, n * sh);
+  Grow(act_, n * sf);
+  Gemm(pool, xn_.data(), n, d, w.shared_gate_up, gate_up_.data(), sh);
+  Activate(gate_up_.data(), act_.data(), n, sf);
+  Gemm(pool, act_.data(), n, sf, w.shared_down, moe_shared_.data(), d);
+  if (w.shared_gate.n_out() > 0) {
+    Grow(moe_gate_, n);
+    Gemm(pool, xn_.data(), n, d, w.shared_gate, moe_gate_.data(), 1);
+  }
+}
+
+// Mixture of experts: route each row; group the (row, slot) pairs by expert so that each chosen
+// expert multiplies all its rows as one GEMM (kernels::GemmGrouped); sum each row's experts in
+// its slot order, then the shared expert. Every row's arithmetic is fixed by its own choice,
+// never by which rows share an expert: batch-invariant like every sublayer.
+void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
+  const MoeConfig& m = config_.moe;
+  const int64_t d = config_.d_model, K = m.used, f = m.ffn, rows = n * K;
+  const int64_t h_cols = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * f : f;
+  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  Route(pool, w, n);
+  std::vector<kernels::GemmGroup> up_groups, down_groups;
+  GroupByExpert(pool, w, n, &up_groups, &down_groups);
+  Grow(moe_h_, rows * h_cols);
+  Grow(moe_a_, rows * f);
+  Grow(moe_y_, rows * d);
   const double t0 = profile_ ? Seconds() : 0;
   kernels::GemmGrouped(pool, moe_x_.data(), rows, d, up_groups, moe_h_.data(), h_cols);
   Activate(moe_h_.data(), moe_a_.data(), rows, f);
   kernels::GemmGrouped(pool, moe_a_.data(), rows, f, down_groups, moe_y_.data(), d);
   if (profile_) profile_->gemm_s += Seconds() - t0;
-  // The shared expert on every row, into moe_shared_ (xn_ is still the normed input).
-  const bool shared = w.shared_gate_up.n_out() > 0;
-  if (shared) {
-    const int64_t sf = m.shared_ffn, sh = h_cols / f * sf;
-    Grow(moe_shared_, n * d);
-    Grow(gate_up_, n * sh);
-    Grow(act_, n * sf);
-    Gemm(pool, xn_.data(), n, d, w.shared_gate_up, gate_up_.data(), sh);
-    Activate(gate_up_.data(), act_.data(), n, sf);
-    Gemm(pool, act_.data(), n, sf, w.shared_down, moe_shared_.data(), d);
-    if (w.shared_gate.n_out() > 0) {
-      Grow(moe_gate_, n);
-      Gemm(pool, xn_.data(), n, d, w.shared_gate, moe_gate_.data(), 1);
-    }
-  }
+  const bool shared = w.shared_gate_up.n_out() > 0, gated = w.shared_gate.n_out() > 0;
+  if (shared) SharedExpert(pool, w, n);  // xn_ is still the normed input
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* out = xn_.data() + r * d;
       for (int64_t j = 0; j < K; ++j) {
         const float wt = moe_w_[r * K + j];
         const float* y = moe_y_.data() + int64_t{moe_pos_[r * K + j]} * d;
-        if (j == 0)
-          for (int64_t k = 0; k < d; ++k) out[k] = wt * y[k];
-        else
-          for (int64_t k = 0; k < d; ++k) out[k] += wt * y[k];
+        for (int64_t k = 0; k < d; ++k) out[k] = j == 0 ? wt * y[k] : out[k] + wt * y[k];
       }
-      if (shared) {
-        const float* s = moe_shared_.data() + r * d;
-        const float g = w.shared_gate.n_out() > 0 ? 1.0f / (1.0f + std::exp(-moe_gate_[r])) : 1.0f;
-        if (w.shared_gate.n_out() > 0)
-          for (int64_t k = 0; k < d; ++k) out[k] += s[k] * g;
-        else
-          for (int64_t k = 0; k < d; ++k) out[k] += s[k];
-      }
+      if (!shared) continue;
+      const float* s = moe_shared_.data() + r * d;
+      const float g = gated ? 1.0f / (1.0f + std::exp(-moe_gate_[r])) : 1.0f;
+      for (int64_t k = 0; k < d; ++k) out[k] += gated ? s[k] * g : s[k];
     }
   });
   AddResidual(n);

@@ -160,6 +160,9 @@ class Transformer {
   void MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   // Router: each row's chosen experts (moe_ids_) and weights (moe_w_), [n, used].
   void Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
+  void GroupByExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n, std::vector<kernels::GemmGroup>* up,
+                     std::vector<kernels::GemmGroup>* down);
+  void SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   // y[n, ffn] = act(h) for one MLP's gate | up (or up) rows h [n, 2 ffn | ffn].
   void Activate(const float* h, float* y, int64_t n, int64_t f) const;
   void Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
