@@ -74,6 +74,18 @@ void SplitExpertTensors(const ModelConfig&, std::vector<NamedTensor>* tensors) {
   *tensors = std::move(out);
 }
 
+void FuseExpertGateUp(NamedTensor* gate, const NamedTensor& up) {
+  const int64_t E = gate->shape[0], per = gate->shape[1] * gate->shape[2];
+  std::vector<float> fused;
+  fused.reserve(2 * E * per);
+  for (int64_t e = 0; e < E; ++e) {
+    fused.insert(fused.end(), gate->data.begin() + e * per, gate->data.begin() + (e + 1) * per);
+    fused.insert(fused.end(), up.data.begin() + e * per, up.data.begin() + (e + 1) * per);
+  }
+  gate->data = std::move(fused);
+  gate->shape[1] *= 2;
+}
+
 std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& gguf_name) {
   for (const HfNameRule& r : rules)
     if (std::regex_match(gguf_name, r.pattern)) return std::regex_replace(gguf_name, r.pattern, r.replacement);

@@ -102,6 +102,10 @@ HfTensorRef StackedExpert(const std::string& name);
 // Export to checkpoints that keep one tensor per expert: each stacked [experts, rows, cols]
 // "blk.N.<stem>.weight" becomes its experts' ExpertName tensors.
 void SplitExpertTensors(const ModelConfig& c, std::vector<NamedTensor>* tensors);
+// Export to checkpoints that stack each expert's gate and up: gate [E, I, H] becomes
+// [E, 2I, H], expert e's gate rows then its up rows (Qwen3.5-MoE gate_up_proj, Granite
+// input_linear). REQUIRES: both 3-D of the same shape.
+void FuseExpertGateUp(NamedTensor* gate, const NamedTensor& up);
 // GGUF name -> HF name by the first matching rule (std::regex_replace format: "$1" = the block
 // index); the GGUF name itself when none matches.
 struct HfNameRule {

@@ -203,15 +203,7 @@ void HfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) {
         t.shape[0] *= 2;
         t.data.insert(t.data.end(), up.data.begin(), up.data.end());
       } else {
-        const int64_t E = t.shape[0], per = t.shape[1] * t.shape[2];
-        std::vector<float> fused;
-        fused.reserve(2 * E * per);
-        for (int64_t e = 0; e < E; ++e) {
-          fused.insert(fused.end(), t.data.begin() + e * per, t.data.begin() + (e + 1) * per);
-          fused.insert(fused.end(), up.data.begin() + e * per, up.data.begin() + (e + 1) * per);
-        }
-        t.data = std::move(fused);
-        t.shape[1] *= 2;
+        FuseExpertGateUp(&t, up);
       }
       out.push_back(std::move(t));
       ++i;

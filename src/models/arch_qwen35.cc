@@ -373,16 +373,7 @@ void HfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) {
   for (size_t i = 0; i < tensors->size(); ++i) {
     NamedTensor& g = (*tensors)[i];
     if (!ends(g.name, ".ffn_gate_exps.weight") || i + 1 >= tensors->size()) continue;
-    NamedTensor& u = (*tensors)[i + 1];
-    const int64_t E = g.shape[0], per = g.shape[1] * g.shape[2];
-    std::vector<float> fused;
-    fused.reserve(2 * E * per);
-    for (int64_t e = 0; e < E; ++e) {
-      fused.insert(fused.end(), g.data.begin() + e * per, g.data.begin() + (e + 1) * per);
-      fused.insert(fused.end(), u.data.begin() + e * per, u.data.begin() + (e + 1) * per);
-    }
-    g.data = std::move(fused);
-    g.shape[1] *= 2;
+    FuseExpertGateUp(&g, (*tensors)[i + 1]);
     tensors->erase(tensors->begin() + static_cast<std::ptrdiff_t>(i) + 1);
   }
 }
