@@ -185,10 +185,10 @@ TEST_F(ExportTest, MalformedConfigsAreErrorsNotCrashes) {
       // does not divide them, latent projections.
       {"{" + std::string(R"("model_type": "qwen3_moe", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 8,
                              "num_hidden_layers": 1, "num_attention_heads": 2, "num_experts": 4, "num_experts_per_tok": 5,
-                             "moe_intermediate_size": 8})") + "}", "num_experts_per_tok is 5"},
+                             "moe_intermediate_size": 8)") + "}", "num_experts_per_tok is 5"},
       {"{" + std::string(R"("model_type": "qwen3_moe", "vocab_size": 32, "hidden_size": 16, "intermediate_size": 8,
                              "num_hidden_layers": 1, "num_attention_heads": 2, "num_experts": 0, "num_experts_per_tok": 1,
-                             "moe_intermediate_size": 8})") + "}", "expert count is 0"},
+                             "moe_intermediate_size": 8)") + "}", "expert count is 0"},
       {R"({"model_type": "nemotron_h", "vocab_size": 32, "hidden_size": 16, "num_attention_heads": 2, "head_dim": 8,
            "mamba_num_heads": 2, "hybrid_override_pattern": "ME", "n_routed_experts": 6, "num_experts_per_tok": 2,
            "moe_intermediate_size": 16, "n_group": 4, "topk_group": 1})", "expert groups must divide"},
