@@ -89,20 +89,16 @@ json ExpertsJson(const models::Transformer& m) {
   const auto& c = m.config();
   if (c.CountLayers(models::LayerKind::kMoe) == 0) return nullptr;
   const models::MoeConfig& e = c.moe;
-  size_t expert_bytes = 0, experts = 0;
-  std::string type;
-  for (const auto& l : m.weights().moe) {
-    expert_bytes += l.gate_up.nbytes() + l.down.nbytes();
-    experts += static_cast<size_t>(e.experts);
-    if (type.empty()) type = core::DTypeName(l.gate_up.storage());
-  }
+  size_t expert_bytes = 0;
+  for (const auto& l : m.weights().moe) expert_bytes += l.gate_up.nbytes() + l.down.nbytes();
+  const std::string type(core::DTypeName(m.weights().moe.at(0).gate_up.storage()));
   return {{"layers", c.CountLayers(models::LayerKind::kMoe)}, {"experts", e.experts}, {"used", e.used}, {"ffn", e.ffn},
           {"shared_ffn", e.shared_ffn}, {"shared_gate", e.shared_gate}, {"gating", models::GatingName(e.gating)},
           {"selection_bias", e.selection_bias}, {"norm_weights", e.norm_weights}, {"weights_scale", e.weights_scale},
           {"groups", e.groups}, {"groups_used", e.groups_used}, {"expert_type", type},
           {"expert_bytes", expert_bytes},
-          // What one decode token reads of the experts (the chosen ones in every layer).
-          {"active_expert_bytes_per_token", experts ? expert_bytes / experts * e.used * c.CountLayers(models::LayerKind::kMoe) : 0}};
+          // What one decode token reads of the experts: `used` of every layer's `experts`.
+          {"active_expert_bytes_per_token", expert_bytes / e.experts * e.used}};
 }
 
 json InfoJson(const models::Transformer& m, const ModelOptions& o) {

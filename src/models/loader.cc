@@ -628,7 +628,7 @@ void AttentionTensors(const ModelConfig& c, int b, TensorList* want) {
 
 void MlpTensors(const ModelConfig& c, int b, TensorList* want) {
   const int64_t d = c.d_model;
-  want->push_back({Blk(b, c.block_per_sublayer ? "attn_norm.weight" : (c.mlp_norm_tensor + ".weight").c_str()), {d}});
+  want->push_back({FeedForwardNorm(c, b), {d}});
   if (c.mlp_act == ModelConfig::MlpAct::kSiluGated) want->push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
   want->push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
   want->push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
@@ -638,7 +638,7 @@ void MlpTensors(const ModelConfig& c, int b, TensorList* want) {
 void MoeTensors(const ModelConfig& c, int b, TensorList* want) {
   const int64_t d = c.d_model, f = c.moe.ffn, sf = c.moe.shared_ffn;
   const bool gated = c.mlp_act == ModelConfig::MlpAct::kSiluGated;
-  want->push_back({Blk(b, c.block_per_sublayer ? "attn_norm.weight" : (c.mlp_norm_tensor + ".weight").c_str()), {d}});
+  want->push_back({FeedForwardNorm(c, b), {d}});
   want->push_back({Blk(b, "ffn_gate_inp.weight"), {c.moe.experts, d}});
   if (c.moe.selection_bias) want->push_back({Blk(b, "exp_probs_b.bias"), {c.moe.experts}});
   for (const char* stem : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {

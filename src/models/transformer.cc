@@ -321,16 +321,11 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
 void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n) {
   const int64_t d = config_.d_model, f = config_.ffn_dim;
   kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
-  if (config_.mlp_act == ModelConfig::MlpAct::kRelu2) {
-    Gemm(pool, xn_.data(), n, d, w.gate_up, act_.data(), f);  // [n, ffn]
-    for (int64_t i = 0; i < n * f; ++i) {
-      const float r = act_[i] > 0.0f ? act_[i] : 0.0f;
-      act_[i] = r * r;
-    }
-  } else {
-    Gemm(pool, xn_.data(), n, d, w.gate_up, gate_up_.data(), 2 * f);  // [n, gate | up]
-    kernels::SiluMul(gate_up_.data(), act_.data(), n, f);                     // [n, ffn]
-  }
+  // gate | up into gate_up_ (relu^2: up, activated in place in act_).
+  const bool gated = config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  float* h = gated ? gate_up_.data() : act_.data();
+  Gemm(pool, xn_.data(), n, d, w.gate_up, h, gated ? 2 * f : f);
+  Activate(h, act_.data(), n, f);
   Gemm(pool, act_.data(), n, f, w.down, xn_.data(), d);
   AddResidual(n);
 }
