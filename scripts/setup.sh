@@ -17,6 +17,7 @@ DEB_PACKAGES=(
   libopenmpi-dev openmpi-bin           # radixlm batch over MPI ranks (mpirun -np N)
   libzmq3-dev libmsgpack-cxx-dev libssl-dev  # KV cache events (ZMQ PUB/ROUTER, msgpack, SHA-256 block hashes)
   python3-zmq python3-msgpack          # the events' test subscriber
+  python3-jinja2 python3-jsonschema    # reference renderer for chat templates, validator for constrained JSON (tests only)
 )
 
 missing=()
