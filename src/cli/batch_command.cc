@@ -182,8 +182,8 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(model_options);
   auto& model = *loaded.model;
   const tokenizer::Tokenizer& tok = *loaded.tokenizer;
-  std::optional<tokenizer::ChatFormat> chat_format;
-  if (auto f = tokenizer::DetectChatFormat(tok.chat_template(), o.chat_template); f.ok()) chat_format = *f;
+  std::optional<tokenizer::ChatTemplate> chat_format;
+  if (auto f = tokenizer::ChatTemplate::ForTokenizer(tok, o.chat_template); f.ok()) chat_format = std::move(*f);
   else if (!o.chat_template.empty()) ExitIfError(f.status());
   const std::string model_name = o.model.model;
   core::ThreadPool pool(o.model.threads);

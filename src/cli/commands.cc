@@ -293,10 +293,10 @@ void RegisterGenerate(CLI::App& app) {
       tok = std::move(t).value();
       std::string text = o->prompt;
       if (o->chat) {
-        auto format = tokenizer::DetectChatFormat(tok->chat_template());
+        auto format = tokenizer::ChatTemplate::ForTokenizer(*tok);
         ExitIfError(format.status());
         const tokenizer::ChatMessage msg{"user", o->prompt};
-        auto rendered = tokenizer::RenderChat(*format, std::span(&msg, 1), true);
+        auto rendered = format->RenderMessages(std::span(&msg, 1), true);
         ExitIfError(rendered.status());
         text = *rendered;
       }

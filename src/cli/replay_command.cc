@@ -177,7 +177,7 @@ struct RunResult {
 };
 
 RunResult Replay(const std::string& host, int port, const std::string& model_name, const std::vector<Conversation>& convs,
-                 const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, int clients, int max_tokens) {
+                 const tokenizer::Tokenizer& tok, const tokenizer::ChatTemplate& format, int clients, int max_tokens) {
   RunResult result;
   std::mutex mu;  // guards result and the oracle
   TokenTrie oracle;
@@ -197,7 +197,7 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
       for (const Turn& turn : conv.turns) {
         if (conv.model_answers_in_history) history.insert(history.end(), turn.history.begin(), turn.history.end());
         else history = turn.history;
-        auto text = tokenizer::RenderChat(format, history, true);
+        auto text = format.RenderMessages(history, true);
         if (!text.ok()) continue;
         const std::vector<int32_t> ids = tok.Encode(*text);
         int64_t oracle_match = 0;  // counted, and the prompt cached by the oracle, only if it runs
@@ -322,7 +322,7 @@ void RegisterReplay(CLI::App& app) {
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
-    auto format = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template);
+    auto format = tokenizer::ChatTemplate::ForTokenizer(tok, o->chat_template);
     ExitIfError(format.status());
     core::ThreadPool pool(o->model.threads);
     json report = {{"model", model.config().name}, {"workload", o->workload}, {"conversations", convs->size()},

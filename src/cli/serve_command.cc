@@ -157,8 +157,8 @@ void RegisterServe(CLI::App& app) {
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
-    std::optional<tokenizer::ChatFormat> format;
-    if (auto f = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template); f.ok()) format = *f;
+    std::optional<tokenizer::ChatTemplate> format;
+    if (auto f = tokenizer::ChatTemplate::ForTokenizer(tok, o->chat_template); f.ok()) format = std::move(*f);
     else if (!o->chat_template.empty()) ExitIfError(f.status());
     else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
     core::ThreadPool pool(o->model.threads);

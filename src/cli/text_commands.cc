@@ -174,22 +174,22 @@ void RegisterChat(CLI::App& app) {
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
-    auto format = tokenizer::DetectChatFormat(tok.chat_template(), o->chat_template);
+    auto format = tokenizer::ChatTemplate::ForTokenizer(tok, o->chat_template);
     ExitIfError(format.status());
     // The same engine as `serve`: a conversation's history stays in the radix cache, so each
     // turn computes only what is new (the previous reply's last token and the new message).
     core::ThreadPool pool(o->model.threads);
     ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model));
     engine::Engine& eng = serving.engine();
-    // A turn ends at an end-of-turn token, or at the format's end marker written as text (a
-    // model whose tokenizer has no such special token).
-    const std::vector<std::string> stops = {*format == tokenizer::ChatFormat::kChatMl   ? "<|im_end|>"
-                                            : *format == tokenizer::ChatFormat::kLlama3 ? "<|eot_id|>"
-                                                                                        : "</s>"};
+    // A turn ends at an end-of-turn token, or at an end marker written as text (a model whose
+    // tokenizer has no such special token).
+    std::vector<std::string> stops;
+    for (const char* end : {"<|im_end|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>"})
+      if (format->source().find(end) != std::string::npos) stops.push_back(end);
     std::vector<tokenizer::ChatMessage> history;
     if (!o->system.empty()) history.push_back({"system", o->system});
     std::fprintf(stderr, "%s on %d threads, %s chat template, prefix cache %s; one message per line, Ctrl-D to end\n",
-                 model.config().name.c_str(), pool.size(), tokenizer::ChatFormatName(*format),
+                 model.config().name.c_str(), pool.size(), o->chat_template.empty() ? "the model's" : o->chat_template.c_str(),
                  o->engine.no_prefix_cache ? "off" : "on");
     if (o->model.model.rfind("random:", 0) == 0)
       std::fprintf(stderr, "(random weights: the replies are noise; the token ids, the streaming and the costs are real)\n");
@@ -214,7 +214,7 @@ void RegisterChat(CLI::App& app) {
       std::string prompt_text;
       std::vector<tokenizer::ChatMessage> trimmed = history;  // history changes only if the message fits
       for (;;) {
-        auto rendered = tokenizer::RenderChat(*format, trimmed, /*add_generation_prompt=*/true);
+        auto rendered = format->RenderMessages(trimmed, /*add_generation_prompt=*/true);
         ExitIfError(rendered.status());
         prompt_text = std::move(*rendered);
         params.prompt = ContinueTokens(tok, prev_text, prev_tokens, prev_reply, prompt_text);

@@ -47,6 +47,13 @@ bool ParseMessages(const json& body, CompletionRequest* out, ApiError* err) {
       *err = {400, "each message needs a string 'role'", "invalid_request_error", "messages", "invalid_type"};
       return false;
     }
+    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool"};
+    const std::string role = m["role"].get<std::string>();
+    if (std::none_of(std::begin(kRoles), std::end(kRoles), [&](const char* r) { return role == r; })) {
+      *err = {400, "unknown message role '" + role + "' (system, developer, user, assistant, tool)", "invalid_request_error",
+              "messages", "invalid_value"};
+      return false;
+    }
     std::string content;
     if (m.contains("content") && m["content"].is_string()) {
       content = m["content"].get<std::string>();
@@ -311,18 +318,20 @@ bool CheckRequestSize(const CompletionRequest& r, const CompletionLimits& limits
 }
 
 bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,
-                 const std::optional<tokenizer::ChatFormat>& chat_format, std::vector<int32_t>* ids, ApiError* err) {
+                 const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err) {
   if (r.chat) {
     if (!chat_format) {
       *err = {400, "this model has no chat template; use /v1/completions", "invalid_request_error", "messages", "unsupported"};
       return false;
     }
-    std::vector<tokenizer::TextRange> contents;
-    auto text = tokenizer::RenderChat(*chat_format, r.messages, /*add_generation_prompt=*/true, &contents);
+    auto text = chat_format->RenderMessages(r.messages, /*add_generation_prompt=*/true);
     if (!text.ok()) {
       *err = {400, text.status().message(), "invalid_request_error", "messages", "invalid_value"};
       return false;
     }
+    std::vector<std::string> texts;
+    for (const auto& m : r.messages) texts.push_back(m.content);
+    const std::vector<tokenizer::TextRange> contents = tokenizer::LocateContents(*text, texts);
     *ids = r.allow_special_in_content ? tok.Encode(*text) : tok.Encode(*text, /*add_special=*/false, contents);
     return true;
   }

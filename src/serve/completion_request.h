@@ -63,6 +63,6 @@ bool ParseCompletionRequest(const nlohmann::json& body, bool chat, const Complet
 // none, a 400; special-token strings inside message content are text unless allowed), a text
 // encoded with special tokens added, or the ids as given.
 bool BuildPrompt(const CompletionRequest& request, const tokenizer::Tokenizer& tok,
-                 const std::optional<tokenizer::ChatFormat>& chat_format, std::vector<int32_t>* ids, ApiError* err);
+                 const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err);
 
 }  // namespace radixlm::serve

@@ -68,8 +68,8 @@ int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chr
 }  // namespace
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
-               std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring)
-    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(chat_format), scoring_(scoring) {
+               std::optional<tokenizer::ChatTemplate> chat_format, engine::ScoringService* scoring)
+    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(std::move(chat_format)), scoring_(scoring) {
   HttpLimits limits;
   limits.max_body_bytes = config_.max_body_bytes;
   limits.header_timeout_s = config_.header_timeout_s;

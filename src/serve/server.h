@@ -55,7 +55,7 @@ class Server {
   // chat_format: nullopt when the model has no chat template (chat requests then get a 400).
   // scoring: serves /v1/embeddings, /embed and /rerank when non-null (borrowed).
   Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
-         std::optional<tokenizer::ChatFormat> chat_format, engine::ScoringService* scoring = nullptr);
+         std::optional<tokenizer::ChatTemplate> chat_format, engine::ScoringService* scoring = nullptr);
   ~Server();
   // Binds the configured host:port (an error if it is in use; port 0: any free one) and returns
   // the port bound; then ListenAfterBind() serves.
@@ -74,7 +74,7 @@ class Server {
   ServerConfig config_;
   engine::Engine& engine_;
   const tokenizer::Tokenizer& tok_;
-  std::optional<tokenizer::ChatFormat> chat_format_;
+  std::optional<tokenizer::ChatTemplate> chat_format_;
   engine::ScoringService* scoring_ = nullptr;
   std::unique_ptr<HttpServer> http_;
   std::atomic<int> in_flight_{0};

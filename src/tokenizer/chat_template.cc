@@ -1,108 +1,113 @@
 #include "tokenizer/chat_template.h"
 
-#include <vector>
+#include <fstream>
+#include <sstream>
 
 namespace radixlm::tokenizer {
 namespace {
 
-std::string Trim(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
+// The published templates, verbatim: ChatML as Qwen2 / OpenAI describe it (no tools),
+// meta-llama/Meta-Llama-3-8B-Instruct's and meta-llama/Llama-2-7b-chat-hf's chat_template.
+struct Builtin {
+  const char* name;
+  const char* source;
+};
+constexpr Builtin kBuiltins[] = {
+    {"chatml",
+     "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+     "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"},
+    {"llama3",
+     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+     "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+     "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+     "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
+    {"llama2",
+     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+     "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+     "{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+     "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+     "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+     "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}"
+     "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+     "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"},
+};
 
-core::Status CheckRoles(std::span<const ChatMessage> messages, bool allow_tool) {
-  for (const ChatMessage& m : messages)
-    if (m.role != "system" && m.role != "user" && m.role != "assistant" && !(allow_tool && m.role == "tool"))
-      return core::InvalidArgument("unknown chat role '" + m.role + "'");
-  return core::Status::Ok();
-}
+std::string SpecialText(const Tokenizer& tok, int32_t id) { return id >= 0 ? tok.TokenBytes(id) : ""; }
 
 }  // namespace
 
-const char* ChatFormatName(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::kChatMl: return "chatml";
-    case ChatFormat::kLlama3: return "llama3";
-    case ChatFormat::kLlama2: return "llama2";
+core::StatusOr<ChatTemplate> ChatTemplate::FromSource(const std::string& source, const std::string& bos, const std::string& eos) {
+  RADIXLM_ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::Parse(source));
+  ChatTemplate c;
+  c.template_ = std::make_shared<const jinja::Template>(std::move(t));
+  c.source_ = source;
+  c.bos_ = bos;
+  c.eos_ = eos;
+  return c;
+}
+
+core::StatusOr<ChatTemplate> ChatTemplate::Named(const std::string& name, const std::string& bos, const std::string& eos) {
+  for (const Builtin& b : kBuiltins)
+    if (name == b.name) return FromSource(b.source, bos, eos);
+  return core::NotFound("no built-in chat template '" + name + "'");
+}
+
+std::vector<std::string> ChatTemplate::BuiltinNames() {
+  std::vector<std::string> names;
+  for (const Builtin& b : kBuiltins) names.push_back(b.name);
+  return names;
+}
+
+core::StatusOr<ChatTemplate> ChatTemplate::ForTokenizer(const Tokenizer& tok, const std::string& override_name) {
+  const std::string bos = SpecialText(tok, tok.bos_id()), eos = SpecialText(tok, tok.eos_id());
+  if (override_name.empty()) {
+    if (tok.chat_template().empty())
+      return core::NotFound("the model has no chat template; pass --chat-template (chatml, llama3, llama2 or a .jinja file)");
+    return FromSource(tok.chat_template(), bos, eos);
   }
-  return "?";
+  if (auto b = Named(override_name, bos, eos); b.ok()) return b;
+  std::ifstream in(override_name, std::ios::binary);
+  if (!in) return core::InvalidArgument("unknown chat template '" + override_name + "' (chatml, llama3, llama2 or a .jinja file)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return FromSource(ss.str(), bos, eos);
 }
 
-core::StatusOr<ChatFormat> DetectChatFormat(const std::string& t, const std::string& override_name) {
-  if (override_name == "chatml") return ChatFormat::kChatMl;
-  if (override_name == "llama3") return ChatFormat::kLlama3;
-  if (override_name == "llama2") return ChatFormat::kLlama2;
-  if (!override_name.empty())
-    return core::InvalidArgument("unknown chat template '" + override_name + "' (chatml, llama3, llama2)");
-  if (t.find("<|im_start|>") != std::string::npos) return ChatFormat::kChatMl;
-  if (t.find("<|start_header_id|>") != std::string::npos) return ChatFormat::kLlama3;
-  if (t.find("[INST]") != std::string::npos) return ChatFormat::kLlama2;
-  if (t.empty())
-    return core::NotFound("the model has no chat template; pass one of chatml, llama3, llama2 explicitly");
-  return core::Unimplemented("unrecognised chat template (not ChatML, Llama-3 or Llama-2); pass one explicitly");
+core::StatusOr<std::string> ChatTemplate::Render(nlohmann::ordered_json variables, const jinja::RenderOptions& options,
+                                                 jinja::JinjaError* error) const {
+  if (!variables.is_object()) return core::InvalidArgument("chat template variables must be an object");
+  if (!variables.contains("tools")) variables["tools"] = nullptr;
+  if (!variables.contains("documents")) variables["documents"] = nullptr;
+  if (!variables.contains("add_generation_prompt")) variables["add_generation_prompt"] = false;
+  if (!bos_.empty() && !variables.contains("bos_token")) variables["bos_token"] = bos_;
+  if (!eos_.empty() && !variables.contains("eos_token")) variables["eos_token"] = eos_;
+  return template_->Render(variables, options, error);
 }
 
-core::StatusOr<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> messages,
-                                       bool add_generation_prompt, std::vector<TextRange>* content_ranges) {
-  std::string out;
+core::StatusOr<std::string> ChatTemplate::RenderMessages(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  vars["messages"] = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) vars["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  vars["add_generation_prompt"] = add_generation_prompt;
+  return Render(std::move(vars));
+}
+
+std::vector<TextRange> LocateContents(const std::string& text, const std::vector<std::string>& contents) {
   std::vector<TextRange> ranges;
-  auto content = [&](std::string_view text) {  // appends a message's content, noting where it went
-    if (!text.empty()) ranges.push_back({out.size(), out.size() + text.size()});
-    out += text;
-  };
-  auto done = [&]() -> core::StatusOr<std::string> {
-    if (content_ranges) *content_ranges = std::move(ranges);
-    return out;
-  };
-  switch (format) {
-    case ChatFormat::kChatMl:
-      RADIXLM_RETURN_IF_ERROR(CheckRoles(messages, /*allow_tool=*/true));
-      for (const ChatMessage& m : messages) {
-        out += "<|im_start|>" + m.role + "\n";
-        content(m.content);
-        out += "<|im_end|>\n";
-      }
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
-      return done();
-    case ChatFormat::kLlama3:
-      RADIXLM_RETURN_IF_ERROR(CheckRoles(messages, /*allow_tool=*/false));
-      out = "<|begin_of_text|>";
-      for (const ChatMessage& m : messages) {
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-        content(Trim(m.content));
-        out += "<|eot_id|>";
-      }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      return done();
-    case ChatFormat::kLlama2: {
-      RADIXLM_RETURN_IF_ERROR(CheckRoles(messages, /*allow_tool=*/false));
-      // Meta's format: an optional system message folded into the first user turn; turns must
-      // alternate user/assistant.
-      size_t first = 0;
-      std::string system;
-      if (!messages.empty() && messages[0].role == "system") {
-        system = messages[0].content;
-        first = 1;
-      }
-      for (size_t i = first; i < messages.size(); ++i) {
-        const ChatMessage& m = messages[i];
-        const bool expect_user = (i - first) % 2 == 0;
-        if ((m.role == "user") != expect_user || m.role == "system")
-          return core::InvalidArgument("Llama-2 chat turns must alternate user/assistant after an optional system message");
-        std::string text = m.content;
-        if (i == first && first == 1) text = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + text;
-        out += m.role == "user" ? "<s>[INST] " : " ";
-        content(Trim(text));  // (the system message and its <<SYS>> markers, plain text, included)
-        out += m.role == "user" ? " [/INST]" : " </s>";
-      }
-      // The template ends after [/INST]; the assistant's answer follows without a header.
-      (void)add_generation_prompt;
-      return done();
+  size_t from = 0;
+  for (const std::string& c : contents) {
+    // As given, else trimmed (templates that strip content).
+    const size_t b = c.find_first_not_of(" \t\n\r"), e = c.find_last_not_of(" \t\n\r");
+    if (b == std::string::npos) continue;
+    for (const std::string& piece : {c, c.substr(b, e - b + 1)}) {
+      const size_t at = text.find(piece, from);
+      if (at == std::string::npos) continue;
+      ranges.push_back({at, at + piece.size()});
+      from = at + piece.size();
+      break;
     }
   }
-  return core::InvalidArgument("unknown chat format");
+  return ranges;
 }
 
 }  // namespace radixlm::tokenizer

@@ -1,0 +1,862 @@
+#include "jinja/builtins.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+namespace radixlm::jinja {
+
+namespace {
+
+[[noreturn]] void Raise(const std::string& kind, const std::string& message) { throw JinjaError{kind, message}; }
+
+const Value& Arg(const CallArgs& a, size_t i, std::string_view name, const Value& fallback) {
+  if (i < a.positional.size()) return a.positional[i];
+  if (const Value* v = a.Keyword(name)) return *v;
+  return fallback;
+}
+
+const Value kUndef;
+const Value kNone = Value::None();
+
+void NoUndefined(const Value& v) {
+  if (v.IsUndefined()) Raise("UndefinedError", v.AsString().empty() ? "value is undefined" : v.AsString());
+}
+
+// --- strings --------------------------------------------------------------------------------
+
+std::string StripChars(const std::string& s, const Value& chars, bool left, bool right) {
+  std::vector<std::string_view> cps = CodePoints(s);
+  std::vector<std::string_view> set;
+  const bool whitespace = chars.IsNone() || chars.IsUndefined();
+  if (!whitespace) set = CodePoints(chars.AsString());
+  auto strip = [&](std::string_view cp) {
+    if (whitespace) return IsPythonSpace(cp);
+    return std::find(set.begin(), set.end(), cp) != set.end();
+  };
+  size_t b = 0, e = cps.size();
+  if (left)
+    while (b < e && strip(cps[b])) ++b;
+  if (right)
+    while (e > b && strip(cps[e - 1])) --e;
+  if (b == e) return "";
+  const char* begin = cps[b].data();
+  const char* end = cps[e - 1].data() + cps[e - 1].size();
+  return std::string(begin, end);
+}
+
+std::string ToUpper(std::string s) {
+  for (char& c : s)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
+  return s;
+}
+std::string ToLower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+  return s;
+}
+
+std::string Capitalize(const std::string& s) {
+  std::string out = ToLower(s);
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 32);
+  return out;
+}
+
+// Python str.title(): a cased letter after an uncased character starts a word.
+std::string Title(const std::string& s) {
+  std::string out = s;
+  bool prev_cased = false;
+  for (char& c : out) {
+    const bool lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
+    if (lower && !prev_cased) c = static_cast<char>(c - 32);
+    else if (upper && prev_cased) c = static_cast<char>(c + 32);
+    prev_cased = lower || upper;
+  }
+  return out;
+}
+
+Value Split(const std::string& s, const Value& sep, const Value& maxsplit_v, bool from_right) {
+  int64_t maxsplit = maxsplit_v.IsNumber() ? maxsplit_v.AsInt() : -1;
+  ValueList parts;
+  if (sep.IsNone() || sep.IsUndefined()) {  // runs of whitespace, no empty strings
+    std::vector<std::string_view> cps = CodePoints(s);
+    std::vector<std::pair<size_t, size_t>> words;  // code point ranges
+    for (size_t i = 0; i < cps.size();) {
+      while (i < cps.size() && IsPythonSpace(cps[i])) ++i;
+      if (i == cps.size()) break;
+      size_t j = i;
+      while (j < cps.size() && !IsPythonSpace(cps[j])) ++j;
+      words.emplace_back(i, j);
+      i = j;
+    }
+    auto text = [&](size_t a, size_t b) {
+      return std::string(cps[a].data(), cps[b - 1].data() + cps[b - 1].size());
+    };
+    if (maxsplit < 0 || static_cast<size_t>(maxsplit) >= words.size()) {
+      for (auto [a, b] : words) parts.push_back(Value::String(text(a, b)));
+    } else if (!from_right) {
+      for (int64_t k = 0; k < maxsplit; ++k) parts.push_back(Value::String(text(words[k].first, words[k].second)));
+      std::string rest = StripChars(text(words[maxsplit].first, cps.size()), kNone, false, true);
+      parts.push_back(Value::String(rest));
+    } else {
+      const size_t keep = words.size() - maxsplit;
+      parts.push_back(Value::String(StripChars(text(0, words[keep - 1].second), kNone, true, false)));
+      for (size_t k = keep; k < words.size(); ++k) parts.push_back(Value::String(text(words[k].first, words[k].second)));
+    }
+    return Value::List(std::move(parts));
+  }
+  const std::string& d = sep.AsString();
+  if (d.empty()) Raise("ValueError", "empty separator");
+  std::vector<std::string> pieces;
+  if (!from_right) {
+    size_t start = 0;
+    for (size_t at; (maxsplit < 0 || static_cast<int64_t>(pieces.size()) < maxsplit) && (at = s.find(d, start)) != std::string::npos;
+         start = at + d.size())
+      pieces.push_back(s.substr(start, at - start));
+    pieces.push_back(s.substr(start));
+  } else {
+    size_t end = s.size();
+    std::vector<std::string> rev;
+    while (maxsplit < 0 || static_cast<int64_t>(rev.size()) < maxsplit) {
+      if (end < d.size()) break;
+      const size_t at = s.rfind(d, end - d.size());
+      if (at == std::string::npos) break;
+      rev.push_back(s.substr(at + d.size(), end - at - d.size()));
+      end = at;
+    }
+    rev.push_back(s.substr(0, end));
+    pieces.assign(rev.rbegin(), rev.rend());
+  }
+  for (auto& p : pieces) parts.push_back(Value::String(std::move(p)));
+  return Value::List(std::move(parts));
+}
+
+std::string Replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+  std::string out;
+  if (from.empty()) {  // Python inserts `to` around every character
+    std::vector<std::string_view> cps = CodePoints(s);
+    int64_t n = 0;
+    for (size_t i = 0; i <= cps.size(); ++i) {
+      if (count < 0 || n < count) {
+        out += to;
+        ++n;
+      }
+      if (i < cps.size()) out += cps[i];
+    }
+    return out;
+  }
+  size_t start = 0;
+  int64_t n = 0;
+  for (size_t at; (count < 0 || n < count) && (at = s.find(from, start)) != std::string::npos; start = at + from.size(), ++n) {
+    out += s.substr(start, at - start);
+    out += to;
+  }
+  return out + s.substr(start);
+}
+
+bool PrefixTest(const std::string& s, const Value& prefix, bool start) {
+  auto one = [&](const Value& p) {
+    if (!p.IsString()) Raise("TypeError", std::string(start ? "startswith" : "endswith") + " first arg must be str or a tuple of str");
+    const std::string& x = p.AsString();
+    if (x.size() > s.size()) return false;
+    return start ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+  };
+  if (prefix.type() == Value::Type::kTuple) {
+    for (const Value& p : prefix.AsList())
+      if (one(p)) return true;
+    return false;
+  }
+  return one(prefix);
+}
+
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// --- attribute paths (selectattr, map, sort) --------------------------------------------------
+
+Value GetPath(const Value& v, const std::string& path) {
+  Value cur = v;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (cur.IsMapping()) {
+      const Value* f = cur.AsDict().Find(Value::String(part));
+      if (!f && !part.empty() && std::isdigit(static_cast<unsigned char>(part[0])))
+        f = cur.AsDict().Find(Value::Int(std::atoll(part.c_str())));
+      cur = f ? *f : Value::Undefined("'dict object' has no attribute '" + part + "'");
+    } else if (cur.IsSequence() && !part.empty() && std::isdigit(static_cast<unsigned char>(part[0]))) {
+      cur = Subscript(cur, Value::Int(std::atoll(part.c_str())));
+    } else {
+      cur = Value::Undefined();
+    }
+    if (dot == std::string::npos) return cur;
+    start = dot + 1;
+  }
+}
+
+// --- tests ----------------------------------------------------------------------------------
+
+bool TestDefined(const Value& v, const CallArgs&) { return !v.IsUndefined(); }
+bool TestUndefined(const Value& v, const CallArgs&) { return v.IsUndefined(); }
+bool TestNone(const Value& v, const CallArgs&) { return v.IsNone(); }
+bool TestBoolean(const Value& v, const CallArgs&) { return v.type() == Value::Type::kBool; }
+bool TestTrue(const Value& v, const CallArgs&) { return v.type() == Value::Type::kBool && v.AsBool(); }
+bool TestFalse(const Value& v, const CallArgs&) { return v.type() == Value::Type::kBool && !v.AsBool(); }
+bool TestInteger(const Value& v, const CallArgs&) { return v.type() == Value::Type::kInt; }
+bool TestFloat(const Value& v, const CallArgs&) { return v.type() == Value::Type::kFloat; }
+bool TestNumber(const Value& v, const CallArgs&) { return v.IsNumber(); }
+bool TestString(const Value& v, const CallArgs&) { return v.IsString(); }
+bool TestMapping(const Value& v, const CallArgs&) { return v.IsMapping(); }
+bool TestIterable(const Value& v, const CallArgs&) {
+  return v.IsUndefined() || v.IsString() || v.IsSequence() || v.IsMapping();
+}
+bool TestSequence(const Value& v, const CallArgs&) { return TestIterable(v, {}); }
+bool TestCallable(const Value& v, const CallArgs&) { return v.type() == Value::Type::kFunction; }
+bool TestEq(const Value& v, const CallArgs& a) { return v.Equals(Arg(a, 0, "other", kUndef)); }
+bool TestNe(const Value& v, const CallArgs& a) { return !v.Equals(Arg(a, 0, "other", kUndef)); }
+bool TestLt(const Value& v, const CallArgs& a) { return v.Less(Arg(a, 0, "other", kUndef)); }
+bool TestGt(const Value& v, const CallArgs& a) { return Arg(a, 0, "other", kUndef).Less(v); }
+bool TestLe(const Value& v, const CallArgs& a) { return !Arg(a, 0, "other", kUndef).Less(v); }
+bool TestGe(const Value& v, const CallArgs& a) { return !v.Less(Arg(a, 0, "other", kUndef)); }
+bool TestIn(const Value& v, const CallArgs& a) { return Contains(Arg(a, 0, "seq", kUndef), v); }
+bool TestSameAs(const Value& v, const CallArgs& a) {
+  const Value& o = Arg(a, 0, "other", kUndef);
+  if (v.type() != o.type()) return false;
+  return v.Equals(o);
+}
+bool TestOdd(const Value& v, const CallArgs&) { return v.AsInt() % 2 != 0; }
+bool TestEven(const Value& v, const CallArgs&) { return v.AsInt() % 2 == 0; }
+bool TestDivisibleBy(const Value& v, const CallArgs& a) {
+  const int64_t d = Arg(a, 0, "num", kUndef).AsInt();
+  if (d == 0) Raise("ZeroDivisionError", "integer division or modulo by zero");
+  return v.AsInt() % d == 0;
+}
+bool TestLower(const Value& v, const CallArgs&) { return v.IsString() && ToLower(v.AsString()) == v.AsString(); }
+bool TestUpper(const Value& v, const CallArgs&) { return v.IsString() && ToUpper(v.AsString()) == v.AsString(); }
+
+const std::unordered_map<std::string_view, TestFn>& Tests() {
+  static const std::unordered_map<std::string_view, TestFn> t = {
+      {"defined", TestDefined}, {"undefined", TestUndefined}, {"none", TestNone}, {"boolean", TestBoolean},
+      {"true", TestTrue}, {"false", TestFalse}, {"integer", TestInteger}, {"float", TestFloat},
+      {"number", TestNumber}, {"string", TestString}, {"mapping", TestMapping}, {"iterable", TestIterable},
+      {"sequence", TestSequence}, {"callable", TestCallable}, {"sameas", TestSameAs},
+      {"eq", TestEq}, {"equalto", TestEq}, {"==", TestEq}, {"ne", TestNe}, {"!=", TestNe},
+      {"lt", TestLt}, {"lessthan", TestLt}, {"<", TestLt}, {"gt", TestGt}, {"greaterthan", TestGt}, {">", TestGt},
+      {"le", TestLe}, {"<=", TestLe}, {"ge", TestGe}, {">=", TestGe}, {"in", TestIn},
+      {"odd", TestOdd}, {"even", TestEven}, {"divisibleby", TestDivisibleBy}, {"lower", TestLower}, {"upper", TestUpper},
+  };
+  return t;
+}
+
+// --- filters --------------------------------------------------------------------------------
+
+Value FLength(const Value& v, const CallArgs&) {
+  switch (v.type()) {
+    case Value::Type::kUndefined: return Value::Int(0);
+    case Value::Type::kString: return Value::Int(static_cast<int64_t>(CodePointCount(v.AsString())));
+    case Value::Type::kList:
+    case Value::Type::kTuple: return Value::Int(static_cast<int64_t>(v.AsList().size()));
+    case Value::Type::kDict: return Value::Int(static_cast<int64_t>(v.AsDict().size()));
+    default: Raise("TypeError", "object of type '" + v.TypeName() + "' has no len()");
+  }
+}
+
+Value FToJson(const Value& v, const CallArgs& a) {
+  const Value& indent = Arg(a, 99, "indent", kNone);
+  const Value& seps = Arg(a, 99, "separators", kNone);
+  const Value& sort = Arg(a, 99, "sort_keys", kUndef);
+  std::string item_sep = ", ", key_sep = ": ";
+  if (!indent.IsNone()) item_sep = ",";
+  if (seps.IsSequence() && seps.AsList().size() == 2) {
+    item_sep = seps.AsList()[0].Str();
+    key_sep = seps.AsList()[1].Str();
+  }
+  const int ind = indent.IsNone() ? -1 : static_cast<int>(indent.AsInt());
+  // ToJson drops a trailing space of the item separator with an indent; json.dumps with an
+  // indent defaults to "," already, an explicit ", " keeps its space on each line's end.
+  if (ind >= 0 && !seps.IsSequence()) return Value::String(v.ToJson(ind, ",", key_sep, sort.Truthy()));
+  return Value::String(v.ToJson(ind, item_sep, key_sep, sort.Truthy()));
+}
+
+Value FItems(const Value& v, const CallArgs&) {
+  if (v.IsUndefined()) return Value::List();
+  if (!v.IsMapping()) Raise("TypeError", "Can only get item pairs from a mapping.");
+  ValueList out;
+  for (const auto& [k, val] : v.AsDict().items()) out.push_back(Value::Tuple({k, val}));
+  return Value::List(std::move(out));
+}
+
+Value FString(const Value& v, const CallArgs&) { return Value::String(v.Str()); }
+Value FSafe(const Value& v, const CallArgs&) { return v.IsString() ? v : Value::String(v.Str()); }
+Value FTrim(const Value& v, const CallArgs& a) { return Value::String(StripChars(v.Str(), Arg(a, 0, "chars", kNone), true, true)); }
+Value FUpper(const Value& v, const CallArgs&) { return Value::String(ToUpper(v.Str())); }
+Value FLower(const Value& v, const CallArgs&) { return Value::String(ToLower(v.Str())); }
+Value FCapitalize(const Value& v, const CallArgs&) { return Value::String(Capitalize(v.Str())); }
+Value FTitle(const Value& v, const CallArgs&) { return Value::String(Title(v.Str())); }
+Value FEscape(const Value& v, const CallArgs&) { return Value::String(HtmlEscape(v.Str())); }
+
+Value FDefault(const Value& v, const CallArgs& a) {
+  const Value& def = Arg(a, 0, "default_value", Value::String(""));
+  const bool boolean = Arg(a, 1, "boolean", kUndef).Truthy();
+  if (v.IsUndefined() || (boolean && !v.Truthy())) return def;
+  return v;
+}
+
+Value FList(const Value& v, const CallArgs&) { return Value::List(Iterate(v)); }
+
+Value FJoin(const Value& v, const CallArgs& a) {
+  const std::string sep = Arg(a, 0, "d", Value::String("")).Str();
+  const Value& attr = Arg(a, 1, "attribute", kNone);
+  std::string out;
+  bool first = true;
+  for (const Value& item : Iterate(v)) {
+    if (!first) out += sep;
+    first = false;
+    out += (attr.IsNone() ? item : GetPath(item, attr.Str())).Str();
+  }
+  return Value::String(out);
+}
+
+Value FFirst(const Value& v, const CallArgs&) {
+  ValueList items = Iterate(v);
+  return items.empty() ? Value::Undefined("No first item, sequence was empty.") : items.front();
+}
+Value FLast(const Value& v, const CallArgs&) {
+  ValueList items = Iterate(v);
+  return items.empty() ? Value::Undefined("No last item, sequence was empty.") : items.back();
+}
+
+Value FInt(const Value& v, const CallArgs& a) {
+  const Value& def = Arg(a, 0, "default", Value::Int(0));
+  if (v.type() == Value::Type::kFloat) return Value::Int(static_cast<int64_t>(v.AsFloat()));
+  if (v.IsNumber()) return Value::Int(v.AsInt());
+  if (v.IsString()) {
+    const std::string s = StripChars(v.AsString(), kNone, true, true);
+    char* end = nullptr;
+    const long long i = std::strtoll(s.c_str(), &end, 10);
+    if (!s.empty() && *end == '\0') return Value::Int(i);
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == '\0') return Value::Int(static_cast<int64_t>(d));
+  }
+  return def;
+}
+
+Value FFloat(const Value& v, const CallArgs& a) {
+  const Value& def = Arg(a, 0, "default", Value::Float(0.0));
+  if (v.IsNumber()) return Value::Float(v.AsFloat());
+  if (v.IsString()) {
+    const std::string s = StripChars(v.AsString(), kNone, true, true);
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && *end == '\0') return Value::Float(d);
+  }
+  return def;
+}
+
+Value FAbs(const Value& v, const CallArgs&) {
+  if (v.type() == Value::Type::kFloat) return Value::Float(std::fabs(v.AsFloat()));
+  if (v.IsNumber()) return Value::Int(std::llabs(v.AsInt()));
+  Raise("TypeError", "bad operand type for abs(): '" + v.TypeName() + "'");
+}
+
+Value FRound(const Value& v, const CallArgs& a) {
+  const int64_t precision = Arg(a, 0, "precision", Value::Int(0)).AsInt();
+  const std::string method = Arg(a, 1, "method", Value::String("common")).Str();
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  double x = v.AsFloat() * scale;
+  x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+  return Value::Float(x / scale);
+}
+
+Value FReplace(const Value& v, const CallArgs& a) {
+  return Value::String(Replace(v.Str(), Arg(a, 0, "old", kUndef).Str(), Arg(a, 1, "new", kUndef).Str(),
+                               Arg(a, 2, "count", kNone).IsNone() ? -1 : Arg(a, 2, "count", kNone).AsInt()));
+}
+
+Value FReverse(const Value& v, const CallArgs&) {
+  if (v.IsString()) {
+    std::vector<std::string_view> cps = CodePoints(v.AsString());
+    std::string out;
+    for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+    return Value::String(out);
+  }
+  ValueList items = Iterate(v);
+  std::reverse(items.begin(), items.end());
+  return Value::List(std::move(items));
+}
+
+Value SortKey(const Value& item, const Value& attr, bool case_sensitive) {
+  Value k = attr.IsNone() ? item : GetPath(item, attr.Str());
+  if (!case_sensitive && k.IsString()) k = Value::String(ToLower(k.AsString()));
+  return k;
+}
+
+Value FSort(const Value& v, const CallArgs& a) {
+  const bool reverse = Arg(a, 0, "reverse", kUndef).Truthy();
+  const bool case_sensitive = Arg(a, 1, "case_sensitive", kUndef).Truthy();
+  const Value& attr = Arg(a, 2, "attribute", kNone);
+  ValueList items = Iterate(v);
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    const Value kx = SortKey(x, attr, case_sensitive), ky = SortKey(y, attr, case_sensitive);
+    return reverse ? ky.Less(kx) : kx.Less(ky);
+  });
+  return Value::List(std::move(items));
+}
+
+Value FDictSort(const Value& v, const CallArgs& a) {
+  const bool case_sensitive = Arg(a, 0, "case_sensitive", kUndef).Truthy();
+  const bool by_value = Arg(a, 1, "by", Value::String("key")).Str() == "value";
+  const bool reverse = Arg(a, 2, "reverse", kUndef).Truthy();
+  ValueList items = FItems(v, {}).AsList();
+  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
+    const Value kx = SortKey(x.AsList()[by_value], kNone, case_sensitive), ky = SortKey(y.AsList()[by_value], kNone, case_sensitive);
+    return reverse ? ky.Less(kx) : kx.Less(ky);
+  });
+  return Value::List(std::move(items));
+}
+
+Value FUnique(const Value& v, const CallArgs& a) {
+  const bool case_sensitive = Arg(a, 0, "case_sensitive", kUndef).Truthy();
+  const Value& attr = Arg(a, 1, "attribute", kNone);
+  ValueList out, seen;
+  for (const Value& item : Iterate(v)) {
+    const Value k = SortKey(item, attr, case_sensitive);
+    if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return s.Equals(k); })) continue;
+    seen.push_back(k);
+    out.push_back(item);
+  }
+  return Value::List(std::move(out));
+}
+
+Value FSum(const Value& v, const CallArgs& a) {
+  const Value& attr = Arg(a, 0, "attribute", kNone);
+  Value total = Arg(a, 1, "start", Value::Int(0));
+  for (const Value& item : Iterate(v)) total = BinaryOp("+", total, attr.IsNone() ? item : GetPath(item, attr.Str()));
+  return total;
+}
+
+Value MinMax(const Value& v, const CallArgs& a, bool max) {
+  const bool case_sensitive = Arg(a, 0, "case_sensitive", kUndef).Truthy();
+  const Value& attr = Arg(a, 1, "attribute", kNone);
+  ValueList items = Iterate(v);
+  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
+  size_t best = 0;
+  for (size_t i = 1; i < items.size(); ++i) {
+    const Value ki = SortKey(items[i], attr, case_sensitive), kb = SortKey(items[best], attr, case_sensitive);
+    if (max ? kb.Less(ki) : ki.Less(kb)) best = i;
+  }
+  return items[best];
+}
+Value FMin(const Value& v, const CallArgs& a) { return MinMax(v, a, false); }
+Value FMax(const Value& v, const CallArgs& a) { return MinMax(v, a, true); }
+
+// Jinja2's do_indent: every line after the first gets the pad (blank lines only with blank),
+// the first line too with first.
+Value FIndent(const Value& v, const CallArgs& a) {
+  const Value& w = Arg(a, 0, "width", Value::Int(4));
+  const std::string pad = w.IsString() ? w.AsString() : std::string(static_cast<size_t>(w.AsInt()), ' ');
+  const bool first = Arg(a, 1, "first", kUndef).Truthy(), blank = Arg(a, 2, "blank", kUndef).Truthy();
+  std::vector<std::string> lines;
+  const std::string s = v.Str() + "\n";
+  for (size_t start = 0; start < s.size();) {
+    const size_t nl = s.find('\n', start);
+    lines.push_back(s.substr(start, nl - start));
+    start = nl + 1;
+  }
+  std::string out = lines[0];
+  for (size_t i = 1; i < lines.size(); ++i) out += "\n" + ((blank || !lines[i].empty()) ? pad + lines[i] : lines[i]);
+  return Value::String(first ? pad + out : out);
+}
+
+Value FWordCount(const Value& v, const CallArgs&) { return Value::Int(static_cast<int64_t>(Split(v.Str(), kNone, kNone, false).AsList().size())); }
+
+Value FAttr(const Value& v, const CallArgs& a) { return GetPath(v, Arg(a, 0, "name", kUndef).Str()); }
+
+// select / reject / selectattr / rejectattr: (value, [attr], test name, test args...).
+Value Select(const Value& v, const CallArgs& a, bool with_attr, bool keep) {
+  size_t i = 0;
+  std::string attr;
+  if (with_attr) attr = Arg(a, i++, "attribute", kUndef).Str();
+  const TestFn* test = nullptr;
+  CallArgs test_args;
+  if (i < a.positional.size()) {
+    const std::string name = a.positional[i++].Str();
+    test = FindTest(name);
+    if (!test) Raise("TemplateRuntimeError", "No test named '" + name + "'.");
+    test_args.positional.assign(a.positional.begin() + static_cast<std::ptrdiff_t>(i), a.positional.end());
+  }
+  ValueList out;
+  for (const Value& item : Iterate(v)) {
+    const Value subject = with_attr ? GetPath(item, attr) : item;
+    const bool pass = test ? (*test)(subject, test_args) : subject.Truthy();
+    if (pass == keep) out.push_back(item);
+  }
+  return Value::List(std::move(out));
+}
+Value FSelect(const Value& v, const CallArgs& a) { return Select(v, a, false, true); }
+Value FReject(const Value& v, const CallArgs& a) { return Select(v, a, false, false); }
+Value FSelectAttr(const Value& v, const CallArgs& a) { return Select(v, a, true, true); }
+Value FRejectAttr(const Value& v, const CallArgs& a) { return Select(v, a, true, false); }
+
+Value FMap(const Value& v, const CallArgs& a) {
+  ValueList out;
+  if (const Value* attr = a.Keyword("attribute")) {
+    const Value* def = a.Keyword("default");
+    for (const Value& item : Iterate(v)) {
+      Value x = GetPath(item, attr->Str());
+      out.push_back(x.IsUndefined() && def ? *def : x);
+    }
+    return Value::List(std::move(out));
+  }
+  if (a.positional.empty()) Raise("FilterArgumentError", "map requires a filter argument");
+  const std::string name = a.positional[0].Str();
+  const FilterFn* f = FindFilter(name);
+  if (!f) Raise("TemplateRuntimeError", "No filter named '" + name + "'.");
+  CallArgs rest;
+  rest.positional.assign(a.positional.begin() + 1, a.positional.end());
+  rest.keyword = a.keyword;
+  for (const Value& item : Iterate(v)) out.push_back((*f)(item, rest));
+  return Value::List(std::move(out));
+}
+
+Value FCount(const Value& v, const CallArgs& a) { return FLength(v, a); }
+
+const std::unordered_map<std::string_view, FilterFn>& Filters() {
+  static const std::unordered_map<std::string_view, FilterFn> f = {
+      {"length", FLength}, {"count", FCount}, {"tojson", FToJson}, {"items", FItems}, {"string", FString},
+      {"safe", FSafe}, {"trim", FTrim}, {"upper", FUpper}, {"lower", FLower}, {"capitalize", FCapitalize},
+      {"title", FTitle}, {"escape", FEscape}, {"e", FEscape}, {"forceescape", FEscape}, {"default", FDefault},
+      {"d", FDefault}, {"list", FList}, {"join", FJoin}, {"first", FFirst}, {"last", FLast}, {"int", FInt},
+      {"float", FFloat}, {"abs", FAbs}, {"round", FRound}, {"replace", FReplace}, {"reverse", FReverse},
+      {"sort", FSort}, {"dictsort", FDictSort}, {"unique", FUnique}, {"sum", FSum}, {"min", FMin}, {"max", FMax},
+      {"indent", FIndent}, {"wordcount", FWordCount}, {"attr", FAttr}, {"select", FSelect}, {"reject", FReject},
+      {"selectattr", FSelectAttr}, {"rejectattr", FRejectAttr}, {"map", FMap},
+  };
+  return f;
+}
+
+// --- methods --------------------------------------------------------------------------------
+
+Value StrMethod(const std::string& s, std::string_view name, const CallArgs& a, bool* found) {
+  *found = true;
+  if (name == "startswith") return Value::Bool(PrefixTest(s, Arg(a, 0, "prefix", kUndef), true));
+  if (name == "endswith") return Value::Bool(PrefixTest(s, Arg(a, 0, "suffix", kUndef), false));
+  if (name == "split") return Split(s, Arg(a, 0, "sep", kNone), Arg(a, 1, "maxsplit", kNone), false);
+  if (name == "rsplit") return Split(s, Arg(a, 0, "sep", kNone), Arg(a, 1, "maxsplit", kNone), true);
+  if (name == "strip") return Value::String(StripChars(s, Arg(a, 0, "chars", kNone), true, true));
+  if (name == "lstrip") return Value::String(StripChars(s, Arg(a, 0, "chars", kNone), true, false));
+  if (name == "rstrip") return Value::String(StripChars(s, Arg(a, 0, "chars", kNone), false, true));
+  if (name == "replace") {
+    const Value& c = Arg(a, 2, "count", kNone);
+    return Value::String(Replace(s, Arg(a, 0, "old", kUndef).Str(), Arg(a, 1, "new", kUndef).Str(), c.IsNone() ? -1 : c.AsInt()));
+  }
+  if (name == "upper") return Value::String(ToUpper(s));
+  if (name == "lower") return Value::String(ToLower(s));
+  if (name == "title") return Value::String(Title(s));
+  if (name == "capitalize") return Value::String(Capitalize(s));
+  if (name == "find" || name == "rfind" || name == "index") {
+    const std::string sub = Arg(a, 0, "sub", kUndef).Str();
+    const size_t at = name == "rfind" ? s.rfind(sub) : s.find(sub);
+    if (at == std::string::npos && name == "index") Raise("ValueError", "substring not found");
+    return Value::Int(at == std::string::npos ? -1 : static_cast<int64_t>(CodePointCount(s.substr(0, at))));
+  }
+  if (name == "count") {
+    const std::string sub = Arg(a, 0, "sub", kUndef).Str();
+    if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePointCount(s)) + 1);
+    int64_t n = 0;
+    for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+    return Value::Int(n);
+  }
+  if (name == "join") {
+    std::string out;
+    bool first = true;
+    for (const Value& item : Iterate(Arg(a, 0, "iterable", kUndef))) {
+      if (!item.IsString()) Raise("TypeError", "sequence item: expected str instance, " + item.TypeName() + " found");
+      if (!first) out += s;
+      first = false;
+      out += item.AsString();
+    }
+    return Value::String(out);
+  }
+  if (name == "splitlines") {
+    ValueList lines;
+    size_t start = 0;
+    while (start < s.size()) {
+      size_t nl = s.find('\n', start);
+      if (nl == std::string::npos) nl = s.size();
+      std::string line = s.substr(start, nl - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(Value::String(line));
+      start = nl + 1;
+    }
+    return Value::List(std::move(lines));
+  }
+  auto all = [&](auto pred) {
+    if (s.empty()) return Value::Bool(false);
+    return Value::Bool(std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)); }));
+  };
+  if (name == "isdigit") return all([](int c) { return std::isdigit(c); });
+  if (name == "isalpha") return all([](int c) { return std::isalpha(c); });
+  if (name == "isalnum") return all([](int c) { return std::isalnum(c); });
+  if (name == "isspace") return all([](int c) { return std::isspace(c); });
+  if (name == "islower") return Value::Bool(ToLower(s) == s && ToUpper(s) != s);
+  if (name == "isupper") return Value::Bool(ToUpper(s) == s && ToLower(s) != s);
+  *found = false;
+  return {};
+}
+
+Value DictMethod(const Value& d, std::string_view name, const CallArgs& a, bool* found) {
+  *found = true;
+  if (name == "items") return FItems(d, a);
+  if (name == "keys" || name == "values") {
+    ValueList out;
+    for (const auto& [k, v] : d.AsDict().items()) out.push_back(name == "keys" ? k : v);
+    return Value::List(std::move(out));
+  }
+  if (name == "get") {
+    const Value* v = d.AsDict().Find(Arg(a, 0, "key", kUndef));
+    return v ? *v : Arg(a, 1, "default", kNone);
+  }
+  *found = false;
+  return {};
+}
+
+Value ListMethod(const Value& l, std::string_view name, const CallArgs& a, bool* found) {
+  *found = true;
+  const ValueList& items = l.AsList();
+  const Value& x = Arg(a, 0, "value", kUndef);
+  if (name == "index") {
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].Equals(x)) return Value::Int(static_cast<int64_t>(i));
+    Raise("ValueError", x.Repr() + " is not in list");
+  }
+  if (name == "count") return Value::Int(std::count_if(items.begin(), items.end(), [&](const Value& v) { return v.Equals(x); }));
+  *found = false;
+  return {};
+}
+
+}  // namespace
+
+const TestFn* FindTest(std::string_view name) {
+  auto it = Tests().find(name);
+  return it == Tests().end() ? nullptr : &it->second;
+}
+
+const FilterFn* FindFilter(std::string_view name) {
+  auto it = Filters().find(name);
+  return it == Filters().end() ? nullptr : &it->second;
+}
+
+Value CallMethod(const Value& obj, std::string_view name, const CallArgs& args, bool* found) {
+  *found = false;
+  if (obj.IsString()) return StrMethod(obj.AsString(), name, args, found);
+  if (obj.IsMapping()) return DictMethod(obj, name, args, found);
+  if (obj.IsSequence()) return ListMethod(obj, name, args, found);
+  return {};
+}
+
+bool HasMethod(const Value& obj, std::string_view name) {
+  static const char* const kStr[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace",
+                                     "upper", "lower", "title", "capitalize", "find", "rfind", "index", "count", "join",
+                                     "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper"};
+  static const char* const kDict[] = {"items", "keys", "values", "get"};
+  static const char* const kList[] = {"index", "count"};
+  auto in = [&](const auto& table) {
+    return std::any_of(std::begin(table), std::end(table), [&](const char* n) { return name == n; });
+  };
+  if (obj.IsString()) return in(kStr);
+  if (obj.IsMapping()) return in(kDict);
+  if (obj.IsSequence()) return in(kList);
+  return false;
+}
+
+// --- operators ------------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void Unsupported(std::string_view op, const Value& a, const Value& b) {
+  Raise("TypeError", "unsupported operand type(s) for " + std::string(op) + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'");
+}
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+}  // namespace
+
+Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
+  NoUndefined(a);
+  NoUndefined(b);
+  const bool ints = a.IsNumber() && b.IsNumber() && a.type() != Value::Type::kFloat && b.type() != Value::Type::kFloat;
+  if (op == "+") {
+    if (ints) return Value::Int(a.AsInt() + b.AsInt());
+    if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() + b.AsFloat());
+    if (a.IsString() && b.IsString()) return Value::String(a.AsString() + b.AsString());
+    if (a.IsString()) Raise("TypeError", "can only concatenate str (not \"" + b.TypeName() + "\") to str");
+    if (a.type() == b.type() && a.IsSequence()) {
+      ValueList out = a.AsList();
+      out.insert(out.end(), b.AsList().begin(), b.AsList().end());
+      return a.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
+    }
+    if (a.type() == Value::Type::kList) Raise("TypeError", "can only concatenate list (not \"" + b.TypeName() + "\") to list");
+    Unsupported(op, a, b);
+  }
+  if (op == "-") {
+    if (ints) return Value::Int(a.AsInt() - b.AsInt());
+    if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() - b.AsFloat());
+    Unsupported(op, a, b);
+  }
+  if (op == "*") {
+    if (ints) return Value::Int(a.AsInt() * b.AsInt());
+    if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() * b.AsFloat());
+    const Value& seq = a.IsNumber() ? b : a;
+    const Value& n = a.IsNumber() ? a : b;
+    if (n.IsNumber() && n.type() != Value::Type::kFloat && (seq.IsString() || seq.IsSequence())) {
+      if (seq.IsString()) {
+        std::string out;
+        for (int64_t i = 0; i < n.AsInt(); ++i) out += seq.AsString();
+        return Value::String(out);
+      }
+      ValueList out;
+      for (int64_t i = 0; i < n.AsInt(); ++i) out.insert(out.end(), seq.AsList().begin(), seq.AsList().end());
+      return Value::List(std::move(out));
+    }
+    Unsupported(op, a, b);
+  }
+  if (op == "/" || op == "//" || op == "%") {
+    if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
+    if (b.AsFloat() == 0) Raise("ZeroDivisionError", op == "/" ? "division by zero" : "integer division or modulo by zero");
+    if (op == "/") return Value::Float(a.AsFloat() / b.AsFloat());
+    if (ints) {
+      const int64_t q = FloorDiv(a.AsInt(), b.AsInt());
+      return Value::Int(op == "//" ? q : a.AsInt() - q * b.AsInt());
+    }
+    const double q = std::floor(a.AsFloat() / b.AsFloat());
+    return Value::Float(op == "//" ? q : a.AsFloat() - q * b.AsFloat());
+  }
+  if (op == "**") {
+    if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
+    if (ints && b.AsInt() >= 0) {
+      int64_t r = 1;
+      for (int64_t i = 0; i < b.AsInt(); ++i) r *= a.AsInt();
+      return Value::Int(r);
+    }
+    return Value::Float(std::pow(a.AsFloat(), b.AsFloat()));
+  }
+  Raise("TemplateSyntaxError", "unknown operator " + std::string(op));
+}
+
+bool Contains(const Value& c, const Value& item) {
+  switch (c.type()) {
+    case Value::Type::kUndefined: return false;
+    case Value::Type::kString:
+      if (!item.IsString()) Raise("TypeError", "'in <string>' requires string as left operand, not " + item.TypeName());
+      return c.AsString().find(item.AsString()) != std::string::npos;
+    case Value::Type::kList:
+    case Value::Type::kTuple:
+      return std::any_of(c.AsList().begin(), c.AsList().end(), [&](const Value& v) { return v.Equals(item); });
+    case Value::Type::kDict:
+    case Value::Type::kNamespace: return c.AsDict().Find(item) != nullptr;
+    default: Raise("TypeError", "argument of type '" + c.TypeName() + "' is not iterable");
+  }
+}
+
+Value Subscript(const Value& v, const Value& index) {
+  NoUndefined(v);
+  if (v.IsMapping()) {
+    const Value* f = v.AsDict().Find(index);
+    return f ? *f : Value::Undefined("'dict object' has no attribute " + index.Repr());
+  }
+  if ((v.IsSequence() || v.IsString()) && index.IsNumber()) {
+    if (v.IsString()) {
+      std::vector<std::string_view> cps = CodePoints(v.AsString());
+      int64_t i = index.AsInt();
+      if (i < 0) i += static_cast<int64_t>(cps.size());
+      if (i < 0 || i >= static_cast<int64_t>(cps.size())) return Value::Undefined();
+      return Value::String(std::string(cps[i]));
+    }
+    int64_t i = index.AsInt();
+    const int64_t n = static_cast<int64_t>(v.AsList().size());
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return Value::Undefined(v.TypeName() + " object has no element " + index.Repr());
+    return v.AsList()[i];
+  }
+  if (v.type() == Value::Type::kNamespace && index.IsString()) {
+    const Value* f = v.AsDict().Find(index);
+    return f ? *f : Value::Undefined();
+  }
+  return Value::Undefined("'" + v.TypeName() + " object' has no attribute " + index.Repr());
+}
+
+Value Slice(const Value& v, const Value& start_v, const Value& stop_v, const Value& step_v) {
+  NoUndefined(v);
+  const int64_t step = step_v.IsNumber() ? step_v.AsInt() : 1;
+  if (step == 0) Raise("ValueError", "slice step cannot be zero");
+  std::vector<std::string_view> cps;
+  int64_t n;
+  if (v.IsString()) {
+    cps = CodePoints(v.AsString());
+    n = static_cast<int64_t>(cps.size());
+  } else if (v.IsSequence()) {
+    n = static_cast<int64_t>(v.AsList().size());
+  } else {
+    Raise("TypeError", "'" + v.TypeName() + "' object is not subscriptable");
+  }
+  // Python's slice.indices().
+  auto clamp = [&](const Value& x, int64_t def) {
+    if (!x.IsNumber()) return def;
+    int64_t i = x.AsInt();
+    if (i < 0) i += n;
+    if (step > 0) return std::clamp<int64_t>(i, 0, n);
+    return std::clamp<int64_t>(i, -1, n - 1);
+  };
+  const int64_t start = clamp(start_v, step > 0 ? 0 : n - 1), stop = clamp(stop_v, step > 0 ? n : -1);
+  std::vector<int64_t> idx;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) idx.push_back(i);
+  if (v.IsString()) {
+    std::string out;
+    for (int64_t i : idx) out += cps[i];
+    return Value::String(out);
+  }
+  ValueList out;
+  for (int64_t i : idx) out.push_back(v.AsList()[i]);
+  return v.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
+}
+
+ValueList Iterate(const Value& v) {
+  switch (v.type()) {
+    case Value::Type::kUndefined: return {};
+    case Value::Type::kList:
+    case Value::Type::kTuple: return v.AsList();
+    case Value::Type::kDict: {
+      ValueList keys;
+      for (const auto& [k, val] : v.AsDict().items()) keys.push_back(k);
+      return keys;
+    }
+    case Value::Type::kString: {
+      ValueList chars;
+      for (std::string_view cp : CodePoints(v.AsString())) chars.push_back(Value::String(std::string(cp)));
+      return chars;
+    }
+    default: Raise("TypeError", "'" + v.TypeName() + "' object is not iterable");
+  }
+}
+
+}  // namespace radixlm::jinja

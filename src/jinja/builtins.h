@@ -1,0 +1,33 @@
+// Jinja2's filters, tests and the Python methods templates call on str, list and dict values
+// (internal to the jinja module). Each is one row of a table keyed by name, implemented with
+// the Python semantics a chat template observes; an unknown name is the caller's error.
+#pragma once
+
+#include <string_view>
+
+#include "jinja/value.h"
+
+namespace radixlm::jinja {
+
+using TestFn = bool (*)(const Value& v, const CallArgs& args);
+using FilterFn = Value (*)(const Value& v, const CallArgs& args);
+
+const TestFn* FindTest(std::string_view name);
+const FilterFn* FindFilter(std::string_view name);
+
+// obj.name(args) for a str, list or dict method; sets *found = false when obj has no such
+// method (the sandbox's mutating methods - append, pop, update... - are absent, as
+// ImmutableSandboxedEnvironment makes them).
+Value CallMethod(const Value& obj, std::string_view name, const CallArgs& args, bool* found);
+bool HasMethod(const Value& obj, std::string_view name);
+
+// Python operators on values (TypeError / ZeroDivisionError as Python raises them).
+Value BinaryOp(std::string_view op, const Value& a, const Value& b);
+bool Contains(const Value& container, const Value& item);  // item in container
+// v[index] and v[start:stop:step] (undefined when out of range or not subscriptable).
+Value Subscript(const Value& v, const Value& index);
+Value Slice(const Value& v, const Value& start, const Value& stop, const Value& step);
+// Items a for loop walks: list/tuple items, dict keys, string characters; TypeError otherwise.
+ValueList Iterate(const Value& v);
+
+}  // namespace radixlm::jinja
