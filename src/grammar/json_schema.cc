@@ -1,0 +1,241 @@
+// JSON Schema -> GBNF (json_schema.h): dispatch, references, allOf merging, unions, enums,
+// objects and arrays. Strings, numbers and regexes are in json_schema_text.cc / _regex.cc.
+#include "grammar/json_schema.h"
+
+#include "grammar/json_schema_compiler.h"
+
+namespace radixlm::grammar::schema_internal {
+
+using schema_internal::SchemaError;
+using Json = nlohmann::ordered_json;
+namespace si = schema_internal;
+
+std::string Compiler::Builtin(const std::string& name) {
+  const std::string p = prefix_;
+  auto def = [&](const std::string& n, const std::string& body) {
+    if (!names_.count(p + n)) {
+      names_.insert(p + n);
+      rules_.push_back({p + n, body});
+    }
+    return p + n;
+  };
+  if (name == "space") return def("space", "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}");
+  if (name == "char") return def("char", JsonCharExpr({{0, 0x10FFFF}}));
+  if (name == "string") return def("string", "\"\\\"\" " + Builtin("char") + "* \"\\\"\" " + Builtin("space"));
+  if (name == "integer") return def("integer", "\"-\"? (\"0\" | [1-9] [0-9]*) " + Builtin("space"));
+  if (name == "number") {
+    return def("number", "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [\\-+]? [0-9]+)? " + Builtin("space"));
+  }
+  if (name == "boolean") return def("boolean", "(\"true\" | \"false\") " + Builtin("space"));
+  if (name == "null") return def("null", "\"null\" " + Builtin("space"));
+  if (name == "value") {
+    const std::string n = p + "value";
+    if (names_.count(n)) return n;
+    names_.insert(n);
+    rules_.push_back({n, ""});  // placeholder: object and array refer back to value
+    const size_t at = rules_.size() - 1;
+    rules_[at].second = Builtin("object") + " | " + Builtin("array") + " | " + Builtin("string") + " | " +
+                        Builtin("number") + " | " + Builtin("boolean") + " | " + Builtin("null");
+    return n;
+  }
+  const std::string sp = Builtin("space");
+  if (name == "object") {
+    const std::string v = p + "value";
+    const std::string kv = Builtin("string") + " \":\" " + sp + " " + v;
+    const std::string o = def("object", "\"{\" " + sp + " (" + kv + " (\",\" " + sp + " " + kv + ")*)? \"}\" " + sp);
+    Builtin("value");
+    return o;
+  }
+  if (name == "array") {
+    const std::string v = p + "value";
+    const std::string a = def("array", "\"[\" " + sp + " (" + v + " (\",\" " + sp + " " + v + ")*)? \"]\" " + sp);
+    Builtin("value");
+    return a;
+  }
+  RADIXLM_CHECK_MSG(false, name);
+}
+
+std::string Compiler::Visit(const Json& s, const std::string& path) {
+  if (s.is_boolean()) {
+    if (s.get<bool>()) return Builtin("value");
+    Fail(path, "the schema false (no value is valid)");
+  }
+  if (!s.is_object()) Fail(path, "a schema must be an object or a boolean");
+  if (++depth_ > 200) Fail(path, "schema nesting too deep");
+  struct Leave {
+    int& d;
+    ~Leave() { --d; }
+  } leave{depth_};
+  if (auto bad = RefusedKeyword(s); !bad.empty()) Fail(path, "unsupported keyword '" + bad + "'");
+  if (s.contains("$ref")) return VisitRef(s, path);
+  if (s.contains("allOf")) {
+    Json merged;
+    try {
+      merged = merger_.MergeAllOf(s);
+    } catch (const SchemaError& e) {
+      Fail(path, std::string("unsupported keyword 'allOf': ") + e.what());
+    }
+    return Visit(merged, path);
+  }
+  if (s.contains("anyOf") || s.contains("oneOf")) return VisitUnion(s, path);
+  return VisitFlat(s, path);
+}
+
+std::string Compiler::VisitRef(const Json& s, const std::string& path) {
+  if (!s["$ref"].is_string()) Fail(path, "'$ref' must be a string");
+  const std::string ref = s["$ref"].get<std::string>();
+  const Json* target = merger_.Resolve(ref);
+  if (!target) Fail(path, "unsupported keyword '$ref': '" + ref + "' is not a local reference found in the document");
+  if (HasConstraints(s, /*ignore_ref=*/true) && !merger_.old_draft()) {
+    Json merged;
+    try {
+      merged = merger_.Merge(merger_.WithoutRef(s), *target);
+    } catch (const SchemaError& e) {
+      Fail(path, std::string("unsupported keyword '$ref' with sibling keywords: ") + e.what());
+    }
+    return Visit(merged, path);
+  }
+  auto it = ref_rules_.find(ref);
+  if (it != ref_rules_.end()) return it->second;
+  const std::string name = Reserve("ref" + ref.substr(ref.rfind('/') == std::string::npos ? 0 : ref.rfind('/')));
+  ref_rules_.emplace(ref, name);
+  const size_t slot = rules_.size();
+  rules_.push_back({name, ""});
+  const std::string body = Visit(*target, ref);
+  rules_[slot].second = body;
+  return name;
+}
+
+std::string Compiler::VisitUnion(const Json& s, const std::string& path) {
+  if (s.contains("anyOf") && s.contains("oneOf")) Fail(path, "unsupported keyword 'oneOf' together with 'anyOf'");
+  const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
+  const Json& list = s[key];
+  if (!list.is_array() || list.empty()) Fail(path, std::string("'") + key + "' must be a non-empty array");
+  Json rest = s;
+  rest.erase(key);
+  const bool constrained = HasConstraints(rest, false);
+  std::vector<Json> alts;
+  for (const Json& sub : list) {
+    if (!constrained) {
+      alts.push_back(sub);
+      continue;
+    }
+    try {
+      alts.push_back(merger_.Merge(rest, sub));
+    } catch (const SchemaError& e) {
+      Fail(path, std::string("unsupported keyword '") + key + "' with sibling keywords: " + e.what());
+    }
+  }
+  if (std::string(key) == "oneOf") {
+    for (size_t i = 0; i < alts.size(); ++i) {
+      for (size_t j = i + 1; j < alts.size(); ++j) {
+        if (!merger_.Disjoint(alts[i], alts[j])) {
+          Fail(path, "unsupported keyword 'oneOf': alternatives " + std::to_string(i) + " and " + std::to_string(j) +
+                         " are not provably disjoint");
+        }
+      }
+    }
+  }
+  std::string body;
+  for (size_t i = 0; i < alts.size(); ++i) {
+    // An alternative with no instance (a false schema, an empty enum after merging) drops out.
+    if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;
+    body += (body.empty() ? "" : " | ") + Visit(alts[i], path + "/" + key + "/" + std::to_string(i));
+  }
+  if (body.empty()) Fail(path, std::string("'") + key + "' has no satisfiable alternative");
+  return Rule(key, body);
+}
+
+std::string Compiler::VisitFlat(const Json& s, const std::string& path) {
+  std::set<std::string> types;
+  try {
+    types = TypeSet(s);
+  } catch (const SchemaError& e) {
+    Fail(path, e.what());
+  }
+  if (s.contains("enum") || s.contains("const")) return EnumRule(s, types, path);
+  std::vector<std::string> alts;
+  if (types.count("object")) alts.push_back(ObjectRule(s, path));
+  if (types.count("array")) alts.push_back(ArrayRule(s, path));
+  if (types.count("string")) alts.push_back(StringRule(s, path));
+  if (types.count("number")) {
+    alts.push_back(NumberRule(s, path));
+  } else if (types.count("integer")) {
+    alts.push_back(IntegerRule(s, path));
+  }
+  if (types.count("boolean")) alts.push_back(Builtin("boolean"));
+  if (types.count("null")) alts.push_back(Builtin("null"));
+  if (alts.size() == 1) return alts[0];
+  std::string body;
+  for (const std::string& a : alts) body += (body.empty() ? "" : " | ") + a;
+  if (body == Builtin("object") + " | " + Builtin("array") + " | " + Builtin("string") + " | " + Builtin("number") +
+                 " | " + Builtin("boolean") + " | " + Builtin("null")) {
+    return Builtin("value");
+  }
+  return Rule("alt", body);
+}
+
+std::string Compiler::ValueLiteral(const Json& v) {
+  const std::string sp = Builtin("space");
+  if (v.is_string()) return JsonStringLiteral(v.get<std::string>());
+  if (v.is_array()) {
+    std::string out = "\"[\" " + sp;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? " \",\" " + sp + " " : " ") + ValueLiteral(v[i]) + " " + sp;
+    return "(" + out + " \"]\")";
+  }
+  if (v.is_object()) {
+    std::string out = "\"{\" " + sp;
+    bool first = true;
+    for (const auto& [k, x] : v.items()) {
+      out += (first ? " " : " \",\" " + sp + " ") + JsonStringLiteral(k) + " " + sp + " \":\" " + sp + " " +
+             ValueLiteral(x) + " " + sp;
+      first = false;
+    }
+    return "(" + out + " \"}\")";
+  }
+  return GbnfLiteral(v.dump());
+}
+
+std::string Compiler::EnumRule(const Json& s, const std::set<std::string>& types, const std::string& path) {
+  std::vector<Json> values;
+  try {
+    values = EnumValues(s, types);
+  } catch (const SchemaError& e) {
+    Fail(path, e.what());
+  }
+  if (values.empty()) Fail(path, "no value of 'enum'/'const' satisfies the schema");
+  std::string body;
+  for (const Json& v : values) body += (body.empty() ? "" : " | ") + ValueLiteral(v);
+  return Rule("enum", "(" + body + ") " + Builtin("space"));
+}
+
+}  // namespace radixlm::grammar::schema_internal
+
+namespace radixlm::grammar {
+
+core::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, const JsonSchemaOptions& options) {
+  schema_internal::Json schema;
+  try {
+    schema = schema_internal::Json::parse(schema_json);
+  } catch (const std::exception& e) {
+    return core::InvalidArgument(std::string("json schema: not valid JSON: ") + e.what());
+  }
+  std::string gbnf;
+  try {
+    gbnf = schema_internal::Compiler(schema, options.rule_prefix).Run();
+  } catch (const schema_internal::SchemaError& e) {
+    return core::InvalidArgument(std::string("json schema: ") + e.what());
+  }
+  // The generated grammar must parse (it can still exceed the repetition limits).
+  auto parsed = ParseGbnf(gbnf, options.rule_prefix + "root");
+  if (!parsed.ok()) return core::InvalidArgument("json schema: cannot be expressed as a grammar: " + parsed.status().message());
+  return gbnf;
+}
+
+std::string JsonObjectGbnf(const JsonSchemaOptions& options) {
+  auto g = JsonSchemaToGbnf(R"({"type": "object"})", options);
+  RADIXLM_CHECK_MSG(g.ok(), g.status().message());
+  return *g;
+}
+
+}  // namespace radixlm::grammar

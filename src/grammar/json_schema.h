@@ -1,0 +1,47 @@
+// JSON Schema -> GBNF, exact or refused.
+//
+// The grammar accepts a serialisation of an instance iff the instance validates, up to the
+// deliberate narrowings listed here (each rejects some valid texts, none accepts an invalid one):
+//   - object members come in the order of `properties` (schema order; optional ones may be
+//     skipped), then any additional members; no duplicate declared members;
+//   - whitespace: at most `" "`, or 1-2 newlines and up to 20 spaces/tabs, after `{ [ , :` and
+//     each value, and before `:` (llama.cpp's `space`; compact and Python json.dumps text fit);
+//   - literals (enum, const, property names) are matched in their canonical encoding (printable
+//     ASCII raw; other characters raw or as \u escapes); additional property names take no
+//     escapes; lone surrogate escapes are refused; an integer is written without fraction or
+//     exponent; numbers with bounds take no exponent.
+// Semantics follow JSON Schema (draft 4 to 2020-12): an absent `type` allows every type (a bare
+// `properties` does not make the value an object), an absent `additionalProperties` allows any
+// extra member, `items`/`prefixItems` tuples allow shorter arrays and (unless closed) extra
+// items, unknown keywords and annotations (title, description, default, examples, $comment,
+// deprecated, readOnly, writeOnly, $schema, $id, ...) constrain nothing. `format` is checked for
+// date, time, date-time, uuid, email (a conservative address form), ipv4; other standard
+// formats are refused (they constrain when a validator checks formats), non-standard ones
+// ("int32", "double", ...) are annotations.
+// A keyword that cannot be expressed exactly is an error naming it (InvalidArgument
+// "json schema: <path>: unsupported keyword 'x' ..."): not, if/then/else, dependencies,
+// patternProperties, propertyNames, unevaluated*, contains, uniqueItems (true), multipleOf,
+// oneOf whose alternatives are not provably disjoint, allOf that cannot be merged, remote $ref,
+// regex features outside the supported subset (lookaround, backreferences, \b), and bounds that
+// cannot be written as a grammar (non-integer number bounds, counts above 2000).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace radixlm::grammar {
+
+struct JsonSchemaOptions {
+  // Every rule name gets this prefix; the start rule is `<prefix>root`. Lets the grammar be
+  // embedded in a larger GBNF (a tool call's arguments inside a model's call markers).
+  std::string rule_prefix;
+};
+
+core::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, const JsonSchemaOptions& options = {});
+
+// Any JSON value whose top level is an object (OpenAI's response_format {"type": "json_object"}).
+std::string JsonObjectGbnf(const JsonSchemaOptions& options = {});
+
+}  // namespace radixlm::grammar

@@ -1,0 +1,90 @@
+// Internal to the JSON Schema compiler (json_schema.h): the compiler object, its rules and the
+// helpers shared by json_schema.cc (dispatch, references, unions, enums) and
+// json_schema_types.cc (strings, numbers, objects, arrays).
+#pragma once
+
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema_merge.h"
+#include "grammar/json_schema_text.h"
+
+namespace radixlm::grammar::schema_internal {
+
+using Json = nlohmann::ordered_json;
+
+// Standard formats a validator may check that this compiler does not express: refused.
+inline const std::set<std::string> kRefusedFormats = {"hostname", "idn-hostname", "ipv6", "uri", "uri-reference",
+                                                      "iri", "iri-reference", "uri-template", "json-pointer",
+                                                      "relative-json-pointer", "regex", "duration"};
+
+class Compiler {
+ public:
+  Compiler(const Json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)), merger_(root) {}
+
+  std::string Run() {
+    const std::string start = Visit(root_, "#");
+    std::string out = prefix_ + "root ::= " + start + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    return out;
+  }
+
+ private:
+  [[noreturn]] static void Fail(const std::string& path, const std::string& what) { throw SchemaError(path + ": " + what); }
+
+  std::string Sanitize(const std::string& hint) const {
+    std::string s;
+    for (char c : hint) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
+    if (s.size() > 40) s.resize(40);
+    return s.empty() ? "r" : s;
+  }
+  std::string Reserve(const std::string& hint) {
+    std::string base = prefix_ + Sanitize(hint), name = base;
+    for (int i = 2; names_.count(name) || name == prefix_ + "root"; ++i) name = base + "-" + std::to_string(i);
+    names_.insert(name);
+    return name;
+  }
+  // A rule with this body (one rule per distinct body: equal subschemas share positions and so
+  // token mask entries).
+  std::string Rule(const std::string& hint, const std::string& body) {
+    auto it = by_body_.find(body);
+    if (it != by_body_.end()) return it->second;
+    std::string name = Reserve(hint);
+    rules_.push_back({name, body.empty() ? "\"\"" : body});
+    by_body_.emplace(body, name);
+    return name;
+  }
+  RuleDefiner Definer() {
+    return [this](const std::string& hint, const std::string& body) { return Rule(hint, body); };
+  }
+
+  std::string Builtin(const std::string& name);
+  std::string Visit(const Json& s, const std::string& path);
+  std::string VisitRef(const Json& s, const std::string& path);
+  std::string VisitUnion(const Json& s, const std::string& path);
+  std::string VisitFlat(const Json& s, const std::string& path);
+  std::string EnumRule(const Json& s, const std::set<std::string>& types, const std::string& path);
+  std::string ValueLiteral(const Json& v);
+  std::string StringRule(const Json& s, const std::string& path);
+  std::string IntegerRule(const Json& s, const std::string& path);
+  std::string NumberRule(const Json& s, const std::string& path);
+  std::string ObjectRule(const Json& s, const std::string& path);
+  std::string KeyNotIn(const std::vector<std::string>& names);
+  std::string ArrayRule(const Json& s, const std::string& path);
+
+  const Json& root_;
+  std::string prefix_;
+  Merger merger_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::unordered_map<std::string, std::string> by_body_;
+  std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, std::string> ref_rules_;
+  int depth_ = 0;
+};
+
+}  // namespace radixlm::grammar::schema_internal

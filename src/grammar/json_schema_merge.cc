@@ -1,0 +1,415 @@
+// Keyword classification, $ref resolution, allOf merging, enum filtering and oneOf disjointness
+// for the JSON Schema compiler (json_schema_merge.h).
+#include "grammar/json_schema_merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <regex>
+
+#include "grammar/json_schema_text.h"
+
+namespace radixlm::grammar::schema_internal {
+namespace {
+
+const std::set<std::string> kValidation = {
+    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+    "propertyNames", "minProperties", "maxProperties", "dependencies", "dependentRequired", "dependentSchemas",
+    "items", "prefixItems", "additionalItems", "contains", "minItems", "maxItems", "uniqueItems", "minLength",
+    "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "allOf", "anyOf", "oneOf", "not", "if", "$ref", "$dynamicRef", "$recursiveRef", "unevaluatedProperties",
+    "unevaluatedItems"};
+const std::set<std::string> kAllTypes = {"object", "array", "string", "number", "boolean", "null"};
+const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties", "patternProperties",
+                                               "propertyNames", "minProperties", "maxProperties", "dependencies",
+                                               "dependentRequired", "dependentSchemas", "unevaluatedProperties"};
+const std::set<std::string> kArrayKeywords = {"items", "prefixItems", "additionalItems", "contains", "minItems",
+                                              "maxItems", "uniqueItems", "unevaluatedItems"};
+
+bool IsTrivial(const Json& s) { return (s.is_boolean() && s.get<bool>()) || (s.is_object() && !HasConstraints(s, false)); }
+bool IsFalse(const Json& s) { return s.is_boolean() && !s.get<bool>(); }
+bool NonEmpty(const Json& v) { return !(v.is_object() && v.empty()) && !(v.is_array() && v.empty()); }
+
+std::string ValueType(const Json& v) {
+  if (v.is_string()) return "string";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_null()) return "null";
+  if (v.is_object()) return "object";
+  if (v.is_array()) return "array";
+  if (v.is_number_float() && std::floor(v.get<double>()) != v.get<double>()) return "number";
+  return "integer";
+}
+
+bool TypeAllowed(const std::string& t, const std::set<std::string>& types) {
+  return types.count(t) || (t == "integer" && types.count("number"));
+}
+
+size_t CodePoints(const std::string& s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+bool NumberOk(double x, const Json& s) {
+  auto num = [&](const char* k, double* v) {
+    if (!s.contains(k) || !s[k].is_number()) return false;
+    *v = s[k].get<double>();
+    return true;
+  };
+  double v;
+  const bool excl_min_bool = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() && s["exclusiveMinimum"].get<bool>();
+  const bool excl_max_bool = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() && s["exclusiveMaximum"].get<bool>();
+  if (num("minimum", &v) && (excl_min_bool ? x <= v : x < v)) return false;
+  if (num("maximum", &v) && (excl_max_bool ? x >= v : x > v)) return false;
+  if (num("exclusiveMinimum", &v) && x <= v) return false;
+  if (num("exclusiveMaximum", &v) && x >= v) return false;
+  if (num("multipleOf", &v) && v > 0 && std::fmod(x, v) != 0) return false;
+  return true;
+}
+
+bool ValueOk(const Json& v, const Json& s) {
+  const std::string t = ValueType(v);
+  if (t == "string") {
+    const std::string str = v.get<std::string>();
+    if (s.contains("minLength") && CodePoints(str) < s["minLength"].get<double>()) return false;
+    if (s.contains("maxLength") && CodePoints(str) > s["maxLength"].get<double>()) return false;
+    if (s.contains("format") && s["format"].is_string()) {
+      const std::string f = s["format"].get<std::string>();
+      if (!FormatBody(f).empty() || f == "hostname" || f == "uri" || f == "ipv6") {
+        throw SchemaError("unsupported keyword 'format' together with 'enum'/'const'");
+      }
+    }
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) throw SchemaError("'pattern' must be a string");
+      const std::string p = s["pattern"].get<std::string>();
+      const bool ascii = std::all_of(str.begin(), str.end(), [](char c) { return (c & 0x80) == 0; }) &&
+                         std::all_of(p.begin(), p.end(), [](char c) { return (c & 0x80) == 0; });
+      if (!ascii) throw SchemaError("unsupported keyword 'pattern' on a non-ASCII 'enum' value");
+      try {
+        if (!std::regex_search(str, std::regex(p, std::regex::ECMAScript))) return false;
+      } catch (const std::regex_error&) {
+        throw SchemaError("unsupported keyword 'pattern': '" + p + "'");
+      }
+    }
+    return true;
+  }
+  if (t == "number" || t == "integer") return NumberOk(v.get<double>(), s);
+  const std::set<std::string>& kw = t == "object" ? kObjectKeywords : kArrayKeywords;
+  for (const auto& [k, x] : s.items()) {
+    if (kw.count(k)) throw SchemaError("unsupported keyword '" + k + "' together with 'enum'/'const' of " + t + "s");
+  }
+  return true;
+}
+
+// enum and const of s, intersected; nullopt when neither is present.
+std::optional<std::vector<Json>> Values(const Json& s) {
+  std::optional<std::vector<Json>> out;
+  if (s.contains("enum")) {
+    if (!s["enum"].is_array()) throw SchemaError("'enum' must be an array");
+    out = std::vector<Json>(s["enum"].begin(), s["enum"].end());
+  }
+  if (s.contains("const")) {
+    if (!out) {
+      out = std::vector<Json>{s["const"]};
+    } else {
+      std::vector<Json> keep;
+      for (const Json& v : *out) {
+        if (v == s["const"]) keep.push_back(v);
+      }
+      out = keep;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RefusedKeyword(const Json& s) {
+  for (const auto& [k, v] : s.items()) {
+    if (k == "not" || k == "if" || k == "contains" || k == "$dynamicRef" || k == "$recursiveRef") return k;
+    if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas" || k == "patternProperties") && NonEmpty(v)) return k;
+    if ((k == "unevaluatedProperties" || k == "unevaluatedItems") && !(v.is_boolean() && v.get<bool>())) return k;
+    if (k == "propertyNames" && !IsTrivial(v) && !(v.is_object() && v.size() == 1 && v.value("type", Json()) == "string")) return k;
+    if (k == "uniqueItems" && v.is_boolean() && v.get<bool>() &&
+        !(s.contains("maxItems") && s["maxItems"].is_number() && s["maxItems"].get<double>() <= 1)) {
+      return k;
+    }
+  }
+  return "";
+}
+
+bool HasConstraints(const Json& s, bool ignore_ref) {
+  if (!s.is_object()) return !(s.is_boolean() && s.get<bool>());
+  for (const auto& [k, v] : s.items()) {
+    if (ignore_ref && k == "$ref") continue;
+    if (kValidation.count(k)) return true;
+  }
+  return false;
+}
+
+std::set<std::string> TypeSet(const Json& s) {
+  if (!s.contains("type")) return kAllTypes;
+  const Json& t = s["type"];
+  std::set<std::string> out;
+  auto add = [&](const Json& x) {
+    if (!x.is_string()) throw SchemaError("'type' must be a string or an array of strings");
+    const std::string n = x.get<std::string>();
+    if (!kAllTypes.count(n) && n != "integer") throw SchemaError("unsupported type '" + n + "'");
+    out.insert(n);
+  };
+  if (t.is_array()) {
+    for (const Json& x : t) add(x);
+  } else {
+    add(t);
+  }
+  if (out.count("number")) out.erase("integer");
+  return out;
+}
+
+std::vector<Json> EnumValues(const Json& s, const std::set<std::string>& types) {
+  std::vector<Json> out;
+  const std::vector<Json> values = Values(s).value_or(std::vector<Json>{});
+  for (const Json& v : values) {
+    if (TypeAllowed(ValueType(v), types) && ValueOk(v, s)) out.push_back(v);
+  }
+  return out;
+}
+
+Merger::Merger(const Json& root) : root_(root) {
+  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string()) {
+    const std::string d = root["$schema"].get<std::string>();
+    old_draft_ = d.find("draft-03") != std::string::npos || d.find("draft-04") != std::string::npos ||
+                 d.find("draft-06") != std::string::npos || d.find("draft-07") != std::string::npos;
+  }
+}
+
+const Json* Merger::Resolve(const std::string& ref) const {
+  std::string ptr;
+  if (!ref.empty() && ref[0] == '#') {
+    ptr = ref.substr(1);
+  } else {
+    std::string id;
+    for (const char* k : {"$id", "id"}) {
+      if (root_.is_object() && root_.contains(k) && root_[k].is_string()) id = root_[k].get<std::string>();
+    }
+    if (!id.empty() && id.back() == '#') id.pop_back();
+    if (id.empty() || ref.compare(0, id.size(), id) != 0 || (ref.size() > id.size() && ref[id.size()] != '#')) return nullptr;
+    ptr = ref.size() > id.size() ? ref.substr(id.size() + 1) : "";
+  }
+  std::string decoded;  // percent-decoding (URI fragment)
+  for (size_t i = 0; i < ptr.size(); ++i) {
+    if (ptr[i] == '%' && i + 2 < ptr.size() + 0 && std::isxdigit(static_cast<unsigned char>(ptr[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(ptr[i + 2]))) {
+      decoded += static_cast<char>(std::stoi(ptr.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      decoded += ptr[i];
+    }
+  }
+  if (!decoded.empty() && decoded[0] != '/') return nullptr;  // "#anchor" names
+  const Json* cur = &root_;
+  size_t i = decoded.empty() ? std::string::npos : 1;
+  while (i != std::string::npos && i <= decoded.size()) {
+    const size_t j = decoded.find('/', i);
+    std::string tok = decoded.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    for (size_t k; (k = tok.find("~1")) != std::string::npos;) tok.replace(k, 2, "/");
+    for (size_t k; (k = tok.find("~0")) != std::string::npos;) tok.replace(k, 2, "~");
+    if (cur->is_object() && cur->contains(tok)) {
+      cur = &(*cur)[tok];
+    } else if (cur->is_array() && !tok.empty() && std::all_of(tok.begin(), tok.end(), ::isdigit) &&
+               std::stoul(tok) < cur->size()) {
+      cur = &(*cur)[std::stoul(tok)];
+    } else {
+      return nullptr;
+    }
+    i = j == std::string::npos ? std::string::npos : j + 1;
+  }
+  return cur;
+}
+
+Json Merger::WithoutRef(const Json& s) const {
+  Json out = s;
+  out.erase("$ref");
+  return out;
+}
+
+Json Merger::Deref(const Json& s, int depth) {
+  if (!s.is_object() || !s.contains("$ref")) return s;
+  if (depth > 50) throw SchemaError("reference cycle in a merge");
+  if (!s["$ref"].is_string()) throw SchemaError("'$ref' must be a string");
+  const Json* t = Resolve(s["$ref"].get<std::string>());
+  if (!t) throw SchemaError("'$ref' " + s["$ref"].dump() + " is not a local reference found in the document");
+  if (HasConstraints(s, true) && !old_draft_) return Json{{"allOf", Json::array({WithoutRef(s), *t})}};
+  return Deref(*t, depth + 1);
+}
+
+Json Merger::MergeAllOf(const Json& s) {
+  if (!s["allOf"].is_array()) throw SchemaError("'allOf' must be an array");
+  Json out = s;
+  out.erase("allOf");
+  for (const Json& sub : s["allOf"]) out = Merge(out, sub);
+  return out;
+}
+
+Json Merger::Merge(const Json& a0, const Json& b0) {
+  if (++depth_ > 64) {
+    depth_ = 0;
+    throw SchemaError("merge nesting too deep");
+  }
+  struct Leave {
+    int& d;
+    ~Leave() { if (d > 0) --d; }
+  } leave{depth_};
+  Json a = Deref(a0, 0), b = Deref(b0, 0);
+  if (IsFalse(a) || IsFalse(b)) return Json(false);
+  if (IsTrivial(a) && !a.is_object()) return b;
+  if (IsTrivial(b) && !b.is_object()) return a;
+  if (!a.is_object() || !b.is_object()) throw SchemaError("a schema must be an object or a boolean");
+  if (a.contains("allOf")) a = MergeAllOf(a);
+  if (b.contains("allOf")) b = MergeAllOf(b);
+  if (a.is_boolean() || b.is_boolean()) return Merge(a, b);
+  for (int side = 0; side < 2; ++side) {  // distribute a union over the other side
+    Json& u = side == 0 ? a : b;
+    const Json& other = side == 0 ? b : a;
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!u.contains(key)) continue;
+      if (!u[key].is_array()) throw SchemaError(std::string("'") + key + "' must be an array");
+      Json rest = u;
+      rest.erase(key);
+      Json alts = Json::array();
+      for (const Json& sub : u[key]) {
+        Json alt = HasConstraints(rest, false) ? Merge(rest, sub) : sub;
+        alts.push_back(Merge(alt, other));
+      }
+      return Json{{key, alts}};
+    }
+  }
+  return MergeFlat(a, b);
+}
+
+void Merger::MergeObjects(const Json& a, const Json& b, Json* out) {
+  auto conj = [](const Json& x, const Json& y) -> Json {
+    if (IsFalse(x) || IsFalse(y)) return Json(false);
+    if (IsTrivial(x)) return y;
+    if (IsTrivial(y) || x == y) return x;
+    return Json{{"allOf", Json::array({x, y})}};
+  };
+  const Json empty = Json::object();
+  const Json& pa = a.contains("properties") ? a["properties"] : empty;
+  const Json& pb = b.contains("properties") ? b["properties"] : empty;
+  const Json* xa = a.contains("additionalProperties") ? &a["additionalProperties"] : nullptr;
+  const Json* xb = b.contains("additionalProperties") ? &b["additionalProperties"] : nullptr;
+  Json props = Json::object();
+  for (const auto& [n, sa] : pa.items()) props[n] = conj(sa, pb.contains(n) ? pb[n] : xb ? *xb : Json(true));
+  for (const auto& [n, sb] : pb.items()) {
+    if (!pa.contains(n)) props[n] = conj(xa ? *xa : Json(true), sb);
+  }
+  if (!props.empty()) (*out)["properties"] = props;
+  if (xa && xb) {
+    (*out)["additionalProperties"] = conj(*xa, *xb);
+  } else if (xb) {
+    (*out)["additionalProperties"] = *xb;
+  }
+  Json req = a.contains("required") ? a["required"] : Json::array();
+  if (b.contains("required")) {
+    for (const Json& r : b["required"]) {
+      if (std::find(req.begin(), req.end(), r) == req.end()) req.push_back(r);
+    }
+  }
+  if (!req.empty()) (*out)["required"] = req;
+}
+
+Json Merger::MergeFlat(const Json& a, const Json& b) {
+  Json out = a;
+  MergeObjects(a, b, &out);
+  auto va = Values(a), vb = Values(b);
+  if (va || vb) {
+    std::vector<Json> both = va ? *va : *vb;
+    if (va && vb) {
+      std::vector<Json> keep;
+      for (const Json& v : *va) {
+        if (std::find(vb->begin(), vb->end(), v) != vb->end()) keep.push_back(v);
+      }
+      both = keep;
+    }
+    if (both.empty()) return Json(false);
+    out.erase("const");
+    out["enum"] = both;
+  }
+  static const std::set<std::string> kMax = {"minimum", "minLength", "minItems", "minProperties"};
+  static const std::set<std::string> kMin = {"maximum", "maxLength", "maxItems", "maxProperties"};
+  for (const auto& [k, v] : b.items()) {
+    if (k == "properties" || k == "additionalProperties" || k == "required" || k == "enum" || k == "const") continue;
+    if (!out.contains(k)) {
+      out[k] = v;
+      continue;
+    }
+    const Json cur = out[k];
+    if (cur == v || !kValidation.count(k)) continue;  // equal, or an annotation (a's wins)
+    if (k == "type") {
+      std::set<std::string> ta = TypeSet(a), tb = TypeSet(b), both;
+      for (const std::string& t : ta) {
+        if (tb.count(t)) both.insert(t);
+        if (t == "number" && tb.count("integer")) both.insert("integer");
+        if (t == "integer" && tb.count("number")) both.insert("integer");
+      }
+      if (both.empty()) return Json(false);
+      out["type"] = Json(std::vector<std::string>(both.begin(), both.end()));
+    } else if ((kMax.count(k) || kMin.count(k) || k == "exclusiveMinimum" || k == "exclusiveMaximum") &&
+               cur.is_number() && v.is_number()) {
+      const bool take_max = kMax.count(k) || k == "exclusiveMinimum";
+      out[k] = (take_max ? cur.get<double>() < v.get<double>() : cur.get<double>() > v.get<double>()) ? v : cur;
+    } else if (k == "items" && (cur.is_object() || cur.is_boolean()) && (v.is_object() || v.is_boolean())) {
+      out[k] = Json{{"allOf", Json::array({cur, v})}};
+    } else {
+      throw SchemaError("cannot merge two different '" + k + "'");
+    }
+  }
+  return out;
+}
+
+bool Merger::Disjoint(const Json& a0, const Json& b0) {
+  Json a = Deref(a0, 0), b = Deref(b0, 0);
+  if (IsFalse(a) || IsFalse(b)) return true;
+  if (!a.is_object() || !b.is_object()) return false;
+  if (a.contains("allOf")) a = MergeAllOf(a);
+  if (b.contains("allOf")) b = MergeAllOf(b);
+  if (!a.is_object() || !b.is_object()) return Disjoint(a, b);
+  for (const Json* s : {&a, &b}) {
+    if (s->contains("anyOf") || s->contains("oneOf")) return false;
+  }
+  auto types = [](const Json& s) {
+    std::set<std::string> t = TypeSet(s);
+    if (auto v = Values(s)) {
+      std::set<std::string> from_values;
+      for (const Json& x : *v) from_values.insert(ValueType(x));
+      t = from_values;
+    }
+    return t;
+  };
+  const std::set<std::string> ta = types(a), tb = types(b);
+  bool overlap = false;
+  for (const std::string& t : ta) {
+    overlap |= tb.count(t) || (t == "integer" && tb.count("number")) || (t == "number" && tb.count("integer"));
+  }
+  if (!overlap) return true;
+  auto va = Values(a), vb = Values(b);
+  if (va && vb) {
+    return std::none_of(va->begin(), va->end(), [&](const Json& x) { return std::find(vb->begin(), vb->end(), x) != vb->end(); });
+  }
+  // Objects told apart by a required property with disjoint constant values.
+  if (ta == std::set<std::string>{"object"} && tb == std::set<std::string>{"object"} && a.contains("required") &&
+      b.contains("required") && a.contains("properties") && b.contains("properties")) {
+    for (const Json& r : a["required"]) {
+      if (!r.is_string() || std::find(b["required"].begin(), b["required"].end(), r) == b["required"].end()) continue;
+      const std::string n = r.get<std::string>();
+      if (!a["properties"].contains(n) || !b["properties"].contains(n)) continue;
+      const Json pa = Deref(a["properties"][n], 0), pb = Deref(b["properties"][n], 0);
+      if (!pa.is_object() || !pb.is_object()) continue;
+      auto ca = Values(pa), cb = Values(pb);
+      if (ca && cb && std::none_of(ca->begin(), ca->end(), [&](const Json& x) { return std::find(cb->begin(), cb->end(), x) != cb->end(); })) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace radixlm::grammar::schema_internal

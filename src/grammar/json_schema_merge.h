@@ -1,0 +1,55 @@
+// Internal to the JSON Schema compiler: keyword classification, local $ref resolution, the
+// exact merge of schemas that allOf (and $ref with siblings, and unions under sibling keywords)
+// needs, enum filtering and a conservative disjointness test for oneOf.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace radixlm::grammar::schema_internal {
+
+using Json = nlohmann::ordered_json;
+
+// The first keyword of s this compiler refuses outright (not, if, patternProperties, ...), or "".
+std::string RefusedKeyword(const Json& s);
+// Whether s has any validation keyword (annotations and unknown keywords constrain nothing).
+bool HasConstraints(const Json& s, bool ignore_ref);
+inline bool IsTrivialSchema(const Json& s) {
+  return (s.is_boolean() && s.get<bool>()) || (s.is_object() && !HasConstraints(s, false));
+}
+// The instance types s allows ("integer" alone when only integers; "number" includes them).
+std::set<std::string> TypeSet(const Json& s);
+// The enum/const values that satisfy the rest of s (types, and the scalar keywords of their
+// type); throws SchemaError for a keyword it cannot check.
+std::vector<Json> EnumValues(const Json& s, const std::set<std::string>& types);
+
+class Merger {
+ public:
+  explicit Merger(const Json& root);
+  // The schema a local reference ("#", "#/definitions/x", the root's $id + "#/...") names.
+  const Json* Resolve(const std::string& ref) const;
+  // draft-03..07: keywords beside $ref are ignored.
+  bool old_draft() const { return old_draft_; }
+  Json WithoutRef(const Json& s) const;
+  // A schema whose instances are exactly those of both (an "anyOf" when one side is a union);
+  // throws SchemaError naming what cannot be merged.
+  Json Merge(const Json& a, const Json& b);
+  // s with its allOf merged into it.
+  Json MergeAllOf(const Json& s);
+  // True only when no instance can satisfy both.
+  bool Disjoint(const Json& a, const Json& b);
+
+ private:
+  Json Deref(const Json& s, int depth);
+  Json MergeFlat(const Json& a, const Json& b);
+  void MergeObjects(const Json& a, const Json& b, Json* out);
+
+  const Json& root_;
+  bool old_draft_ = false;
+  int depth_ = 0;
+};
+
+}  // namespace radixlm::grammar::schema_internal

@@ -1,0 +1,336 @@
+// CompiledGrammar's token mask cache and the per-sequence Matcher (matcher.h).
+#include "grammar/matcher.h"
+
+#include <algorithm>
+
+#include "grammar/json_schema.h"
+
+namespace radixlm::grammar {
+namespace {
+
+void SetBit(std::span<uint32_t> bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
+bool GetBit(std::span<const uint32_t> bits, int32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
+
+}  // namespace
+
+CompiledGrammar::CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_ptr<const Vocabulary> vocab)
+    : g_(std::move(g)), gbnf_(std::move(gbnf)), vocab_(std::move(vocab)), entries_(g_.elems.size()) {}
+
+core::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::FromGbnf(
+    std::string_view gbnf, std::shared_ptr<const Vocabulary> vocab, std::string_view root) {
+  auto parsed = ParseGbnf(gbnf, root);
+  if (!parsed.ok()) return parsed.status();
+  return std::make_shared<const CompiledGrammar>(ByteGrammar::Lower(*parsed), std::string(gbnf), std::move(vocab));
+}
+
+core::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::FromJsonSchema(
+    std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab) {
+  auto gbnf = JsonSchemaToGbnf(schema_json);
+  if (!gbnf.ok()) return gbnf.status();
+  return FromGbnf(*gbnf, std::move(vocab));
+}
+
+std::shared_ptr<const CompiledGrammar> CompiledGrammar::JsonObject(std::shared_ptr<const Vocabulary> vocab) {
+  auto g = FromGbnf(JsonObjectGbnf(), std::move(vocab));
+  RADIXLM_CHECK_MSG(g.ok(), g.status().message());
+  return *g;
+}
+
+size_t CompiledGrammar::KeyHash::operator()(const ContextKey& k) const {
+  uint64_t h = 0x9E3779B97F4A7C15ULL;
+  for (int32_t x : k) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ULL;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+size_t CompiledGrammar::KeyHash::operator()(const std::vector<int32_t>& k) const {
+  uint64_t h = 0x9E3779B97F4A7C15ULL;
+  for (int32_t x : k) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ULL;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+const CompiledGrammar::MaskEntry& CompiledGrammar::Entry(const ContextKey& key) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return *it->second;
+  }
+  // Computed outside the lock (a walk can take milliseconds); a racing duplicate is dropped.
+  std::unique_ptr<MaskEntry> e = ComputeEntry(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = entries_.emplace(key, std::move(e));
+  return *it->second;
+}
+
+bool CompiledGrammar::LookupState(const std::vector<int32_t>& state, std::vector<int32_t>* ids) const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  auto it = states_.find(state);
+  if (it == states_.end()) return false;
+  *ids = it->second;
+  return true;
+}
+
+void CompiledGrammar::StoreState(const std::vector<int32_t>& state, const std::vector<int32_t>& ids) const {
+  constexpr size_t kMaxStates = 1 << 14;  // bounded: forget everything when full
+  std::lock_guard<std::mutex> lock(state_mu_);
+  if (states_.size() >= kMaxStates) states_.clear();
+  states_.emplace(state, ids);
+}
+
+// One depth-first walk of the vocabulary trie from the stack the key describes (its bottom a
+// kBoundary or kRootParent sentinel). Per trie depth d: the tops after d bytes
+// (buf[off[d], off[d+1])), the arena size after computing them, and whether some path popped
+// the boundary at a depth <= d. A token is accepted when some path is alive after its last byte
+// or ended (boundary or root) exactly there; uncertain when not, but a path popped the boundary
+// earlier; otherwise rejected.
+std::unique_ptr<CompiledGrammar::MaskEntry> CompiledGrammar::ComputeEntry(const ContextKey& key) const {
+  const auto& trie = vocab_->trie();
+  const auto& trie_tokens = vocab_->trie_tokens();
+  std::vector<int32_t> accepted, uncertain;
+  StackArena arena;
+  arena.BeginStep();
+  int levels = 0;
+  while (levels < kContext && key[levels] >= 0) ++levels;
+  int32_t node = levels == kContext ? key[kContext] : kRootParent;
+  for (int i = levels - 1; i >= 0; --i) node = arena.Make(key[i], node);
+  const int32_t pos = key[0];
+  std::vector<int32_t> buf = {node}, next;
+  std::vector<size_t> off = {0, 1}, mark = {arena.size()};
+  std::vector<uint8_t> ended = {0};
+  auto tokens_between = [&](int32_t node_begin, int32_t node_end) {  // tokens of nodes [begin, end)
+    const int32_t a = trie[node_begin].tokens_begin;
+    const int32_t b = node_end < static_cast<int32_t>(trie.size()) ? trie[node_end].tokens_begin
+                                                                   : static_cast<int32_t>(trie_tokens.size());
+    return std::pair{a, b};
+  };
+  for (int32_t i = 1; i < static_cast<int32_t>(trie.size());) {
+    const Vocabulary::TrieNode& tn = trie[i];
+    const size_t d = tn.depth;
+    arena.Truncate(mark[d - 1]);
+    buf.resize(off[d]);
+    off.resize(d + 1);
+    mark.resize(d);
+    ended.resize(d);
+    const StepFlags f = StepByte(g_, arena, std::span(buf).subspan(off[d - 1], off[d] - off[d - 1]), tn.byte, &next);
+    const bool alive = !next.empty();
+    const bool ended_before = ended[d - 1];
+    ended.push_back(ended_before || f.boundary);
+    buf.insert(buf.end(), next.begin(), next.end());
+    off.push_back(buf.size());
+    mark.push_back(arena.size());
+    for (int32_t t = tn.tokens_begin; t < tn.tokens_end; ++t) {
+      if (alive || f.boundary || f.completed) {
+        accepted.push_back(trie_tokens[t]);
+      } else if (ended_before) {
+        uncertain.push_back(trie_tokens[t]);
+      }
+    }
+    if (alive) {
+      ++i;
+      continue;
+    }
+    if (ended.back() && i + 1 < tn.subtree_end) {  // everything below ran past the rule's end
+      auto [a, b] = tokens_between(i + 1, tn.subtree_end);
+      uncertain.insert(uncertain.end(), trie_tokens.begin() + a, trie_tokens.begin() + b);
+    }
+    i = tn.subtree_end;
+  }
+  // Special tokens lying inside a literal that starts at this position.
+  const int32_t lit = g_.literal_of[pos];
+  if (lit >= 0 && !vocab_->special_by_text().empty()) {
+    const std::string_view rest = std::string_view(g_.literals[lit]).substr(g_.literal_offset[pos]);
+    for (size_t len = 1; len <= std::min(rest.size(), vocab_->max_special_length()); ++len) {
+      auto it = vocab_->special_by_text().find(std::string(rest.substr(0, len)));
+      if (it != vocab_->special_by_text().end()) accepted.insert(accepted.end(), it->second.begin(), it->second.end());
+    }
+  }
+  auto e = std::make_unique<MaskEntry>();
+  const size_t words = (static_cast<size_t>(vocab_->size()) + 31) / 32;
+  if (accepted.size() > words) {
+    e->accepted_bits.assign(words, 0);
+    for (int32_t id : accepted) SetBit(e->accepted_bits, id);
+  } else {
+    e->accepted_ids = std::move(accepted);
+  }
+  e->uncertain = std::move(uncertain);
+  e->uncertain_lcp.resize(e->uncertain.size(), 0);
+  for (size_t k = 1; k < e->uncertain.size(); ++k) {
+    const std::string& a = vocab_->bytes(e->uncertain[k - 1]);
+    const std::string& b = vocab_->bytes(e->uncertain[k]);
+    size_t l = 0;
+    while (l < a.size() && l < b.size() && a[l] == b[l] && l < 0xFFFF) ++l;
+    e->uncertain_lcp[k] = static_cast<uint16_t>(l);
+  }
+  return e;
+}
+
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+  StepFlags flags;
+  InitialTops(grammar_->grammar(), arena_, &tops_, &flags);
+  history_.push_back({0, tops_.size(), arena_.size(), flags.completed, false});
+}
+
+bool Matcher::IsTerminated() const {
+  const State& s = history_.back();
+  return s.stopped || (s.completed && s.tops_begin == s.tops_end);
+}
+
+bool Matcher::Advance(std::span<const int32_t> tops, std::string_view bytes) {
+  const ByteGrammar& g = grammar_->grammar();
+  const size_t arena_before = arena_.size();
+  std::vector<int32_t> cur(tops.begin(), tops.end()), next;
+  StepFlags flags{history_.back().completed, false};
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    flags = StepByte(g, arena_, cur, static_cast<uint8_t>(bytes[k]), &next);
+    cur.swap(next);
+    if (cur.empty() && !(flags.completed && k + 1 == bytes.size())) {
+      arena_.Truncate(arena_before);
+      return false;
+    }
+  }
+  const size_t begin = tops_.size();
+  tops_.insert(tops_.end(), cur.begin(), cur.end());
+  history_.push_back({begin, tops_.size(), arena_.size(), flags.completed, false});
+  return true;
+}
+
+bool Matcher::SpecialAllowedAt(int32_t pos, const std::string& text) const {
+  const ByteGrammar& g = grammar_->grammar();
+  const int32_t lit = g.literal_of[pos];
+  if (lit < 0) return false;
+  return std::string_view(g.literals[lit]).substr(g.literal_offset[pos]).starts_with(text);
+}
+
+bool Matcher::AcceptToken(int32_t id) {
+  const Vocabulary& v = grammar_->vocab();
+  if (id < 0 || id >= v.size() || history_.back().stopped) return false;
+  const State s = history_.back();
+  if (v.IsStop(id)) {
+    if (!s.completed) return false;
+    history_.push_back({tops_.size(), tops_.size(), arena_.size(), true, true});
+    return true;
+  }
+  const std::string& bytes = v.bytes(id);
+  if (bytes.empty()) return false;
+  if (!v.IsSpecial(id)) return Advance(std::vector<int32_t>(Tops(s).begin(), Tops(s).end()), bytes);
+  std::vector<int32_t> allowed;  // only stacks sitting in a literal that spells the token
+  for (int32_t t : Tops(s)) {
+    if (SpecialAllowedAt(arena_[t].pos, bytes)) allowed.push_back(t);
+  }
+  return !allowed.empty() && Advance(allowed, bytes);
+}
+
+bool Matcher::AcceptBytes(std::string_view bytes) {
+  if (history_.back().stopped) return false;
+  const State s = history_.back();
+  return Advance(std::vector<int32_t>(Tops(s).begin(), Tops(s).end()), bytes);
+}
+
+void Matcher::Rollback(int n) {
+  RADIXLM_CHECK(n >= 0 && n <= steps());
+  history_.resize(history_.size() - static_cast<size_t>(n));
+  const State& s = history_.back();
+  tops_.resize(s.tops_end);
+  arena_.Truncate(s.arena_size);
+}
+
+CompiledGrammar::ContextKey Matcher::KeyOf(int32_t top) const {
+  CompiledGrammar::ContextKey key;
+  key.fill(kRootParent);
+  int32_t n = top;
+  for (int i = 0; i < CompiledGrammar::kContext && n >= 0; ++i) {
+    key[i] = arena_[n].pos;
+    n = arena_[n].parent;
+  }
+  if (n >= 0) key[CompiledGrammar::kContext] = kBoundary;
+  return key;
+}
+
+void Matcher::FillNextTokenMask(std::span<uint32_t> bitmask) {
+  const Vocabulary& v = grammar_->vocab();
+  RADIXLM_CHECK(bitmask.size() * 32 >= static_cast<size_t>(v.size()));
+  std::fill(bitmask.begin(), bitmask.end(), 0u);
+  const State s = history_.back();
+  if (!s.stopped) {
+    std::vector<const CompiledGrammar::MaskEntry*> entries;
+    std::vector<CompiledGrammar::ContextKey> seen;
+    bool any_uncertain = false;
+    for (int32_t t : Tops(s)) {
+      const CompiledGrammar::ContextKey key = KeyOf(t);
+      const CompiledGrammar::MaskEntry& e = grammar_->Entry(key);
+      entries.push_back(&e);
+      any_uncertain |= !e.uncertain.empty();
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      if (!e.accepted_bits.empty()) {
+        for (size_t w = 0; w < e.accepted_bits.size(); ++w) bitmask[w] |= e.accepted_bits[w];
+      } else {
+        for (int32_t id : e.accepted_ids) SetBit(bitmask, id);
+      }
+    }
+    if (any_uncertain) {
+      // The state's identity: every stack's positions, top to bottom, separated.
+      state_key_.clear();
+      for (int32_t t : Tops(s)) {
+        for (int32_t n = t; n >= 0; n = arena_[n].parent) state_key_.push_back(arena_[n].pos);
+        state_key_.push_back(kBoundary);
+      }
+      if (!grammar_->LookupState(state_key_, &uncertain_ok_)) {
+        uncertain_ok_.clear();
+        const auto tops = Tops(s);
+        for (size_t i = 0; i < tops.size(); ++i) {
+          if (!entries[i]->uncertain.empty()) CheckUncertain(tops[i], *entries[i], bitmask, &uncertain_ok_);
+        }
+        grammar_->StoreState(state_key_, uncertain_ok_);
+      }
+      for (int32_t id : uncertain_ok_) SetBit(bitmask, id);
+    }
+  }
+  if (s.completed || s.stopped) {
+    for (int32_t id : v.stop_ids()) SetBit(bitmask, id);
+  }
+}
+
+// The uncertain tokens of a top's context against its full stack, in trie order: the state
+// after each prefix depth is kept and reused by the next token sharing that prefix.
+void Matcher::CheckUncertain(int32_t top, const CompiledGrammar::MaskEntry& e, std::span<const uint32_t> accepted,
+                             std::vector<int32_t>* ok_ids) {
+  const ByteGrammar& g = grammar_->grammar();
+  const Vocabulary& v = grammar_->vocab();
+  const size_t arena_base = arena_.size();
+  walk_tops_.assign(1, top);
+  walk_off_.assign({0, 1});
+  walk_mark_.assign(1, arena_base);
+  size_t valid = 0;              // states known for depths 0..valid (a prefix of the last token)
+  size_t dead = SIZE_MAX;        // depth whose state is empty (prefix rejected)
+  for (size_t k = 0; k < e.uncertain.size(); ++k) {
+    const int32_t id = e.uncertain[k];
+    const std::string& bytes = v.bytes(id);
+    const size_t lcp = k == 0 ? 0 : std::min<size_t>(e.uncertain_lcp[k], valid);
+    valid = lcp;
+    if (dead <= lcp) continue;  // shares a rejected prefix
+    if (GetBit(accepted, id)) continue;
+    arena_.Truncate(walk_mark_[lcp]);
+    walk_tops_.resize(walk_off_[lcp + 1]);
+    walk_off_.resize(lcp + 2);
+    walk_mark_.resize(lcp + 1);
+    dead = SIZE_MAX;
+    bool ok = false;
+    for (size_t d = lcp; d < bytes.size(); ++d) {
+      const std::span<const int32_t> cur(walk_tops_.data() + walk_off_[d], walk_off_[d + 1] - walk_off_[d]);
+      const StepFlags f = StepByte(g, arena_, cur, static_cast<uint8_t>(bytes[d]), &walk_next_);
+      walk_tops_.insert(walk_tops_.end(), walk_next_.begin(), walk_next_.end());
+      walk_off_.push_back(walk_tops_.size());
+      walk_mark_.push_back(arena_.size());
+      valid = d + 1;
+      if (walk_next_.empty()) {
+        ok = f.completed && d + 1 == bytes.size();
+        dead = d + 1;
+        break;
+      }
+      if (d + 1 == bytes.size()) ok = true;
+    }
+    if (ok) ok_ids->push_back(id);
+  }
+  arena_.Truncate(arena_base);
+}
+
+}  // namespace radixlm::grammar
