@@ -40,7 +40,7 @@ std::vector<CharRange> Normalize(std::vector<CharRange> r) {
 
 void AppendEscaped(std::string& out, uint32_t cp, bool in_class) {
   char buf[16];
-  if (cp == '\\' || cp == '"' || (in_class && (cp == ']' || cp == '[' || cp == '-' || cp == '^'))) {
+  if (cp == '\\' || cp == '"' || (in_class && (cp == ']' || cp == '[' || cp == '-'))) {
     out += '\\';
     out += static_cast<char>(cp);
   } else if (cp == '\n') {
@@ -49,7 +49,7 @@ void AppendEscaped(std::string& out, uint32_t cp, bool in_class) {
     out += "\\r";
   } else if (cp == '\t') {
     out += "\\t";
-  } else if (cp < 0x20 || cp == 0x7F) {
+  } else if (cp < 0x20 || cp == 0x7F || (in_class && cp == '^')) {  // a leading ^ would negate
     std::snprintf(buf, sizeof buf, "\\x%02X", cp);
     out += buf;
   } else if (cp < 0x80) {

@@ -1,13 +1,203 @@
-// JSON Schema -> grammar: unit cases, then the JSONSchemaBench schemas (when shared data exists).
+// JSON Schema -> grammar: unit cases, then the JSONSchemaBench schemas (when the shared data is
+// present): compile coverage per category, and every test instance accepted or rejected as its
+// `valid` flag says.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
 #include "grammar/json_schema.h"
+#include "grammar/json_feed_test.h"
 #include "grammar/matcher.h"
 
 namespace radixlm::grammar {
 namespace {
 
-TEST(JsonSchemaTest, Placeholder) { EXPECT_TRUE(JsonSchemaToGbnf(R"({"type":"string"})").ok()); }
+using Json = nlohmann::ordered_json;
+
+std::shared_ptr<const Vocabulary> Bytes() {
+  static auto v = [] {
+    std::vector<std::string> t;
+    for (int b = 0; b < 256; ++b) t.push_back(std::string(1, static_cast<char>(b)));
+    return std::make_shared<const Vocabulary>(std::move(t), std::span<const int32_t>{}, std::span<const int32_t>{});
+  }();
+  return v;
+}
+
+// Whether the schema's grammar accepts the text exactly (as a whole document).
+bool Accepts(const std::string& schema, const std::string& text) {
+  auto g = CompiledGrammar::FromJsonSchema(schema, Bytes());
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().message();
+  if (!g.ok()) return false;
+  Matcher m(*g);
+  return m.AcceptBytes(text) && m.IsCompleted();
+}
+
+TEST(JsonSchemaTest, AcceptsExactlyTheValidTexts) {
+  struct Case {
+    const char* schema;
+    const char* text;
+    bool ok;
+  } cases[] = {
+      {R"({"type":"string"})", R"("a\"b\u00e9\ud83d\ude00")", true},
+      {R"({"type":"string"})", R"("a)", false},
+      {R"({"type":"string","maxLength":2})", R"("\u00e9\ud83d\ude00")", true},  // 2 code points
+      {R"({"type":"string","maxLength":2})", R"("abc")", false},
+      {R"({"type":"string","minLength":2})", R"("a")", false},
+      {R"({"type":"integer","minimum":-5,"exclusiveMaximum":12})", "-5", true},
+      {R"({"type":"integer","minimum":-5,"exclusiveMaximum":12})", "11", true},
+      {R"({"type":"integer","minimum":-5,"exclusiveMaximum":12})", "12", false},
+      {R"({"type":"integer","minimum":-5,"exclusiveMaximum":12})", "-6", false},
+      {R"({"type":"integer","minimum":100})", "99", false},
+      {R"({"type":"integer","minimum":100})", "123456", true},
+      {R"({"type":"number","minimum":0,"maximum":1})", "0.5", true},
+      {R"({"type":"number","minimum":0,"maximum":1})", "1.0", true},
+      {R"({"type":"number","minimum":0,"maximum":1})", "1.01", false},
+      {R"({"type":"number","exclusiveMinimum":0})", "0", false},
+      {R"({"type":"number","exclusiveMinimum":0})", "0.001", true},
+      {R"({"type":"number","minimum":-2})", "-1.5", true},
+      {R"({"type":"number","minimum":-2})", "-2.5", false},
+      {R"({"type":"number"})", "-1.5e+10", true},
+      {R"({"enum":["a",1,null,{"k":[true]}]})", R"({"k": [true]})", true},
+      {R"({"enum":["a",1,null,{"k":[true]}]})", R"("b")", false},
+      {R"({"type":"string","enum":["a",1]})", "1", false},
+      {R"({"const":"é"})", R"("\u00e9")", true},
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"]})",
+       R"({"b": "x"})", true},
+      {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"]})",
+       R"({"a": 1})", false},
+      {R"({"type":"object","properties":{"a":{"type":"integer"}}})", R"({"a": 1, "zz": [1, {}]})", true},
+      {R"({"type":"object","properties":{"a":{"type":"integer"}}})", R"({"a": 1, "a": "x"})", false},
+      {R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false})", R"({"b": 1})", false},
+      {R"({"type":"object","properties":{"ab":{"type":"integer"}},"additionalProperties":{"type":"string"}})",
+       R"({"a": "x", "abc": "y"})", true},
+      {R"({"type":"object","properties":{"ab":{"type":"integer"}},"additionalProperties":{"type":"string"}})",
+       R"({"ab": "x"})", false},
+      {R"({"properties":{"a":{"type":"integer"}}})", "7", true},  // no type: any type
+      {R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})", "[1, 2]", true},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})", "[1]", false},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})", "[1,2,3,4]", false},
+      {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})", R"(["a"])", true},
+      {R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})", R"(["a",1,2])", false},
+      {R"({"type":"array","items":[{"type":"string"}]})", R"(["a", 2, null])", true},
+      {R"({"type":"string","pattern":"^[a-z]+\\d{2}$"})", R"("abc12")", true},
+      {R"({"type":"string","pattern":"^[a-z]+\\d{2}$"})", R"("abc123")", false},
+      {R"({"type":"string","pattern":"b\\.c"})", R"("xxb.cyy")", true},  // unanchored: anywhere
+      {R"({"type":"string","pattern":"b\\.c"})", R"("xxbxcyy")", false},
+      {R"({"type":"string","format":"date"})", R"("2024-02-29")", true},
+      {R"({"type":"string","format":"date"})", R"("2023-02-29")", false},
+      {R"({"type":"string","format":"date-time"})", R"("2024-01-31T23:59:59.5+01:00")", true},
+      {R"({"type":"string","format":"uuid"})", R"("123e4567-e89b-12d3-a456-426614174000")", true},
+      {R"({"type":"string","format":"ipv4"})", R"("256.1.1.1")", false},
+      {R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}},"additionalProperties":false}},"$ref":"#/$defs/n"})",
+       R"({"next": {"next": {}}})", true},
+      {R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":1}]})", R"("ab")", false},
+      {R"({"oneOf":[{"type":"integer"},{"type":"string"}]})", "3", true},
+      {R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"a":{"minimum":3}}}],"type":"object"})",
+       R"({"a": 2})", false},
+      {R"({"allOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"a":{"minimum":3}}}],"type":"object"})",
+       R"({"a": 3})", true},
+      {R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false,"allOf":[{"properties":{"b":{}}}]})",
+       R"({"b": 1})", false},  // b is not in the first subschema's properties: additionalProperties forbids it
+  };
+  for (const Case& c : cases) EXPECT_EQ(Accepts(c.schema, c.text), c.ok) << c.schema << " on " << c.text;
+}
+
+TEST(JsonSchemaTest, RefusesWhatItCannotExpressNamingTheKeyword) {
+  struct Case {
+    const char* schema;
+    const char* keyword;
+  } cases[] = {
+      {R"({"not":{"type":"string"}})", "'not'"},
+      {R"({"type":"object","if":{"required":["a"]},"then":{"required":["b"]}})", "'if'"},
+      {R"({"type":"object","patternProperties":{"^x":{}}})", "'patternProperties'"},
+      {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
+      {R"({"type":"array","contains":{"type":"integer"}})", "'contains'"},
+      {R"({"type":"number","multipleOf":0.5})", "'multipleOf'"},
+      {R"({"type":"number","minimum":0.5})", "'minimum'"},
+      {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "'oneOf'"},
+      {R"({"$ref":"other.json#/x"})", "'$ref'"},
+      {R"({"type":"string","format":"uri"})", "'format'"},
+      {R"({"type":"string","pattern":"(?=a)b"})", "'pattern'"},
+      {R"({"type":"string","pattern":"\\bword"})", "'pattern'"},
+      {R"({"type":"string","pattern":"^a","maxLength":3})", "'pattern'"},
+      {R"({"type":"object","minProperties":1})", "'minProperties'"},
+      {R"({"type":"object","dependencies":{"a":["b"]}})", "'dependencies'"},
+      {R"({"type":"fraction"})", "unsupported type 'fraction'"},
+  };
+  for (const Case& c : cases) {
+    auto g = JsonSchemaToGbnf(c.schema);
+    ASSERT_FALSE(g.ok()) << c.schema << " compiled to\n" << *g;
+    EXPECT_NE(g.status().message().find(c.keyword), std::string::npos) << g.status().message();
+  }
+  // Annotations do not constrain.
+  EXPECT_TRUE(JsonSchemaToGbnf(R"({"title":"t","description":"d","examples":[1],"default":2,"$comment":"c",
+                                   "deprecated":true,"readOnly":true,"x-vendor":{"not":1},"type":"integer"})").ok());
+}
+
+TEST(JsonSchemaTest, EmbedsUnderARulePrefix) {
+  auto args = JsonSchemaToGbnf(R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})",
+                               {.rule_prefix = "weather-"});
+  ASSERT_TRUE(args.ok());
+  const std::string gbnf = "root ::= \"<tool_call>\" weather-root \"</tool_call>\"\n" + *args;
+  auto g = CompiledGrammar::FromGbnf(gbnf, Bytes());
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  Matcher m(*g);
+  EXPECT_TRUE(m.AcceptBytes("<tool_call>{\"city\": \"Paris\"}</tool_call>"));
+  EXPECT_TRUE(m.IsCompleted());
+  Matcher o(CompiledGrammar::JsonObject(Bytes()));
+  EXPECT_TRUE(o.AcceptBytes("{\"a\": [1, 2.5, \"x\", null, true, {}]}") && o.IsCompleted());
+  Matcher o2(CompiledGrammar::JsonObject(Bytes()));
+  EXPECT_FALSE(o2.AcceptBytes("[1]"));
+}
+
+// The JSONSchemaBench schemas: compile coverage per category, and each instance accepted iff valid.
+TEST(JsonSchemaBenchTest, CoverageAndInstances) {
+  const char* shared = std::getenv("RADIXLM_SHARED_DATA");
+  const std::string dir = shared ? std::string(shared) + "/jsonschema" : "";
+  if (dir.empty() || !std::ifstream(dir + "/Glaiveai2K.jsonl")) GTEST_SKIP() << "no shared jsonschema data";
+  const auto start = std::chrono::steady_clock::now();
+  std::map<std::string, std::string> refusals;  // keyword -> count, printed
+  for (const char* cat : {"Glaiveai2K", "Github_easy", "Kubernetes"}) {
+    std::ifstream in(dir + "/" + cat + ".jsonl");
+    int schemas = 0, compiled = 0, instances = 0, valid_rejected = 0, invalid_accepted = 0;
+    std::string line;
+    while (std::getline(in, line)) {
+      const Json row = Json::parse(line);
+      ++schemas;
+      auto gbnf = JsonSchemaToGbnf(row["schema"].dump());
+      if (!gbnf.ok()) continue;
+      ++compiled;
+      if (!row.contains("tests")) continue;
+      auto g = CompiledGrammar::FromGbnf(*gbnf, Bytes());
+      ASSERT_TRUE(g.ok()) << g.status().message();
+      for (const Json& t : row["tests"]) {
+        const bool valid = t["valid"].get<bool>();
+        for (FeedStyle style : {FeedStyle::kCompact, FeedStyle::kPython}) {
+          ++instances;
+          Matcher m(*g);
+          const bool accepted = FeedJson(m, t["data"], style) && m.IsCompleted();
+          if (accepted && !valid) {
+            ++invalid_accepted;
+            ADD_FAILURE() << cat << " " << row["id"] << ": invalid instance accepted: " << t["data"].dump();
+          }
+          if (!accepted && valid) {
+            ++valid_rejected;
+            if (valid_rejected <= 5) std::printf("  %s %s: valid instance rejected: %.200s\n", cat, row["id"].dump().c_str(), t["data"].dump().c_str());
+          }
+        }
+      }
+    }
+    std::printf("%-12s schemas %5d compiled %5d (%.1f%%)  instances %6d  valid rejected %d  invalid accepted %d\n", cat,
+                schemas, compiled, 100.0 * compiled / schemas, instances, valid_rejected, invalid_accepted);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("JSONSchemaBench check: %.1f s\n", secs);
+}
 
 }  // namespace
 }  // namespace radixlm::grammar

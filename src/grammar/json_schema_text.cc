@@ -18,10 +18,10 @@ std::string Join(const std::vector<std::string>& alts) {
 
 void AppendClassChar(std::string& out, uint32_t cp) {
   char buf[16];
-  if (cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '^' || cp == '"') {
+  if (cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '"') {
     out += '\\';
     out += static_cast<char>(cp);
-  } else if (cp < 0x20 || cp == 0x7F) {
+  } else if (cp < 0x20 || cp == 0x7F || cp == '^') {  // ^ as \x5E: a leading ^ would negate
     std::snprintf(buf, sizeof buf, "\\x%02X", cp);
     out += buf;
   } else if (cp < 0x80) {

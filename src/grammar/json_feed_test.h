@@ -1,0 +1,73 @@
+// Test helper: feeds a JSON value to a matcher as serialised text, compactly or in Python's
+// json.dumps default style (", " and ": " separators, non-ASCII as \u escapes). Object members
+// may come in any order in the value; the helper finds the order the grammar takes (members of
+// a schema grammar follow `properties`), by trying members on forks, with backtracking and a
+// budget. So "accepted" means: some member order of the value's serialisation is accepted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/matcher.h"
+
+namespace radixlm::grammar {
+
+enum class FeedStyle { kCompact, kPython };
+
+namespace feed_internal {
+
+inline std::string Scalar(const nlohmann::ordered_json& v, FeedStyle style) {
+  return v.dump(-1, ' ', /*ensure_ascii=*/style == FeedStyle::kPython);
+}
+
+inline bool Feed(Matcher& m, const nlohmann::ordered_json& v, FeedStyle style, int* budget);
+
+inline bool Members(Matcher& m, std::vector<std::pair<std::string, const nlohmann::ordered_json*>> rest, bool first,
+                    FeedStyle style, int* budget) {
+  if (rest.empty()) return m.AcceptBytes("}");
+  if (--*budget < 0) return false;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    Matcher f = m.Fork();
+    if (!first && !f.AcceptBytes(style == FeedStyle::kPython ? ", " : ",")) return false;
+    if (!f.AcceptBytes(Scalar(nlohmann::ordered_json(rest[i].first), style))) continue;
+    if (!f.AcceptBytes(style == FeedStyle::kPython ? ": " : ":")) continue;
+    if (!Feed(f, *rest[i].second, style, budget)) continue;
+    auto others = rest;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+    if (Members(f, others, false, style, budget)) {
+      m = std::move(f);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline bool Feed(Matcher& m, const nlohmann::ordered_json& v, FeedStyle style, int* budget) {
+  if (v.is_object()) {
+    if (!m.AcceptBytes("{")) return false;
+    std::vector<std::pair<std::string, const nlohmann::ordered_json*>> members;
+    for (const auto& [k, x] : v.items()) members.push_back({k, &x});
+    return Members(m, members, true, style, budget);
+  }
+  if (v.is_array()) {
+    if (!m.AcceptBytes("[")) return false;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i > 0 && !m.AcceptBytes(style == FeedStyle::kPython ? ", " : ",")) return false;
+      if (!Feed(m, v[i], style, budget)) return false;
+    }
+    return m.AcceptBytes("]");
+  }
+  return m.AcceptBytes(Scalar(v, style));
+}
+
+}  // namespace feed_internal
+
+// REQUIRES: m at the start of a value.
+inline bool FeedJson(Matcher& m, const nlohmann::ordered_json& v, FeedStyle style) {
+  int budget = 2000;
+  return feed_internal::Feed(m, v, style, &budget);
+}
+
+}  // namespace radixlm::grammar
