@@ -2,6 +2,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <map>
 
 #include "grammar/json_schema.h"
 
@@ -14,7 +15,50 @@ bool GetBit(std::span<const uint32_t> bits, int32_t id) { return (bits[id >> 5] 
 }  // namespace
 
 CompiledGrammar::CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_ptr<const Vocabulary> vocab)
-    : g_(std::move(g)), gbnf_(std::move(gbnf)), vocab_(std::move(vocab)), entries_(g_.elems.size()) {}
+    : g_(std::move(g)), gbnf_(std::move(gbnf)), vocab_(std::move(vocab)) {
+  // Shortest derivation per rule: relax until nothing improves (Bellman-Ford over rules).
+  constexpr int64_t kInf = INT64_MAX / 4;
+  const size_t n = g_.alternatives.size();
+  shortest_len_.assign(n, kInf);
+  shortest_alt_.assign(n, -1);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t a = 0; a < g_.alternatives[r].size(); ++a) {
+        int64_t len = 0;
+        for (int32_t p = g_.alternatives[r][a]; g_.elems[p].kind != ByteGrammar::Kind::kEnd && len < kInf; ++p) {
+          len += g_.elems[p].kind == ByteGrammar::Kind::kBytes ? 1 : shortest_len_[g_.elems[p].arg];
+        }
+        if (len < shortest_len_[r]) {
+          shortest_len_[r] = len;
+          shortest_alt_[r] = static_cast<int32_t>(a);
+          changed = true;
+        }
+      }
+    }
+  }
+}
+
+void CompiledGrammar::AppendShortestFrom(int32_t pos, std::string* out) const {
+  for (int32_t p = pos; g_.elems[p].kind != ByteGrammar::Kind::kEnd; ++p) {
+    if (g_.elems[p].kind == ByteGrammar::Kind::kRef) {
+      AppendShortest(g_.elems[p].arg, out);
+      continue;
+    }
+    const auto& set = g_.sets[g_.elems[p].arg];
+    for (int b = 0; b < 256; ++b) {
+      if ((set[b >> 6] >> (b & 63)) & 1) {
+        out->push_back(static_cast<char>(b));
+        break;
+      }
+    }
+  }
+}
+
+void CompiledGrammar::AppendShortest(int32_t rule, std::string* out) const {
+  RADIXLM_CHECK(shortest_alt_[rule] >= 0);
+  AppendShortestFrom(g_.alternatives[rule][shortest_alt_[rule]], out);
+}
 
 core::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::FromGbnf(
     std::string_view gbnf, std::shared_ptr<const Vocabulary> vocab, std::string_view root) {
@@ -76,24 +120,48 @@ void CompiledGrammar::StoreState(const std::vector<int32_t>& state, const std::v
 }
 
 // One depth-first walk of the vocabulary trie from the stack the key describes (its bottom a
-// kBoundary or kRootParent sentinel). Per trie depth d: the tops after d bytes
-// (buf[off[d], off[d+1])), the arena size after computing them, and whether some path popped
-// the boundary at a depth <= d. A token is accepted when some path is alive after its last byte
-// or ended (boundary or root) exactly there; uncertain when not, but a path popped the boundary
-// earlier; otherwise rejected.
+// kBoundary or kRootParent sentinel). A token is accepted when some path is alive after its
+// last byte or ended (boundary or root) exactly there; uncertain when not, but a path popped the
+// boundary earlier; otherwise rejected. Stacks are hash-consed for the whole walk, so a parser
+// state is a sorted list of top ids, and its transition on a byte is computed once (a DFA built
+// lazily: inside a string every character leads back to the same state).
 std::unique_ptr<CompiledGrammar::MaskEntry> CompiledGrammar::ComputeEntry(const ContextKey& key) const {
   const auto& trie = vocab_->trie();
   const auto& trie_tokens = vocab_->trie_tokens();
   std::vector<int32_t> accepted, uncertain;
-  StackArena arena;
+  StackArena arena(/*persistent=*/true);
   arena.BeginStep();
   int levels = 0;
   while (levels < kContext && key[levels] >= 0) ++levels;
   int32_t node = levels == kContext ? key[kContext] : kRootParent;
   for (int i = levels - 1; i >= 0; --i) node = arena.Make(key[i], node);
   const int32_t pos = key[0];
-  std::vector<int32_t> buf = {node}, next;
-  std::vector<size_t> off = {0, 1}, mark = {arena.size()};
+
+  // DFA states: sorted top ids; transitions per byte (-1 = not computed), with the step's flags.
+  std::vector<std::vector<int32_t>> states = {{node}};
+  std::map<std::vector<int32_t>, int32_t> state_ids = {{{node}, 0}};
+  std::vector<std::array<int32_t, 256>> next_state(1);
+  std::vector<std::array<uint8_t, 256>> next_flags(1);
+  next_state[0].fill(-1);
+  std::vector<int32_t> scratch;
+  auto step = [&](int32_t from, uint8_t b, uint8_t* flags) {
+    if (next_state[from][b] < 0) {
+      const StepFlags f = StepByte(g_, arena, states[from], b, &scratch);
+      std::sort(scratch.begin(), scratch.end());
+      auto [it, inserted] = state_ids.emplace(scratch, static_cast<int32_t>(states.size()));
+      if (inserted) {
+        states.push_back(scratch);
+        next_state.emplace_back().fill(-1);
+        next_flags.emplace_back();
+      }
+      next_state[from][b] = it->second;
+      next_flags[from][b] = static_cast<uint8_t>((f.completed ? 1 : 0) | (f.boundary ? 2 : 0));
+    }
+    *flags = next_flags[from][b];
+    return next_state[from][b];
+  };
+  // Per depth d: the state after d bytes, and whether a path popped the boundary at depth <= d.
+  std::vector<int32_t> state_at = {0};
   std::vector<uint8_t> ended = {0};
   auto tokens_between = [&](int32_t node_begin, int32_t node_end) {  // tokens of nodes [begin, end)
     const int32_t a = trie[node_begin].tokens_begin;
@@ -104,20 +172,17 @@ std::unique_ptr<CompiledGrammar::MaskEntry> CompiledGrammar::ComputeEntry(const 
   for (int32_t i = 1; i < static_cast<int32_t>(trie.size());) {
     const Vocabulary::TrieNode& tn = trie[i];
     const size_t d = tn.depth;
-    arena.Truncate(mark[d - 1]);
-    buf.resize(off[d]);
-    off.resize(d + 1);
-    mark.resize(d);
+    state_at.resize(d);
     ended.resize(d);
-    const StepFlags f = StepByte(g_, arena, std::span(buf).subspan(off[d - 1], off[d] - off[d - 1]), tn.byte, &next);
-    const bool alive = !next.empty();
+    uint8_t flags = 0;
+    const int32_t st = step(state_at[d - 1], tn.byte, &flags);
+    const bool alive = !states[st].empty();
+    const bool boundary = flags & 2, completed = flags & 1;
     const bool ended_before = ended[d - 1];
-    ended.push_back(ended_before || f.boundary);
-    buf.insert(buf.end(), next.begin(), next.end());
-    off.push_back(buf.size());
-    mark.push_back(arena.size());
+    state_at.push_back(st);
+    ended.push_back(ended_before || boundary);
     for (int32_t t = tn.tokens_begin; t < tn.tokens_end; ++t) {
-      if (alive || f.boundary || f.completed) {
+      if (alive || boundary || completed) {
         accepted.push_back(trie_tokens[t]);
       } else if (ended_before) {
         uncertain.push_back(trie_tokens[t]);
@@ -166,6 +231,23 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std:
   StepFlags flags;
   InitialTops(grammar_->grammar(), arena_, &tops_, &flags);
   history_.push_back({0, tops_.size(), arena_.size(), flags.completed, false});
+}
+
+std::string Matcher::ShortestCompletion() const {
+  const State& s = history_.back();
+  std::string best;
+  bool found = s.completed;
+  for (int32_t t : Tops(s)) {
+    std::string text;
+    for (int32_t n = t, pos = arena_[t].pos; n != kRootParent;) {
+      grammar_->AppendShortestFrom(pos, &text);
+      n = arena_[n].parent;
+      if (n >= 0) pos = arena_[n].pos;
+    }
+    if (!found || text.size() < best.size()) best = std::move(text);
+    found = true;
+  }
+  return best;
 }
 
 bool Matcher::IsTerminated() const {

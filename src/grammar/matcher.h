@@ -81,9 +81,17 @@ class CompiledGrammar {
   bool LookupState(const std::vector<int32_t>& state, std::vector<int32_t>* ids) const;
   void StoreState(const std::vector<int32_t>& state, const std::vector<int32_t>& ids) const;
 
+  // The shortest text rule r derives (the lowest byte of each set), appended to *out.
+  void AppendShortest(int32_t rule, std::string* out) const;
+  // The shortest text completing the rest of position pos's alternative.
+  void AppendShortestFrom(int32_t pos, std::string* out) const;
+
   CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_ptr<const Vocabulary> vocab);
 
  private:
+  std::vector<int64_t> shortest_len_;  // per rule
+  std::vector<int32_t> shortest_alt_;  // per rule: the alternative giving it
+
   struct KeyHash {
     size_t operator()(const ContextKey& k) const;
     size_t operator()(const std::vector<int32_t>& k) const;
@@ -123,6 +131,9 @@ class Matcher {
   bool IsTerminated() const;
 
   Matcher Fork() const { return *this; }
+  // The shortest byte string that completes the grammar from here ("" when complete): e.g. to
+  // close a JSON document cut by max_tokens. Not necessarily one token sequence of the vocabulary.
+  std::string ShortestCompletion() const;
   const CompiledGrammar& grammar() const { return *grammar_; }
 
  private:

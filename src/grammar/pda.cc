@@ -174,14 +174,18 @@ uint64_t HashPair(int32_t pos, int32_t parent) {
 
 ByteGrammar ByteGrammar::Lower(const Grammar& g) { return Lowerer(g).Run(); }
 
-StackArena::StackArena() : table_(256) {}
+StackArena::StackArena(bool persistent) : table_(256), persistent_(persistent) {}
 
 void StackArena::BeginStep() {
+  if (++top_step_ == 0) {  // wrapped: forget every stamp
+    std::fill(top_gen_.begin(), top_gen_.end(), 0);
+    top_step_ = 1;
+  }
+  if (persistent_) return;
   ++gen_;
   used_ = 0;
-  if (gen_ == 0) {  // wrapped: forget every stamp
+  if (gen_ == 0) {
     for (Slot& s : table_) s.gen = 0;
-    std::fill(top_gen_.begin(), top_gen_.end(), 0);
     gen_ = 1;
   }
 }
@@ -216,8 +220,8 @@ int32_t StackArena::Make(int32_t pos, int32_t parent) {
 
 bool StackArena::MarkTop(int32_t id) {
   if (static_cast<size_t>(id) >= top_gen_.size()) top_gen_.resize(nodes_.size(), 0);
-  if (top_gen_[id] == gen_) return false;
-  top_gen_[id] = gen_;
+  if (top_gen_[id] == top_step_) return false;
+  top_gen_[id] = top_step_;
   return true;
 }
 

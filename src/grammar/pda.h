@@ -68,7 +68,10 @@ struct StackNode {
 // (pos, parent) pairs get one node, so equal stacks are one top id.
 class StackArena {
  public:
-  StackArena();
+  // persistent: equal (pos, parent) pairs share one node for the arena's whole life (not just
+  // within a step), so equal stacks are equal ids everywhere (for memoized transitions).
+  // REQUIRES for a persistent arena: no Truncate.
+  explicit StackArena(bool persistent = false);
   void BeginStep();
   // The node for (pos, parent), made in this step if new.
   int32_t Make(int32_t pos, int32_t parent);
@@ -90,8 +93,10 @@ class StackArena {
   std::vector<StackNode> nodes_;
   std::vector<uint32_t> top_gen_;  // per node: the step in which it was last marked a top
   std::vector<Slot> table_;
-  uint32_t gen_ = 1;
+  uint32_t gen_ = 1;       // table generation (per step unless persistent)
+  uint32_t top_step_ = 1;  // MarkTop generation (per step)
   size_t used_ = 0;
+  bool persistent_ = false;
 };
 
 // What a step (or the closure of an initial position) reached besides new tops.
