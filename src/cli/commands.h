@@ -20,6 +20,7 @@ void RegisterSimulate(CLI::App& app);
 void RegisterRerank(CLI::App& app);
 void RegisterEmbed(CLI::App& app);
 void RegisterBatch(CLI::App& app);
+void RegisterGrammar(CLI::App& app);
 void RegisterTemplate(CLI::App& app);
 
 }  // namespace radixlm::cli

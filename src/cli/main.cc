@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   radixlm::cli::RegisterRerank(app);
   radixlm::cli::RegisterEmbed(app);
   radixlm::cli::RegisterBatch(app);
+  radixlm::cli::RegisterGrammar(app);
   radixlm::cli::RegisterTemplate(app);
   // Errors a user can cause come back as Status; this is the last line for anything that
   // still escapes (memory refused, say): one clear message and exit 1, not std::terminate.
