@@ -167,6 +167,35 @@ void Engine::Preempt(Req& r) {
   ++metrics_.preemptions;
 }
 
+void Engine::SampleRow(Req& r, std::span<float> logits, int32_t* token, double* cumulative, SampledInfo* info) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  // logprobs: the model's distribution, before any processor changes the row.
+  const bool want = r.params.top_logprobs >= 0;
+  double lse = 0;
+  std::vector<float> raw;  // the raw row, only when the penalties would overwrite the sampled logit
+  if (want) {
+    lse = sampling::LogSumExp(logits);
+    sampling::TopLogProbs(logits, r.params.top_logprobs, lse, &info->top);
+    if (r.sampler.params().HasPenalties()) raw.assign(logits.begin(), logits.end());
+  }
+  // Logit processors (each row is its request's alone): min_tokens, the penalties, the constraint.
+  if (static_cast<int64_t>(r.tokens.size()) - r.prompt_len < r.params.min_tokens)
+    for (int32_t id : r.params.stop_ids)
+      if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
+  if (r.sampler.params().HasPenalties()) r.sampler.Penalize(logits);
+  if (r.params.constraint) {
+    r.params.constraint->Mask(logits);
+    if (*std::max_element(logits.begin(), logits.end()) == -std::numeric_limits<float>::infinity()) {
+      *token = -1;
+      return;
+    }
+  }
+  *token = r.sampler.Sample(logits);
+  if (r.params.constraint) r.params.constraint->Accept(*token);
+  if (r.params.cumulative_logprob) *cumulative = sampling::LogProb(logits, *token);
+  if (want) info->logprob = static_cast<float>((raw.empty() ? logits[*token] : raw[*token]) - lse);
+}
+
 void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token) {
   Release(*r, reason == FinishReason::kCancelled ? cache::ReleaseMode::kCancel : cache::ReleaseMode::kFinish);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
@@ -176,6 +205,11 @@ void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_t
   ev.token = last_token;
   ev.finish = reason;
   ev.usage = r->usage;
+  ev.error = r->error;
+  if (last_token >= 0 && r->params.top_logprobs >= 0) {
+    ev.logprob = r->last.logprob;
+    ev.top_logprobs = std::move(r->last.top);
+  }
   if (r->callback) r->callback(ev);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -292,18 +326,9 @@ bool Engine::Step() {
     if (p.r->computed + p.n == static_cast<int64_t>(p.r->tokens.size()) && !p.r->params.continuation) sampling.push_back(p.r);
   std::vector<int32_t> sampled(sampling.size());
   std::vector<double> logprobs(sampling.size(), 0.0);
+  std::vector<SampledInfo> info(sampling.size());
   auto sample_rows = [&](int, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      Req& r = *sampling[i];
-      const std::span<float> logits(logits_.data() + i * vocab, vocab);
-      // Logit processors (each row is its request's alone): min_tokens, then the penalties.
-      if (static_cast<int64_t>(r.tokens.size()) - r.prompt_len < r.params.min_tokens)
-        for (int32_t id : r.params.stop_ids)
-          if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
-      if (r.sampler.params().HasPenalties()) r.sampler.Penalize(logits);
-      sampled[i] = r.sampler.Sample(logits);
-      if (r.params.cumulative_logprob) logprobs[i] = sampling::LogProb(logits, sampled[i]);
-    }
+    for (int64_t i = begin; i < end; ++i) SampleRow(*sampling[i], std::span<float>(logits_.data() + i * vocab, vocab), &sampled[i], &logprobs[i], &info[i]);
   };
   if (config_.sampling_pool && sampling.size() > 1) config_.sampling_pool->ParallelFor(static_cast<int64_t>(sampling.size()), sample_rows);
   else sample_rows(0, 0, static_cast<int64_t>(sampling.size()));
@@ -334,7 +359,17 @@ bool Engine::Step() {
       RADIXLM_CHECK(row < sampling.size() && sampling[row] == &r);
       next = sampled[row];
       r.usage.cumulative_logprob += logprobs[row];
+      r.last = std::move(info[row]);
       ++row;
+      if (next < 0) {  // the constraint allowed no token
+        for (auto& ptr : running_)
+          if (ptr.get() == &r) {
+            r.error = "the output constraint (grammar) allows no token at this point";
+            Finish(ptr, FinishReason::kError);
+            break;
+          }
+        continue;
+      }
     }
     r.tokens.push_back(next);
     ++generated_now;
@@ -343,6 +378,10 @@ bool Engine::Step() {
     TokenEvent ev;
     ev.id = r.id;
     ev.token = next;
+    if (r.params.top_logprobs >= 0) {
+      ev.logprob = r.last.logprob;
+      ev.top_logprobs = r.last.top;  // (the final event, in Finish, reads it too)
+    }
     const bool stop = std::find(r.params.stop_ids.begin(), r.params.stop_ids.end(), next) != r.params.stop_ids.end();
     if (stop) ev.finish = FinishReason::kStop;
     else if (generated >= r.params.max_tokens) ev.finish = FinishReason::kLength;

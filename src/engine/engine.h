@@ -134,6 +134,10 @@ class Engine {
   int64_t max_request_tokens() const { return std::min(executor_.max_context(), memory_.max_sequence_tokens()); }
 
  private:
+  struct SampledInfo {
+    float logprob = 0;
+    std::vector<std::pair<int32_t, float>> top;
+  };
   struct Req {
     RequestId id = 0;
     RequestParams params;
@@ -144,6 +148,8 @@ class Engine {
     bool prompt_inserted = false;
     cache::MemorySeq mem;               // blocks, locks and state slots: Memory's to change
     sampling::Sampler sampler;
+    SampledInfo last;                   // logprobs of the token just sampled
+    std::string error;                  // why a kError finish happened
     Usage usage;
     bool first_admission = true;
     bool cancelled = false;
@@ -153,6 +159,9 @@ class Engine {
     explicit Req(const sampling::SamplingParams& s) : sampler(s) {}
   };
 
+  // Draws r's next token from its logits row (processors, constraint, sampler); -1 when the
+  // constraint allows none. cumulative: the drawn token's log-probability (best_of).
+  void SampleRow(Req& r, std::span<float> logits, int32_t* token, double* cumulative, SampledInfo* info);
   void DrainInbox();
   // alone: no other request holds memory.
   bool Admit(Req& r, std::vector<BlockCopy>* copies, bool alone);

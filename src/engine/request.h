@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sampling/constraint.h"
 #include "sampling/sampler.h"
 
 namespace radixlm::engine {
@@ -29,6 +31,13 @@ struct RequestParams {
   std::string cache_salt;
   // Sum the sampled tokens' log-probabilities into Usage::cumulative_logprob (best_of ranks by it).
   bool cumulative_logprob = false;
+  // OpenAI's logprobs: -1 off; k >= 0: every generated token's event carries its log-probability
+  // under the model (log softmax of the raw logits, before penalties, temperature or a
+  // constraint) and the k most likely tokens of that position.
+  int top_logprobs = -1;
+  // A constraint on the output (a grammar); each request needs its own object (it holds the
+  // sequence's state). Recorded continuations ignore it.
+  std::shared_ptr<sampling::TokenConstraint> constraint;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -51,6 +60,10 @@ struct TokenEvent {
   FinishReason finish = FinishReason::kNone;
   std::string error;              // with kError
   Usage usage;                    // filled on the final event
+  // With RequestParams::top_logprobs >= 0, for `token`: its log-probability and the most likely
+  // (id, log-probability) of its position.
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 

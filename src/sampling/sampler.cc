@@ -18,6 +18,39 @@ double LogProb(std::span<const float> logits, int32_t id) {
   return static_cast<double>(logits[static_cast<size_t>(id)]) - mx - std::log(sum);
 }
 
+double LogSumExp(std::span<const float> logits) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (float x : logits) mx = std::max(mx, x);
+  if (!std::isfinite(mx)) return mx;
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  return mx + std::log(sum);
+}
+
+void TopLogProbs(std::span<const float> logits, int k, double lse, std::vector<std::pair<int32_t, float>>* top) {
+  top->clear();
+  if (k <= 0) return;
+  // A min-heap of the best k (logit, id): the root is the worst kept.
+  auto worse = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  std::vector<std::pair<float, int32_t>> heap;
+  heap.reserve(static_cast<size_t>(k) + 1);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const std::pair<float, int32_t> c{logits[i], static_cast<int32_t>(i)};
+    if (static_cast<int>(heap.size()) < k) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), worse);
+    } else if (worse(c, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      heap.back() = c;
+      std::push_heap(heap.begin(), heap.end(), worse);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), worse);
+  for (const auto& [logit, id] : heap) top->push_back({id, static_cast<float>(logit - lse)});
+}
+
 int32_t Argmax(std::span<const float> logits) {
   int32_t best = 0;
   for (size_t i = 1; i < logits.size(); ++i)

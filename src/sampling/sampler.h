@@ -75,4 +75,9 @@ int32_t Argmax(std::span<const float> logits);
 // top-p, as OpenAI's logprobs and best_of ranking use it).
 double LogProb(std::span<const float> logits, int32_t id);
 
+// OpenAI's logprobs of one position: log softmax of the raw logits. `lse` = log sum exp(logits);
+// `top` gets the k most likely (id, log-probability), best first (ties: the lower id). O(V).
+double LogSumExp(std::span<const float> logits);
+void TopLogProbs(std::span<const float> logits, int k, double lse, std::vector<std::pair<int32_t, float>>* top);
+
 }  // namespace radixlm::sampling
