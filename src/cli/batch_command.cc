@@ -255,7 +255,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
     const serve::ScoringRoute route = bl.route == serve::BatchRoute::kEmbeddings ? serve::ScoringRoute::kEmbeddings
                                       : bl.route == serve::BatchRoute::kEmbed    ? serve::ScoringRoute::kEmbed
                                                                                  : serve::ScoringRoute::kRerank;
-    serve::ScoringCall call = scoring_api->Prepare(route, bl.body);
+    serve::ScoringCall call = scoring_api->Prepare(route, nlohmann::json(bl.body));
     if (call.refused) {
       immediate[i] = {call.refused->status, call.refused->body};
       continue;

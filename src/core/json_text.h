@@ -34,7 +34,8 @@ struct JsonLimits {
 enum class JsonParseError { kNone, kInvalid, kTooDeep, kTooLarge };
 
 struct JsonParse {
-  nlohmann::json value;  // discarded unless error == kNone
+  nlohmann::json value;  // discarded unless error == kNone (and not `ordered`)
+  nlohmann::ordered_json ordered_value;  // with `ordered`: objects keep their key order
   JsonParseError error = JsonParseError::kNone;
   int64_t estimated_bytes = 0;  // the SAX pass's estimate of the DOM's size
 };
@@ -105,7 +106,9 @@ class Estimator final : public nlohmann::json_sax<nlohmann::json> {
 }  // namespace json_internal
 
 // REQUIRES: nothing; never throws on content (a NUL byte is invalid JSON here, not an end).
-inline JsonParse ParseJsonBounded(std::string_view text, const JsonLimits& limits = {}) {
+// ordered: the document goes to ordered_value (objects keep the order of their keys: JSON Schema
+// properties, tool definitions and chat messages render and constrain in the client's order).
+inline JsonParse ParseJsonBounded(std::string_view text, const JsonLimits& limits = {}, bool ordered = false) {
   JsonParse out;
   if (text.find('\0') != std::string_view::npos) {
     out.error = JsonParseError::kInvalid;
@@ -121,6 +124,11 @@ inline JsonParse ParseJsonBounded(std::string_view text, const JsonLimits& limit
   else if (sax.too_large()) out.error = JsonParseError::kTooLarge;
   else if (!ok || sax.invalid()) out.error = JsonParseError::kInvalid;
   if (out.error != JsonParseError::kNone) return out;
+  if (ordered) {
+    out.ordered_value = nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (out.ordered_value.is_discarded()) out.error = JsonParseError::kInvalid;
+    return out;
+  }
   out.value = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (out.value.is_discarded()) out.error = JsonParseError::kInvalid;
   return out;

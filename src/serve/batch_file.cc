@@ -17,13 +17,13 @@ std::optional<BatchRoute> BatchRouteOf(std::string_view url) {
 
 bool ParseBatchLine(std::string_view text, int64_t index, int64_t line_number, BatchLine* out, BatchLineError* error) {
   const std::string where = "line " + std::to_string(line_number) + ": ";
-  core::JsonParse parsed = core::ParseJsonBounded(text);
+  core::JsonParse parsed = core::ParseJsonBounded(text, {}, /*ordered=*/true);
   if (parsed.error == core::JsonParseError::kTooDeep || parsed.error == core::JsonParseError::kTooLarge) {
     *error = {"invalid_json", where + (parsed.error == core::JsonParseError::kTooDeep ? "nested more than " +
                                            std::to_string(core::JsonLimits{}.max_depth) + " deep" : "too many small values for its size"), ""};
     return false;
   }
-  const json& j = parsed.value;
+  const nlohmann::ordered_json& j = parsed.ordered_value;
   if (parsed.error != core::JsonParseError::kNone || !j.is_object()) {
     *error = {"invalid_json", where + "not a JSON object", ""};
     return false;

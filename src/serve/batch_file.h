@@ -24,7 +24,7 @@ struct BatchLine {
   int64_t index = 0;  // 0-based line number among the file's non-blank lines
   std::string custom_id;
   BatchRoute route = BatchRoute::kCompletions;
-  nlohmann::json body;
+  nlohmann::ordered_json body;  // key order kept (schemas, tools)
 };
 
 struct BatchLineError {

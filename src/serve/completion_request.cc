@@ -8,7 +8,7 @@
 namespace radixlm::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // Reads an optional field of type T (see the header: strict about types and ranges).
 template <typename T>
@@ -19,7 +19,7 @@ bool Field(const json& body, const char* name, T* out, ApiError* err) {
   if constexpr (std::is_same_v<T, bool>) {
     fits = v.is_boolean();
   } else if constexpr (std::is_integral_v<T>) {
-    fits = IntegerFits<T>(v);
+    fits = IntegerFits<T, json>(v);
     if (!fits && v.is_number_integer()) {
       *err = {400, std::string("'") + name + "' is out of range", "invalid_request_error", name, "invalid_value"};
       return false;
@@ -35,46 +35,6 @@ bool Field(const json& body, const char* name, T* out, ApiError* err) {
   }
   *err = {400, std::string("'") + name + "' has the wrong type", "invalid_request_error", name, "invalid_type"};
   return false;
-}
-
-bool ParseMessages(const json& body, CompletionRequest* out, ApiError* err) {
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-    *err = {400, "'messages' must be a non-empty list", "invalid_request_error", "messages", "invalid_type"};
-    return false;
-  }
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      *err = {400, "each message needs a string 'role'", "invalid_request_error", "messages", "invalid_type"};
-      return false;
-    }
-    static const char* const kRoles[] = {"system", "developer", "user", "assistant", "tool"};
-    const std::string role = m["role"].get<std::string>();
-    if (std::none_of(std::begin(kRoles), std::end(kRoles), [&](const char* r) { return role == r; })) {
-      *err = {400, "unknown message role '" + role + "' (system, developer, user, assistant, tool)", "invalid_request_error",
-              "messages", "invalid_value"};
-      return false;
-    }
-    std::string content;
-    if (m.contains("content") && m["content"].is_string()) {
-      content = m["content"].get<std::string>();
-    } else if (m.contains("content") && m["content"].is_array()) {  // [{type: text, text}, ...]
-      for (const json& part : m["content"]) {
-        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-            !part["text"].is_string()) {
-          *err = {400, "content parts must be {\"type\": \"text\", \"text\": string}; this model reads text only",
-                  "invalid_request_error", "messages", "invalid_type"};
-          return false;
-        }
-        content += part["text"].get<std::string>();
-      }
-    } else if (!(m.contains("content") && m["content"].is_null())) {
-      *err = {400, "each message needs 'content' (a string or a list of text parts)", "invalid_request_error", "messages",
-              "invalid_type"};
-      return false;
-    }
-    out->messages.push_back({m["role"].get<std::string>(), content});
-  }
-  return true;
 }
 
 // Every field a request may carry, and what this server does with it. A field not listed is a
@@ -98,17 +58,17 @@ constexpr FieldRule kFields[] = {
     {"presence_penalty", Use::kRead}, {"frequency_penalty", Use::kRead}, {"repetition_penalty", Use::kRead},
     {"min_tokens", Use::kRead}, {"ignore_eos", Use::kRead}, {"return_token_ids", Use::kRead}, {"cache_salt", Use::kRead},
     {"user", Use::kNoEffect},
-    {"logprobs", Use::kUnlessOff}, {"top_logprobs", Use::kUnlessOff}, {"echo", Use::kUnlessOff}, {"logit_bias", Use::kUnlessOff},
-    {"suffix", Use::kUnlessOff}, {"tools", Use::kUnlessOff}, {"tool_choice", Use::kUnlessOff},
-    {"parallel_tool_calls", Use::kUnlessOff}, {"response_format", Use::kUnlessOff}, {"functions", Use::kUnlessOff},
+    {"logprobs", Use::kRead}, {"top_logprobs", Use::kRead}, {"echo", Use::kRead}, {"logit_bias", Use::kUnlessOff},
+    {"suffix", Use::kUnlessOff}, {"tools", Use::kRead}, {"tool_choice", Use::kRead},
+    {"parallel_tool_calls", Use::kRead}, {"response_format", Use::kRead}, {"grammar", Use::kRead}, {"functions", Use::kUnlessOff},
     {"function_call", Use::kUnlessOff}, {"store", Use::kUnlessOff}, {"metadata", Use::kUnlessOff},
     {"guided_json", Use::kUnsupported}, {"guided_regex", Use::kUnsupported}, {"guided_choice", Use::kUnsupported},
     {"guided_grammar", Use::kUnsupported}, {"use_beam_search", Use::kUnlessOff}, {"length_penalty", Use::kUnsupported},
     {"prompt_logprobs", Use::kUnlessOff}, {"skip_special_tokens", Use::kUnsupported},
     {"spaces_between_special_tokens", Use::kUnsupported}, {"include_stop_str_in_output", Use::kUnlessOff},
-    {"chat_template", Use::kUnsupported}, {"chat_template_kwargs", Use::kUnsupported},
+    {"chat_template", Use::kUnsupported}, {"chat_template_kwargs", Use::kRead},
     {"add_generation_prompt", Use::kUnsupported}, {"continue_final_message", Use::kUnsupported},
-    {"reasoning_effort", Use::kUnsupported}, {"modalities", Use::kUnsupported}, {"audio", Use::kUnsupported},
+    {"reasoning_effort", Use::kRead}, {"modalities", Use::kUnsupported}, {"audio", Use::kUnsupported},
     {"prediction", Use::kUnsupported}, {"web_search_options", Use::kUnsupported}, {"service_tier", Use::kUnsupported},
 };
 
@@ -188,7 +148,7 @@ bool ParseStopIds(const json& body, const CompletionLimits& limits, CompletionRe
   if (!body.contains("stop_token_ids") || body["stop_token_ids"].is_null()) return true;
   const json& ids = body["stop_token_ids"];
   if (!ids.is_array() || ids.size() > kMaxStopTokenIds ||
-      !std::all_of(ids.begin(), ids.end(), [](const json& x) { return IntegerFits<int32_t>(x) && x.get<int64_t>() >= 0; })) {
+      !std::all_of(ids.begin(), ids.end(), [](const json& x) { return IntegerFits<int32_t, json>(x) && x.get<int64_t>() >= 0; })) {
     *err = {400, "'stop_token_ids' must be a list of at most " + std::to_string(kMaxStopTokenIds) + " token ids",
             "invalid_request_error", "stop_token_ids", "invalid_type"};
     return false;
@@ -304,7 +264,8 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
   }
   if (!ParseStopIds(body, limits, p, err)) return false;
   p->allow_special_in_content = limits.allow_special_in_content;
-  return chat ? ParseMessages(body, p, err) : ParsePrompt(body, p, err);
+  if (!ParseOutputFields(body, p, err)) return false;
+  return chat ? ParseChatFields(body, p, err) : ParsePrompt(body, p, err);
 }
 
 bool CheckRequestSize(const CompletionRequest& r, const CompletionLimits& limits, ApiError* err) {
@@ -318,21 +279,24 @@ bool CheckRequestSize(const CompletionRequest& r, const CompletionLimits& limits
 }
 
 bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,
-                 const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err) {
+                 const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err,
+                 std::string* rendered) {
   if (r.chat) {
     if (!chat_format) {
       *err = {400, "this model has no chat template; use /v1/completions", "invalid_request_error", "messages", "unsupported"};
       return false;
     }
-    auto text = chat_format->RenderMessages(r.messages, /*add_generation_prompt=*/true);
-    if (!text.ok()) {
-      *err = {400, text.status().message(), "invalid_request_error", "messages", "invalid_value"};
+    nlohmann::ordered_json vars = r.chat_vars;
+    vars["add_generation_prompt"] = true;
+    auto text = chat_format->Render(std::move(vars));
+    if (!text.ok()) {  // the template's own refusal ("TemplateError: ..."), a 400 naming it
+      *err = {400, "the chat template refused the request: " + text.status().message(), "invalid_request_error", "messages",
+              "invalid_value"};
       return false;
     }
-    std::vector<std::string> texts;
-    for (const auto& m : r.messages) texts.push_back(m.content);
-    const std::vector<tokenizer::TextRange> contents = tokenizer::LocateContents(*text, texts);
+    const std::vector<tokenizer::TextRange> contents = tokenizer::LocateContents(*text, r.literal_texts);
     *ids = r.allow_special_in_content ? tok.Encode(*text) : tok.Encode(*text, /*add_special=*/false, contents);
+    if (rendered) *rendered = std::move(*text);
     return true;
   }
   *ids = r.prompt_is_ids ? r.prompt_ids : tok.Encode(r.prompt_text, /*add_special=*/true);

@@ -1,8 +1,10 @@
 // Parsing and validating a /v1/completions or /v1/chat/completions body, before any model or
 // tokenizer is involved: what the client asked for, or the OpenAI-style error to answer.
 // Strict: a field of another JSON type, an integer outside its range, or an option this server
-// does not implement (logprobs, tools, ...) is a 400, never a silently different request.
-// Then BuildPrompt turns the prompt (text, token ids or chat messages) into token ids.
+// does not implement is a 400, never a silently different request. Objects keep the client's
+// key order (tool schemas and messages render, and schemas constrain, in that order).
+// Then BuildPrompt turns the prompt (text, token ids or chat messages rendered by the model's
+// template with the tools) into token ids.
 #pragma once
 
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include "engine/request.h"
 #include "serve/http_common.h"
+#include "serve/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,10 +35,24 @@ struct CompletionLimits {
 
 inline constexpr int kMaxChoices = 16;  // n
 
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+enum class OutputFormat { kText, kJsonObject, kJsonSchema, kGrammar };
+
 struct CompletionRequest {
   bool chat = false;
-  // The prompt: chat messages, or (completions) a text or token ids.
-  std::vector<tokenizer::ChatMessage> messages;
+  // The prompt: chat variables for the template (messages, tools, chat_template_kwargs,
+  // reasoning_effort), or (completions) a text or token ids.
+  nlohmann::ordered_json chat_vars;
+  std::vector<std::string> literal_texts;  // message contents: text even if they spell special tokens
+  std::vector<Tool> tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_name;  // kNamed
+  bool parallel_tool_calls = true;
+  // response_format / grammar: the schema (compact JSON) or GBNF text.
+  OutputFormat format = OutputFormat::kText;
+  std::string format_text;
+  int top_logprobs = -1;  // -1: no logprobs; else the alternatives per token (0-20)
+  bool echo = false;      // completions: the prompt's text before the completion
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;
   bool prompt_is_ids = false;
@@ -56,13 +73,20 @@ bool CheckRequestSize(const CompletionRequest& request, const CompletionLimits& 
 // (ties: the lower index).
 std::vector<int> BestOf(const std::vector<double>& cumulative_logprobs, int n);
 
-bool ParseCompletionRequest(const nlohmann::json& body, bool chat, const CompletionLimits& limits,
+bool ParseCompletionRequest(const nlohmann::ordered_json& body, bool chat, const CompletionLimits& limits,
                             CompletionRequest* out, ApiError* err);
+// The chat-only fields (messages, tools, tool_choice, parallel_tool_calls, chat_template_kwargs,
+// reasoning_effort) and the output fields (response_format, grammar, logprobs, top_logprobs,
+// echo); chat_request.cc.
+bool ParseChatFields(const nlohmann::ordered_json& body, CompletionRequest* out, ApiError* err);
+bool ParseOutputFields(const nlohmann::ordered_json& body, CompletionRequest* out, ApiError* err);
 
 // The prompt's token ids: the chat rendered with the model's template (nullopt: the model has
 // none, a 400; special-token strings inside message content are text unless allowed), a text
 // encoded with special tokens added, or the ids as given.
+// rendered (optional): the chat prompt's text.
 bool BuildPrompt(const CompletionRequest& request, const tokenizer::Tokenizer& tok,
-                 const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err);
+                 const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err,
+                 std::string* rendered = nullptr);
 
 }  // namespace radixlm::serve

@@ -40,7 +40,8 @@ std::string StopStringFilter::Push(const std::string& piece, bool last, bool can
 std::string CompletionText::Push(const engine::TokenEvent& ev) {
   if (filter_.stopped()) return "";
   if (ev.token >= 0) ids_.push_back(ev.token);
-  std::string piece = ev.token >= 0 ? decoder_.Push(ev.token) : "";
+  const bool silent = std::find(silent_.begin(), silent_.end(), ev.token) != silent_.end();
+  std::string piece = ev.token >= 0 && !silent ? decoder_.Push(ev.token) : "";
   const bool last = ev.finish != engine::FinishReason::kNone;
   if (last) piece += decoder_.Finish();
   std::string out = filter_.Push(piece, last, static_cast<int>(ids_.size()) >= min_tokens_);
@@ -70,9 +71,15 @@ json CompletionResponse(const CompletionMeta& meta, const std::vector<Completion
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const CompletionChoice& c = choices[i];
-    json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
-    if (meta.chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else choice["text"] = c.text;
+    json choice = {{"index", i}, {"finish_reason", c.finish_reason}, {"logprobs", c.logprobs.is_null() ? json(nullptr) : json(c.logprobs)}};
+    if (meta.chat) {
+      const bool calls = c.tool_calls.is_array() && !c.tool_calls.empty();
+      choice["message"] = {{"role", "assistant"}, {"content", calls && c.text.empty() ? json(nullptr) : json(c.text)}};
+      if (!c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
+      if (calls) choice["message"]["tool_calls"] = json(c.tool_calls);
+    } else {
+      choice["text"] = c.text;
+    }
     if (c.token_ids) choice["token_ids"] = *c.token_ids;
     list.push_back(std::move(choice));
   }
@@ -83,13 +90,23 @@ json CompletionResponse(const CompletionMeta& meta, const std::vector<Completion
 
 json CompletionChunk(const CompletionMeta& meta, const std::string& delta, const char* finish_reason, bool first,
                      const std::vector<int32_t>* token_ids, int index) {
-  json choice = {{"index", index}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
+  ChoiceDelta d;
+  d.content = delta;
+  return CompletionChunk(meta, d, finish_reason, first, token_ids, index);
+}
+
+json CompletionChunk(const CompletionMeta& meta, const ChoiceDelta& delta, const char* finish_reason, bool first,
+                     const std::vector<int32_t>* token_ids, int index) {
+  json choice = {{"index", index}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)},
+                 {"logprobs", delta.logprobs.is_null() ? json(nullptr) : json(delta.logprobs)}};
   if (meta.chat) {
     choice["delta"] = json::object();
     if (first) choice["delta"]["role"] = "assistant";
-    if (!delta.empty() || first) choice["delta"]["content"] = delta;
+    if (!delta.content.empty() || (first && delta.reasoning.empty() && delta.tool_calls.is_null())) choice["delta"]["content"] = delta.content;
+    if (!delta.reasoning.empty()) choice["delta"]["reasoning_content"] = delta.reasoning;
+    if (!delta.tool_calls.is_null()) choice["delta"]["tool_calls"] = json(delta.tool_calls);
   } else {
-    choice["text"] = delta;
+    choice["text"] = delta.content;
   }
   if (token_ids) choice["token_ids"] = *token_ids;
   return Envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion", json::array({choice}));

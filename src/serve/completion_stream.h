@@ -35,8 +35,11 @@ class StopStringFilter {
 class CompletionText {
  public:
   // Stop strings count only from the min_tokens-th token on (vLLM's min_tokens).
-  CompletionText(const tokenizer::Tokenizer& tok, std::vector<std::string> stops, int min_tokens = 0)
-      : decoder_(tok), filter_(std::move(stops)), min_tokens_(min_tokens) {}
+  // keep_special: special tokens are decoded into the text (formats whose markers are special
+  // tokens), except `silent` ones (the stop tokens that end the text).
+  CompletionText(const tokenizer::Tokenizer& tok, std::vector<std::string> stops, int min_tokens = 0,
+                 bool keep_special = false, std::vector<int32_t> silent = {})
+      : decoder_(tok, !keep_special), filter_(std::move(stops)), min_tokens_(min_tokens), silent_(std::move(silent)) {}
   // The delta this event adds (empty once stopped).
   std::string Push(const engine::TokenEvent& ev);
   bool stopped() const { return filter_.stopped(); }
@@ -47,6 +50,7 @@ class CompletionText {
   tokenizer::StreamDecoder decoder_;
   StopStringFilter filter_;
   int min_tokens_ = 0;
+  std::vector<int32_t> silent_;
   std::string text_;
   std::vector<int32_t> ids_;
 };
@@ -63,11 +67,25 @@ struct CompletionMeta {
   bool chat = false;
 };
 
-// One choice of a whole response. token_ids: attached when non-null.
+// One choice of a whole response. token_ids: attached when non-null. Chat: `text` is the
+// message content (null in the JSON when empty and there are tool calls), `reasoning` its
+// reasoning_content (omitted when empty), `tool_calls` an array or null; `logprobs` null or
+// the choice's logprobs object.
 struct CompletionChoice {
   std::string text;
   const char* finish_reason = "stop";
   const std::vector<int32_t>* token_ids = nullptr;
+  std::string reasoning;
+  nlohmann::ordered_json tool_calls;
+  nlohmann::ordered_json logprobs;
+};
+
+// What one stream chunk of a choice adds (serve/choice_output.h makes them).
+struct ChoiceDelta {
+  std::string content, reasoning;
+  nlohmann::ordered_json tool_calls;  // null, or the stream's delta.tool_calls array
+  nlohmann::ordered_json logprobs;    // null, or this delta's entries (chat: {"content": [...]})
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.is_null() && logprobs.is_null(); }
 };
 // The whole (non-streamed) response, choices in index order.
 nlohmann::json CompletionResponse(const CompletionMeta& meta, const std::vector<CompletionChoice>& choices,
@@ -77,6 +95,10 @@ nlohmann::json CompletionResponse(const CompletionMeta& meta, const std::vector<
 // previous chunk.
 nlohmann::json CompletionChunk(const CompletionMeta& meta, const std::string& delta, const char* finish_reason,
                                bool first, const std::vector<int32_t>* token_ids, int index = 0);
+// The same with reasoning, tool calls and logprobs (chat: delta.reasoning_content,
+// delta.tool_calls; the choice's logprobs).
+nlohmann::json CompletionChunk(const CompletionMeta& meta, const ChoiceDelta& delta, const char* finish_reason, bool first,
+                               const std::vector<int32_t>* token_ids, int index = 0);
 // The usage chunk after the last delta (stream_options.include_usage).
 nlohmann::json UsageChunk(const CompletionMeta& meta, const engine::Usage& usage);
 

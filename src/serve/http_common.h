@@ -36,17 +36,18 @@ class InFlight {
 
 // True when `v` is a JSON integer that T holds exactly. nlohmann's get<T>() narrows without a
 // check (4294967296 as int32 is 0), so every integer a request gives is checked with this first.
-template <typename T>
-bool IntegerFits(const nlohmann::json& v) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  return v.is_number_integer() && v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-         v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+template <typename T, typename Json = nlohmann::json>
+bool IntegerFits(const Json& v) {
+  if (v.is_number_unsigned()) return v.template get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  return v.is_number_integer() && v.template get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+         v.template get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
 }
 
 // True when `x` is a non-empty array of integers that fit int32_t, so get<std::vector<int32_t>>()
 // returns exactly the ids sent. Whether they are in the vocabulary is the engine's check.
-inline bool IsTokenIdList(const nlohmann::json& x) {
-  return x.is_array() && !x.empty() && std::all_of(x.begin(), x.end(), IntegerFits<int32_t>);
+template <typename Json>
+bool IsTokenIdList(const Json& x) {
+  return x.is_array() && !x.empty() && std::all_of(x.begin(), x.end(), [](const Json& v) { return IntegerFits<int32_t>(v); });
 }
 
 struct ApiError {
@@ -65,10 +66,9 @@ inline nlohmann::json ErrorBody(const ApiError& e) {
 // A request body as JSON, or why not: not JSON (400 invalid_json), nested deeper than
 // core::JsonLimits::max_depth (400 too_deep), or a document whose parse would hold too much
 // memory for its size (413 request_too_large; core/json_text.h).
-inline std::optional<nlohmann::json> ParseBody(std::string_view body, ApiError* err) {
-  core::JsonParse p = core::ParseJsonBounded(body);
+inline bool BodyError(const core::JsonParse& p, ApiError* err) {
   switch (p.error) {
-    case core::JsonParseError::kNone: return std::move(p.value);
+    case core::JsonParseError::kNone: return false;
     case core::JsonParseError::kInvalid: *err = {400, "the request body is not valid JSON", "invalid_request_error", "", "invalid_json"}; break;
     case core::JsonParseError::kTooDeep:
       *err = {400, "the request body nests arrays and objects more than " + std::to_string(core::JsonLimits{}.max_depth) + " deep",
@@ -79,7 +79,20 @@ inline std::optional<nlohmann::json> ParseBody(std::string_view body, ApiError* 
                        " MiB of memory to parse (too many small values for its size)", "invalid_request_error", "", "request_too_large"};
       break;
   }
-  return std::nullopt;
+  return true;
+}
+
+inline std::optional<nlohmann::json> ParseBody(std::string_view body, ApiError* err) {
+  core::JsonParse p = core::ParseJsonBounded(body);
+  if (BodyError(p, err)) return std::nullopt;
+  return std::move(p.value);
+}
+
+// The same, keeping each object's key order (completion requests: messages, tools, schemas).
+inline std::optional<nlohmann::ordered_json> ParseOrderedBody(std::string_view body, ApiError* err) {
+  core::JsonParse p = core::ParseJsonBounded(body, {}, /*ordered=*/true);
+  if (BodyError(p, err)) return std::nullopt;
+  return std::move(p.ordered_value);
 }
 
 // The body of the transport's own refusals (400, 404, 408, 413, 415, 501, 503, ...), in the

@@ -136,7 +136,7 @@ ScoringCall ScoringApi::Prepare(ScoringRoute route, const json& body) const {
     } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); })) {
       for (const json& x : in)
         if (!add_text(x.get<std::string>())) return refuse(*failed);
-    } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), IsTokenIdList)) {
+    } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return IsTokenIdList(x); })) {
       for (const json& x : in) job.inputs.push_back(x.get<std::vector<int32_t>>());
     } else {
       return refuse(OpenAiError({400, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of ids",

@@ -37,8 +37,8 @@ TEST(CompletionRequest, ReadsTheFieldsAClientSends) {
 
   ASSERT_TRUE(Parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})",
                     true, &r, &e));
-  ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[1].content, "ab");
+  ASSERT_EQ(r.chat_vars["messages"].size(), 2u);
+  EXPECT_EQ(r.chat_vars["messages"][1]["content"], "ab");
   EXPECT_TRUE(r.default_max_tokens);
   EXPECT_EQ(r.params.max_tokens, 64);
   ASSERT_TRUE(Parse(R"({"prompt": ["one string"], "stop": "x"})", false, &r, &e));

@@ -15,12 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/choice_output.h"
 #include "serve/completion_request.h"
 #include "serve/completion_stream.h"
 #include "serve/http_common.h"
+#include "serve/output_plan.h"
 
 namespace radixlm::serve {
-namespace {
 
 using nlohmann::json;
 
@@ -49,6 +50,12 @@ class Channel {
   std::deque<engine::TokenEvent> events_;
 };
 
+namespace {
+
+int IndexOf(const std::vector<engine::RequestId>& ids, engine::RequestId id) {
+  return static_cast<int>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+}
+
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   return std::string(prefix) + std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
@@ -69,7 +76,8 @@ int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chr
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
                std::optional<tokenizer::ChatTemplate> chat_format, engine::ScoringService* scoring)
-    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(std::move(chat_format)), scoring_(scoring) {
+    : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(std::move(chat_format)), scoring_(scoring),
+      shaper_(std::make_unique<OutputShaper>(tok_, chat_format_ ? &*chat_format_ : nullptr, config_.stop_ids)) {
   HttpLimits limits;
   limits.max_body_bytes = config_.max_body_bytes;
   limits.header_timeout_s = config_.header_timeout_s;
@@ -178,9 +186,8 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   const auto guard = std::make_shared<InFlight>(in_flight_, config_.max_concurrent_requests);
   if (!guard->ok()) return fail({429, "too many concurrent requests; retry later", "rate_limit_error", "", "rate_limit_exceeded"});
   ApiError err;
-  const std::optional<json> parsed = ParseBody(req.body, &err);
+  const std::optional<nlohmann::ordered_json> parsed = ParseOrderedBody(req.body, &err);
   if (!parsed) return fail(err);
-  const json& body = *parsed;
   auto request = std::make_shared<CompletionRequest>();
   const CompletionLimits limits{.model_name = config_.model_name,
                                 .default_max_tokens = config_.default_max_tokens,
@@ -189,8 +196,12 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
                                 .max_stop_strings = config_.max_stop_strings,
                                 .max_stop_bytes = config_.max_stop_bytes,
                                 .max_total_tokens = config_.max_total_tokens};
-  if (!ParseCompletionRequest(body, chat, limits, request.get(), &err)) return fail(err);
-  if (!BuildPrompt(*request, tok_, chat_format_, &request->params.prompt, &err)) return fail(err);
+  if (!ParseCompletionRequest(*parsed, chat, limits, request.get(), &err)) return fail(err);
+  std::string rendered;
+  if (!BuildPrompt(*request, tok_, chat_format_, &request->params.prompt, &err, &rendered)) return fail(err);
+  if (request->echo && request->top_logprobs >= 0)
+    return fail({400, "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported by this server",
+                 "invalid_request_error", "echo", "unsupported_parameter"});
   if (request->default_max_tokens) {  // the client asked for no length: never ask more than fits
     const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request->params.prompt.size());
     if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
@@ -198,7 +209,9 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   // (A sample longer than the context gets the engine's context_length_exceeded at Submit.)
   const bool fits_context = static_cast<int64_t>(request->params.prompt.size()) + request->params.max_tokens <= engine_.max_request_tokens();
   if (fits_context && !CheckRequestSize(*request, limits, &err)) return fail(err);
-  const int n = request->n;
+  auto plan = std::make_shared<OutputPlan>();
+  if (!shaper_->Plan(*request, rendered, plan.get(), &err)) return fail(err);
+  request->params.top_logprobs = request->top_logprobs;
   const int runs = request->best_of;  // samples drawn: n, or best_of (>= n, not streamed)
   engine::Usage prompt_usage;  // runs > 1: the prompt's, counted once
   if (runs > 1) {
@@ -227,7 +240,8 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   for (int i = 0; i < runs; ++i) {
     engine::RequestParams params = request->params;
     params.sampling.seed = request->params.sampling.seed + static_cast<uint64_t>(i);
-    params.cumulative_logprob = runs > n;
+    params.cumulative_logprob = runs > request->n;
+    params.constraint = plan->NewConstraint();  // each sample its own matcher
     auto id = engine_.Submit(std::move(params), [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
     if (!id.ok()) {
       for (engine::RequestId done : *ids) engine_.Cancel(done);  // their events go unread
@@ -235,83 +249,110 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
     }
     ids->push_back(*id);
   }
-  auto index_of = [ids](engine::RequestId id) {
-    return static_cast<int>(std::find(ids->begin(), ids->end(), id) - ids->begin());
-  };
-  const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
-  auto texts = std::make_shared<std::vector<std::unique_ptr<CompletionText>>>();
-  for (int i = 0; i < runs; ++i) texts->push_back(std::make_unique<CompletionText>(tok_, request->stop_strings, request->params.min_tokens));
-  // A stop string ends a choice's text: its request stops generating (keeping its KV cached).
-  auto advance = [this, texts, ids](int i, const engine::TokenEvent& ev) {
-    CompletionText& text = *(*texts)[i];
-    const bool was_stopped = text.stopped();
-    std::string delta = text.Push(ev);
-    if (text.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
-    return delta;
-  };
-  // The response's usage: the prompt once, every choice's completion.
-  auto total_usage = [runs, prompt_usage](const std::vector<engine::Usage>& finals) {
-    engine::Usage u = finals[0];
-    if (runs > 1) {
-      u.cached_tokens = prompt_usage.cached_tokens;
-      u.completion_tokens = 0;
-      for (const engine::Usage& f : finals) u.completion_tokens += f.completion_tokens;
-    }
-    return u;
-  };
-  if (!request->stream) {
-    std::vector<engine::Usage> finals(runs);
-    std::vector<engine::FinishReason> reasons(runs, engine::FinishReason::kNone);
-    int open = runs;
-    bool gone = false;
-    engine::TokenEvent ev;
-    while (open > 0) {
-      if (!gone && req.ClientGone()) {  // the client left: stop its work, drain the final events
-        gone = true;
-        for (engine::RequestId id : *ids) engine_.Cancel(id);
-      }
-      if (!channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
-      const int i = index_of(ev.id);
-      advance(i, ev);
-      if (ev.finish != engine::FinishReason::kNone) {
-        finals[i] = ev.usage;
-        reasons[i] = ev.finish;
-        --open;
-      }
-    }
-    if (gone) return;  // nobody to answer
-    std::vector<int> picked(n);
-    std::iota(picked.begin(), picked.end(), 0);
-    if (runs > n) {
-      std::vector<double> logprobs;
-      for (const engine::Usage& f : finals) logprobs.push_back(f.cumulative_logprob);
-      picked = BestOf(logprobs, n);
-    }
-    std::vector<CompletionChoice> choices(n);
-    for (int i = 0; i < n; ++i) {
-      const int k = picked[i];
-      choices[i] = {(*texts)[k]->text(), FinishReasonText((*texts)[k]->stopped(), reasons[k]),
-                    request->return_token_ids ? &(*texts)[k]->ids() : nullptr};
-    }
-    const json out = CompletionResponse(meta, choices, total_usage(finals));
-    res.SetContent(core::JsonText(out), "application/json");
-    return;
+  auto outputs = std::make_shared<std::vector<std::unique_ptr<ChoiceOutput>>>();
+  for (int i = 0; i < runs; ++i) {
+    ChoiceSetup setup = plan->setup;
+    setup.id_seed = request->params.sampling.seed * 31 + static_cast<uint64_t>(i) + 1;
+    outputs->push_back(std::make_unique<ChoiceOutput>(tok_, std::move(setup)));
   }
+  const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
+  const std::string echo = request->echo ? (request->prompt_is_ids ? tok_.Decode(request->prompt_ids) : request->prompt_text) : "";
+  if (!request->stream) return Respond(req, res, *request, meta, channel, ids, outputs, prompt_usage, echo);
+  Stream(req, res, request, meta, channel, ids, outputs, guard, echo);
+}
+
+// The usage of a response: the prompt once, every choice's completion.
+engine::Usage Server::TotalUsage(const std::vector<engine::Usage>& finals, int runs, const engine::Usage& prompt_usage) {
+  engine::Usage u = finals[0];
+  if (runs > 1) {
+    u.cached_tokens = prompt_usage.cached_tokens;
+    u.completion_tokens = 0;
+    for (const engine::Usage& f : finals) u.completion_tokens += f.completion_tokens;
+  }
+  return u;
+}
+
+void Server::Respond(const HttpRequest& req, HttpResponse& res, const CompletionRequest& request, const CompletionMeta& meta,
+                     const std::shared_ptr<Channel>& channel, const std::shared_ptr<std::vector<engine::RequestId>>& ids,
+                     const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
+                     const engine::Usage& prompt_usage, const std::string& echo) {
+  const int runs = static_cast<int>(ids->size()), n = request.n;
+  std::vector<engine::Usage> finals(runs);
+  std::vector<engine::FinishReason> reasons(runs, engine::FinishReason::kNone);
+  std::vector<std::string> texts(runs), errors(runs);
+  int open = runs;
+  bool gone = false;
+  engine::TokenEvent ev;
+  while (open > 0) {
+    if (!gone && req.ClientGone()) {  // the client left: stop its work, drain the final events
+      gone = true;
+      for (engine::RequestId id : *ids) engine_.Cancel(id);
+    }
+    if (!channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
+    const int i = IndexOf(*ids, ev.id);
+    ChoiceOutput& out = *(*outputs)[i];
+    const bool was_stopped = out.stopped();
+    texts[i] += out.Push(ev).content;
+    if (out.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
+    if (ev.finish != engine::FinishReason::kNone) {
+      finals[i] = ev.usage;
+      reasons[i] = ev.finish;
+      errors[i] = ev.error;
+      --open;
+    }
+  }
+  if (gone) return;  // nobody to answer
+  for (int i = 0; i < runs; ++i)
+    if (reasons[i] == engine::FinishReason::kError) {
+      ++http_errors_;
+      return SendError(res, {500, "generation failed: " + errors[i], "server_error", "", "generation_error"});
+    }
+  std::vector<int> picked(n);
+  std::iota(picked.begin(), picked.end(), 0);
+  if (runs > n) {
+    std::vector<double> logprobs;
+    for (const engine::Usage& f : finals) logprobs.push_back(f.cumulative_logprob);
+    picked = BestOf(logprobs, n);
+  }
+  std::vector<CompletionChoice> choices(n);
+  for (int i = 0; i < n; ++i) {
+    const int k = picked[i];
+    const ChoiceOutput& out = *(*outputs)[k];
+    const ParsedOutput& final_msg = out.Final();
+    CompletionChoice& c = choices[i];
+    c.text = meta.chat ? final_msg.content : echo + texts[k];
+    c.finish_reason = out.FinishReason(reasons[k]);
+    c.token_ids = request.return_token_ids ? &out.ids() : nullptr;
+    c.reasoning = final_msg.reasoning;
+    c.logprobs = out.AllLogprobs();
+    if (!final_msg.calls.empty()) {
+      c.tool_calls = nlohmann::ordered_json::array();
+      for (const ToolCall& call : final_msg.calls)
+        c.tool_calls.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    }
+  }
+  const json body = CompletionResponse(meta, choices, TotalUsage(finals, runs, prompt_usage));
+  res.SetContent(core::JsonText(body), "application/json");
+}
+
+void Server::Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<CompletionRequest>& request,
+                    const CompletionMeta& meta, const std::shared_ptr<Channel>& channel,
+                    const std::shared_ptr<std::vector<engine::RequestId>>& ids,
+                    const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
+                    const std::shared_ptr<InFlight>& guard, const std::string& echo) {
   const auto req_gone = req.gone;  // the request object ends with this handler; its flag lives on
-  // Streaming: one chunk per text delta of a choice; each choice's last chunk carries its finish
+  // Streaming: one chunk per delta of a choice; each choice's last chunk carries its finish
   // reason; then a usage chunk, then [DONE].
   res.Stream("text/event-stream", [=, this](StreamSink& sink) {
     (void)guard;  // held until the stream ends
-    auto send = [&](const json& j) {
-      const std::string line = SseEvent(j);
-      return sink.Write(line);
-    };
+    auto send = [&](const json& j) { return sink.Write(SseEvent(j)); };
+    const int n = static_cast<int>(ids->size());
     std::vector<bool> first(n, true);
     std::vector<size_t> ids_sent(n, 0);  // a chunk carries every id since the last one
     auto new_ids = [&](int i) -> std::optional<std::vector<int32_t>> {
       if (!request->return_token_ids) return std::nullopt;
-      const std::vector<int32_t>& all = (*texts)[i]->ids();
-      std::vector<int32_t> fresh(all.begin() + ids_sent[i], all.end());
+      const std::vector<int32_t>& all = (*outputs)[i]->ids();
+      std::vector<int32_t> fresh(all.begin() + static_cast<std::ptrdiff_t>(ids_sent[i]), all.end());
       ids_sent[i] = all.size();
       return fresh;
     };
@@ -327,14 +368,22 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
         }
         continue;
       }
-      const int i = index_of(ev.id);
-      const std::string delta = advance(i, ev);
+      const int i = IndexOf(*ids, ev.id);
+      ChoiceOutput& out = *(*outputs)[i];
+      const bool was_stopped = out.stopped();
+      ChoiceDelta delta = out.Push(ev);
+      if (out.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
+      if (first[i] && !echo.empty()) delta.content = echo + delta.content;
       const bool done = ev.finish != engine::FinishReason::kNone;
       if (done) {
         finals[i] = ev.usage;
         --open;
       }
       if (gone) continue;
+      if (done && ev.finish == engine::FinishReason::kError) {
+        send(ErrorBody({500, "generation failed: " + ev.error, "server_error", "", "generation_error"}));
+        continue;
+      }
       if ((!delta.empty() || first[i]) && !done) {
         const auto fresh = new_ids(i);
         if (!send(CompletionChunk(meta, delta, nullptr, first[i], fresh ? &*fresh : nullptr, i))) {
@@ -346,12 +395,11 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
       }
       if (done) {
         const auto fresh = new_ids(i);
-        send(CompletionChunk(meta, delta, FinishReasonText((*texts)[i]->stopped(), ev.finish), first[i],
-                             fresh ? &*fresh : nullptr, i));
+        send(CompletionChunk(meta, delta, out.FinishReason(ev.finish), first[i], fresh ? &*fresh : nullptr, i));
       }
     }
     if (gone) return;
-    if (request->include_usage) send(UsageChunk(meta, total_usage(finals)));
+    if (request->include_usage) send(UsageChunk(meta, TotalUsage(finals, n, {})));
     sink.Write(kSseDone);
   });
 }

@@ -6,7 +6,9 @@
 // submits it, and turns the engine's token events into JSON or SSE chunks. Usage reports
 // prompt_tokens_details.cached_tokens as OpenAI does. Errors are OpenAI-style JSON
 // ({"error": {"message", "type", "param", "code"}}) with the matching HTTP status.
-// A client that disconnects cancels its request, streaming or not.
+// A client that disconnects cancels its request, streaming or not. Chat requests render the
+// model's own template with the tools; output is shaped by serve/output_plan.h (tool calls,
+// reasoning_content, response_format / grammar constraints, logprobs).
 // Threading: the transport's worker threads block on per-request channels fed by the engine
 // thread; /health, /v1/models and /metrics answer on its I/O thread, however busy they are.
 #pragma once
@@ -19,11 +21,18 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "engine/scoring_service.h"
+#include "serve/choice_output.h"
+#include "serve/completion_request.h"
+#include "serve/completion_stream.h"
+#include "serve/http_common.h"
 #include "serve/http_server.h"
+#include "serve/output_plan.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace radixlm::serve {
+
+class Channel;  // engine events of one request (server.cc)
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
@@ -68,6 +77,17 @@ class Server {
  private:
   void Routes();
   void HandleCompletion(const HttpRequest& req, HttpResponse& res, bool chat);
+  // The non-streamed answer, and the stream, of a submitted completion (server.cc).
+  void Respond(const HttpRequest& req, HttpResponse& res, const CompletionRequest& request, const CompletionMeta& meta,
+               const std::shared_ptr<Channel>& channel, const std::shared_ptr<std::vector<engine::RequestId>>& ids,
+               const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
+               const engine::Usage& prompt_usage, const std::string& echo);
+  void Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<CompletionRequest>& request,
+              const CompletionMeta& meta, const std::shared_ptr<Channel>& channel,
+              const std::shared_ptr<std::vector<engine::RequestId>>& ids,
+              const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
+              const std::shared_ptr<InFlight>& guard, const std::string& echo);
+  static engine::Usage TotalUsage(const std::vector<engine::Usage>& finals, int runs, const engine::Usage& prompt_usage);
   void ScoringRoutes();  // serve/scoring_routes.cc
   std::string MetricsText() const;
 
@@ -76,6 +96,7 @@ class Server {
   const tokenizer::Tokenizer& tok_;
   std::optional<tokenizer::ChatTemplate> chat_format_;
   engine::ScoringService* scoring_ = nullptr;
+  std::unique_ptr<OutputShaper> shaper_;  // tool calls, reasoning, grammars of completions
   std::unique_ptr<HttpServer> http_;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> http_requests_{0}, http_errors_{0};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <stdexcept>
 
@@ -286,8 +287,19 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
       t.add_bos_ = config.value("add_bos_token", false) && t.bos_id_ >= 0;
       t.add_eos_ = config.value("add_eos_token", false) && t.eos_id_ >= 0;
     }
-    if (config.contains("chat_template") && config["chat_template"].is_string())
+    // The chat template: chat_template.jinja beside the tokenizer (transformers >= 4.50), else
+    // tokenizer_config.json's string, or from its list of named templates the "default" one.
+    if (config.contains("chat_template") && config["chat_template"].is_string()) {
       t.chat_template_ = config["chat_template"].get<std::string>();
+    } else if (config.contains("chat_template") && config["chat_template"].is_array()) {
+      for (const json& named : config["chat_template"])
+        if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+          t.chat_template_ = named["template"].get<std::string>();
+    }
+    if (const fs::path jinja = fs::path(path).parent_path() / "chat_template.jinja"; fs::exists(jinja)) {
+      std::ifstream in(jinja, std::ios::binary);
+      t.chat_template_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
     RADIXLM_RETURN_IF_ERROR(b.Finish());
     return b.Release();
   } catch (const std::exception& e) {  // JSON type errors, and anything a malformed file makes a reader throw

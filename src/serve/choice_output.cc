@@ -1,0 +1,223 @@
+#include "serve/choice_output.h"
+
+#include <algorithm>
+
+#include "core/random.h"
+
+namespace radixlm::serve {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr const char* kThinkOpen = "<think>";
+constexpr const char* kThinkClose = "</think>";
+
+// The longest suffix of `text` (from `from`) that is a proper prefix of `marker`.
+size_t PartialSuffix(const std::string& text, size_t from, const std::string& marker) {
+  const size_t avail = text.size() - from;
+  for (size_t k = std::min(avail, marker.size() - 1); k > 0; --k)
+    if (text.compare(text.size() - k, k, marker, 0, k) == 0) return k;
+  return 0;
+}
+
+// Valid UTF-8 for JSON (invalid bytes of a token that splits a character become U+FFFD).
+std::string Utf8Lossy(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+ojson Bytes(const std::string& s) {
+  ojson b = ojson::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+ChoiceOutput::ChoiceOutput(const tokenizer::Tokenizer& tok, ChoiceSetup setup)
+    : tok_(tok), setup_(std::move(setup)),
+      text_(tok, setup_.stop_strings, setup_.min_tokens,
+            setup_.harmony || (setup_.tool_format && setup_.tool_format->special_token_markers), setup_.stop_ids) {
+  if (setup_.reasoning && setup_.starts_in_reasoning) phase_ = Phase::kReasoning;
+}
+
+const std::string& ChoiceOutput::TokenText(int32_t id) const {
+  static const std::string kNone;
+  return id >= 0 && id < tok_.vocab_size() ? tok_.TokenBytes(id) : kNone;  // ids past the tokenizer: padding rows
+}
+
+ojson ChoiceOutput::LogprobEntry(const engine::TokenEvent& ev) const {
+  const std::string& bytes = TokenText(ev.token);
+  ojson top = ojson::array();
+  for (const auto& [id, lp] : ev.top_logprobs) {
+    const std::string& b = TokenText(id);
+    top.push_back({{"token", Utf8Lossy(b)}, {"logprob", lp}, {"bytes", Bytes(b)}});
+  }
+  return {{"token", Utf8Lossy(bytes)}, {"logprob", ev.logprob}, {"bytes", Bytes(bytes)}, {"top_logprobs", std::move(top)}};
+}
+
+// The first tool-call marker at or after `from` (npos: none); *held: how much of the end could
+// still grow into one.
+size_t ChoiceOutput::MarkerAt(size_t from, size_t* held) const {
+  *held = 0;
+  size_t best = std::string::npos;
+  for (const std::string& m : setup_.tool_format->markers) {
+    if (m == "{") {  // only as the output's first non-space character
+      if (saw_content_) continue;
+      const size_t b = raw_.find_first_not_of(" \t\r\n", from);
+      if (b != std::string::npos && raw_[b] == '{') best = std::min(best, b);
+      continue;
+    }
+    const size_t at = raw_.find(m, from);
+    if (at != std::string::npos) best = std::min(best, at);
+    else *held = std::max(*held, PartialSuffix(raw_, from, m));
+  }
+  return best;
+}
+
+void ChoiceOutput::Route(bool last, ChoiceDelta* d) {
+  for (;;) {
+    if (phase_ == Phase::kReasoning) {
+      const size_t close = raw_.find(kThinkClose, routed_);
+      if (close == std::string::npos) {
+        const size_t hold = last ? 0 : PartialSuffix(raw_, routed_, kThinkClose);
+        d->reasoning += raw_.substr(routed_, raw_.size() - hold - routed_);
+        routed_ = raw_.size() - hold;
+        return;
+      }
+      d->reasoning += raw_.substr(routed_, close - routed_);
+      routed_ = close + std::char_traits<char>::length(kThinkClose);
+      while (routed_ < raw_.size() && (raw_[routed_] == '\n' || raw_[routed_] == ' ')) ++routed_;
+      phase_ = Phase::kContent;
+      continue;
+    }
+    if (phase_ == Phase::kCalls) return;
+    // Content. A reasoning block may open the output.
+    if (setup_.reasoning && !saw_content_) {
+      const size_t b = raw_.find_first_not_of(" \t\r\n", routed_);
+      if (b == std::string::npos && !last) return;  // only spaces so far
+      if (b != std::string::npos) {
+        const std::string rest = raw_.substr(b);
+        if (rest.compare(0, 7, kThinkOpen) == 0) {
+          routed_ = b + 7;
+          phase_ = Phase::kReasoning;
+          continue;
+        }
+        if (!last && std::string(kThinkOpen).compare(0, rest.size(), rest) == 0) return;  // maybe "<think>"
+      }
+    }
+    size_t held = 0, marker = std::string::npos;
+    if (setup_.tool_format) marker = MarkerAt(routed_, &held);
+    const size_t end = marker != std::string::npos ? marker : raw_.size() - (last ? 0 : held);
+    std::string piece = raw_.substr(routed_, end - routed_);
+    if (!saw_content_) {  // no leading spaces before the first content
+      const size_t b = piece.find_first_not_of(" \t\r\n");
+      piece = b == std::string::npos ? "" : piece.substr(b);
+    }
+    if (!piece.empty()) saw_content_ = true;
+    d->content += piece;
+    routed_ = end;
+    if (marker != std::string::npos) phase_ = Phase::kCalls;
+    return;
+  }
+}
+
+void ChoiceOutput::Finish(ChoiceDelta* d) {
+  finished_ = true;
+  std::string rest = raw_;
+  if (setup_.harmony && setup_.tool_format) {
+    final_ = setup_.tool_format->parse(raw_, setup_.tools);
+  } else {
+    if (setup_.reasoning) SplitReasoning(raw_, setup_.starts_in_reasoning, &final_.reasoning, &rest);
+    if (setup_.tool_format) {
+      ParsedOutput p = setup_.tool_format->parse(rest, setup_.tools);
+      final_.content = std::move(p.content);
+      final_.calls = std::move(p.calls);
+    } else {
+      final_.content = rest;
+    }
+  }
+  core::Rng rng(setup_.id_seed);
+  if (setup_.tool_format) AssignCallIds(*setup_.tool_format, &rng, &final_.calls);
+  if (setup_.harmony) {  // streamed all at the end
+    d->content = final_.content;
+    d->reasoning = final_.reasoning;
+  } else if (phase_ == Phase::kCalls && final_.calls.empty()) {
+    d->content += raw_.substr(routed_);  // what looked like a call is content
+  }
+  if (final_.calls.empty()) return;
+  d->tool_calls = ojson::array();
+  for (size_t i = 0; i < final_.calls.size(); ++i) {
+    const ToolCall& c = final_.calls[i];
+    d->tool_calls.push_back({{"index", i}, {"id", c.id}, {"type", "function"},
+                             {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+}
+
+ChoiceDelta ChoiceOutput::Push(const engine::TokenEvent& ev) {
+  ChoiceDelta d;
+  if (finished_) return d;
+  const bool was_stopped = text_.stopped();
+  const std::string piece = text_.Push(ev);
+  raw_ += piece;
+  const bool stop_token = std::find(setup_.stop_ids.begin(), setup_.stop_ids.end(), ev.token) != setup_.stop_ids.end();
+  if (setup_.top_logprobs >= 0 && ev.token >= 0 && !was_stopped && !stop_token) {
+    ojson e = LogprobEntry(ev);
+    if (setup_.chat) {
+      d.logprobs = {{"content", ojson::array({e})}};
+    } else {
+      ojson top = ojson::object();
+      for (const ojson& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+      d.logprobs = {{"tokens", {e["token"]}}, {"token_logprobs", {e["logprob"]}}, {"top_logprobs", {top}},
+                    {"text_offset", {text_offset_}}};
+    }
+    text_offset_ += TokenText(ev.token).size();
+    entries_.push_back(std::move(e));
+  }
+  const bool last = ev.finish != engine::FinishReason::kNone;
+  if (!setup_.reasoning && !setup_.tool_format && !setup_.harmony) {
+    d.content = piece;
+    if (last) Finish(&d);
+    return d;
+  }
+  if (!setup_.harmony) Route(last, &d);
+  if (last) Finish(&d);
+  return d;
+}
+
+const char* ChoiceOutput::FinishReason(engine::FinishReason reason) const {
+  if (!final_.calls.empty()) return "tool_calls";
+  return FinishReasonText(text_.stopped(), reason);
+}
+
+ojson ChoiceOutput::AllLogprobs() const {
+  if (setup_.top_logprobs < 0) return nullptr;
+  if (setup_.chat) return {{"content", entries_}};
+  ojson tokens = ojson::array(), lps = ojson::array(), tops = ojson::array(), offsets = ojson::array();
+  size_t offset = 0;
+  for (const ojson& e : entries_) {
+    tokens.push_back(e["token"]);
+    lps.push_back(e["logprob"]);
+    ojson top = ojson::object();
+    for (const ojson& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += e["bytes"].size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+}  // namespace radixlm::serve

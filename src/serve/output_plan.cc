@@ -1,0 +1,125 @@
+#include "serve/output_plan.h"
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+#include "serve/grammar_constraint.h"
+
+namespace radixlm::serve {
+namespace {
+
+bool Bad(ApiError* err, const std::string& message, const char* param) {
+  *err = {400, message, "invalid_request_error", param, "invalid_value"};
+  return false;
+}
+
+// The prompt leaves the model inside a reasoning block (DeepSeek-R1, Qwen3.5 thinking, ...).
+bool EndsInsideThink(const std::string& text) {
+  const size_t open = text.rfind("<think>");
+  return open != std::string::npos && text.find("</think>", open) == std::string::npos &&
+         text.find_first_not_of(" \t\r\n", open + 7) == std::string::npos;
+}
+
+}  // namespace
+
+std::shared_ptr<sampling::TokenConstraint> OutputPlan::NewConstraint() const {
+  if (!grammar.valid()) return nullptr;
+  return std::make_shared<GrammarConstraint>(grammar);
+}
+
+OutputShaper::OutputShaper(const tokenizer::Tokenizer& tok, const tokenizer::ChatTemplate* chat_template,
+                           std::vector<int32_t> stop_ids)
+    : tok_(tok), stop_ids_(std::move(stop_ids)) {
+  if (!chat_template) return;
+  tool_format_ = DetectToolFormat(chat_template->source());
+  harmony_ = tool_format_ && std::string(tool_format_->name) == "harmony";
+  thinks_ = !harmony_ && chat_template->source().find("<think>") != std::string::npos;
+}
+
+std::shared_ptr<const grammar::Vocabulary> OutputShaper::Vocab() {
+  std::call_once(vocab_once_, [this] {
+    std::vector<std::string> bytes(static_cast<size_t>(tok_.vocab_size()));
+    std::vector<int32_t> special;
+    for (int32_t id = 0; id < tok_.vocab_size(); ++id) {
+      bytes[id] = tok_.TokenBytes(id);
+      if (tok_.IsSpecial(id)) special.push_back(id);
+    }
+    vocab_ = std::make_shared<const grammar::Vocabulary>(std::move(bytes), special, stop_ids_);
+  });
+  return vocab_;
+}
+
+bool OutputShaper::GrammarText(const CompletionRequest& r, const ChoiceSetup& s, std::string* gbnf, ApiError* err) {
+  const bool calls = r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed;
+  if (calls && r.format != OutputFormat::kText)
+    return Bad(err, "tool_choice \"required\" or a named function already constrains the output; drop response_format / grammar",
+               "tool_choice");
+  grammar::JsonSchemaOptions inner;
+  inner.rule_prefix = "out-";
+  std::string body;  // rules whose start is out-root (or root for a user grammar)
+  switch (r.format) {
+    case OutputFormat::kText: break;
+    case OutputFormat::kJsonObject: body = grammar::JsonObjectGbnf(inner); break;
+    case OutputFormat::kJsonSchema: {
+      auto g = grammar::JsonSchemaToGbnf(r.format_text, inner);
+      if (!g.ok()) return Bad(err, "response_format json_schema: " + g.status().message(), "response_format");
+      body = *g;
+      break;
+    }
+    case OutputFormat::kGrammar: {
+      auto parsed = grammar::ParseGbnf(r.format_text);
+      if (!parsed.ok()) return Bad(err, "grammar: " + parsed.status().message(), "grammar");
+      *gbnf = r.format_text;
+      return true;
+    }
+  }
+  if (calls) {
+    std::vector<Tool> tools = r.tools;
+    if (r.tool_choice == ToolChoice::kNamed)
+      std::erase_if(tools, [&](const Tool& t) { return t.name != r.tool_name; });
+    auto g = ToolCallGrammar(*s.tool_format, tools, r.parallel_tool_calls, s.reasoning && !s.starts_in_reasoning);
+    if (!g.ok()) return Bad(err, g.status().message(), "tools");
+    if (!s.starts_in_reasoning) {
+      *gbnf = *g;
+      return true;
+    }
+    // Rename its start so the reasoning block can lead.
+    body = "out-root ::= root-calls\n" + std::string(*g).replace(0, 4, "root-calls");
+  }
+  if (body.empty()) return true;
+  // Inside an open <think>: free reasoning (no "<"), its end, then the constrained output.
+  *gbnf = s.starts_in_reasoning ? "root ::= [^<]* \"</think>\" [\\n]* out-root\n" + body : "root ::= out-root\n" + body;
+  return true;
+}
+
+bool OutputShaper::Plan(const CompletionRequest& r, const std::string& rendered, OutputPlan* plan, ApiError* err) {
+  ChoiceSetup& s = plan->setup;
+  s.chat = r.chat;
+  s.stop_strings = r.stop_strings;
+  s.min_tokens = r.params.min_tokens;
+  s.stop_ids = r.params.stop_ids;
+  s.top_logprobs = r.top_logprobs;
+  if (r.chat) {
+    s.reasoning = thinks_;
+    s.starts_in_reasoning = thinks_ && EndsInsideThink(rendered);
+    s.harmony = harmony_;
+    if (harmony_) s.tool_format = tool_format_;  // its channels carry reasoning and content too
+    if (r.tool_choice != ToolChoice::kNone) {
+      if (!tool_format_)
+        return Bad(err, "this model's chat template writes tool calls in no format radixlm parses (hermes, qwen3_coder, "
+                        "llama3_json, mistral, harmony); send tool_choice \"none\" or no tools", "tools");
+      s.tool_format = tool_format_;
+      s.tools = r.tools;
+    }
+  }
+  std::string gbnf;
+  if (!GrammarText(r, s, &gbnf, err)) return false;
+  if (!gbnf.empty()) {
+    // Parse now (a malformed composed grammar is refused here, not mid-generation); the masks
+    // are built on the cache's thread while the prompt prefills.
+    if (auto g = grammar::ParseGbnf(gbnf); !g.ok()) return Bad(err, "grammar: " + g.status().message(), "grammar");
+    plan->grammar = cache_.GetAsync(grammar::GrammarKind::kGbnf, gbnf, Vocab());
+  }
+  return true;
+}
+
+}  // namespace radixlm::serve
