@@ -39,8 +39,10 @@
 #include "scheduler/batch_plan.h"
 #include "serve/batch_file.h"
 #include "serve/completion_request.h"
+#include "serve/choice_output.h"
 #include "serve/completion_stream.h"
 #include "serve/http_common.h"
+#include "serve/output_plan.h"
 #include "serve/scoring_api.h"
 #include "tokenizer/chat_template.h"
 
@@ -59,17 +61,19 @@ struct BatchOptions {
   int64_t scoring_batch_tokens = 8192;
 };
 
-// A completion line: its parsed request and its engine items (one per sample).
+// A completion line: its parsed request, how its output is shaped, and its engine items (one
+// per sample).
 struct CompletionLine {
   int64_t line = 0;
   serve::CompletionRequest request;
+  serve::OutputPlan plan;
   std::vector<int64_t> items;
 };
 
-// Per engine item: its line, its text (stop strings), and how it ended.
+// Per engine item: its line, its output (stop strings, tool calls, logprobs), and how it ended.
 struct ItemState {
   int64_t completion = 0;  // index into the completion lines
-  std::unique_ptr<serve::CompletionText> text;
+  std::unique_ptr<serve::ChoiceOutput> out;
   engine::FinishReason finish = engine::FinishReason::kNone;
   engine::Usage usage;
   std::string error;
@@ -108,10 +112,10 @@ std::pair<int, json> CompletionAnswer(const CompletionLine& cl, const std::vecto
   engine::Usage usage;
   usage.prompt_tokens = static_cast<int64_t>(r.params.prompt.size());
   for (int64_t i : cl.items) usage.completion_tokens += items[i].usage.completion_tokens;
+  const std::string echo = r.echo ? r.prompt_text : "";
   for (int k : picked) {
     const ItemState& it = items[cl.items[k]];
-    choices.push_back({it.text->text(), serve::FinishReasonText(it.text->stopped(), it.finish),
-                       r.return_token_ids ? &it.text->ids() : nullptr});
+    choices.push_back(it.out->ToChoice(it.finish, r.return_token_ids, echo));
   }
   const serve::CompletionMeta meta{std::string(r.chat ? "chatcmpl-" : "cmpl-") + "batch-" + std::to_string(cl.line), model,
                                    created, r.chat};
@@ -185,6 +189,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   std::optional<tokenizer::ChatTemplate> chat_format;
   if (auto f = tokenizer::ChatTemplate::ForTokenizer(tok, o.chat_template); f.ok()) chat_format = std::move(*f);
   else if (!o.chat_template.empty()) ExitIfError(f.status());
+  serve::OutputShaper shaper(tok, chat_format ? &*chat_format : nullptr, EndOfTurnIds(tok));
   const std::string model_name = o.model.model;
   core::ThreadPool pool(o.model.threads);
   // Memory-centric batching: no request cap unless asked; the KV pool decides admissions.
@@ -210,8 +215,10 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
       CompletionLine cl;
       cl.line = i;
       serve::ApiError err;
+      std::string rendered;
       if (!serve::ParseCompletionRequest(bl.body, chat, limits, &cl.request, &err) ||
-          !serve::BuildPrompt(cl.request, tok, chat_format, &cl.request.params.prompt, &err)) {
+          !serve::BuildPrompt(cl.request, tok, chat_format, &cl.request.params.prompt, &err, &rendered) ||
+          !shaper.Plan(cl.request, rendered, &cl.plan, &err)) {
         immediate[i] = {err.status, serve::ErrorBody(err)};
         continue;
       }
@@ -236,11 +243,15 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
         engine::RequestParams p = r.params;
         p.sampling.seed = r.params.sampling.seed + static_cast<uint64_t>(k);
         p.cumulative_logprob = r.best_of > r.n;
+        p.top_logprobs = r.top_logprobs;
+        p.constraint = cl.plan.NewConstraint();
         cl.items.push_back(static_cast<int64_t>(items.size()));
         items.push_back(std::move(p));
         ItemState st;
         st.completion = static_cast<int64_t>(completions.size());
-        st.text = std::make_unique<serve::CompletionText>(tok, r.stop_strings, r.params.min_tokens);
+        serve::ChoiceSetup setup = cl.plan.setup;
+        setup.id_seed = r.params.sampling.seed * 31 + static_cast<uint64_t>(k) + 1;
+        st.out = std::make_unique<serve::ChoiceOutput>(tok, std::move(setup));
         item_state.push_back(std::move(st));
       }
       completions.push_back(std::move(cl));
@@ -416,8 +427,8 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
       eng, items, mine, {.kv_budget = o.kv_budget, .submit_all = o.schedule == "serve"},
       [&](int64_t item, const engine::TokenEvent& ev) {
         ItemState& st = item_state[item];
-        st.text->Push(ev);
-        if (ev.finish == engine::FinishReason::kNone) return !st.text->stopped();
+        st.out->Push(ev);
+        if (ev.finish == engine::FinishReason::kNone) return !st.out->stopped();
         st.finish = ev.finish;
         st.usage = ev.usage;
         st.error = ev.error;

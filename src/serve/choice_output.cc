@@ -191,11 +191,27 @@ ChoiceDelta ChoiceOutput::Push(const engine::TokenEvent& ev) {
   if (!setup_.reasoning && !setup_.tool_format && !setup_.harmony) {
     d.content = piece;
     if (last) Finish(&d);
-    return d;
+  } else {
+    if (!setup_.harmony) Route(last, &d);
+    if (last) Finish(&d);
   }
-  if (!setup_.harmony) Route(last, &d);
-  if (last) Finish(&d);
+  streamed_ += d.content;
   return d;
+}
+
+CompletionChoice ChoiceOutput::ToChoice(engine::FinishReason reason, bool return_token_ids, const std::string& prefix) const {
+  CompletionChoice c;
+  c.text = setup_.chat ? final_.content : prefix + streamed_;
+  c.finish_reason = FinishReason(reason);
+  c.token_ids = return_token_ids ? &ids() : nullptr;
+  c.reasoning = final_.reasoning;
+  c.logprobs = AllLogprobs();
+  if (!final_.calls.empty()) {
+    c.tool_calls = ojson::array();
+    for (const ToolCall& call : final_.calls)
+      c.tool_calls.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  return c;
 }
 
 const char* ChoiceOutput::FinishReason(engine::FinishReason reason) const {

@@ -43,6 +43,9 @@ class ChoiceOutput {
   const ParsedOutput& Final() const { return final_; }
   // "tool_calls" when calls were parsed, "stop" for a stop string or token, "length".
   const char* FinishReason(engine::FinishReason reason) const;
+  // The non-streamed response's choice: the message (content, reasoning, tool calls) or, for
+  // completions, `prefix` (echo) + the text.
+  CompletionChoice ToChoice(engine::FinishReason reason, bool return_token_ids, const std::string& prefix = "") const;
   // All logprobs entries (the non-streamed response's "logprobs"), null without logprobs.
   nlohmann::ordered_json AllLogprobs() const;
   const std::vector<int32_t>& ids() const { return text_.ids(); }
@@ -60,6 +63,7 @@ class ChoiceOutput {
   ChoiceSetup setup_;
   CompletionText text_;
   std::string raw_;         // the whole text so far
+  std::string streamed_;    // the content deltas so far
   size_t routed_ = 0;       // raw_[0, routed_) has been sent to a channel
   Phase phase_ = Phase::kContent;
   bool saw_content_ = false;  // non-space content was sent (llama3_json's "{" marker needs none)

@@ -14,7 +14,7 @@ using nlohmann::json;
 const CompletionLimits kLimits{"m", 64, {2}};
 
 bool Parse(const std::string& body, bool chat, CompletionRequest* out, ApiError* err) {
-  return ParseCompletionRequest(json::parse(body), chat, kLimits, out, err);
+  return ParseCompletionRequest(nlohmann::ordered_json::parse(body), chat, kLimits, out, err);
 }
 
 TEST(CompletionRequest, ReadsTheFieldsAClientSends) {
@@ -66,7 +66,16 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
       {R"({"prompt": "x", "n": 3, "best_of": 2})", false, 400, "best_of"},
       {R"({"prompt": "x", "best_of": 17})", false, 400, "best_of"},
       {R"({"prompt": "x", "best_of": 2, "stream": true})", false, 400, "best_of"},
-      {R"({"prompt": "x", "logprobs": 2})", false, 400, "logprobs"},
+      {R"({"prompt": "x", "logprobs": 21})", false, 400, "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", true, 400, "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", true, 400, "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", true, 400, "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a b"}}]})", true, 400, "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})", true, 400, "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})", true, 400, "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "grammar": 5})", true, 400, "grammar"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}})", true, 400, "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})", true, 400, "messages"},
       {R"({"prompt": "x", "tools": [{"type": "function"}]})", false, 400, "tools"},
       {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop"},
       {R"({"prompt": "x", "stop": 5})", false, 400, "stop"},
@@ -93,9 +102,21 @@ TEST(CompletionRequest, RefusesWhatItWouldMisreadWithTheRightStatusAndParam) {
   // The "off" values of unsupported options pass.
   CompletionRequest r;
   ApiError e;
-  EXPECT_TRUE(Parse(R"({"prompt": "x", "logprobs": null, "echo": false, "best_of": 1, "tools": [], "response_format": {"type": "text"}})",
+  EXPECT_TRUE(Parse(R"({"prompt": "x", "logprobs": null, "echo": false, "best_of": 1, "response_format": {"type": "text"}})",
                     false, &r, &e))
       << e.message;
+  // Chat: tools, a tool call in the history (its arguments handed to the template as an object),
+  // template keyword arguments, logprobs.
+  ASSERT_TRUE(Parse(R"({"messages": [{"role": "user", "content": "w?"}, {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"b\": 1, \"a\": 2}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "ok"}], "tools": [{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"b": {}, "a": {}}}}}], "tool_choice": {"type": "function", "function": {"name": "f"}},
+      "chat_template_kwargs": {"enable_thinking": false}, "logprobs": true, "top_logprobs": 3})", true, &r, &e)) << e.message;
+  EXPECT_EQ(r.chat_vars["messages"][1]["tool_calls"][0]["function"]["arguments"].dump(), R"({"b":1,"a":2})");  // client's order
+  EXPECT_EQ(r.chat_vars["tools"][0]["function"]["parameters"]["properties"].begin().key(), "b");
+  EXPECT_EQ(r.chat_vars["enable_thinking"], false);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.top_logprobs, 3);
   EXPECT_FALSE(ParseCompletionRequest(json::array(), false, kLimits, &r, &e));  // not an object
   EXPECT_EQ(r.best_of, 1);
   ASSERT_TRUE(Parse(R"({"prompt": "x", "n": 2, "best_of": 5})", false, &r, &e)) << e.message;

@@ -279,7 +279,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse& res, const Completion
   const int runs = static_cast<int>(ids->size()), n = request.n;
   std::vector<engine::Usage> finals(runs);
   std::vector<engine::FinishReason> reasons(runs, engine::FinishReason::kNone);
-  std::vector<std::string> texts(runs), errors(runs);
+  std::vector<std::string> errors(runs);
   int open = runs;
   bool gone = false;
   engine::TokenEvent ev;
@@ -292,7 +292,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse& res, const Completion
     const int i = IndexOf(*ids, ev.id);
     ChoiceOutput& out = *(*outputs)[i];
     const bool was_stopped = out.stopped();
-    texts[i] += out.Push(ev).content;
+    out.Push(ev);
     if (out.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
     if (ev.finish != engine::FinishReason::kNone) {
       finals[i] = ev.usage;
@@ -315,22 +315,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse& res, const Completion
     picked = BestOf(logprobs, n);
   }
   std::vector<CompletionChoice> choices(n);
-  for (int i = 0; i < n; ++i) {
-    const int k = picked[i];
-    const ChoiceOutput& out = *(*outputs)[k];
-    const ParsedOutput& final_msg = out.Final();
-    CompletionChoice& c = choices[i];
-    c.text = meta.chat ? final_msg.content : echo + texts[k];
-    c.finish_reason = out.FinishReason(reasons[k]);
-    c.token_ids = request.return_token_ids ? &out.ids() : nullptr;
-    c.reasoning = final_msg.reasoning;
-    c.logprobs = out.AllLogprobs();
-    if (!final_msg.calls.empty()) {
-      c.tool_calls = nlohmann::ordered_json::array();
-      for (const ToolCall& call : final_msg.calls)
-        c.tool_calls.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-    }
-  }
+  for (int i = 0; i < n; ++i) choices[i] = (*outputs)[picked[i]]->ToChoice(reasons[picked[i]], request.return_token_ids, echo);
   const json body = CompletionResponse(meta, choices, TotalUsage(finals, runs, prompt_usage));
   res.SetContent(core::JsonText(body), "application/json");
 }

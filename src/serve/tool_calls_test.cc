@@ -1,0 +1,160 @@
+// Tool-call formats (parsing each family's output, the forcing grammars), the reasoning split
+// and the choice pipeline's streaming (deltas add up to the final message).
+#include "serve/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+#include "grammar/grammar.h"
+#include "serve/choice_output.h"
+#include "tokenizer/tokenizer.h"
+
+namespace radixlm::serve {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::vector<Tool> WeatherTools() {
+  Tool t;
+  t.name = "get_weather";
+  t.parameters = ojson::parse(R"({"type": "object", "properties": {"location": {"type": "string"}, "days": {"type": "integer"}},
+                                  "required": ["location"]})");
+  return {t};
+}
+
+TEST(ToolCalls, DetectsEachFamilyFromItsTemplate) {
+  EXPECT_STREQ(DetectToolFormat("... <tool_call>\\n{\"name\": ...")->name, "hermes");
+  EXPECT_STREQ(DetectToolFormat("<tool_call>\\n<function=example>")->name, "qwen3_coder");
+  EXPECT_STREQ(DetectToolFormat("{{- \"[TOOL_CALLS][\" }}")->name, "mistral");
+  EXPECT_STREQ(DetectToolFormat("<|start|>assistant<|channel|>final")->name, "harmony");
+  EXPECT_STREQ(DetectToolFormat("<|python_tag|>")->name, "llama3_json");
+  EXPECT_EQ(DetectToolFormat("{{ messages }}"), nullptr);
+}
+
+TEST(ToolCalls, ParsesEachFormat) {
+  const auto tools = WeatherTools();
+  auto hermes = FindToolFormat("hermes")->parse(
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"location\\\": \\\"Rome\\\"}\"}\n</tool_call>", tools);
+  ASSERT_EQ(hermes.calls.size(), 2u);
+  EXPECT_EQ(hermes.content, "Let me check.");
+  EXPECT_EQ(hermes.calls[0].arguments, R"({"location":"Paris"})");
+  EXPECT_EQ(hermes.calls[1].arguments, R"({"location":"Rome"})");
+  auto xml = FindToolFormat("qwen3_coder")->parse(
+      "<tool_call>\n<function=get_weather>\n<parameter=location>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+      "</function>\n</tool_call>", tools);
+  ASSERT_EQ(xml.calls.size(), 1u);
+  EXPECT_EQ(xml.calls[0].arguments, R"({"location":"New York","days":3})");
+  auto llama = FindToolFormat("llama3_json")->parse("{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Oslo\"}}", tools);
+  ASSERT_EQ(llama.calls.size(), 1u);
+  EXPECT_EQ(llama.calls[0].name, "get_weather");
+  auto mistral = FindToolFormat("mistral")->parse("[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Lima\"}}]", tools);
+  ASSERT_EQ(mistral.calls.size(), 1u);
+  auto harmony = FindToolFormat("harmony")->parse(
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+      "<|constrain|>json<|message|>{\"location\": \"Kyiv\"}<|call|>", tools);
+  ASSERT_EQ(harmony.calls.size(), 1u);
+  EXPECT_EQ(harmony.reasoning, "Need weather.");
+  EXPECT_EQ(harmony.calls[0].arguments, R"({"location":"Kyiv"})");
+  // Not calls: all content, never a made-up call.
+  auto broken = FindToolFormat("hermes")->parse("<tool_call>\n{\"name\": \"get_weather\", \"argu", tools);
+  EXPECT_TRUE(broken.calls.empty());
+  EXPECT_EQ(broken.content, "<tool_call>\n{\"name\": \"get_weather\", \"argu");
+  EXPECT_TRUE(FindToolFormat("llama3_json")->parse("Hello {there}", tools).calls.empty());
+}
+
+TEST(ToolCalls, ForcingGrammarsParseForEveryFormat) {
+  const auto tools = WeatherTools();
+  for (const char* name : {"hermes", "qwen3_coder", "llama3_json", "mistral", "harmony"})
+    for (bool reasoning : {false, true}) {
+      auto g = ToolCallGrammar(*FindToolFormat(name), tools, true, reasoning);
+      ASSERT_TRUE(g.ok()) << name << ": " << g.status().message();
+      EXPECT_TRUE(grammar::ParseGbnf(*g).ok()) << name << "\n" << *g;
+    }
+}
+
+TEST(ToolCalls, StrictObjectsClosesDeclaredObjectsOnly) {
+  const ojson s = StrictObjects(ojson::parse(R"({"type": "object", "properties": {"a": {"type": "object", "properties": {}},
+      "b": {"type": "object", "additionalProperties": true}}})"));
+  EXPECT_EQ(s["additionalProperties"], false);
+  EXPECT_EQ(s["properties"]["a"]["additionalProperties"], false);
+  EXPECT_EQ(s["properties"]["b"]["additionalProperties"], true);
+}
+
+TEST(ToolCalls, ReasoningSplit) {
+  std::string r, rest;
+  SplitReasoning("<think>\nplan\n</think>\n\nanswer", false, &r, &rest);
+  EXPECT_EQ(r, "\nplan\n");
+  EXPECT_EQ(rest, "answer");
+  SplitReasoning("plan</think>answer", true, &r, &rest);
+  EXPECT_EQ(r, "plan");
+  EXPECT_EQ(rest, "answer");
+  SplitReasoning("just text", false, &r, &rest);
+  EXPECT_EQ(r, "");
+  EXPECT_EQ(rest, "just text");
+}
+
+std::unique_ptr<tokenizer::Tokenizer> Qwen3() {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  auto t = tokenizer::Tokenizer::Named("qwen3", std::string(src ? src : ".") + "/third_party_data/npm/node_modules");
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+// Feeds `text` token by token (the last event finishing); returns the deltas added up.
+ChoiceDelta Feed(ChoiceOutput* out, const tokenizer::Tokenizer& tok, const std::string& text, int32_t eos) {
+  std::vector<int32_t> ids = tok.Encode(text);
+  ids.push_back(eos);
+  ChoiceDelta sum;
+  sum.tool_calls = nullptr;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    engine::TokenEvent ev;
+    ev.token = ids[i];
+    ev.logprob = -1.5f;
+    ev.top_logprobs = {{ids[i], -1.5f}};
+    if (i + 1 == ids.size()) ev.finish = engine::FinishReason::kStop;
+    ChoiceDelta d = out->Push(ev);
+    sum.content += d.content;
+    sum.reasoning += d.reasoning;
+    if (!d.tool_calls.is_null()) sum.tool_calls = d.tool_calls;
+  }
+  return sum;
+}
+
+TEST(ChoiceOutput, StreamedDeltasAddUpToTheMessage) {
+  auto tok = Qwen3();
+  if (!tok) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  const int32_t eos = tok->TokenId("<|im_end|>");
+  ChoiceSetup setup;
+  setup.chat = true;
+  setup.stop_ids = {eos};
+  setup.reasoning = true;
+  setup.tool_format = FindToolFormat("hermes");
+  setup.tools = WeatherTools();
+  setup.top_logprobs = 1;
+  const std::string text = "<think>\nThe user wants weather.\n</think>\n\nChecking.\n<tool_call>\n"
+                           "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>";
+  ChoiceOutput out(*tok, setup);
+  const ChoiceDelta sum = Feed(&out, *tok, text, eos);
+  EXPECT_EQ(sum.reasoning, "\nThe user wants weather.\n");
+  EXPECT_EQ(sum.content, "Checking.\n");
+  ASSERT_TRUE(sum.tool_calls.is_array());
+  EXPECT_EQ(sum.tool_calls[0]["function"]["arguments"], R"({"location":"Paris"})");
+  EXPECT_EQ(out.Final().reasoning, sum.reasoning);
+  EXPECT_EQ(out.Final().content, "Checking.");
+  ASSERT_EQ(out.Final().calls.size(), 1u);
+  EXPECT_EQ(out.Final().calls[0].id, sum.tool_calls[0]["id"]);
+  EXPECT_STREQ(out.FinishReason(engine::FinishReason::kStop), "tool_calls");
+  // One logprobs entry per generated token but the stop token.
+  EXPECT_EQ(out.AllLogprobs()["content"].size(), tok->Encode(text).size());
+
+  // A prompt that opens <think> starts the output in reasoning; no calls means plain content.
+  setup.starts_in_reasoning = true;
+  setup.tool_format = nullptr;
+  ChoiceOutput plain(*tok, setup);
+  const ChoiceDelta s2 = Feed(&plain, *tok, "hmm</think>\n\nHello <b>", eos);
+  EXPECT_EQ(s2.reasoning, "hmm");
+  EXPECT_EQ(s2.content, "Hello <b>");
+  EXPECT_STREQ(plain.FinishReason(engine::FinishReason::kStop), "stop");
+}
+
+}  // namespace
+}  // namespace radixlm::serve
