@@ -86,7 +86,9 @@ bool Messages(const json& body, CompletionRequest* out, ApiError* err) {
     if (!Content(m, &content, &text, err)) return false;
     if (content.is_null() && !(role == "assistant" && m.contains("tool_calls")) && !(m.contains("content") && m["content"].is_null()))
       return Bad(err, "each message needs 'content' (a string or a list of text parts)", "messages", "invalid_type");
-    msg["content"] = content.is_null() && role != "assistant" ? json("") : content;
+    // null (an assistant turn that only calls tools) is handed over as "", as vLLM does: the
+    // templates test content with `in` and `+`, which fail on None.
+    msg["content"] = content.is_null() ? json("") : content;
     if (!text.empty()) out->literal_texts.push_back(text);
     if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
       if (role != "assistant") return Bad(err, "only assistant messages carry 'tool_calls'", "messages");

@@ -19,6 +19,13 @@ bool EndsInsideThink(const std::string& text) {
          text.find_first_not_of(" \t\r\n", open + 7) == std::string::npos;
 }
 
+// The prompt closed an empty reasoning block for the model (Qwen3 with enable_thinking false):
+// the output has none.
+bool EndsAfterThink(const std::string& text) {
+  const size_t close = text.rfind("</think>");
+  return close != std::string::npos && text.find_first_not_of(" \t\r\n", close + 8) == std::string::npos;
+}
+
 }  // namespace
 
 std::shared_ptr<sampling::TokenConstraint> OutputPlan::NewConstraint() const {
@@ -99,8 +106,8 @@ bool OutputShaper::Plan(const CompletionRequest& r, const std::string& rendered,
   s.stop_ids = r.params.stop_ids;
   s.top_logprobs = r.top_logprobs;
   if (r.chat) {
-    s.reasoning = thinks_;
-    s.starts_in_reasoning = thinks_ && EndsInsideThink(rendered);
+    s.reasoning = thinks_ && !EndsAfterThink(rendered);
+    s.starts_in_reasoning = s.reasoning && EndsInsideThink(rendered);
     s.harmony = harmony_;
     if (harmony_) s.tool_format = tool_format_;  // its channels carry reasoning and content too
     if (r.tool_choice != ToolChoice::kNone) {

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""What agent clients send, end to end against `radixlm serve` (random:tiny: the Qwen3 tokenizer
+and Qwen3's own chat template, so hermes tool calls and <think> reasoning):
+
+- tool_choice "required" / a named function: every finished response parses into calls of the
+  offered functions whose arguments validate against their parameters (python3-jsonschema); a
+  response cut by max_tokens is the start of a call;
+- streaming the same request (same seed) gives the same message, tool_calls assembled from
+  delta.tool_calls;
+- a tool-call loop (call, tool result, answer) renders the history with the template;
+- two requests with the same tools and system prompt share their prefix (cached_tokens);
+- response_format json_schema (strict) / json_object and a GBNF `grammar`: finished outputs
+  validate, cut ones are prefixes (the grammar tool says so);
+- logprobs / top_logprobs (chat and completions, streamed too), echo.
+
+Usage: agent_api_test.py RADIXLM
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_test import check, free_port, post, stream, wait_ready, FAILURES  # noqa: E402
+
+try:
+    import jsonschema
+except ImportError:
+    print("SKIPPED: python3-jsonschema is not installed (scripts/setup.sh installs it)")
+    sys.exit(77)
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                                                    "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                   "required": ["city", "unit"]}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the web",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string", "maxLength": 10}, "top": {"type": "boolean"}},
+                   "required": ["q"]}}}
+TOOLS = [WEATHER, SEARCH]
+
+
+def strict(schema):
+    """The schema as the server constrains tool arguments (objects closed)."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in ("enum", "const", "default") else strict(v)) for k, v in schema.items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+def chat(base, body):
+    status, text = post(base, "/v1/chat/completions", body)
+    return status, json.loads(text)
+
+
+def assemble(events):
+    """A streamed chat choice as one message: content, reasoning, tool_calls by index."""
+    msg = {"content": "", "reasoning_content": "", "tool_calls": {}}
+    finish, logprobs = None, []
+    for e in events:
+        if e == "[DONE]":
+            continue
+        j = json.loads(e)
+        for c in j.get("choices", []):
+            d = c.get("delta", {})
+            msg["content"] += d.get("content") or ""
+            msg["reasoning_content"] += d.get("reasoning_content") or ""
+            for tc in d.get("tool_calls") or []:
+                slot = msg["tool_calls"].setdefault(tc["index"], {"id": "", "name": "", "arguments": ""})
+                slot["id"] += tc.get("id") or ""
+                fn = tc.get("function") or {}
+                slot["name"] += fn.get("name") or ""
+                slot["arguments"] += fn.get("arguments") or ""
+            if c.get("logprobs"):
+                logprobs += c["logprobs"]["content"]
+            finish = c.get("finish_reason") or finish
+    return msg, finish, logprobs
+
+
+def check_tool_calls(base):
+    finished = cut = 0
+    for seed in range(12):
+        body = {"messages": [{"role": "system", "content": "You call tools."}, {"role": "user", "content": "Weather in Oslo?"}],
+                "tools": TOOLS, "tool_choice": "required", "max_tokens": 160, "temperature": 1.0, "seed": seed,
+                "chat_template_kwargs": {"enable_thinking": False}, "parallel_tool_calls": seed % 2 == 0}
+        status, r = chat(base, body)
+        if status != 200:
+            check(False, "tool_choice required answered (%d %s)" % (status, r))
+            return
+        c = r["choices"][0]
+        if c["finish_reason"] == "tool_calls":
+            finished += 1
+            ok = True
+            for call in c["message"]["tool_calls"]:
+                fn = next(t for t in TOOLS if t["function"]["name"] == call["function"]["name"])
+                try:
+                    jsonschema.validate(json.loads(call["function"]["arguments"]), strict(fn["function"]["parameters"]))
+                except Exception as e:  # noqa: BLE001
+                    ok = False
+                    print("   invalid call %s: %s" % (call, e))
+                ok = ok and call["id"].startswith("call_") and call["type"] == "function"
+            check(ok and c["message"]["content"] is None, "seed %d: tool_calls valid against the parameters" % seed)
+            if not (seed % 2 == 0):
+                check(len(c["message"]["tool_calls"]) == 1, "parallel_tool_calls false: one call")
+            # The same request streamed gives the same message.
+            msg, finish, _ = assemble(stream(base, "/v1/chat/completions", body))
+            calls = [msg["tool_calls"][i] for i in sorted(msg["tool_calls"])]
+            same = finish == "tool_calls" and [(x["name"], x["arguments"], x["id"]) for x in calls] == \
+                [(x["function"]["name"], x["function"]["arguments"], x["id"]) for x in c["message"]["tool_calls"]]
+            check(same, "seed %d: streamed delta.tool_calls = the non-streamed tool_calls" % seed)
+        else:
+            cut += 1
+            check(c["finish_reason"] == "length" and (c["message"]["content"] or "").startswith("<tool_call>\n{\"name\": \"")
+                  and not c["message"].get("reasoning_content"),
+                  "seed %d: cut by max_tokens inside a call" % seed)
+    check(finished >= 3, "%d of 12 forced calls finished within max_tokens (%d cut)" % (finished, cut))
+    # A named function: every finished call is that one.
+    for seed in range(4):
+        status, r = chat(base, {"messages": [{"role": "user", "content": "find cats"}], "tools": TOOLS, "max_tokens": 120,
+                                "tool_choice": {"type": "function", "function": {"name": "search"}}, "seed": seed,
+                                "chat_template_kwargs": {"enable_thinking": False}})
+        c = r["choices"][0]
+        if c["finish_reason"] == "tool_calls":
+            check(all(t["function"]["name"] == "search" for t in c["message"]["tool_calls"]), "named tool_choice calls 'search'")
+
+
+def check_tool_loop_and_sharing(base):
+    history = [{"role": "system", "content": "You are a weather bot. " * 20}, {"role": "user", "content": "Weather in Oslo?"}]
+    status, r1 = chat(base, {"messages": history, "tools": TOOLS, "max_tokens": 8, "seed": 1})
+    check(status == 200, "auto tool_choice with tools answered")
+    call = {"id": "call_abc", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}
+    history2 = history + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "call_abc", "content": "{\"temp\": 3}"}]
+    status, r2 = chat(base, {"messages": history2, "tools": TOOLS, "max_tokens": 8, "seed": 1})
+    check(status == 200, "a history with a tool call and its result renders and answers")
+    cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+    check(cached >= r1["usage"]["prompt_tokens"] - 16,
+          "same tools and system prompt: the next turn reuses the cached prefix (%d of %d prompt tokens; first turn %d)" %
+          (cached, r2["usage"]["prompt_tokens"], r1["usage"]["prompt_tokens"]))
+    status, r3 = chat(base, {"messages": history, "tools": TOOLS, "tool_choice": "none", "max_tokens": 4})
+    check(status == 200 and "tool_calls" not in r3["choices"][0]["message"], "tool_choice none: no tool_calls")
+
+
+def grammar_prefix_ok(binary, schema, texts):
+    """Each text is a prefix the compiled schema accepts (the grammar tool's --check)."""
+    with tempfile.TemporaryDirectory() as d:
+        sp, tp = os.path.join(d, "s.json"), os.path.join(d, "t.jsonl")
+        json.dump(schema, open(sp, "w"))
+        with open(tp, "w") as f:
+            for t in texts:
+                f.write(json.dumps(t) + "\n")
+        p = subprocess.run([binary, "grammar", "--schema", sp, "--check", tp], capture_output=True, text=True)
+        if p.returncode != 0:
+            return None
+        return [json.loads(line)["prefix"] for line in p.stdout.splitlines()]
+
+
+def check_structured(base, binary):
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                               "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 3},
+                                               "n": {"type": "integer"}},
+              "required": ["name", "tags", "n"]}
+    finished, cut_texts = 0, []
+    for seed in range(8):
+        status, r = chat(base, {"messages": [{"role": "user", "content": "JSON please"}], "max_tokens": 96, "seed": seed,
+                                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}},
+                                "chat_template_kwargs": {"enable_thinking": False}})
+        c = r["choices"][0]
+        if c["finish_reason"] == "stop":
+            finished += 1
+            try:
+                jsonschema.validate(json.loads(c["message"]["content"]), strict(schema))
+                ok = True
+            except Exception as e:  # noqa: BLE001
+                ok = False
+                print("   invalid: %r %s" % (c["message"]["content"], e))
+            check(ok, "seed %d: json_schema output validates" % seed)
+        else:
+            cut_texts.append(c["message"]["content"])
+    check(finished >= 2, "%d of 8 json_schema outputs finished" % finished)
+    if cut_texts:
+        ok = grammar_prefix_ok(binary, strict(schema), cut_texts)
+        check(ok is not None and all(ok), "%d outputs cut by max_tokens are prefixes of valid documents" % len(cut_texts))
+    status, r = chat(base, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 64, "seed": 3,
+                            "response_format": {"type": "json_object"}, "chat_template_kwargs": {"enable_thinking": False}})
+    c = r["choices"][0]
+    check(status == 200 and c["message"]["content"].lstrip().startswith("{"), "json_object output starts an object")
+    if c["finish_reason"] == "stop":
+        check(isinstance(json.loads(c["message"]["content"]), dict), "json_object output is an object")
+    status, r = chat(base, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 8, "seed": 2,
+                            "grammar": "root ::= (\"yes\" | \"no\") \" \" [0-9]", "chat_template_kwargs": {"enable_thinking": False}})
+    out = r["choices"][0]["message"]["content"]
+    check(status == 200 and out in ["%s %d" % (w, k) for w in ("yes", "no") for k in range(10)], "GBNF grammar output %r" % out)
+
+
+def check_logprobs(base):
+    status, r = chat(base, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "temperature": 0,
+                            "logprobs": True, "top_logprobs": 3, "chat_template_kwargs": {"enable_thinking": False}})
+    c = r["choices"][0]
+    entries = c["logprobs"]["content"]
+    ok = len(entries) == r["usage"]["completion_tokens"] - (1 if c["finish_reason"] == "stop" else 0)
+    for e in entries:
+        tops = e["top_logprobs"]
+        ok = ok and len(tops) == 3 and all(tops[i]["logprob"] >= tops[i + 1]["logprob"] for i in range(2))
+        ok = ok and abs(tops[0]["logprob"] - e["logprob"]) < 1e-6 and e["logprob"] <= 0  # greedy: the best token
+        ok = ok and bytes(e["bytes"]).decode("utf-8", "replace") == e["token"].replace("\ufffd", "\ufffd")
+    check(status == 200 and ok, "chat logprobs: an entry per token, top_logprobs sorted, greedy picks the top")
+    _, _, streamed = assemble(stream(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6,
+                                                                 "temperature": 0, "logprobs": True, "top_logprobs": 3,
+                                                                 "chat_template_kwargs": {"enable_thinking": False}}))
+    check([e["token"] for e in streamed] == [e["token"] for e in entries], "streamed logprobs = non-streamed")
+    status, text = post(base, "/v1/completions", {"prompt": "Hello", "max_tokens": 4, "logprobs": 2, "temperature": 0})
+    lp = json.loads(text)["choices"][0]["logprobs"]
+    check(status == 200 and len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]) > 0,
+          "completions logprobs: tokens, token_logprobs, top_logprobs, text_offset")
+    status, text = post(base, "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "echo": True})
+    check(status == 200 and json.loads(text)["choices"][0]["text"].startswith("Hello"), "echo prefixes the prompt")
+
+
+def main():
+    binary = sys.argv[1]
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    server = subprocess.Popen([binary, "serve", "-m", "random:tiny", "--port", str(port), "--kv-tokens", "16384"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_ready(base)
+        check_tool_calls(base)
+        check_tool_loop_and_sharing(base)
+        check_structured(base, binary)
+        check_logprobs(base)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print("FAILED: %d" % len(FAILURES) if FAILURES else "all passed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
