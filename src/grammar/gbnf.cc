@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "grammar/grammar.h"
 
@@ -21,7 +22,15 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {}
+  explicit Parser(std::string_view text) : s_(text) {
+    // Every word of the text, so auxiliary names never take a name defined further down.
+    for (size_t i = 0; i < s_.size();) {
+      size_t e = i;
+      while (e < s_.size() && IsWordChar(s_[e])) ++e;
+      if (e > i) words_.emplace(s_.substr(i, e - i));
+      i = e > i ? e : i + 1;
+    }
+  }
 
   Grammar Parse(std::string_view root) {
     size_t pos = SkipSpace(0, true);
@@ -64,7 +73,7 @@ class Parser {
   // An auxiliary rule for a group or repetition, named `base-N` (llama.cpp writes `base_N`, which is not a valid name to parse back).
   int32_t NewSymbol(const std::string& base) {
     std::string name;
-    do name = base + "-" + std::to_string(next_aux_++); while (ids_.count(name));
+    do name = base + "-" + std::to_string(next_aux_++); while (ids_.count(name) || words_.count(name));
     return SymbolId(name);
   }
 
@@ -164,6 +173,7 @@ class Parser {
   Grammar g_;
   std::vector<bool> defined_;
   std::unordered_map<std::string, int32_t> ids_;
+  std::unordered_set<std::string> words_;
   int next_aux_ = 1;
 };
 

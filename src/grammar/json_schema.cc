@@ -13,10 +13,7 @@ namespace si = schema_internal;
 std::string Compiler::Builtin(const std::string& name) {
   const std::string p = prefix_;
   auto def = [&](const std::string& n, const std::string& body) {
-    if (!names_.count(p + n)) {
-      names_.insert(p + n);
-      rules_.push_back({p + n, body});
-    }
+    if (builtins_.insert(p + n).second) rules_.push_back({p + n, body});
     return p + n;
   };
   if (name == "space") return def("space", "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}");
@@ -30,8 +27,7 @@ std::string Compiler::Builtin(const std::string& name) {
   if (name == "null") return def("null", "\"null\" " + Builtin("space"));
   if (name == "value") {
     const std::string n = p + "value";
-    if (names_.count(n)) return n;
-    names_.insert(n);
+    if (!builtins_.insert(n).second) return n;
     rules_.push_back({n, ""});  // placeholder: object and array refer back to value
     const size_t at = rules_.size() - 1;
     rules_[at].second = Builtin("object") + " | " + Builtin("array") + " | " + Builtin("string") + " | " +

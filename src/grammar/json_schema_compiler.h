@@ -25,7 +25,12 @@ inline const std::set<std::string> kRefusedFormats = {"hostname", "idn-hostname"
 
 class Compiler {
  public:
-  Compiler(const Json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)), merger_(root) {}
+  Compiler(const Json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)), merger_(root) {
+    // Built-in rule names are taken up front, so no schema rule can take them.
+    for (const char* b : {"space", "char", "string", "integer", "number", "boolean", "null", "value", "object", "array"}) {
+      names_.insert(prefix_ + b);
+    }
+  }
 
   std::string Run() {
     const std::string start = Visit(root_, "#");
@@ -83,6 +88,7 @@ class Compiler {
   std::vector<std::pair<std::string, std::string>> rules_;
   std::unordered_map<std::string, std::string> by_body_;
   std::unordered_set<std::string> names_;
+  std::unordered_set<std::string> builtins_;  // built-in rules already defined
   std::unordered_map<std::string, std::string> ref_rules_;
   int depth_ = 0;
 };

@@ -193,11 +193,9 @@ std::string JsonCharExpr(const std::vector<CharRange>& set, bool canonical) {
   }
   std::vector<CharRange> escaped = Intersect(set, 0, 0xFFFF);
   if (canonical) {  // \u only for controls without a short form, and non-ASCII
-    std::vector<CharRange> keep = Intersect(escaped, 0x80, 0xFFFF);
-    for (CharRange r : Intersect(escaped, 0, 0x1F)) {
-      for (uint32_t cp = r.lo; cp <= r.hi; ++cp) {
-        if (cp != 8 && cp != 9 && cp != 10 && cp != 12 && cp != 13) keep.push_back({cp, cp});
-      }
+    std::vector<CharRange> keep;
+    for (auto [lo, hi] : {std::pair<uint32_t, uint32_t>{0, 7}, {11, 11}, {14, 0x1F}, {0x80, 0xFFFF}}) {
+      for (CharRange r : Intersect(escaped, lo, hi)) keep.push_back(r);
     }
     escaped = keep;
   }

@@ -114,7 +114,6 @@ std::string Compiler::NumberRule(const Json& s, const std::string& path) {
 
 // A member name (with quotes and trailing space) that is none of `names`: a trie over their
 // code points, leaving it on a character no name continues with, or ending where no name ends.
-// Raw characters only (an escape could spell a declared name).
 std::string Compiler::KeyNotIn(const std::vector<std::string>& names) {
   struct Node {
     std::map<uint32_t, int> next;
@@ -138,21 +137,23 @@ std::string Compiler::KeyNotIn(const std::vector<std::string>& names) {
     }
     trie[at].terminal = true;
   }
+  // Each step reads one character in its canonical encodings (JsonCharExpr): whatever escape
+  // spells a code point, it takes that code point's branch, so no declared name gets through.
   const std::string quote = "\"\\\"\"";
-  const std::string rest = Rule("key-rest", "[^\"\\\\\\x00-\\x1F]* " + quote);
+  const std::string rest = Rule("key-rest", "(" + Rule("key-char", JsonCharExpr({{0, 0x10FFFF}}, true)) + ")* " + quote);
   std::vector<std::string> rule_of(trie.size());
   for (size_t i = trie.size(); i-- > 0;) {  // children have larger indices
-    std::vector<CharRange> used = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+    std::vector<CharRange> used;
     std::string body;
     for (const auto& [cp, child] : trie[i].next) {
       used.push_back({cp, cp});
-      if (cp < 0x20 || cp == '"' || cp == '\\') continue;  // only reachable through escapes
-      body += (body.empty() ? "" : " | ") + GbnfLiteral(EncodeUtf8(cp)) + " " + rule_of[child];
+      body += (body.empty() ? "" : " | ") + JsonCharExpr({{cp, cp}}, true) + " " + rule_of[child];
     }
     Symbol other;
     other.ranges = used;
     other.negated = true;
-    if (!SymbolCodePoints(other).empty()) body += (body.empty() ? "" : " | ") + GbnfClass(SymbolCodePoints(other)) + " " + rest;
+    const std::vector<CharRange> others = SymbolCodePoints(other);
+    if (!others.empty()) body += (body.empty() ? "" : " | ") + Rule("key-other", JsonCharExpr(others, true)) + " " + rest;
     if (!trie[i].terminal) body += (body.empty() ? "" : " | ") + quote;
     rule_of[i] = Rule("key-not", body);
   }
