@@ -1,0 +1,162 @@
+// The official OpenAI client library (npm `openai`, fetched by scripts/setup.sh) against
+// `radixlm serve` (random:tiny: Qwen3's tokenizer and chat template): the SDK's own tool runner
+// drives a tool-call loop (call, tool result, answer), streamed and not; its stream helper
+// assembles delta.tool_calls; its parse() helper reads a strict json_schema output. Everything
+// is read through the SDK's objects, as an agent client would.
+// Usage: node openai_sdk_test.mjs RADIXLM   (exit 77: the SDK is not installed)
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const sdkPath = path.join(process.env.RADIXLM_SOURCE_DIR || path.join(here, '..'), 'third_party_data/npm/node_modules/openai/index.mjs');
+if (!existsSync(sdkPath)) {
+  console.log('SKIPPED: the openai npm package is not installed (scripts/setup.sh fetches it)');
+  process.exit(77);
+}
+const { default: OpenAI } = await import(pathToFileURL(sdkPath).href);
+
+const failures = [];
+function check(cond, what) {
+  console.log((cond ? 'ok   ' : 'FAIL ') + what);
+  if (!cond) failures.push(what);
+}
+
+const freePort = () => new Promise((resolve) => {
+  const s = createServer();
+  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+});
+
+async function waitReady(base) {
+  for (let i = 0; i < 600; ++i) {
+    try { if ((await fetch(base + '/health')).ok) return; } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('server did not start');
+}
+
+const weatherParams = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 12 }, unit: { type: 'string', enum: ['celsius', 'fahrenheit'] } },
+  required: ['city', 'unit'],
+};
+const noThinking = { chat_template_kwargs: { enable_thinking: false } };
+
+async function toolLoop(client, model, stream) {
+  const calls = [];
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather', description: 'Current weather of a city', parameters: weatherParams, parse: JSON.parse,
+      function: (args) => { calls.push(args); return { temperature: 3, unit: args.unit }; },
+    },
+  }];
+  const messages = [{ role: 'system', content: 'You report the weather.' }, { role: 'user', content: 'Weather in Oslo?' }];
+  // Forced: the runner calls the named function once, appends its result and stops.
+  for (let seed = 0; seed < 6 && calls.length === 0; ++seed) {
+    const runner = client.chat.completions.runTools({
+      model, messages, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 160, seed,
+      stream, ...noThinking,
+    });
+    try { await runner.done(); } catch (e) { console.log('   runner: ' + e.message); continue; }
+    if (calls.length === 0) continue;
+    const history = runner.messages;
+    const call = history.find((m) => m.role === 'assistant' && m.tool_calls);
+    const result = history.find((m) => m.role === 'tool');
+    check(call && call.tool_calls[0].function.name === 'get_weather' && typeof calls[0].city === 'string' &&
+          ['celsius', 'fahrenheit'].includes(calls[0].unit) && [...calls[0].city].length <= 12 && Object.keys(calls[0]).length === 2,
+          `${stream ? 'streamed' : 'plain'} runTools: the SDK parsed a call valid against its parameters (${JSON.stringify(calls[0])})`);
+    check(result && result.tool_call_id === call.tool_calls[0].id, 'the tool result answers the call id');
+    // The answer after the tool result.
+    const params = { model, messages: history, tools: tools.map((t) => ({ type: 'function', function: { name: t.function.name, parameters: weatherParams } })),
+      tool_choice: 'none', max_tokens: 8, seed, ...noThinking };
+    if (stream) {
+      const s = client.chat.completions.stream(params);
+      const final = await s.finalChatCompletion();
+      check(typeof final.choices[0].message.content === 'string' && !final.choices[0].message.tool_calls?.length,
+            'streamed answer after the tool result');
+    } else {
+      const answer = await client.chat.completions.create(params);
+      check(typeof answer.choices[0].message.content === 'string' && answer.usage.prompt_tokens_details.cached_tokens > 0,
+            `answer after the tool result reuses the cached prefix (${answer.usage.prompt_tokens_details.cached_tokens} tokens)`);
+    }
+  }
+  check(calls.length > 0, `${stream ? 'streamed' : 'plain'} tool loop completed`);
+}
+
+async function streamedCalls(client, model) {
+  const s = client.chat.completions.stream({
+    model, messages: [{ role: 'user', content: 'Weather?' }], max_tokens: 200, seed: 1, ...noThinking,
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: weatherParams } }], tool_choice: 'required',
+  });
+  const final = await s.finalChatCompletion();
+  const c = final.choices[0];
+  if (c.finish_reason === 'tool_calls') {
+    const args = JSON.parse(c.message.tool_calls[0].function.arguments);
+    check(c.message.tool_calls[0].id.startsWith('call_') && ['celsius', 'fahrenheit'].includes(args.unit),
+          'stream helper assembled delta.tool_calls into a valid call');
+  } else {
+    check(c.finish_reason === 'length', 'stream helper: cut by max_tokens');
+  }
+}
+
+async function structured(client, model) {
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer', minimum: 0, maximum: 150 }, admin: { type: 'boolean' } },
+    required: ['name', 'age', 'admin'], additionalProperties: false,
+  };
+  let parsed = null;
+  for (let seed = 0; seed < 8 && parsed === null; ++seed) {
+    try {
+      const r = await client.chat.completions.parse({
+        model, messages: [{ role: 'user', content: 'A user as JSON' }], max_tokens: 96, seed, ...noThinking,
+        response_format: { type: 'json_schema', json_schema: { name: 'user', schema, strict: true } },
+      });
+      parsed = r.choices[0].message.parsed;
+    } catch (e) {
+      console.log(`   seed ${seed}: ${e.constructor.name}: ${e.message.slice(0, 80)}`);  // cut by max_tokens
+    }
+  }
+  check(parsed !== null && typeof parsed.name === 'string' && [...parsed.name].length <= 10 && Number.isInteger(parsed.age) &&
+        parsed.age >= 0 && parsed.age <= 150 && typeof parsed.admin === 'boolean' && Object.keys(parsed).length === 3,
+        `parse() read a strict json_schema output: ${JSON.stringify(parsed)}`);
+  // An unsupported keyword is an API error the SDK raises as BadRequestError.
+  try {
+    await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 4,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', not: {} } } } });
+    check(false, 'an unsupported schema keyword is refused');
+  } catch (e) {
+    check(e.status === 400 && e.constructor.name === 'BadRequestError', `an unsupported schema keyword is a 400 (${e.message.slice(0, 90)})`);
+  }
+}
+
+async function logprobs(client, model) {
+  const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4,
+    temperature: 0, logprobs: true, top_logprobs: 2, ...noThinking });
+  const lp = r.choices[0].logprobs.content;
+  check(lp.length > 0 && lp.every((e) => e.top_logprobs.length === 2 && e.logprob <= 0), 'logprobs through the SDK');
+}
+
+const binary = process.argv[2];
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const server = spawn(binary, ['serve', '-m', 'random:tiny', '--port', String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
+try {
+  await waitReady(base);
+  const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'not-needed', maxRetries: 0, timeout: 120000 });
+  const model = (await client.models.list()).data[0].id;
+  await toolLoop(client, model, false);
+  await toolLoop(client, model, true);
+  await streamedCalls(client, model);
+  await structured(client, model);
+  await logprobs(client, model);
+} catch (e) {
+  check(false, 'unexpected error: ' + (e.stack || e));
+} finally {
+  server.kill('SIGTERM');
+}
+console.log(failures.length ? `FAILED: ${failures.length}` : 'all passed');
+process.exit(failures.length ? 1 : 0);
