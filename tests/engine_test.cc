@@ -363,6 +363,55 @@ TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
   }
 }
 
+// A stateful constraint: the k-th token must be congruent to k mod 5 (so a token accepted
+// twice, or a state not carried across preemption, changes what is allowed next).
+class StepModConstraint : public sampling::TokenConstraint {
+ public:
+  void Mask(std::span<float> logits) override {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (static_cast<int64_t>(i % 5) != static_cast<int64_t>(accepted.size() % 5)) logits[i] = -std::numeric_limits<float>::infinity();
+  }
+  void Accept(int32_t token) override { accepted.push_back(token); }
+  std::vector<int32_t> accepted;
+};
+
+// Constrained requests decode the same tokens alone, batched and chunked, and preempted by a
+// small pool (the constraint sees each token once, in order); every token obeys it.
+TEST(ConstrainedEngineTest, BatchingChunkingAndPreemptionNeverChangeAConstrainedAnswer) {
+  auto model = models::LoadModel("random:tiny").value();
+  engine::EngineConfig one{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+  one.scheduler.max_running = 1;
+  one.scheduler.step_token_budget = 4096;
+  engine::EngineConfig batched = one;
+  batched.scheduler.max_running = 6;
+  batched.scheduler.step_token_budget = 20;
+  engine::EngineConfig small = batched;
+  small.num_blocks = 14;
+  small.prefix_cache = true;
+  std::vector<Outcome> outcomes;
+  for (const engine::EngineConfig& cfg : {one, batched, small}) {
+    Workload w = MakeWorkload(9, model->config().vocab_size);
+    std::vector<std::shared_ptr<StepModConstraint>> constraints;
+    for (auto& r : w.requests) {
+      r.sampling.temperature = 1.0f;
+      r.sampling.seed = constraints.size() + 1;
+      constraints.push_back(std::make_shared<StepModConstraint>());
+      r.constraint = constraints.back();
+    }
+    outcomes.push_back(RunWorkload(*model, w, cfg));
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      const auto& out = outcomes.back().outputs.at(static_cast<int>(i));
+      EXPECT_EQ(constraints[i]->accepted, out) << "request " << i;
+      for (size_t k = 0; k < out.size(); ++k) EXPECT_EQ(out[k] % 5, static_cast<int32_t>(k % 5)) << "request " << i;
+    }
+  }
+  for (size_t i = 0; i < outcomes[0].outputs.size(); ++i) {
+    EXPECT_EQ(outcomes[1].outputs.at(static_cast<int>(i)), outcomes[0].outputs.at(static_cast<int>(i))) << "batched, request " << i;
+    EXPECT_EQ(outcomes[2].outputs.at(static_cast<int>(i)), outcomes[0].outputs.at(static_cast<int>(i))) << "small pool, request " << i;
+  }
+  EXPECT_GT(outcomes[2].metrics.preemptions, 0);
+}
+
 // With the hybrid cache, requests restore checkpoints (branch points found by speculative
 // insertion, and finished requests' final states) and prefill only the rest. The scan is the
 // exact recurrence, so a restore gives the bits of a computation from scratch: tokens and the
