@@ -1,7 +1,7 @@
 // Test helper: feeds a JSON value to a matcher as serialised text, compactly or in Python's
 // json.dumps default style (", " and ": " separators, non-ASCII as \u escapes). Object members
 // may come in any order in the value; the helper finds the order the grammar takes (members of
-// a schema grammar follow `properties`), by trying members on forks, with backtracking and a
+// a schema grammar follow `properties`), by trying members with rollback on failure, within a
 // budget. So "accepted" means: some member order of the value's serialisation is accepted.
 #pragma once
 
@@ -28,18 +28,17 @@ inline bool Members(Matcher& m, std::vector<std::pair<std::string, const nlohman
                     FeedStyle style, int* budget) {
   if (rest.empty()) return m.AcceptBytes("}");
   if (--*budget < 0) return false;
+  const int mark = m.steps();  // each failed try rolls back to here
   for (size_t i = 0; i < rest.size(); ++i) {
-    Matcher f = m.Fork();
-    if (!first && !f.AcceptBytes(style == FeedStyle::kPython ? ", " : ",")) return false;
-    if (!f.AcceptBytes(Scalar(nlohmann::ordered_json(rest[i].first), style))) continue;
-    if (!f.AcceptBytes(style == FeedStyle::kPython ? ": " : ":")) continue;
-    if (!Feed(f, *rest[i].second, style, budget)) continue;
-    auto others = rest;
-    others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
-    if (Members(f, others, false, style, budget)) {
-      m = std::move(f);
-      return true;
+    const bool ok = (first || m.AcceptBytes(style == FeedStyle::kPython ? ", " : ",")) &&
+                    m.AcceptBytes(Scalar(nlohmann::ordered_json(rest[i].first), style)) &&
+                    m.AcceptBytes(style == FeedStyle::kPython ? ": " : ":") && Feed(m, *rest[i].second, style, budget);
+    if (ok) {
+      auto others = rest;
+      others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+      if (Members(m, others, false, style, budget)) return true;
     }
+    m.Rollback(m.steps() - mark);
   }
   return false;
 }

@@ -54,7 +54,7 @@ std::string Compiler::Builtin(const std::string& name) {
 std::string Compiler::Visit(const Json& s, const std::string& path) {
   if (s.is_boolean()) {
     if (s.get<bool>()) return Builtin("value");
-    Fail(path, "the schema false (no value is valid)");
+    Empty(path, "the schema false (no value is valid)");
   }
   if (!s.is_object()) Fail(path, "a schema must be an object or a boolean");
   if (++depth_ > 200) Fail(path, "schema nesting too deep");
@@ -63,6 +63,23 @@ std::string Compiler::Visit(const Json& s, const std::string& path) {
     ~Leave() { --d; }
   } leave{depth_};
   if (auto bad = RefusedKeyword(s); !bad.empty()) Fail(path, "unsupported keyword '" + bad + "'");
+  if (s.contains("not") || s.contains("dependencies") || s.contains("dependentRequired") || s.contains("dependentSchemas")) {
+    Json parts = Json::array();  // the rest of s, and each of these as a schema of its own
+    Json rest = s;
+    for (const char* k : {"not", "dependencies", "dependentRequired", "dependentSchemas"}) rest.erase(k);
+    parts.push_back(rest);
+    Json merged;
+    try {
+      if (s.contains("not")) parts.push_back(Negate(s["not"]));
+      for (Json& c : DependencyConstraints(s)) parts.push_back(std::move(c));
+      merged = merger_.MergeAllOf(Json{{"allOf", parts}});
+    } catch (const Unsatisfiable&) {
+      throw;
+    } catch (const SchemaError& e) {
+      Fail(path, e.what());
+    }
+    return Visit(merged, path);
+  }
   if (s.contains("$ref")) return VisitRef(s, path);
   if (s.contains("allOf")) {
     Json merged;
@@ -97,8 +114,14 @@ std::string Compiler::VisitRef(const Json& s, const std::string& path) {
   ref_rules_.emplace(ref, name);
   const size_t slot = rules_.size();
   rules_.push_back({name, ""});
-  const std::string body = Visit(*target, ref);
-  rules_[slot].second = body;
+  try {
+    rules_[slot].second = Visit(*target, ref);
+  } catch (const SchemaError&) {
+    // Unusable: the name matches nothing and is forgotten (rules made meanwhile stay unused).
+    rules_[slot].second = "[^\\x00-\\U0010FFFF]";
+    ref_rules_.erase(ref);
+    throw;
+  }
   return name;
 }
 
@@ -109,6 +132,17 @@ std::string Compiler::VisitUnion(const Json& s, const std::string& path) {
   if (!list.is_array() || list.empty()) Fail(path, std::string("'") + key + "' must be a non-empty array");
   Json rest = s;
   rest.erase(key);
+  if (std::string(key) == "oneOf") {  // exactly one of some `required` lists: an exact anyOf
+    if (auto any = OneOfByPresence(list)) {
+      try {
+        return Visit(HasConstraints(rest, false) ? merger_.Merge(rest, *any) : *any, path);
+      } catch (const Unsatisfiable&) {
+        throw;
+      } catch (const SchemaError& e) {
+        Fail(path, std::string("unsupported keyword 'oneOf': ") + e.what());
+      }
+    }
+  }
   const bool constrained = HasConstraints(rest, false);
   std::vector<Json> alts;
   for (const Json& sub : list) {
@@ -136,9 +170,12 @@ std::string Compiler::VisitUnion(const Json& s, const std::string& path) {
   for (size_t i = 0; i < alts.size(); ++i) {
     // An alternative with no instance (a false schema, an empty enum after merging) drops out.
     if (alts[i].is_boolean() && !alts[i].get<bool>()) continue;
-    body += (body.empty() ? "" : " | ") + Visit(alts[i], path + "/" + key + "/" + std::to_string(i));
+    try {
+      body += (body.empty() ? "" : " | ") + Visit(alts[i], path + "/" + key + "/" + std::to_string(i));
+    } catch (const Unsatisfiable&) {
+    }
   }
-  if (body.empty()) Fail(path, std::string("'") + key + "' has no satisfiable alternative");
+  if (body.empty()) Empty(path, std::string("'") + key + "' has no satisfiable alternative");
   return Rule(key, body);
 }
 
@@ -199,7 +236,7 @@ std::string Compiler::EnumRule(const Json& s, const std::set<std::string>& types
   } catch (const SchemaError& e) {
     Fail(path, e.what());
   }
-  if (values.empty()) Fail(path, "no value of 'enum'/'const' satisfies the schema");
+  if (values.empty()) Empty(path, "no value of 'enum'/'const' satisfies the schema");
   std::string body;
   for (const Json& v : values) body += (body.empty() ? "" : " | ") + ValueLiteral(v);
   return Rule("enum", "(" + body + ") " + Builtin("space"));

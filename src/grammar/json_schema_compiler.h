@@ -41,6 +41,7 @@ class Compiler {
 
  private:
   [[noreturn]] static void Fail(const std::string& path, const std::string& what) { throw SchemaError(path + ": " + what); }
+  [[noreturn]] static void Empty(const std::string& path, const std::string& what) { throw Unsatisfiable(path + ": " + what); }
 
   std::string Sanitize(const std::string& hint) const {
     std::string s;

@@ -121,10 +121,67 @@ std::optional<std::vector<Json>> Values(const Json& s) {
 
 }  // namespace
 
+bool RequiredOnly(const Json& s) {
+  if (!s.is_object() || !s.contains("required") || !s["required"].is_array() || s["required"].empty()) return false;
+  for (const auto& [k, v] : s.items()) {
+    if (k != "required" && kValidation.count(k)) return false;
+  }
+  return std::all_of(s["required"].begin(), s["required"].end(), [](const Json& r) { return r.is_string(); });
+}
+
+Json Negate(const Json& s) {
+  if (IsTrivial(s)) return Json(false);
+  if (!RequiredOnly(s)) throw SchemaError("unsupported keyword 'not' (only of {} or of a 'required' list)");
+  Json alts = Json::array();
+  for (const Json& name : s["required"]) {
+    alts.push_back(Json{{"type", "object"}, {"properties", Json{{name.get<std::string>(), false}}}});
+  }
+  return Json{{"anyOf", alts}};
+}
+
+std::vector<Json> DependencyConstraints(const Json& s) {
+  static const Json kNonObjectTypes = Json::array({"array", "string", "number", "boolean", "null"});
+  std::vector<Json> out;
+  for (const char* key : {"dependencies", "dependentRequired", "dependentSchemas"}) {
+    if (!s.contains(key)) continue;
+    if (!s[key].is_object()) throw SchemaError(std::string("'") + key + "' must be an object");
+    for (const auto& [name, dep] : s[key].items()) {
+      Json present;
+      if (dep.is_array()) {
+        Json req = Json::array({name});
+        for (const Json& d : dep) req.push_back(d);
+        present = Json{{"type", "object"}, {"required", req}};
+      } else {
+        present = Json{{"allOf", Json::array({Json{{"type", "object"}, {"required", Json::array({name})}}, dep})}};
+      }
+      out.push_back(Json{{"anyOf", Json::array({Json{{"type", kNonObjectTypes}},
+                                                Json{{"type", "object"}, {"properties", Json{{name, false}}}}, present})}});
+    }
+  }
+  if (out.size() > 3) throw SchemaError("unsupported keyword 'dependencies': more than 3 entries");
+  return out;
+}
+
+std::optional<Json> OneOfByPresence(const Json& list) {
+  if (!list.is_array() || list.size() > 4) return std::nullopt;
+  for (const Json& a : list) {
+    if (!RequiredOnly(a)) return std::nullopt;
+  }
+  Json alts = Json::array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    Json all = Json::array({list[i]});
+    for (size_t j = 0; j < list.size(); ++j) {
+      if (j != i) all.push_back(Negate(list[j]));
+    }
+    alts.push_back(Json{{"allOf", all}});
+  }
+  return Json{{"anyOf", alts}};
+}
+
 std::string RefusedKeyword(const Json& s) {
   for (const auto& [k, v] : s.items()) {
-    if (k == "not" || k == "if" || k == "contains" || k == "$dynamicRef" || k == "$recursiveRef") return k;
-    if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas" || k == "patternProperties") && NonEmpty(v)) return k;
+    if (k == "if" || k == "contains" || k == "$dynamicRef" || k == "$recursiveRef") return k;
+    if (k == "patternProperties" && NonEmpty(v)) return k;
     if ((k == "unevaluatedProperties" || k == "unevaluatedItems") && !(v.is_boolean() && v.get<bool>())) return k;
     if (k == "propertyNames" && !IsTrivial(v) && !(v.is_object() && v.size() == 1 && v.value("type", Json()) == "string")) return k;
     if (k == "uniqueItems" && v.is_boolean() && v.get<bool>() &&

@@ -3,6 +3,7 @@
 // needs, enum filtering and a conservative disjointness test for oneOf.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -25,6 +26,18 @@ std::set<std::string> TypeSet(const Json& s);
 // The enum/const values that satisfy the rest of s (types, and the scalar keywords of their
 // type); throws SchemaError for a keyword it cannot check.
 std::vector<Json> EnumValues(const Json& s, const std::set<std::string>& types);
+
+// A schema whose only validation keyword is `required`.
+bool RequiredOnly(const Json& s);
+// `not` of s: of true / {} it is false; of a required-only schema, the objects missing one of
+// its names (non-objects satisfy `required`, so never its negation). Throws for anything else.
+Json Negate(const Json& s);
+// s's dependencies / dependentRequired / dependentSchemas as schemas all of which must hold:
+// for a name n with dependency D, "not an object, or n absent, or n present and D".
+std::vector<Json> DependencyConstraints(const Json& s);
+// A oneOf whose alternatives are all required-only, as the anyOf of "alternative i holds and
+// no other does" (exact); nullopt for other oneOfs.
+std::optional<Json> OneOfByPresence(const Json& alternatives);
 
 class Merger {
  public:

@@ -103,6 +103,21 @@ TEST(JsonSchemaTest, AcceptsExactlyTheValidTexts) {
        R"({"a": 3})", true},
       {R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false,"allOf":[{"properties":{"b":{}}}]})",
        R"({"b": 1})", false},  // b is not in the first subschema's properties: additionalProperties forbids it
+      {R"({"type":"object","dependencies":{"a":["b"]}})", R"({"a": 1})", false},
+      {R"({"type":"object","dependencies":{"a":["b"]}})", R"({"a": 1, "b": 2})", true},
+      {R"({"type":"object","dependencies":{"a":["b"]}})", R"({"b": 2})", true},
+      {R"({"dependencies":{"a":{"required":["c"]}}})", "3", true},  // no type: non-objects pass
+      {R"({"dependencies":{"a":{"required":["c"]}}})", R"({"a": 1})", false},
+      {R"({"type":"object","oneOf":[{"required":["r"]},{"required":["l","w"]}]})", R"({"r": 1})", true},
+      {R"({"type":"object","oneOf":[{"required":["r"]},{"required":["l","w"]}]})", R"({"l": 1, "w": 2})", true},
+      {R"({"type":"object","oneOf":[{"required":["r"]},{"required":["l","w"]}]})", R"({"r": 1, "l": 1, "w": 2})", false},
+      {R"({"type":"object","oneOf":[{"required":["r"]},{"required":["l","w"]}]})", R"({"l": 1})", false},
+      {R"({"oneOf":[{"required":["r"]},{"required":["l"]}]})", "1", false},  // a non-object satisfies both
+      {R"({"not":{"required":["a"]}})", R"({"b": 1})", true},
+      {R"({"not":{"required":["a"]}})", R"({"a": 1})", false},
+      {R"({"not":{"required":["a"]}})", "1", false},
+      {R"({"type":"object","properties":{"x":{"type":"array","enum":["s"]}}})", "{}", true},  // x can only be absent
+      {R"({"type":"object","properties":{"x":{"type":"array","enum":["s"]}}})", R"({"x": "s"})", false},
   };
   for (const Case& c : cases) EXPECT_EQ(Accepts(c.schema, c.text), c.ok) << c.schema << " on " << c.text;
 }
@@ -126,7 +141,8 @@ TEST(JsonSchemaTest, RefusesWhatItCannotExpressNamingTheKeyword) {
       {R"({"type":"string","pattern":"\\bword"})", "'pattern'"},
       {R"({"type":"string","pattern":"^a","maxLength":3})", "'pattern'"},
       {R"({"type":"object","minProperties":1})", "'minProperties'"},
-      {R"({"type":"object","dependencies":{"a":["b"]}})", "'dependencies'"},
+      {R"({"type":"object","dependencies":{"a":["b"],"c":["d"],"e":["f"],"g":["h"]}})", "'dependencies'"},
+      {R"({"not":{"required":["a"],"type":"object"}})", "'not'"},
       {R"({"type":"fraction"})", "unsupported type 'fraction'"},
   };
   for (const Case& c : cases) {
@@ -161,7 +177,8 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
   const std::string dir = shared ? std::string(shared) + "/jsonschema" : "";
   if (dir.empty() || !std::ifstream(dir + "/Glaiveai2K.jsonl")) GTEST_SKIP() << "no shared jsonschema data";
   const auto start = std::chrono::steady_clock::now();
-  std::map<std::string, std::string> refusals;  // keyword -> count, printed
+  // Compile coverage floors (measured 98.2% / 89.3% / 100%): a regression fails.
+  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 88.5}, {"Kubernetes", 99.5}};
   for (const char* cat : {"Glaiveai2K", "Github_easy", "Kubernetes"}) {
     std::ifstream in(dir + "/" + cat + ".jsonl");
     int schemas = 0, compiled = 0, instances = 0, valid_rejected = 0, invalid_accepted = 0;
@@ -194,6 +211,8 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
     }
     std::printf("%-12s schemas %5d compiled %5d (%.1f%%)  instances %6d  valid rejected %d  invalid accepted %d\n", cat,
                 schemas, compiled, 100.0 * compiled / schemas, instances, valid_rejected, invalid_accepted);
+    EXPECT_GE(100.0 * compiled / schemas, floor.at(cat)) << cat;
+    EXPECT_EQ(valid_rejected, 0) << cat << ": the grammar is narrower than the schema";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("JSONSchemaBench check: %.1f s\n", secs);

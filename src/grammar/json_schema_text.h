@@ -19,6 +19,10 @@ namespace radixlm::grammar::schema_internal {
 struct SchemaError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A (sub)schema no instance satisfies: an optional member or a union alternative with it drops out.
+struct Unsatisfiable : SchemaError {
+  using SchemaError::SchemaError;
+};
 
 // A GBNF literal "..." of raw UTF-8 text.
 std::string GbnfLiteral(std::string_view text);

@@ -63,7 +63,7 @@ std::string Compiler::StringRule(const Json& s, const std::string& path) {
     body = FormatBody(format == "idn-email" ? "email" : format);
   } else if (length) {
     const uint64_t lo = min.value_or(0);
-    if (max && *max < lo) Fail(path, "'maxLength' below 'minLength'");
+    if (max && *max < lo) Empty(path, "'maxLength' below 'minLength'");
     if (lo > kMaxRepetition || (max && *max > kMaxRepetition)) Fail(path, "unsupported keyword 'maxLength': above 2000");
     body = Builtin("char") + Repeat(lo, max);
   } else {
@@ -87,7 +87,7 @@ std::string Compiler::IntegerRule(const Json& s, const std::string& path) {
   if (auto v = num("exclusiveMaximum")) lower_hi(ToInt(std::ceil(*v) - 1, path, "exclusiveMaximum"));
   if (auto m = num("multipleOf"); m && *m != 1) Fail(path, "unsupported keyword 'multipleOf'");
   if (!lo && !hi) return Builtin("integer");
-  if (lo && hi && *lo > *hi) Fail(path, "'minimum' above 'maximum' (no integer is valid)");
+  if (lo && hi && *lo > *hi) Empty(path, "'minimum' above 'maximum' (no integer is valid)");
   return Rule("integer", IntegerRange(lo, hi) + " " + Builtin("space"));
 }
 
@@ -107,7 +107,7 @@ std::string Compiler::NumberRule(const Json& s, const std::string& path) {
   if (auto v = integral("exclusiveMaximum"); v && (!b.hi || *v <= *b.hi)) b.hi = v, b.hi_excl = true;
   if (!b.lo && !b.hi) return Builtin("number");
   if (b.lo && b.hi && (*b.lo > *b.hi || (*b.lo == *b.hi && (b.lo_excl || b.hi_excl)))) {
-    Fail(path, "'minimum' above 'maximum' (no number is valid)");
+    Empty(path, "'minimum' above 'maximum' (no number is valid)");
   }
   return Rule("number", NumberRange(b.lo, b.lo_excl, b.hi, b.hi_excl) + " " + Builtin("space"));
 }
@@ -165,7 +165,15 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
   const Json& props = s.contains("properties") ? s["properties"] : empty;
   if (!props.is_object()) Fail(path, "'properties' must be an object");
   const Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
-  const bool extra = !(additional.is_boolean() && !additional.get<bool>());
+  bool extra = !(additional.is_boolean() && !additional.get<bool>());
+  std::string additional_value;  // the rule of additional members' values
+  if (extra) {
+    try {
+      additional_value = Visit(additional, path + "/additionalProperties");
+    } catch (const Unsatisfiable&) {
+      extra = false;  // no value fits: no additional member
+    }
+  }
   std::vector<std::string> required;
   if (s.contains("required")) {
     if (!s["required"].is_array()) Fail(path, "unsupported keyword 'required': must be an array");
@@ -181,14 +189,14 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
     names.push_back(n);
     const bool req = std::find(required.begin(), required.end(), n) != required.end();
     if (sub.is_boolean() && !sub.get<bool>()) {
-      if (req) Fail(path, "required property '" + n + "' has the schema false");
+      if (req) Empty(path, "required property '" + n + "' has the schema false");
       continue;
     }
     members.push_back({n, sub});
   }
   for (const std::string& r : required) {
     if (props.contains(r)) continue;
-    if (!extra) Fail(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
+    if (!extra) Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
     names.push_back(r);
     members.push_back({r, additional});
   }
@@ -201,14 +209,25 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
   std::string more = "\"\"", first = "\"\"";  // members from i on: each after ",", or the first without
   if (extra) {
     const std::string key = names.empty() ? Builtin("string") : KeyNotIn(names);
-    const std::string kv = Rule("additional-kv", key + " \":\" " + sp + " " + Visit(additional, path + "/additionalProperties"));
+    const std::string kv = Rule("additional-kv", key + " \":\" " + sp + " " + additional_value);
     more = Rule("additional-more", "(\",\" " + sp + " " + kv + ")*");
     first = Rule("additional-first", "(" + kv + " " + more + ")?");
   }
-  for (size_t i = members.size(); i-- > 0;) {
-    const auto& [n, sub] = members[i];
-    const std::string value = Visit(sub, path + "/properties/" + n);
-    const std::string kv = Rule(n + "-kv", JsonStringLiteral(n) + " " + sp + " \":\" " + sp + " " + value);
+  // Member values first: an optional member no value satisfies can only be absent.
+  std::vector<std::pair<std::string, std::string>> kvs;  // (name, kv rule)
+  for (const auto& [n, sub] : members) {
+    const bool req = std::find(required.begin(), required.end(), n) != required.end();
+    std::string value;
+    try {
+      value = Visit(sub, path + "/properties/" + n);
+    } catch (const Unsatisfiable&) {
+      if (req) throw;
+      continue;
+    }
+    kvs.push_back({n, Rule(n + "-kv", JsonStringLiteral(n) + " " + sp + " \":\" " + sp + " " + value)});
+  }
+  for (size_t i = kvs.size(); i-- > 0;) {
+    const auto& [n, kv] = kvs[i];
     const bool req = std::find(required.begin(), required.end(), n) != required.end();
     std::string m = "\",\" " + sp + " " + kv + " " + more, f = kv + " " + more;
     if (!req) {
@@ -239,7 +258,7 @@ std::string Compiler::ArrayRule(const Json& s, const std::string& path) {
   uint64_t min = Count(s, "minItems", path).value_or(0);
   std::optional<uint64_t> max = Count(s, "maxItems", path);
   if (!rest_allowed) max = max ? std::min<uint64_t>(*max, n) : n;
-  if (max && *max < min) Fail(path, "'maxItems' below 'minItems' (or a closed tuple shorter than 'minItems')");
+  if (max && *max < min) Empty(path, "'maxItems' below 'minItems' (or a closed tuple shorter than 'minItems')");
   if (min > kMaxRepetition || (max && *max > kMaxRepetition && n < *max)) Fail(path, "unsupported keyword 'maxItems': above 2000");
   if (n == 0 && min == 0 && !max && IsTrivialSchema(rest)) return Builtin("array");
   const std::string sp = Builtin("space");
