@@ -200,7 +200,7 @@ def check_structured(base, binary):
     check(status == 200 and out in ["%s %d" % (w, k) for w in ("yes", "no") for k in range(10)], "GBNF grammar output %r" % out)
 
 
-def check_logprobs(base):
+def check_logprobs(base, binary):
     status, r = chat(base, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "temperature": 0,
                             "logprobs": True, "top_logprobs": 3, "chat_template_kwargs": {"enable_thinking": False}})
     c = r["choices"][0]
@@ -222,6 +222,31 @@ def check_logprobs(base):
           "completions logprobs: tokens, token_logprobs, top_logprobs, text_offset")
     status, text = post(base, "/v1/completions", {"prompt": "Hello", "max_tokens": 2, "echo": True})
     check(status == 200 and json.loads(text)["choices"][0]["text"].startswith("Hello"), "echo prefixes the prompt")
+    # echo with logprobs: the prompt's tokens scored; a generated token scored again as part of
+    # the next prompt has the log-probability generation gave it.
+    status, text = post(base, "/v1/completions", {"prompt": "The cat sat", "max_tokens": 1, "logprobs": 1, "temperature": 0,
+                                                  "return_token_ids": True})
+    first = json.loads(text)["choices"][0]
+    gen_lp = first["logprobs"]["token_logprobs"][0]
+    ids = first["token_ids"]
+    status, text = post(base, "/v1/completions", {"prompt": "The cat sat", "max_tokens": 1, "echo": True, "logprobs": 2})
+    lp = json.loads(text)["choices"][0]["logprobs"]
+    n_prompt = json.loads(text)["usage"]["prompt_tokens"]
+    check(status == 200 and lp["token_logprobs"][0] is None and all(x is not None for x in lp["token_logprobs"][1:]) and
+          len(lp["tokens"]) == n_prompt + 1 and "".join(lp["tokens"][:n_prompt]) == "The cat sat",
+          "echo with logprobs: every prompt token but the first scored")
+    status, text = post(base, "/v1/completions", {"prompt": encode(binary, "The cat sat") + ids,
+                                                  "max_tokens": 1, "echo": True, "logprobs": 0})
+    lp2 = json.loads(text)["choices"][0]["logprobs"]["token_logprobs"]
+    check(status == 200 and abs(lp2[len(lp2) - 2] - gen_lp) < 2e-3,
+          "a generated token's log-probability = its prompt log-probability in the next request (%.5f vs %.5f)" %
+          (gen_lp, lp2[len(lp2) - 2] if status == 200 else float("nan")))
+
+
+def encode(binary, text):
+    """The prompt's token ids as the server encodes a completions prompt (the tokenizer's rules)."""
+    p = subprocess.run([binary, "tokenize", "-m", "random:tiny", "--text", text, "--add-special"], capture_output=True, text=True)
+    return [int(x) for x in p.stdout.strip().splitlines()[-1].split(",")]
 
 
 def main():
@@ -235,7 +260,7 @@ def main():
         check_tool_calls(base)
         check_tool_loop_and_sharing(base)
         check_structured(base, binary)
-        check_logprobs(base)
+        check_logprobs(base, binary)
     finally:
         server.terminate()
         server.wait(timeout=30)

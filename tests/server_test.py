@@ -279,7 +279,7 @@ def main():
             ("image content part", post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "x"}}]}]}), 400, "text only"),
             ("logprobs out of range", post(base, "/v1/completions", {"prompt": "x", "logprobs": 21}), 400, "[0, 20]"),
-            ("echo with logprobs unsupported", post(base, "/v1/completions", {"prompt": "x", "echo": True, "logprobs": 1}), 400, "not supported"),
+            ("echo on chat", post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "echo": True}), 400, "echo"),
             ("tools on completions", post(base, "/v1/completions", {"prompt": "x", "tools": []}), 400, "chat/completions"),
             ("unsupported schema keyword", post(base, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
              "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object", "not": {}}}}}),

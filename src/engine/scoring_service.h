@@ -14,16 +14,26 @@ namespace radixlm::engine {
 enum class Pooling { kLastToken, kMean };
 
 struct ScoringJob {
-  enum class Kind { kEmbed, kYesNo } kind = Kind::kEmbed;
+  // kPromptLogprobs: each input token's log-probability after the tokens before it (the
+  // completions API's echo with logprobs), with the top_k most likely of its position.
+  enum class Kind { kEmbed, kYesNo, kPromptLogprobs } kind = Kind::kEmbed;
+  int top_k = 0;                          // kPromptLogprobs
   std::vector<std::vector<int32_t>> inputs;
   Pooling pooling = Pooling::kLastToken;  // kEmbed
   bool normalize = true;                  // kEmbed: L2
   int32_t yes_id = -1, no_id = -1;        // kYesNo
 };
 
+struct TokenLogprob {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // best first
+};
+
 struct ScoringResult {
   std::vector<std::vector<float>> embeddings;  // kEmbed, one per input
   std::vector<double> logits;                  // kYesNo: logit(yes) - logit(no), one per input
+  // kPromptLogprobs, one per input: positions 1.. of the input (position 0 has no context).
+  std::vector<std::vector<TokenLogprob>> prompt_logprobs;
 };
 
 struct ScoringStats {

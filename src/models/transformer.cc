@@ -176,6 +176,16 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   if (profile_) profile_->total_s += Seconds() - start;
 }
 
+void Transformer::LogitsFromHidden(core::ThreadPool& pool, const float* hidden, int64_t n, float* logits) {
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  if (n <= 0) return;
+  Gemm(pool, hidden, n, config_.d_model, weights_.lm_head, logits, config_.vocab_size);
+  if (config_.logits_scaling != 1.0f) {
+    const float inv = 1.0f / config_.logits_scaling;
+    for (int64_t i = 0; i < n * config_.vocab_size; ++i) logits[i] *= inv;
+  }
+}
+
 void Transformer::Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w,
                        float* y, int64_t n) {
   const double t0 = profile_ ? Seconds() : 0;

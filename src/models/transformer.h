@@ -142,6 +142,9 @@ class Transformer {
  public:
   Transformer(ModelConfig config, TransformerWeights weights);
   const ModelConfig& config() const { return config_; }
+  // Logits [n, vocab] of n final-normed hidden states (ForwardBatch::hidden rows): the LM head
+  // and the logit scaling, as Forward computes its logit rows.
+  void LogitsFromHidden(core::ThreadPool& pool, const float* hidden, int64_t n, float* logits);
   const TransformerWeights& weights() const { return weights_; }
   core::DType weight_dtype() const { return weights_.lm_head.storage(); }
   void set_profile(ForwardProfile* profile) { profile_ = profile; }

@@ -1,5 +1,7 @@
 #include "runner/scoring.h"
 
+#include "sampling/sampler.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -205,6 +207,40 @@ core::StatusOr<std::vector<std::vector<float>>> ScoringRunner::Embed(std::span<c
       std::vector<float>& e = result[first + k];
       e.resize(d);
       for (int64_t j = 0; j < d; ++j) e[j] = static_cast<float>(acc[j] * scale);
+    }
+  });
+  return result;
+}
+
+core::StatusOr<std::vector<std::vector<engine::TokenLogprob>>> ScoringRunner::PromptLogprobs(
+    std::span<const std::vector<int32_t>> seqs, int top_k) {
+  if (auto st = Validate(seqs); !st.ok()) return st;
+  const int64_t d = model_.config().d_model, vocab = model_.config().vocab_size;
+  constexpr int64_t kChunk = 32;  // logits rows at a time
+  std::vector<std::vector<engine::TokenLogprob>> result(seqs.size());
+  std::vector<float> logits(kChunk * vocab);
+  Run(seqs, {.pooling = Pooling::kMean}, [&](size_t first, size_t count, const ForwardOutputs& f) {
+    size_t row = 0;  // the forward's rows: every row of each sequence, in order
+    for (size_t k = 0; k < count; ++k) {
+      const std::vector<int32_t>& s = seqs[first + k];
+      std::vector<engine::TokenLogprob>& out = result[first + k];
+      out.resize(s.size() - 1);
+      // Row r's logits predict token r + 1.
+      for (size_t r0 = 0; r0 + 1 < s.size(); r0 += kChunk) {
+        const int64_t n = std::min<int64_t>(kChunk, static_cast<int64_t>(s.size() - 1 - r0));
+        std::vector<float> h(n * d);
+        for (int64_t i = 0; i < n; ++i)
+          std::copy_n(f.hidden.data() + static_cast<int64_t>(f.hidden_of[row + r0 + i]) * d, d, h.data() + i * d);
+        model_.LogitsFromHidden(pool_, h.data(), n, logits.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const std::span<const float> lr(logits.data() + i * vocab, vocab);
+          const double lse = sampling::LogSumExp(lr);
+          engine::TokenLogprob& t = out[r0 + i];
+          t.logprob = static_cast<float>(lr[s[r0 + i + 1]] - lse);
+          sampling::TopLogProbs(lr, top_k, lse, &t.top);
+        }
+      }
+      row += s.size();
     }
   });
   return result;

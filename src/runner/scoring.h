@@ -55,6 +55,13 @@ class ScoringRunner {
   core::StatusOr<std::vector<double>> YesNoLogits(std::span<const std::vector<int32_t>> seqs, int32_t yes_id,
                                                   int32_t no_id);
 
+  // Each token's log-probability after the tokens before it (positions 1.. of each sequence)
+  // and the top_k most likely of its position: log softmax of the model's logits there. The
+  // logits are computed from the final hidden states in chunks of rows, so memory stays
+  // O(chunk x vocab) whatever the length. Same errors as Embed.
+  core::StatusOr<std::vector<std::vector<engine::TokenLogprob>>> PromptLogprobs(std::span<const std::vector<int32_t>> seqs,
+                                                                                 int top_k);
+
   // OK when Embed / YesNoLogits would accept these inputs.
   core::Status Validate(std::span<const std::vector<int32_t>> seqs) const;
 

@@ -24,6 +24,7 @@ ScoringQueue::~ScoringQueue() {
 bool ScoringQueue::SameBatchKind(const ScoringJob& a, const ScoringJob& b) {
   if (a.kind != b.kind) return false;
   if (a.kind == ScoringJob::Kind::kEmbed) return a.pooling == b.pooling && a.normalize == b.normalize;
+  if (a.kind == ScoringJob::Kind::kPromptLogprobs) return a.top_k == b.top_k;
   return a.yes_id == b.yes_id && a.no_id == b.no_id;
 }
 
@@ -101,6 +102,10 @@ void ScoringQueue::Work() {
           auto r = runner_->Embed(inputs, first.pooling, first.normalize);
           if (r.ok()) all.embeddings = std::move(*r);
           else st = r.status();
+        } else if (first.kind == ScoringJob::Kind::kPromptLogprobs) {
+          auto r = runner_->PromptLogprobs(inputs, first.top_k);
+          if (r.ok()) all.prompt_logprobs = std::move(*r);
+          else st = r.status();
         } else {
           auto r = runner_->YesNoLogits(inputs, first.yes_id, first.no_id);
           if (r.ok()) all.logits = std::move(*r);
@@ -132,6 +137,9 @@ void ScoringQueue::Work() {
       if (p->job.kind == ScoringJob::Kind::kEmbed)
         mine.embeddings.assign(std::make_move_iterator(all.embeddings.begin() + offset),
                                std::make_move_iterator(all.embeddings.begin() + offset + n));
+      else if (p->job.kind == ScoringJob::Kind::kPromptLogprobs)
+        mine.prompt_logprobs.assign(std::make_move_iterator(all.prompt_logprobs.begin() + offset),
+                                    std::make_move_iterator(all.prompt_logprobs.begin() + offset + n));
       else
         mine.logits.assign(all.logits.begin() + offset, all.logits.begin() + offset + n);
       offset += n;

@@ -167,9 +167,34 @@ void ChoiceOutput::Finish(ChoiceDelta* d) {
   }
 }
 
+void ChoiceOutput::SetPromptLogprobs(const std::vector<int32_t>& prompt, const std::vector<engine::TokenLogprob>& scored) {
+  ojson tokens = ojson::array(), lps = ojson::array(), tops = ojson::array(), offsets = ojson::array();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string& b = TokenText(prompt[i]);
+    tokens.push_back(Utf8Lossy(b));
+    offsets.push_back(text_offset_);
+    text_offset_ += b.size();
+    if (i == 0 || i - 1 >= scored.size()) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    lps.push_back(scored[i - 1].logprob);
+    ojson top = ojson::object();
+    for (const auto& [id, lp] : scored[i - 1].top) top[Utf8Lossy(TokenText(id))] = lp;
+    tops.push_back(std::move(top));
+  }
+  prompt_bytes_ = text_offset_;
+  prompt_entries_ = {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 ChoiceDelta ChoiceOutput::Push(const engine::TokenEvent& ev) {
   ChoiceDelta d;
   if (finished_) return d;
+  if (!prompt_sent_ && !prompt_entries_.is_null()) {  // the first chunk carries the prompt's
+    d.logprobs = prompt_entries_;
+    prompt_sent_ = true;
+  }
   const bool was_stopped = text_.stopped();
   const std::string piece = text_.Push(ev);
   raw_ += piece;
@@ -181,8 +206,12 @@ ChoiceDelta ChoiceOutput::Push(const engine::TokenEvent& ev) {
     } else {
       ojson top = ojson::object();
       for (const ojson& t : e["top_logprobs"]) top[t["token"].get<std::string>()] = t["logprob"];
-      d.logprobs = {{"tokens", {e["token"]}}, {"token_logprobs", {e["logprob"]}}, {"top_logprobs", {top}},
-                    {"text_offset", {text_offset_}}};
+      if (d.logprobs.is_null()) d.logprobs = {{"tokens", ojson::array()}, {"token_logprobs", ojson::array()},
+                                              {"top_logprobs", ojson::array()}, {"text_offset", ojson::array()}};
+      d.logprobs["tokens"].push_back(e["token"]);
+      d.logprobs["token_logprobs"].push_back(e["logprob"]);
+      d.logprobs["top_logprobs"].push_back(top);
+      d.logprobs["text_offset"].push_back(text_offset_);
     }
     text_offset_ += TokenText(ev.token).size();
     entries_.push_back(std::move(e));
@@ -224,6 +253,13 @@ ojson ChoiceOutput::AllLogprobs() const {
   if (setup_.chat) return {{"content", entries_}};
   ojson tokens = ojson::array(), lps = ojson::array(), tops = ojson::array(), offsets = ojson::array();
   size_t offset = 0;
+  if (!prompt_entries_.is_null()) {
+    tokens = prompt_entries_["tokens"];
+    lps = prompt_entries_["token_logprobs"];
+    tops = prompt_entries_["top_logprobs"];
+    offsets = prompt_entries_["text_offset"];
+    offset = prompt_bytes_;
+  }
   for (const ojson& e : entries_) {
     tokens.push_back(e["token"]);
     lps.push_back(e["logprob"]);

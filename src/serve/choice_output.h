@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "engine/scoring_service.h"
 #include "serve/completion_stream.h"
 #include "serve/tool_calls.h"
 #include "tokenizer/tokenizer.h"
@@ -35,6 +36,10 @@ struct ChoiceSetup {
 class ChoiceOutput {
  public:
   ChoiceOutput(const tokenizer::Tokenizer& tok, ChoiceSetup setup);
+
+  // Completions with echo and logprobs: the prompt's tokens and their log-probabilities
+  // (scored[i] for prompt[i + 1]; the first token has none), listed before the generated ones.
+  void SetPromptLogprobs(const std::vector<int32_t>& prompt, const std::vector<engine::TokenLogprob>& scored);
 
   // What this event adds (streaming).
   ChoiceDelta Push(const engine::TokenEvent& ev);
@@ -68,6 +73,9 @@ class ChoiceOutput {
   Phase phase_ = Phase::kContent;
   bool saw_content_ = false;  // non-space content was sent (llama3_json's "{" marker needs none)
   std::vector<nlohmann::ordered_json> entries_;  // logprobs, per token
+  nlohmann::ordered_json prompt_entries_;        // echo: the prompt's, completions format (null: none)
+  bool prompt_sent_ = false;
+  size_t prompt_bytes_ = 0;
   size_t text_offset_ = 0;  // completions' text_offset
   ParsedOutput final_;
   bool finished_ = false;

@@ -199,9 +199,21 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   if (!ParseCompletionRequest(*parsed, chat, limits, request.get(), &err)) return fail(err);
   std::string rendered;
   if (!BuildPrompt(*request, tok_, chat_format_, &request->params.prompt, &err, &rendered)) return fail(err);
-  if (request->echo && request->top_logprobs >= 0)
-    return fail({400, "'echo' with 'logprobs' (the prompt's log-probabilities) is not supported by this server",
-                 "invalid_request_error", "echo", "unsupported_parameter"});
+  // echo with logprobs: the prompt's log-probabilities, scored by the scoring service (one
+  // forward over the prompt, logits of every position).
+  std::vector<engine::TokenLogprob> prompt_logprobs;
+  if (request->echo && request->top_logprobs >= 0) {
+    if (!scoring_)
+      return fail({400, "'echo' with 'logprobs' needs the scoring service (serve without --no-scoring)", "invalid_request_error",
+                   "echo", "unsupported_parameter"});
+    engine::ScoringJob job;
+    job.kind = engine::ScoringJob::Kind::kPromptLogprobs;
+    job.top_k = request->top_logprobs;
+    job.inputs = {request->params.prompt};
+    auto scored = scoring_->Submit(std::move(job)).get();
+    if (!scored.ok()) return fail({400, "scoring the prompt: " + scored.status().message(), "invalid_request_error", "prompt", "invalid_value"});
+    prompt_logprobs = std::move(scored->prompt_logprobs[0]);
+  }
   if (request->default_max_tokens) {  // the client asked for no length: never ask more than fits
     const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request->params.prompt.size());
     if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
@@ -254,6 +266,7 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
     ChoiceSetup setup = plan->setup;
     setup.id_seed = request->params.sampling.seed * 31 + static_cast<uint64_t>(i) + 1;
     outputs->push_back(std::make_unique<ChoiceOutput>(tok_, std::move(setup)));
+    if (request->echo && request->top_logprobs >= 0) outputs->back()->SetPromptLogprobs(request->params.prompt, prompt_logprobs);
   }
   const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
   const std::string echo = request->echo ? (request->prompt_is_ids ? tok_.Decode(request->prompt_ids) : request->prompt_text) : "";
