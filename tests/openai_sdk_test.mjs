@@ -126,7 +126,7 @@ async function structured(client, model) {
   // An unsupported keyword is an API error the SDK raises as BadRequestError.
   try {
     await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], max_tokens: 4,
-      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', not: {} } } } });
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'array', uniqueItems: true } } } });
     check(false, 'an unsupported schema keyword is refused');
   } catch (e) {
     check(e.status === 400 && e.constructor.name === 'BadRequestError', `an unsupported schema keyword is a 400 (${e.message.slice(0, 90)})`);
