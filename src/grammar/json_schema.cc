@@ -137,7 +137,7 @@ std::string Compiler::VisitUnion(const Json& s, const std::string& path) {
       try {
         return Visit(HasConstraints(rest, false) ? merger_.Merge(rest, *any) : *any, path);
       } catch (const Unsatisfiable&) {
-        throw;
+        Empty(path, "'oneOf': no value satisfies exactly one alternative");
       } catch (const SchemaError& e) {
         Fail(path, std::string("unsupported keyword 'oneOf': ") + e.what());
       }
