@@ -3,6 +3,7 @@
 // json_schema_types.cc (strings, numbers, objects, arrays).
 #pragma once
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -79,6 +80,15 @@ class Compiler {
   std::string StringRule(const Json& s, const std::string& path);
   std::string IntegerRule(const Json& s, const std::string& path);
   std::string NumberRule(const Json& s, const std::string& path);
+  struct ObjectShape {
+    std::vector<std::string> required, names;  // names: every declared name (no additional member takes one)
+    std::vector<std::pair<std::string, Json>> members;
+    Json additional;
+    bool extra = true;             // additional members allowed
+    std::string additional_value;  // their values' rule
+    bool IsRequired(const std::string& n) const { return std::find(required.begin(), required.end(), n) != required.end(); }
+  };
+  ObjectShape ObjectMembers(const Json& s, const std::string& path);
   std::string ObjectRule(const Json& s, const std::string& path);
   std::string KeyNotIn(const std::vector<std::string>& names);
   std::string ArrayRule(const Json& s, const std::string& path);

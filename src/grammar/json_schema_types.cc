@@ -160,63 +160,66 @@ std::string Compiler::KeyNotIn(const std::vector<std::string>& names) {
   return Rule("key", quote + " " + rule_of[0] + " " + Builtin("space"));
 }
 
-std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
+Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& path) {
+  ObjectShape o;
   const Json empty = Json::object();
   const Json& props = s.contains("properties") ? s["properties"] : empty;
   if (!props.is_object()) Fail(path, "'properties' must be an object");
-  const Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
-  bool extra = !(additional.is_boolean() && !additional.get<bool>());
-  std::string additional_value;  // the rule of additional members' values
-  if (extra) {
+  o.additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+  o.extra = !(o.additional.is_boolean() && !o.additional.get<bool>());
+  if (o.extra) {
     try {
-      additional_value = Visit(additional, path + "/additionalProperties");
+      o.additional_value = Visit(o.additional, path + "/additionalProperties");
     } catch (const Unsatisfiable&) {
-      extra = false;  // no value fits: no additional member
+      o.extra = false;  // no value fits: no additional member
     }
   }
-  std::vector<std::string> required;
   if (s.contains("required")) {
     if (!s["required"].is_array()) Fail(path, "unsupported keyword 'required': must be an array");
     for (const Json& r : s["required"]) {
       if (!r.is_string()) Fail(path, "'required' must hold strings");
-      if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end()) required.push_back(r);
+      if (!o.IsRequired(r.get<std::string>())) o.required.push_back(r);
     }
   }
   // Members in schema order, then required names only `additionalProperties` types.
-  std::vector<std::pair<std::string, Json>> members;
-  std::vector<std::string> names;  // every declared name (excluded from additional members)
   for (const auto& [n, sub] : props.items()) {
-    names.push_back(n);
-    const bool req = std::find(required.begin(), required.end(), n) != required.end();
+    o.names.push_back(n);
     if (sub.is_boolean() && !sub.get<bool>()) {
-      if (req) Empty(path, "required property '" + n + "' has the schema false");
+      if (o.IsRequired(n)) Empty(path, "required property '" + n + "' has the schema false");
       continue;
     }
-    members.push_back({n, sub});
+    o.members.push_back({n, sub});
   }
-  for (const std::string& r : required) {
+  for (const std::string& r : o.required) {
     if (props.contains(r)) continue;
-    if (!extra) Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
-    names.push_back(r);
-    members.push_back({r, additional});
+    if (!o.extra) Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
+    o.names.push_back(r);
+    o.members.push_back({r, o.additional});
   }
   const auto min_props = Count(s, "minProperties", path), max_props = Count(s, "maxProperties", path);
-  if (min_props && *min_props > required.size()) Fail(path, "unsupported keyword 'minProperties'");
-  if (max_props && (extra || members.size() > *max_props)) Fail(path, "unsupported keyword 'maxProperties'");
-  if (members.empty() && names.empty() && extra && IsTrivialSchema(additional)) return Builtin("object");
+  if (min_props && *min_props > o.required.size()) Fail(path, "unsupported keyword 'minProperties'");
+  if (max_props && (o.extra || o.members.size() > *max_props)) Fail(path, "unsupported keyword 'maxProperties'");
+  return o;
+}
 
+// Members in order as a chain of rules: `more` = the members from i on, each after a ",";
+// `first` = the same with no "," before the first one present. Optional members may be
+// skipped; additional members come last.
+std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
+  const ObjectShape o = ObjectMembers(s, path);
+  if (o.members.empty() && o.names.empty() && o.extra && IsTrivialSchema(o.additional)) return Builtin("object");
   const std::string sp = Builtin("space");
   std::string more = "\"\"", first = "\"\"";  // members from i on: each after ",", or the first without
-  if (extra) {
-    const std::string key = names.empty() ? Builtin("string") : KeyNotIn(names);
-    const std::string kv = Rule("additional-kv", key + " \":\" " + sp + " " + additional_value);
+  if (o.extra) {
+    const std::string key = o.names.empty() ? Builtin("string") : KeyNotIn(o.names);
+    const std::string kv = Rule("additional-kv", key + " \":\" " + sp + " " + o.additional_value);
     more = Rule("additional-more", "(\",\" " + sp + " " + kv + ")*");
     first = Rule("additional-first", "(" + kv + " " + more + ")?");
   }
   // Member values first: an optional member no value satisfies can only be absent.
   std::vector<std::pair<std::string, std::string>> kvs;  // (name, kv rule)
-  for (const auto& [n, sub] : members) {
-    const bool req = std::find(required.begin(), required.end(), n) != required.end();
+  for (const auto& [n, sub] : o.members) {
+    const bool req = o.IsRequired(n);
     std::string value;
     try {
       value = Visit(sub, path + "/properties/" + n);
@@ -228,7 +231,7 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
   }
   for (size_t i = kvs.size(); i-- > 0;) {
     const auto& [n, kv] = kvs[i];
-    const bool req = std::find(required.begin(), required.end(), n) != required.end();
+    const bool req = o.IsRequired(n);
     std::string m = "\",\" " + sp + " " + kv + " " + more, f = kv + " " + more;
     if (!req) {
       m += " | " + more;

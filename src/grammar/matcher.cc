@@ -12,6 +12,50 @@ namespace {
 void SetBit(std::span<uint32_t> bits, int32_t id) { bits[id >> 5] |= 1u << (id & 31); }
 bool GetBit(std::span<const uint32_t> bits, int32_t id) { return (bits[id >> 5] >> (id & 31)) & 1; }
 
+// Parser states over one persistent (hash-consing) arena, interned as sorted top-id lists, with
+// their byte transitions computed on first use: a DFA built lazily while a walk needs it.
+class StateDfa {
+ public:
+  // Start state: the stack of positions `chain` (bottom first) above the sentinel `bottom`.
+  StateDfa(const ByteGrammar& g, const std::vector<int32_t>& chain, int32_t bottom) : g_(g), arena_(/*persistent=*/true) {
+    arena_.BeginStep();
+    int32_t node = bottom;
+    for (int32_t p : chain) node = arena_.Make(p, node);
+    Intern({node});
+  }
+  bool Alive(int32_t state) const { return !states_[state].empty(); }
+  // The state after byte b; *flags: bit 0 the root completed, bit 1 the boundary popped.
+  int32_t Step(int32_t from, uint8_t b, uint8_t* flags) {
+    if (next_[from][b] < 0) {
+      const StepFlags f = StepByte(g_, arena_, states_[from], b, &scratch_);
+      std::sort(scratch_.begin(), scratch_.end());
+      const int32_t to = Intern(scratch_);
+      next_[from][b] = to;
+      flags_[from][b] = static_cast<uint8_t>((f.completed ? 1 : 0) | (f.boundary ? 2 : 0));
+    }
+    *flags = flags_[from][b];
+    return next_[from][b];
+  }
+
+ private:
+  int32_t Intern(const std::vector<int32_t>& tops) {
+    auto [it, inserted] = ids_.emplace(tops, static_cast<int32_t>(states_.size()));
+    if (inserted) {
+      states_.push_back(tops);
+      next_.emplace_back().fill(-1);
+      flags_.emplace_back();
+    }
+    return it->second;
+  }
+  const ByteGrammar& g_;
+  StackArena arena_;
+  std::vector<std::vector<int32_t>> states_;
+  std::map<std::vector<int32_t>, int32_t> ids_;
+  std::vector<std::array<int32_t, 256>> next_;
+  std::vector<std::array<uint8_t, 256>> flags_;
+  std::vector<int32_t> scratch_;
+};
+
 }  // namespace
 
 CompiledGrammar::CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_ptr<const Vocabulary> vocab)
@@ -125,79 +169,52 @@ void CompiledGrammar::StoreState(const std::vector<int32_t>& state, const std::v
 // boundary earlier; otherwise rejected. Stacks are hash-consed for the whole walk, so a parser
 // state is a sorted list of top ids, and its transition on a byte is computed once (a DFA built
 // lazily: inside a string every character leads back to the same state).
-std::unique_ptr<CompiledGrammar::MaskEntry> CompiledGrammar::ComputeEntry(const ContextKey& key) const {
+void CompiledGrammar::WalkTrie(const ContextKey& key, std::vector<int32_t>* accepted, std::vector<int32_t>* uncertain) const {
   const auto& trie = vocab_->trie();
   const auto& trie_tokens = vocab_->trie_tokens();
-  std::vector<int32_t> accepted, uncertain;
-  StackArena arena(/*persistent=*/true);
-  arena.BeginStep();
   int levels = 0;
   while (levels < kContext && key[levels] >= 0) ++levels;
-  int32_t node = levels == kContext ? key[kContext] : kRootParent;
-  for (int i = levels - 1; i >= 0; --i) node = arena.Make(key[i], node);
-  const int32_t pos = key[0];
-
-  // DFA states: sorted top ids; transitions per byte (-1 = not computed), with the step's flags.
-  std::vector<std::vector<int32_t>> states = {{node}};
-  std::map<std::vector<int32_t>, int32_t> state_ids = {{{node}, 0}};
-  std::vector<std::array<int32_t, 256>> next_state(1);
-  std::vector<std::array<uint8_t, 256>> next_flags(1);
-  next_state[0].fill(-1);
-  std::vector<int32_t> scratch;
-  auto step = [&](int32_t from, uint8_t b, uint8_t* flags) {
-    if (next_state[from][b] < 0) {
-      const StepFlags f = StepByte(g_, arena, states[from], b, &scratch);
-      std::sort(scratch.begin(), scratch.end());
-      auto [it, inserted] = state_ids.emplace(scratch, static_cast<int32_t>(states.size()));
-      if (inserted) {
-        states.push_back(scratch);
-        next_state.emplace_back().fill(-1);
-        next_flags.emplace_back();
-      }
-      next_state[from][b] = it->second;
-      next_flags[from][b] = static_cast<uint8_t>((f.completed ? 1 : 0) | (f.boundary ? 2 : 0));
-    }
-    *flags = next_flags[from][b];
-    return next_state[from][b];
-  };
+  std::vector<int32_t> chain(key.rbegin() + (kContext + 1 - levels), key.rend());  // bottom first
+  StateDfa dfa(g_, chain, levels == kContext ? key[kContext] : kRootParent);
   // Per depth d: the state after d bytes, and whether a path popped the boundary at depth <= d.
   std::vector<int32_t> state_at = {0};
   std::vector<uint8_t> ended = {0};
-  auto tokens_between = [&](int32_t node_begin, int32_t node_end) {  // tokens of nodes [begin, end)
-    const int32_t a = trie[node_begin].tokens_begin;
-    const int32_t b = node_end < static_cast<int32_t>(trie.size()) ? trie[node_end].tokens_begin
-                                                                   : static_cast<int32_t>(trie_tokens.size());
-    return std::pair{a, b};
-  };
   for (int32_t i = 1; i < static_cast<int32_t>(trie.size());) {
     const Vocabulary::TrieNode& tn = trie[i];
     const size_t d = tn.depth;
     state_at.resize(d);
     ended.resize(d);
     uint8_t flags = 0;
-    const int32_t st = step(state_at[d - 1], tn.byte, &flags);
-    const bool alive = !states[st].empty();
-    const bool boundary = flags & 2, completed = flags & 1;
+    const int32_t st = dfa.Step(state_at[d - 1], tn.byte, &flags);
+    const bool alive = dfa.Alive(st), boundary = flags & 2, completed = flags & 1;
     const bool ended_before = ended[d - 1];
     state_at.push_back(st);
     ended.push_back(ended_before || boundary);
     for (int32_t t = tn.tokens_begin; t < tn.tokens_end; ++t) {
       if (alive || boundary || completed) {
-        accepted.push_back(trie_tokens[t]);
+        accepted->push_back(trie_tokens[t]);
       } else if (ended_before) {
-        uncertain.push_back(trie_tokens[t]);
+        uncertain->push_back(trie_tokens[t]);
       }
     }
     if (alive) {
       ++i;
       continue;
     }
-    if (ended.back() && i + 1 < tn.subtree_end) {  // everything below ran past the rule's end
-      auto [a, b] = tokens_between(i + 1, tn.subtree_end);
-      uncertain.insert(uncertain.end(), trie_tokens.begin() + a, trie_tokens.begin() + b);
+    if (ended.back() && i + 1 < tn.subtree_end) {  // everything below ran past the context
+      const int32_t a = trie[i + 1].tokens_begin;
+      const int32_t b = tn.subtree_end < static_cast<int32_t>(trie.size()) ? trie[tn.subtree_end].tokens_begin
+                                                                           : static_cast<int32_t>(trie_tokens.size());
+      uncertain->insert(uncertain->end(), trie_tokens.begin() + a, trie_tokens.begin() + b);
     }
     i = tn.subtree_end;
   }
+}
+
+std::unique_ptr<CompiledGrammar::MaskEntry> CompiledGrammar::ComputeEntry(const ContextKey& key) const {
+  std::vector<int32_t> accepted, uncertain;
+  WalkTrie(key, &accepted, &uncertain);
+  const int32_t pos = key[0];
   // Special tokens lying inside a literal that starts at this position.
   const int32_t lit = g_.literal_of[pos];
   if (lit >= 0 && !vocab_->special_by_text().empty()) {

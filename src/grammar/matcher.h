@@ -97,6 +97,7 @@ class CompiledGrammar {
     size_t operator()(const std::vector<int32_t>& k) const;
   };
   std::unique_ptr<MaskEntry> ComputeEntry(const ContextKey& key) const;
+  void WalkTrie(const ContextKey& key, std::vector<int32_t>* accepted, std::vector<int32_t>* uncertain) const;
 
   ByteGrammar g_;
   std::string gbnf_;
