@@ -19,11 +19,15 @@
 // formats are refused (they constrain when a validator checks formats), non-standard ones
 // ("int32", "double", ...) are annotations.
 // A keyword that cannot be expressed exactly is an error naming it (InvalidArgument
-// "json schema: <path>: unsupported keyword 'x' ..."): not, if/then/else, dependencies,
-// patternProperties, propertyNames, unevaluated*, contains, uniqueItems (true), multipleOf,
-// oneOf whose alternatives are not provably disjoint, allOf that cannot be merged, remote $ref,
-// regex features outside the supported subset (lookaround, backreferences, \b), and bounds that
-// cannot be written as a grammar (non-integer number bounds, counts above 2000).
+// "json schema: <path>: unsupported keyword 'x' ..."): if/then/else, not (except of {} or a
+// required list), patternProperties (except one pattern with additionalProperties false),
+// propertyNames, unevaluated*, contains, uniqueItems (true), multipleOf, oneOf whose
+// alternatives are neither provably disjoint nor all required lists, allOf that cannot be
+// merged, remote $ref, regex features outside the supported subset (lookaround,
+// backreferences, \b), and bounds that cannot be written as a grammar (non-integer number
+// bounds, counts above 2000). dependencies / dependentRequired / dependentSchemas (up to 3) are
+// expressed exactly. A schema no value satisfies is an error; inside an optional member or a
+// union alternative it drops out. docs/grammar.md lists everything.
 #pragma once
 
 #include <string>

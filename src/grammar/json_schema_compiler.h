@@ -86,6 +86,7 @@ class Compiler {
     Json additional;
     bool extra = true;             // additional members allowed
     std::string additional_value;  // their values' rule
+    std::string pattern;           // patternProperties' one pattern: additional names must match it
     bool IsRequired(const std::string& n) const { return std::find(required.begin(), required.end(), n) != required.end(); }
   };
   ObjectShape ObjectMembers(const Json& s, const std::string& path);

@@ -35,7 +35,9 @@ std::string ValueType(const Json& v) {
   if (v.is_null()) return "null";
   if (v.is_object()) return "object";
   if (v.is_array()) return "array";
-  if (v.is_number_float() && std::floor(v.get<double>()) != v.get<double>()) return "number";
+  // 1.0 counts as a number only: draft 4 does not take it for an integer (draft 6 does), so
+  // "integer" enums keep only values written as integers (narrower, never looser).
+  if (v.is_number_float()) return "number";
   return "integer";
 }
 
@@ -181,7 +183,11 @@ std::optional<Json> OneOfByPresence(const Json& list) {
 std::string RefusedKeyword(const Json& s) {
   for (const auto& [k, v] : s.items()) {
     if (k == "if" || k == "contains" || k == "$dynamicRef" || k == "$recursiveRef") return k;
-    if (k == "patternProperties" && NonEmpty(v)) return k;
+    // One pattern with additional members closed is expressible (json_schema_types.cc).
+    if (k == "patternProperties" && NonEmpty(v) &&
+        !(v.is_object() && v.size() == 1 && s.contains("additionalProperties") && IsFalse(s["additionalProperties"]))) {
+      return k;
+    }
     if ((k == "unevaluatedProperties" || k == "unevaluatedItems") && !(v.is_boolean() && v.get<bool>())) return k;
     if (k == "propertyNames" && !IsTrivial(v) && !(v.is_object() && v.size() == 1 && v.value("type", Json()) == "string")) return k;
     if (k == "uniqueItems" && v.is_boolean() && v.get<bool>() &&
@@ -342,6 +348,12 @@ Json Merger::Merge(const Json& a0, const Json& b0) {
 }
 
 void Merger::MergeObjects(const Json& a, const Json& b, Json* out) {
+  for (const auto& [x, y] : {std::pair<const Json*, const Json*>{&a, &b}, {&b, &a}}) {
+    if (x->contains("patternProperties") &&
+        (y->contains("properties") || y->contains("additionalProperties") || y->contains("patternProperties"))) {
+      throw SchemaError("cannot merge 'patternProperties' with the other side's members");
+    }
+  }
   auto conj = [](const Json& x, const Json& y) -> Json {
     if (IsFalse(x) || IsFalse(y)) return Json(false);
     if (IsTrivial(x)) return y;

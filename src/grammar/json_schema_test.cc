@@ -119,6 +119,12 @@ TEST(JsonSchemaTest, AcceptsExactlyTheValidTexts) {
       {R"({"not":{"required":["a"]}})", "1", false},
       {R"({"type":"object","properties":{"x":{"type":"array","enum":["s"]}}})", "{}", true},  // x can only be absent
       {R"({"type":"object","properties":{"x":{"type":"array","enum":["s"]}}})", R"({"x": "s"})", false},
+      {R"({"type":"object","properties":{"id":{"type":"integer"}},"patternProperties":{"^[a-z]+_\\d$":{"type":"string"}},"additionalProperties":false})",
+       R"({"id": 1, "ab_1": "x", "c_2": "y"})", true},
+      {R"({"type":"object","properties":{"id":{"type":"integer"}},"patternProperties":{"^[a-z]+_\\d$":{"type":"string"}},"additionalProperties":false})",
+       R"({"id": 1, "ab_1": 2})", false},
+      {R"({"type":"object","properties":{"id":{"type":"integer"}},"patternProperties":{"^[a-z]+_\\d$":{"type":"string"}},"additionalProperties":false})",
+       R"({"id": 1, "Ab_1": "x"})", false},
   };
   for (const Case& c : cases) EXPECT_EQ(Accepts(c.schema, c.text), c.ok) << c.schema << " on " << c.text;
 }
@@ -130,7 +136,9 @@ TEST(JsonSchemaTest, RefusesWhatItCannotExpressNamingTheKeyword) {
   } cases[] = {
       {R"({"not":{"type":"string"}})", "'not'"},
       {R"({"type":"object","if":{"required":["a"]},"then":{"required":["b"]}})", "'if'"},
-      {R"({"type":"object","patternProperties":{"^x":{}}})", "'patternProperties'"},
+      {R"({"type":"object","patternProperties":{"^x":{}}})", "'patternProperties'"},  // extra members open
+      {R"({"type":"object","properties":{"xa":{}},"patternProperties":{"^x":{}},"additionalProperties":false})",
+       "'patternProperties'"},  // a declared name matches the pattern
       {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
       {R"({"type":"array","contains":{"type":"integer"}})", "'contains'"},
       {R"({"type":"number","multipleOf":0.5})", "'multipleOf'"},
@@ -178,8 +186,8 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
   const std::string dir = shared ? std::string(shared) + "/jsonschema" : "";
   if (dir.empty() || !std::ifstream(dir + "/Glaiveai2K.jsonl")) GTEST_SKIP() << "no shared jsonschema data";
   const auto start = std::chrono::steady_clock::now();
-  // Compile coverage floors (measured 98.2% / 89.3% / 100%): a regression fails.
-  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 88.5}, {"Kubernetes", 99.5}};
+  // Compile coverage floors (measured 98.2% / 90.5% / 100%): a regression fails.
+  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 90.0}, {"Kubernetes", 99.5}};
   for (const char* cat : {"Glaiveai2K", "Github_easy", "Kubernetes"}) {
     std::ifstream in(dir + "/" + cat + ".jsonl");
     int schemas = 0, compiled = 0, instances = 0, valid_rejected = 0, invalid_accepted = 0;

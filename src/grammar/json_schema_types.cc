@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <regex>
 
 #include "grammar/json_schema_compiler.h"
 
@@ -32,6 +33,18 @@ struct Bounds {
 int64_t ToInt(double v, const std::string& path, const char* key) {
   if (!(std::fabs(v) < 9.2e18)) throw SchemaError(path + ": unsupported keyword '" + key + "': bound out of range");
   return static_cast<int64_t>(v);
+}
+
+// Whether ECMAScript regex `pattern` matches somewhere in `name` (std::regex's ECMAScript
+// grammar; ASCII only, else refused).
+bool PatternMatches(const std::string& pattern, const std::string& name, const std::string& path) {
+  auto ascii = [](const std::string& t) { return std::all_of(t.begin(), t.end(), [](char c) { return (c & 0x80) == 0; }); };
+  if (!ascii(pattern) || !ascii(name)) throw SchemaError(path + ": unsupported keyword 'patternProperties' (non-ASCII)");
+  try {
+    return std::regex_search(name, std::regex(pattern, std::regex::ECMAScript));
+  } catch (const std::regex_error&) {
+    throw SchemaError(path + ": unsupported keyword 'patternProperties': '" + pattern + "'");
+  }
 }
 
 }  // namespace
@@ -167,6 +180,18 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
   if (!props.is_object()) Fail(path, "'properties' must be an object");
   o.additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
   o.extra = !(o.additional.is_boolean() && !o.additional.get<bool>());
+  if (s.contains("patternProperties") && !s["patternProperties"].empty()) {
+    // One pattern, additional members closed (RefusedKeyword): the extra members are the names
+    // the pattern matches, typed by its schema, provided no declared name matches it.
+    const std::string pattern = s["patternProperties"].begin().key();
+    const Json sub = s["patternProperties"].begin().value();
+    for (const auto& [n, x] : props.items()) {
+      if (PatternMatches(pattern, n, path)) Fail(path, "unsupported keyword 'patternProperties': it matches the property '" + n + "'");
+    }
+    o.pattern = pattern;
+    o.additional = sub;
+    o.extra = true;
+  }
   if (o.extra) {
     try {
       o.additional_value = Visit(o.additional, path + "/additionalProperties");
@@ -192,7 +217,9 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
   }
   for (const std::string& r : o.required) {
     if (props.contains(r)) continue;
-    if (!o.extra) Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
+    if (!o.extra || (!o.pattern.empty() && !PatternMatches(o.pattern, r, path))) {
+      Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
+    }
     o.names.push_back(r);
     o.members.push_back({r, o.additional});
   }
@@ -211,7 +238,16 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
   const std::string sp = Builtin("space");
   std::string more = "\"\"", first = "\"\"";  // members from i on: each after ",", or the first without
   if (o.extra) {
-    const std::string key = o.names.empty() ? Builtin("string") : KeyNotIn(o.names);
+    std::string key;
+    if (!o.pattern.empty()) {
+      try {
+        key = Rule("pattern-key", "\"\\\"\" " + RegexBody(o.pattern, Definer()) + " \"\\\"\" " + sp);
+      } catch (const SchemaError& e) {
+        Fail(path, std::string("unsupported keyword 'patternProperties': ") + e.what());
+      }
+    } else {
+      key = o.names.empty() ? Builtin("string") : KeyNotIn(o.names);
+    }
     const std::string kv = Rule("additional-kv", key + " \":\" " + sp + " " + o.additional_value);
     more = Rule("additional-more", "(\",\" " + sp + " " + kv + ")*");
     first = Rule("additional-first", "(" + kv + " " + more + ")?");
