@@ -28,7 +28,7 @@ double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::durati
 
 struct GrammarOpts {
   ModelOptions model;
-  std::string schema, gbnf, schema_lines;
+  std::string schema, gbnf, schema_lines, check;
   bool json_object = false, print_gbnf = false, bench = false;
   int samples = 0, max_tokens = 512, runs = 1;
   uint64_t seed = 1;
@@ -152,6 +152,22 @@ void RunSchemaLines(const GrammarOpts& o) {
   }
 }
 
+// --check: each line of the file (a JSON string) fed to a matcher byte by byte: whether the
+// grammar accepts it as a prefix, and whether it is a complete document.
+void CheckTexts(const std::shared_ptr<const grammar::CompiledGrammar>& g, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) ExitIfError(core::NotFound(path + ": cannot open"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const json text = json::parse(line, nullptr, false);
+    if (!text.is_string()) ExitIfError(core::InvalidArgument(path + ": each line must be a JSON string"));
+    grammar::Matcher m(g);
+    const bool prefix = m.AcceptBytes(text.get<std::string>());
+    std::printf("%s\n", core::JsonText(json{{"prefix", prefix}, {"complete", prefix && m.IsCompleted()}}).c_str());
+  }
+}
+
 void Run(const GrammarOpts& o) {
   if (!o.schema_lines.empty()) return RunSchemaLines(o);
   const int given = !o.schema.empty() + !o.gbnf.empty() + o.json_object;
@@ -161,7 +177,7 @@ void Run(const GrammarOpts& o) {
   ExitIfError(text.status());
   const double to_gbnf_ms = Ms(c0, Clock::now());
   if (o.print_gbnf) std::printf("%s", text->c_str());
-  if (!o.bench && o.samples == 0) {
+  if (!o.bench && o.samples == 0 && o.check.empty()) {
     ExitIfError(grammar::ParseGbnf(*text).status());
     return;
   }
@@ -173,6 +189,7 @@ void Run(const GrammarOpts& o) {
   auto g = grammar::CompiledGrammar::FromGbnf(*text2, vocab);
   ExitIfError(g.status());
   const double compile_ms = Ms(c0, Clock::now());
+  if (!o.check.empty()) return CheckTexts(*g, o.check);
   std::mt19937_64 rng(o.seed);
   if (o.samples > 0) {
     PrintSamples(*g, -1, rng, o);
@@ -211,6 +228,7 @@ void RegisterGrammar(CLI::App& app) {
   cmd->add_flag("--bench", o->bench, "time masks over random documents, print one JSON object");
   cmd->add_option("--samples", o->samples, "print N random documents as JSONL (text, completed, completion)");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens per random document (default 512)");
+  cmd->add_option("--check", o->check, "JSONL of strings: print {\"prefix\", \"complete\"} per line (accepted as a prefix / a whole document)");
   cmd->add_option("--runs", o->runs, "--bench: random documents to time (default 1)");
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
   cmd->add_option("--stop-bias", o->stop_bias, "probability of taking a stop token when allowed (default 0.5)");
