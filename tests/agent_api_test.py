@@ -188,6 +188,20 @@ def check_structured(base, binary):
     if cut_texts:
         ok = grammar_prefix_ok(binary, strict(schema), cut_texts)
         check(ok is not None and all(ok), "%d outputs cut by max_tokens are prefixes of valid documents" % len(cut_texts))
+    # n > 1: each sample has its own matcher (the samples decode as one cascade group).
+    status, r = chat(base, {"messages": [{"role": "user", "content": "JSON please"}], "max_tokens": 96, "seed": 5, "n": 3,
+                            "temperature": 1.0, "chat_template_kwargs": {"enable_thinking": False},
+                            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}}})
+    ok = status == 200 and len(r["choices"]) == 3
+    for c in r["choices"] if ok else []:
+        if c["finish_reason"] == "stop":
+            try:
+                jsonschema.validate(json.loads(c["message"]["content"]), strict(schema))
+            except Exception:  # noqa: BLE001
+                ok = False
+        else:
+            ok = ok and grammar_prefix_ok(binary, strict(schema), [c["message"]["content"]]) == [True]
+    check(ok and len({c["message"]["content"] for c in r["choices"]}) > 1, "n = 3 under one schema: three different valid samples")
     status, r = chat(base, {"messages": [{"role": "user", "content": "x"}], "max_tokens": 64, "seed": 3,
                             "response_format": {"type": "json_object"}, "chat_template_kwargs": {"enable_thinking": False}})
     c = r["choices"][0]
