@@ -165,6 +165,20 @@ TEST(MatcherTest, SplitUtf8RollbackForkAndStop) {
   EXPECT_TRUE(m.IsCompleted());
 }
 
+TEST(MatcherTest, ShortestCompletion) {
+  auto vocab = ByteVocab();
+  auto g = CompiledGrammar::FromGbnf("root ::= \"[\" item (\",\" item)* \"]\"\nitem ::= [a-z]+ | \"null\"", vocab);
+  ASSERT_TRUE(g.ok());
+  Matcher m(*g);
+  ASSERT_TRUE(m.AcceptBytes("[ab,"));
+  EXPECT_EQ(m.ShortestCompletion(), "a]");
+  ASSERT_TRUE(m.AcceptBytes("a]"));
+  EXPECT_EQ(m.ShortestCompletion(), "");
+  auto endless = CompiledGrammar::FromGbnf("root ::= \"x\" root", vocab);  // no finite text
+  ASSERT_TRUE(endless.ok());
+  EXPECT_EQ(Matcher(*endless).ShortestCompletion(), "");
+}
+
 TEST(MatcherTest, TerminatedWhenNothingCanFollow) {
   auto vocab = MakeVocab({"ab", "a", "b", "<eos>"}, {}, {3});
   auto g = CompiledGrammar::FromGbnf("root ::= \"ab\"", vocab);

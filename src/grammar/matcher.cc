@@ -83,6 +83,15 @@ CompiledGrammar::CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_pt
   }
 }
 
+int64_t CompiledGrammar::ShortestFrom(int32_t pos) const {
+  constexpr int64_t kInf = INT64_MAX / 4;
+  int64_t len = 0;
+  for (int32_t p = pos; g_.elems[p].kind != ByteGrammar::Kind::kEnd && len < kInf; ++p) {
+    len += g_.elems[p].kind == ByteGrammar::Kind::kBytes ? 1 : shortest_len_[g_.elems[p].arg];
+  }
+  return std::min(len, kInf);
+}
+
 void CompiledGrammar::AppendShortestFrom(int32_t pos, std::string* out) const {
   for (int32_t p = pos; g_.elems[p].kind != ByteGrammar::Kind::kEnd; ++p) {
     if (g_.elems[p].kind == ByteGrammar::Kind::kRef) {
@@ -252,19 +261,18 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std:
 
 std::string Matcher::ShortestCompletion() const {
   const State& s = history_.back();
-  std::string best;
-  bool found = s.completed;
-  for (int32_t t : Tops(s)) {
-    std::string text;
-    for (int32_t n = t, pos = arena_[t].pos; n != kRootParent;) {
-      grammar_->AppendShortestFrom(pos, &text);
-      n = arena_[n].parent;
-      if (n >= 0) pos = arena_[n].pos;
-    }
-    if (!found || text.size() < best.size()) best = std::move(text);
-    found = true;
+  if (s.completed) return "";
+  constexpr int64_t kInf = INT64_MAX / 4;
+  int64_t best_len = kInf;
+  int32_t best = -1;
+  for (int32_t t : Tops(s)) {  // the stack with the shortest finite completion
+    int64_t len = 0;
+    for (int32_t n = t; n >= 0 && len < kInf; n = arena_[n].parent) len += grammar_->ShortestFrom(arena_[n].pos);
+    if (len < best_len) best_len = len, best = t;
   }
-  return best;
+  std::string text;
+  for (int32_t n = best; n >= 0; n = arena_[n].parent) grammar_->AppendShortestFrom(arena_[n].pos, &text);
+  return text;
 }
 
 bool Matcher::IsTerminated() const {

@@ -83,8 +83,10 @@ class CompiledGrammar {
 
   // The shortest text rule r derives (the lowest byte of each set), appended to *out.
   void AppendShortest(int32_t rule, std::string* out) const;
-  // The shortest text completing the rest of position pos's alternative.
+  // The shortest text completing the rest of position pos's alternative, and its length
+  // (>= INT64_MAX / 4 when no finite text does).
   void AppendShortestFrom(int32_t pos, std::string* out) const;
+  int64_t ShortestFrom(int32_t pos) const;
 
   CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_ptr<const Vocabulary> vocab);
 
@@ -132,8 +134,9 @@ class Matcher {
   bool IsTerminated() const;
 
   Matcher Fork() const { return *this; }
-  // The shortest byte string that completes the grammar from here ("" when complete): e.g. to
-  // close a JSON document cut by max_tokens. Not necessarily one token sequence of the vocabulary.
+  // The shortest byte string that completes the grammar from here ("" when complete, or when
+  // no finite completion exists): e.g. to close a JSON document cut by max_tokens. Not
+  // necessarily one token sequence of the vocabulary.
   std::string ShortestCompletion() const;
   const CompiledGrammar& grammar() const { return *grammar_; }
 
