@@ -68,9 +68,9 @@ def main():
     ap.add_argument("--per-set", type=int, default=24)
     ap.add_argument("--max-tokens", type=int, default=256)
     args = ap.parse_args()
-    shared = os.environ.get("RADIXLM_SHARED_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+    shared = os.environ.get("RADIXLM_SHARED_DATA", "")
     ddir = os.path.join(shared, "tool_calls")
-    if not os.path.exists(os.path.join(ddir, "simple.jsonl")):
+    if not shared or not os.path.exists(os.path.join(ddir, "simple.jsonl")):
         print("SKIPPED: %s absent" % ddir)
         return 77
     port = free_port()

