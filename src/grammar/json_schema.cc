@@ -246,22 +246,29 @@ std::string Compiler::EnumRule(const Json& s, const std::set<std::string>& types
 
 namespace radixlm::grammar {
 
-core::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, const JsonSchemaOptions& options) {
+core::StatusOr<Grammar> JsonSchemaToGrammar(std::string_view schema_json, std::string* gbnf,
+                                            const JsonSchemaOptions& options) {
   schema_internal::Json schema;
   try {
     schema = schema_internal::Json::parse(schema_json);
   } catch (const std::exception& e) {
     return core::InvalidArgument(std::string("json schema: not valid JSON: ") + e.what());
   }
-  std::string gbnf;
   try {
-    gbnf = schema_internal::Compiler(schema, options.rule_prefix).Run();
+    *gbnf = schema_internal::Compiler(schema, options.rule_prefix).Run();
   } catch (const schema_internal::SchemaError& e) {
     return core::InvalidArgument(std::string("json schema: ") + e.what());
   }
   // The generated grammar must parse (it can still exceed the repetition limits).
-  auto parsed = ParseGbnf(gbnf, options.rule_prefix + "root");
+  auto parsed = ParseGbnf(*gbnf, options.rule_prefix + "root");
   if (!parsed.ok()) return core::InvalidArgument("json schema: cannot be expressed as a grammar: " + parsed.status().message());
+  return parsed;
+}
+
+core::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, const JsonSchemaOptions& options) {
+  std::string gbnf;
+  auto g = JsonSchemaToGrammar(schema_json, &gbnf, options);
+  if (!g.ok()) return g.status();
   return gbnf;
 }
 

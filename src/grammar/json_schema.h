@@ -15,9 +15,9 @@
 // extra member, `items`/`prefixItems` tuples allow shorter arrays and (unless closed) extra
 // items, unknown keywords and annotations (title, description, default, examples, $comment,
 // deprecated, readOnly, writeOnly, $schema, $id, ...) constrain nothing. `format` is checked for
-// date, time, date-time, uuid, email (a conservative address form), ipv4; other standard
-// formats are refused (they constrain when a validator checks formats), non-standard ones
-// ("int32", "double", ...) are annotations.
+// date, time, date-time, uuid, email (a conservative address form), ipv4, uri, uri-reference
+// (RFC 3986 without IP-literal hosts); other standard formats are refused (they constrain when
+// a validator checks formats), non-standard ones ("int32", "double", ...) are annotations.
 // A keyword that cannot be expressed exactly is an error naming it (InvalidArgument
 // "json schema: <path>: unsupported keyword 'x' ..."): if/then/else, not (except of {} or a
 // required list), patternProperties (except one pattern with additionalProperties false),
@@ -34,6 +34,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "grammar/grammar.h"
 
 namespace radixlm::grammar {
 
@@ -44,6 +45,9 @@ struct JsonSchemaOptions {
 };
 
 core::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, const JsonSchemaOptions& options = {});
+// The same, parsed (one parse instead of the check's and the caller's); *gbnf gets the text.
+core::StatusOr<Grammar> JsonSchemaToGrammar(std::string_view schema_json, std::string* gbnf,
+                                            const JsonSchemaOptions& options = {});
 
 // Any JSON value whose top level is an object (OpenAI's response_format {"type": "json_object"}).
 std::string JsonObjectGbnf(const JsonSchemaOptions& options = {});

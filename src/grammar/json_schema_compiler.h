@@ -20,9 +20,9 @@ namespace radixlm::grammar::schema_internal {
 using Json = nlohmann::ordered_json;
 
 // Standard formats a validator may check that this compiler does not express: refused.
-inline const std::set<std::string> kRefusedFormats = {"hostname", "idn-hostname", "ipv6", "uri", "uri-reference",
-                                                      "iri", "iri-reference", "uri-template", "json-pointer",
-                                                      "relative-json-pointer", "regex", "duration"};
+inline const std::set<std::string> kRefusedFormats = {"hostname", "idn-hostname", "ipv6", "iri", "iri-reference",
+                                                      "uri-template", "json-pointer", "relative-json-pointer",
+                                                      "regex", "duration"};
 
 class Compiler {
  public:

@@ -74,7 +74,7 @@ bool ValueOk(const Json& v, const Json& s) {
     if (s.contains("maxLength") && CodePoints(str) > s["maxLength"].get<double>()) return false;
     if (s.contains("format") && s["format"].is_string()) {
       const std::string f = s["format"].get<std::string>();
-      if (!FormatBody(f).empty() || f == "hostname" || f == "uri" || f == "ipv6") {
+      if (!FormatBody(f).empty() || f == "hostname" || f == "ipv6") {
         throw SchemaError("unsupported keyword 'format' together with 'enum'/'const'");
       }
     }

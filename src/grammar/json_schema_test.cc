@@ -94,6 +94,12 @@ TEST(JsonSchemaTest, AcceptsExactlyTheValidTexts) {
       {R"({"type":"string","format":"date-time"})", R"("2024-01-31T23:59:59.5+01:00")", true},
       {R"({"type":"string","format":"uuid"})", R"("123e4567-e89b-12d3-a456-426614174000")", true},
       {R"({"type":"string","format":"ipv4"})", R"("256.1.1.1")", false},
+      {R"({"type":"string","format":"uri"})", R"("https://user@example.com:8080/a/b%20c?q=1&r=/x#frag")", true},
+      {R"({"type":"string","format":"uri"})", R"("urn:isbn:0451450523")", true},
+      {R"({"type":"string","format":"uri"})", R"("/relative/path")", false},  // no scheme
+      {R"({"type":"string","format":"uri"})", R"("http://exa mple.com")", false},
+      {R"({"type":"string","format":"uri"})", R"("http://x/%zz")", false},
+      {R"({"type":"string","format":"uri-reference"})", R"("../a/b?c#d")", true},
       {R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}},"additionalProperties":false}},"$ref":"#/$defs/n"})",
        R"({"next": {"next": {}}})", true},
       {R"({"anyOf":[{"type":"integer"},{"type":"string","maxLength":1}]})", R"("ab")", false},
@@ -145,7 +151,7 @@ TEST(JsonSchemaTest, RefusesWhatItCannotExpressNamingTheKeyword) {
       {R"({"type":"number","minimum":0.5})", "'minimum'"},
       {R"({"oneOf":[{"type":"integer"},{"type":"number"}]})", "'oneOf'"},
       {R"({"$ref":"other.json#/x"})", "'$ref'"},
-      {R"({"type":"string","format":"uri"})", "'format'"},
+      {R"({"type":"string","format":"ipv6"})", "'format'"},
       {R"({"type":"string","pattern":"(?=a)b"})", "'pattern'"},
       {R"({"type":"string","pattern":"\\bword"})", "'pattern'"},
       {R"({"type":"string","pattern":"^a","maxLength":3})", "'pattern'"},
@@ -186,8 +192,8 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
   const std::string dir = shared ? std::string(shared) + "/jsonschema" : "";
   if (dir.empty() || !std::ifstream(dir + "/Glaiveai2K.jsonl")) GTEST_SKIP() << "no shared jsonschema data";
   const auto start = std::chrono::steady_clock::now();
-  // Compile coverage floors (measured 98.2% / 90.5% / 100%): a regression fails.
-  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 90.0}, {"Kubernetes", 99.5}};
+  // Compile coverage floors (measured 98.2% / 91.8% / 100%): a regression fails.
+  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 91.5}, {"Kubernetes", 99.5}};
   for (const char* cat : {"Glaiveai2K", "Github_easy", "Kubernetes"}) {
     std::ifstream in(dir + "/" + cat + ".jsonl");
     int schemas = 0, compiled = 0, instances = 0, valid_rejected = 0, invalid_accepted = 0;
@@ -197,10 +203,8 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
       const Json row = Json::parse(line);
       ++schemas;
       const auto t0 = std::chrono::steady_clock::now();  // compile: schema text to a matcher-ready grammar
-      auto gbnf = JsonSchemaToGbnf(row["schema"].dump());
-      if (!gbnf.ok()) continue;
-      auto g = CompiledGrammar::FromGbnf(*gbnf, Bytes());
-      ASSERT_TRUE(g.ok()) << g.status().message();
+      auto g = CompiledGrammar::FromJsonSchema(row["schema"].dump(), Bytes());
+      if (!g.ok()) continue;
       compile_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       ++compiled;
       if (!row.contains("tests")) continue;

@@ -317,6 +317,22 @@ std::string FormatBody(std::string_view format) {
                                    kHour + " \":\" [0-5] [0-9]))";
   static const std::string kHex = "[0-9a-fA-F]";
   static const std::string kOctet = "(\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9])";
+  // RFC 3986 URI / URI-reference without IP-literal hosts ("[::1]"): narrower, never looser.
+  static const std::string kPct = "\"%\" [0-9A-Fa-f] [0-9A-Fa-f]";
+  static const std::string kPchar = "([A-Za-z0-9\\-._~!$&'()*+,;=:@] | " + kPct + ")";
+  static const std::string kAuthority = "((([A-Za-z0-9\\-._~!$&'()*+,;=:] | " + kPct + ")* \"@\")? ([A-Za-z0-9\\-._~!$&'()*+,;=] | " +
+                                        kPct + ")* (\":\" [0-9]*)?)";
+  static const std::string kAbempty = "(\"/\" " + kPchar + "*)*";
+  static const std::string kAbsolute = "(\"/\" (" + kPchar + "+ " + kAbempty + ")?)";
+  static const std::string kRootless = "(" + kPchar + "+ " + kAbempty + ")";
+  static const std::string kNoScheme = "(([A-Za-z0-9\\-._~!$&'()*+,;=@] | " + kPct + ")+ " + kAbempty + ")";
+  static const std::string kTail = "(\"?\" (" + kPchar + " | [/?])*)? (\"#\" (" + kPchar + " | [/?])*)?";
+  static const std::string kUri = "([A-Za-z] [A-Za-z0-9+\\-.]* \":\" (\"//\" " + kAuthority + " " + kAbempty + " | " + kAbsolute +
+                                  " | " + kRootless + " | \"\") " + kTail + ")";
+  static const std::string kRelative = "((\"//\" " + kAuthority + " " + kAbempty + " | " + kAbsolute + " | " + kNoScheme +
+                                       " | \"\") " + kTail + ")";
+  if (format == "uri") return kUri;
+  if (format == "uri-reference") return "(" + kUri + " | " + kRelative + ")";
   if (format == "date") return kDate;
   if (format == "time") return kTime;
   if (format == "date-time") return "(" + kDate + " [tT] " + kTime + ")";

@@ -122,9 +122,10 @@ core::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::FromGbnf
 
 core::StatusOr<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::FromJsonSchema(
     std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab) {
-  auto gbnf = JsonSchemaToGbnf(schema_json);
-  if (!gbnf.ok()) return gbnf.status();
-  return FromGbnf(*gbnf, std::move(vocab));
+  std::string gbnf;
+  auto g = JsonSchemaToGrammar(schema_json, &gbnf);
+  if (!g.ok()) return g.status();
+  return std::make_shared<const CompiledGrammar>(ByteGrammar::Lower(*g), std::move(gbnf), std::move(vocab));
 }
 
 std::shared_ptr<const CompiledGrammar> CompiledGrammar::JsonObject(std::shared_ptr<const Vocabulary> vocab) {
