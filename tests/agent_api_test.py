@@ -263,6 +263,43 @@ def encode(binary, text):
     return [int(x) for x in p.stdout.strip().splitlines()[-1].split(",")]
 
 
+def check_batch(binary):
+    """radixlm batch takes the same fields: a forced tool call, a json_schema output, logprobs."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    lines = [
+        {"custom_id": "tool", "method": "POST", "url": "/v1/chat/completions", "body": {
+            "messages": [{"role": "user", "content": "Weather?"}], "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "search"}},
+            "max_tokens": 200, "seed": 3, "chat_template_kwargs": {"enable_thinking": False}}},
+        {"custom_id": "json", "method": "POST", "url": "/v1/chat/completions", "body": {
+            "messages": [{"role": "user", "content": "JSON"}], "max_tokens": 32, "seed": 1, "logprobs": True, "top_logprobs": 1,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": schema, "strict": True}},
+            "chat_template_kwargs": {"enable_thinking": False}}},
+        {"custom_id": "bad", "method": "POST", "url": "/v1/chat/completions", "body": {
+            "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+                                                                                "json_schema": {"name": "o", "schema": {"type": "array", "uniqueItems": True}}}}},
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
+        with open(src, "w") as f:
+            for line in lines:
+                f.write(json.dumps(line) + "\n")
+        p = subprocess.run([binary, "batch", "-m", "random:tiny", "-i", src, "-o", out], capture_output=True, text=True)
+        got = {}
+        if p.returncode == 0:
+            for line in open(out):
+                j = json.loads(line)
+                got[j["custom_id"]] = j["response"]
+    tool = got.get("tool", {}).get("body", {}).get("choices", [{}])[0]
+    ok = tool.get("finish_reason") in ("tool_calls", "length")
+    if tool.get("finish_reason") == "tool_calls":
+        ok = all(c["function"]["name"] == "search" for c in tool["message"]["tool_calls"])
+    check(ok, "batch: a forced tool call line (%s)" % tool.get("finish_reason"))
+    js = got.get("json", {}).get("body", {}).get("choices", [{}])[0]
+    ok = js.get("finish_reason") == "length" or (js.get("finish_reason") == "stop" and json.loads(js["message"]["content"])["ok"] in (True, False))
+    check(ok and js.get("logprobs") is not None, "batch: a json_schema line with logprobs")
+    check(got.get("bad", {}).get("status_code") == 400, "batch: a refused schema is that line's 400")
+
+
 def main():
     binary = sys.argv[1]
     port = free_port()
@@ -275,6 +312,7 @@ def main():
         check_tool_loop_and_sharing(base)
         check_structured(base, binary)
         check_logprobs(base, binary)
+        check_batch(binary)
     finally:
         server.terminate()
         server.wait(timeout=30)
