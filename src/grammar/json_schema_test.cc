@@ -135,6 +135,15 @@ TEST(JsonSchemaTest, AcceptsExactlyTheValidTexts) {
   for (const Case& c : cases) EXPECT_EQ(Accepts(c.schema, c.text), c.ok) << c.schema << " on " << c.text;
 }
 
+// A lone surrogate escape is not a character (strict parsers refuse the document); a pair is.
+TEST(JsonSchemaTest, StringsTakeSurrogatePairsButNoLoneSurrogateEscapes) {
+  EXPECT_TRUE(Accepts(R"({"type": "string"})", R"("\ud83d\ude00")"));
+  EXPECT_TRUE(Accepts(R"({"type": "string"})", R"("\u00e9\uFFFD")"));
+  EXPECT_FALSE(Accepts(R"({"type": "string"})", R"("\uDACE")"));
+  EXPECT_FALSE(Accepts(R"({"type": "string"})", R"("\ude00x")"));
+  EXPECT_FALSE(Accepts(R"({"type": "object"})", R"({"a": "\ud800"})"));
+}
+
 TEST(JsonSchemaTest, RefusesWhatItCannotExpressNamingTheKeyword) {
   struct Case {
     const char* schema;

@@ -191,7 +191,10 @@ std::string JsonCharExpr(const std::vector<CharRange>& set, bool canonical) {
   for (auto [cp, lit] : kShort) {
     if (Contains(set, cp)) alts.push_back(lit);
   }
-  std::vector<CharRange> escaped = Intersect(set, 0, 0xFFFF);
+  // \uXXXX for BMP code points but the surrogates: a lone surrogate escape is not a character
+  // (RFC 8259 leaves it undefined; strict parsers such as nlohmann's refuse the document).
+  std::vector<CharRange> escaped = Intersect(set, 0, 0xD7FF);
+  for (CharRange r : Intersect(set, 0xE000, 0xFFFF)) escaped.push_back(r);
   if (canonical) {  // \u only for controls without a short form, and non-ASCII
     std::vector<CharRange> keep;
     for (auto [lo, hi] : {std::pair<uint32_t, uint32_t>{0, 7}, {11, 11}, {14, 0x1F}, {0x80, 0xFFFF}}) {

@@ -30,7 +30,8 @@ std::string GbnfLiteral(std::string_view text);
 std::string GbnfClass(const std::vector<CharRange>& set);
 
 // One character of a JSON string body whose code point lies in `set`, in every encoding JSON
-// allows: raw (when allowed raw), the short escapes, \uXXXX (hex in either case) and surrogate
+// allows: raw (when allowed raw), the short escapes, \uXXXX (hex in either case; never a lone
+// surrogate D800-DFFF) and surrogate
 // pairs for code points above U+FFFF. Exact. An empty set gives an unmatchable expression.
 // canonical: only the encodings a serialiser writes (raw when allowed, short escapes, \u for
 // other controls and for non-ASCII), a subset of the exact set.
