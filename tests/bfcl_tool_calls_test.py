@@ -18,6 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server_test import check, free_port, post, wait_ready, FAILURES  # noqa: E402
+from agent_api_test import strict  # noqa: E402  (objects closed, as the server constrains tool arguments)
 
 try:
     import jsonschema
@@ -48,17 +49,6 @@ def to_json_schema(s):
             out[k] = to_json_schema(v)
         else:
             out[k] = v
-    return out
-
-
-def strict(schema):
-    if isinstance(schema, list):
-        return [strict(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: (v if k in ("enum", "const", "default") else strict(v)) for k, v in schema.items()}
-    if "properties" in out and "additionalProperties" not in out:
-        out["additionalProperties"] = False
     return out
 
 

@@ -4,6 +4,8 @@
 
 #include "grammar/grammar.h"
 
+#include "core/utf8.h"
+
 namespace radixlm::grammar {
 namespace {
 
@@ -81,21 +83,7 @@ std::vector<CharRange> SymbolCodePoints(const Symbol& s) {
 
 std::string EncodeUtf8(uint32_t cp) {
   std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  core::AppendUtf8(cp, &out);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "jinja/parser.h"
 
+#include "core/utf8.h"
+
 #include <cctype>
 #include <cstdlib>
 #include <string>
@@ -232,7 +234,7 @@ class Lexer {
         case 'x': case 'u': case 'U': {
           const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           if (pos_ + n > src_.size()) SyntaxError(line_, "truncated \\" + std::string(1, e) + " escape");
-          AppendUtf8(static_cast<uint32_t>(std::strtoul(std::string(src_.substr(pos_, n)).c_str(), nullptr, 16)), &out);
+          core::AppendUtf8(static_cast<uint32_t>(std::strtoul(std::string(src_.substr(pos_, n)).c_str(), nullptr, 16)), &out);
           pos_ += n;
           break;
         }
@@ -242,23 +244,6 @@ class Lexer {
     tokens_.push_back({Token::Type::kString, std::move(out), line_});
   }
 
-  static void AppendUtf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      out->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
 
   std::string_view src_;
   size_t pos_ = 0;

@@ -1,5 +1,7 @@
 #include "tokenizer/unicode.h"
 
+#include "core/utf8.h"
+
 #include <utf8proc.h>
 
 #include <cstdlib>
@@ -28,23 +30,7 @@ uint32_t NextCodepoint(std::string_view s, size_t* pos) {
   return cp;
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void AppendUtf8(uint32_t cp, std::string* out) { core::AppendUtf8(cp, out); }
 
 const std::array<uint32_t, 256>& ByteToCodepoint() {
   // bytes_to_unicode() of GPT-2's encoder.py: printable Latin-1 bytes map to themselves, the
