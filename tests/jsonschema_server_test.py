@@ -15,10 +15,10 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server_test import check, free_port, post, wait_ready, FAILURES  # noqa: E402
+from agent_api_test import grammar_prefix_ok  # noqa: E402
 
 try:
     import jsonschema
@@ -28,14 +28,8 @@ except ImportError:
 
 
 def prefix_ok(binary, schema, text):
-    with tempfile.TemporaryDirectory() as d:
-        sp, tp = os.path.join(d, "s.json"), os.path.join(d, "t.jsonl")
-        with open(sp, "w") as f:
-            json.dump(schema, f)
-        with open(tp, "w") as f:
-            f.write(json.dumps(text) + "\n")
-        p = subprocess.run([binary, "grammar", "--schema", sp, "--check", tp], capture_output=True, text=True)
-        return p.returncode == 0 and json.loads(p.stdout.splitlines()[0])["prefix"]
+    ok = grammar_prefix_ok(binary, schema, [text])
+    return ok == [True]
 
 
 def main():

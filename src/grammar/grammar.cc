@@ -40,6 +40,9 @@ std::vector<CharRange> Normalize(std::vector<CharRange> r) {
   return out;
 }
 
+
+}  // namespace
+
 void AppendEscaped(std::string& out, uint32_t cp, bool in_class) {
   char buf[16];
   if (cp == '\\' || cp == '"' || (in_class && (cp == ']' || cp == '[' || cp == '-'))) {
@@ -64,8 +67,6 @@ void AppendEscaped(std::string& out, uint32_t cp, bool in_class) {
     out += buf;
   }
 }
-
-}  // namespace
 
 std::vector<CharRange> SymbolCodePoints(const Symbol& s) {
   if (s.any) return Normalize({{0, kMaxCodePoint}});

@@ -69,6 +69,10 @@ core::StatusOr<Grammar> ParseGbnf(std::string_view text, std::string_view root =
 // surrogates D800-DFFF never included: they cannot appear in UTF-8 text).
 std::vector<CharRange> SymbolCodePoints(const Symbol& s);
 
+// Appends code point cp as GBNF text: inside a quoted literal, or (in_class) inside [...], with
+// the escapes the GBNF parser reads back (controls, quote, backslash; ] [ - ^ in classes).
+void AppendEscaped(std::string& out, uint32_t cp, bool in_class);
+
 // UTF-8 encoding of one code point (REQUIRES: cp <= 0x10FFFF).
 std::string EncodeUtf8(uint32_t cp);
 

@@ -16,24 +16,6 @@ std::string Join(const std::vector<std::string>& alts) {
   return out + ")";
 }
 
-void AppendClassChar(std::string& out, uint32_t cp) {
-  char buf[16];
-  if (cp == '\\' || cp == ']' || cp == '[' || cp == '-' || cp == '"') {
-    out += '\\';
-    out += static_cast<char>(cp);
-  } else if (cp < 0x20 || cp == 0x7F || cp == '^') {  // ^ as \x5E: a leading ^ would negate
-    std::snprintf(buf, sizeof buf, "\\x%02X", cp);
-    out += buf;
-  } else if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp <= 0xFFFF) {
-    std::snprintf(buf, sizeof buf, "\\u%04X", cp);
-    out += buf;
-  } else {
-    std::snprintf(buf, sizeof buf, "\\U%08X", cp);
-    out += buf;
-  }
-}
 
 std::vector<CharRange> Intersect(const std::vector<CharRange>& a, uint32_t lo, uint32_t hi) {
   std::vector<CharRange> out;
@@ -163,10 +145,10 @@ std::string GbnfLiteral(std::string_view text) {
 std::string GbnfClass(const std::vector<CharRange>& set) {
   std::string out = "[";
   for (CharRange r : set) {
-    AppendClassChar(out, r.lo);
+    AppendEscaped(out, r.lo, true);
     if (r.hi != r.lo) {
       out += '-';
-      AppendClassChar(out, r.hi);
+      AppendEscaped(out, r.hi, true);
     }
   }
   return out + "]";
