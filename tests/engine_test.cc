@@ -287,7 +287,10 @@ TEST_F(EngineTest, StepBudgetChargesOnlyRowsNotSharedInTheStep) {
     for (size_t i = 0; i < w.requests.size(); ++i)
       EXPECT_EQ(shared.outputs.at(i), plain.outputs.at(i)) << "request " << i << " cache " << cache;
     EXPECT_GE(shared.metrics.deduplicated_tokens, 5 * 48) << "cache " << cache;
-    EXPECT_LT(shared.metrics.steps, plain.metrics.steps) << "cache " << cache;
+    // With the cache, requests admitted after the first chunk attach to the prompt blocks the
+    // first ones publish as they compute them, so the plain path takes no more steps either.
+    if (cache) EXPECT_LE(shared.metrics.steps, plain.metrics.steps);
+    else EXPECT_LT(shared.metrics.steps, plain.metrics.steps);
     // Charged rows stay within the budget, decodes aside (one each, charged even past it).
     EXPECT_LE(shared.metrics.computed_tokens - shared.metrics.deduplicated_tokens,
               16 * shared.metrics.steps + shared.metrics.generated_tokens)

@@ -19,7 +19,8 @@ int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
 Memory::Memory(MemoryConfig config, PrefixCaches caches)
     : config_(config),
       pool_({config.mode == MemoryMode::kByteBudget ? 0 : config.num_blocks, config.block_tokens}),
-      checkpoints_(caches.checkpoints) {
+      checkpoints_(caches.checkpoints),
+      tier_(caches.tier) {
   if (config_.mode == MemoryMode::kByteBudget) {
     // Nothing is stored: no blocks, no tree, no state slots; the policy decides hits.
     budget_ = config_.prefix_cache ? caches.budget : nullptr;
@@ -32,11 +33,17 @@ Memory::Memory(MemoryConfig config, PrefixCaches caches)
   // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the
   // attention layers up to that point. Without a hybrid cache it reuses nothing.
   if (!config_.recurrent) checkpoints_ = nullptr;
+  // A tier holds KV blocks only: a recurrent model's hits end at state checkpoints it lacks.
+  if (config_.recurrent || !config_.prefix_cache) tier_ = nullptr;
   if (config_.recurrent && (!checkpoints_ || !config_.prefix_cache)) {
     config_.prefix_cache = false;
     checkpoints_ = nullptr;
   }
-  if (config_.prefix_cache) tree_ = std::make_unique<RadixTree>(pool_);
+  if (config_.prefix_cache) {
+    auto policy = KvEvictionPolicy::Make(config_.eviction);
+    RADIXLM_CHECK_MSG(policy.ok(), policy.status().message());
+    tree_ = std::make_unique<RadixTree>(pool_, *policy);
+  }
   if (!config_.recurrent) return;
   const int32_t r = config_.max_running;
   for (int32_t s = r - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -171,6 +178,16 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     seq->locked = a.locked_node;
     seq->has_lock = a.cached_tokens > 0;
     out->cached_tokens = a.cached_tokens;
+    if (tier_) {
+      // The match goes on through the full blocks the tier holds, up to the limit.
+      const int64_t bs = config_.block_tokens;
+      out->load_from = a.cached_tokens / bs;
+      for (int64_t idx = out->load_from; (idx + 1) * bs <= limit; ++idx) {
+        const TierKey& key = TierKeyOf(tokens, idx, seq);
+        if (!tier_->Contains(key)) break;
+        out->loads.push_back({seq->block_table[idx], key});
+      }
+    }
   }
   out->hit_tokens = out->cached_tokens;
   if (config_.recurrent) {
@@ -178,6 +195,42 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     free_slots_.pop_back();
   }
   return true;
+}
+
+void Memory::Loaded(MemorySeq* seq, int32_t loaded, Admitted* out) {
+  RADIXLM_CHECK(loaded >= 0 && loaded <= static_cast<int32_t>(out->loads.size()));
+  tier_stats_.loaded_blocks += loaded;
+  tier_stats_.failed_loads += loaded < static_cast<int32_t>(out->loads.size());
+  if (loaded == 0) return;
+  const int64_t end = (out->load_from + loaded) * config_.block_tokens;
+  tier_stats_.hit_tokens += end - out->cached_tokens;
+  out->hit_tokens += end - out->cached_tokens;
+  out->cached_tokens = end;
+  // A block loaded whole supersedes the copy of its matched part.
+  std::erase_if(out->copies, [&](const BlockCopyPlan& c) { return c.dst == seq->block_table[out->load_from]; });
+}
+
+const TierKey& Memory::TierKeyOf(const std::vector<int32_t>& tokens, int64_t index, MemorySeq* seq) const {
+  const int64_t bs = config_.block_tokens;
+  auto& keys = seq->tier_keys;
+  while (static_cast<int64_t>(keys.size()) <= index) {
+    const int64_t b = static_cast<int64_t>(keys.size());
+    keys.push_back(tier_->hasher().Next(keys.empty() ? nullptr : &keys.back(),
+                                        std::span<const int32_t>(tokens.data() + b * bs, bs), seq->ns));
+  }
+  return keys[index];
+}
+
+void Memory::OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq) {
+  if (!tier_) return;
+  const int64_t full = n / config_.block_tokens;
+  for (int64_t idx = seq->tier_offered; idx < full; ++idx) {
+    const TierKey& key = TierKeyOf(tokens, idx, seq);
+    if (tier_->Contains(key)) continue;
+    stores_.push_back({seq->block_table[idx], key});
+    ++tier_stats_.offered_blocks;
+  }
+  seq->tier_offered = std::max(seq->tier_offered, full);
 }
 
 bool Memory::Grow(MemorySeq* seq, int64_t upto) {
@@ -214,9 +267,20 @@ StepState Memory::StateFor(MemorySeq* seq, int64_t from, int64_t n) {
   return s;
 }
 
-void Memory::Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq) {
+void Memory::Publish(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq) {
   // kByteBudget: a sequence enters the policy's tree only when it finishes (Marconi's model).
-  if (tree_) tree_->Insert(tokens, n, seq.block_table, seq.ns);
+  if (!tree_) return;
+  tree_->Insert(tokens, n, seq->block_table, seq->ns);
+  OfferToTier(tokens, n, seq);
+}
+
+void Memory::PublishComputed(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq) {
+  if (!tree_ || config_.recurrent) return;
+  const int64_t n = computed / config_.block_tokens * config_.block_tokens;
+  if (n <= seq->published) return;
+  tree_->Insert(tokens, n, seq->block_table, seq->ns);
+  OfferToTier(tokens, n, seq);
+  seq->published = n;
 }
 
 bool Memory::ShareAhead(MemorySeq* seq, int64_t computed, int64_t at) {
@@ -238,6 +302,7 @@ std::vector<StateCopy> Memory::PublishAhead(const std::vector<int32_t>& tokens, 
   std::vector<StateCopy> copies;
   if (seq->share_at >= 0 && computed >= seq->share_at) {
     tree_->Insert(tokens, seq->share_at, seq->block_table, seq->ns);
+    OfferToTier(tokens, seq->share_at, seq);
     seq->share_at = -1;
   }
   // A captured branch state goes into the cache now rather than at finish: requests arriving
@@ -330,7 +395,12 @@ std::vector<StateCopy> Memory::Release(const std::vector<int32_t>& tokens, int64
     seq->branch_captured = false;
   }
   seq->share_at = -1;
-  if (tree_ && mode != ReleaseMode::kCancel && computed > 0) tree_->Insert(tokens, computed, seq->block_table, seq->ns);
+  if (tree_ && mode != ReleaseMode::kCancel && computed > 0) {
+    tree_->Insert(tokens, computed, seq->block_table, seq->ns);
+    OfferToTier(tokens, computed, seq);
+  }
+  seq->tier_offered = 0;  // a re-admission gets a fresh block table
+  seq->published = 0;
   if (tree_ && seq->has_lock) tree_->Unlock(seq->locked);
   seq->has_lock = false;
   seq->locked = kRootNode;

@@ -9,7 +9,12 @@
 //      then C + S             the hybrid cache's C checkpoints, and S spare (2, or 3 with
 //                             prompt-end checkpoints) for admitting a finished sequence's states
 //    (StateSlots() is the one place that says how many slots that is);
-//  - the hybrid prefix cache of checkpoints (the policy object, borrowed).
+//  - the hybrid prefix cache of checkpoints (the policy object, borrowed);
+//  - with a tier under the pool (cache/block_tier.h, borrowed; attention-only models), the
+//    loads and stores between them: a match that ends in the pool goes on through the blocks
+//    the tier holds (Admitted::loads, into the request's fresh blocks; Loaded() says how many
+//    arrived), and every full block the tree takes is offered to the tier (TakeStores), so
+//    eviction from the pool leaves it there.
 // A sequence's share is a MemorySeq: the engine keeps it in its request; only Memory changes it.
 //
 // Two modes (MemoryMode):
@@ -48,9 +53,11 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/block_tier.h"
 #include "cache/hybrid_cache.h"
 #include "cache/radix_tree.h"
 
@@ -63,6 +70,7 @@ struct MemoryConfig {
   int32_t num_blocks = 1024;
   int32_t block_tokens = 16;
   bool prefix_cache = true;
+  std::string eviction = "lru";   // the radix tree's eviction policy (cache/kv_policy.h)
   int32_t max_running = 16;       // sequences holding memory at once
   bool recurrent = false;         // the model has recurrent layers: sequences need state slots
   int32_t checkpoint_slots = 0;   // the hybrid cache's capacity in checkpoints
@@ -94,6 +102,9 @@ struct MemorySeq {
   bool prompt_end_captured = false;
   int32_t prompt_end_slot = -1;
   int64_t share_at = -1;             // ShareAhead's point, until published (-1: none)
+  std::vector<TierKey> tier_keys;    // with a tier: the chain of its first full blocks' keys
+  int64_t tier_offered = 0;          // full blocks offered to the tier so far
+  int64_t published = 0;             // PublishComputed: prompt tokens in the tree so far
   bool holds_memory() const { return !block_table.empty() || state_slot >= 0; }
 };
 
@@ -128,6 +139,8 @@ struct PrefixCaches {
   CheckpointCache* checkpoints = nullptr;
   // kByteBudget: the policy deciding every hit (null: nothing is reused).
   HybridPrefixCache* budget = nullptr;
+  // kBlockPool, attention-only models: the tier under the pool (null: none).
+  BlockTier* tier = nullptr;
   PrefixCaches() = default;
   PrefixCaches(CheckpointCache* c) : checkpoints(c) {}  // NOLINT: the serving case reads as a pointer
 };
@@ -151,6 +164,15 @@ class Memory {
     int64_t hit_tokens = 0;             // the cache's hit for statistics (= cached_tokens, except
                                         // that kByteBudget reports a whole-prompt hit whole)
     std::vector<BlockCopyPlan> copies;  // copy-on-write of a partially matched block
+    // With a tier: blocks to load, in order, continuing the match (then call Loaded).
+    std::vector<TierTransfer> loads;
+    int64_t load_from = 0;              // the block index of loads[0]
+  };
+  // What a tier served and was offered (cumulative).
+  struct TierStats {
+    int64_t hit_tokens = 0;       // admitted tokens whose KV came from the tier
+    int64_t loaded_blocks = 0, failed_loads = 0;
+    int64_t offered_blocks = 0;   // full blocks handed to the tier to store
   };
   // Admits a sequence whose positions [0, tokens.size()) need KV, reusing its longest cached
   // prefix. `count_prompt`: tokens to credit to the tree's hit statistics (the prompt on first
@@ -158,12 +180,26 @@ class Memory {
   // fits the pool must be admitted (without its match if the match pins what it needs).
   // false: no room (or no free state slot); nothing changed.
   bool Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, bool alone, MemorySeq* seq, Admitted* out);
+  // The executor loaded the first `loaded` of out->loads (a failed load ends the run): the
+  // sequence starts with those blocks' tokens computed; out's cached and hit tokens and its
+  // copies follow (a loaded block supersedes a copy-on-write into it).
+  void Loaded(MemorySeq* seq, int32_t loaded, Admitted* out);
+  // The full blocks inserted since the last call that the tier does not hold yet: the executor
+  // must copy them out before the pool changes again (before the next Admit or step).
+  std::vector<TierTransfer> TakeStores() { return std::exchange(stores_, {}); }
+  const TierStats& tier_stats() const { return tier_stats_; }
+  BlockTier* tier() const { return tier_; }
   // Blocks for positions [0, upto), evicting cached prefixes if it must. false: no room.
   bool Grow(MemorySeq* seq, int64_t upto);
   // The states a step over tokens [from, from + n) uses; marks a restore done and a capture taken.
   StepState StateFor(MemorySeq* seq, int64_t from, int64_t n);
   // The prompt tokens[0, n) is computed: concurrent requests may now share it.
-  void Publish(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq);
+  void Publish(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq);
+  // A prompt being prefilled has computed tokens[0, computed): its full blocks go in the tree
+  // now, so that a request arriving with the same prefix attaches to them (its next chunk is the
+  // same rows as this one's, which the executor computes once) instead of computing them again.
+  // Attention-only models (a recurrent model shares through ShareAhead's checkpoints).
+  void PublishComputed(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
   // A running sequence that has computed `computed` < at tokens shares tokens [0, at) as soon as
   // it has computed them, for requests waiting on them: on a hybrid model its prefill captures
   // the state after token `at` in its branch-capture slot. false (nothing changed): no prefix
@@ -215,6 +251,10 @@ class Memory {
   };
   // Where to keep a prompt's end state (-1: nowhere), given the state at `covered` it has anyway.
   int64_t PromptEnd(int64_t prompt_len, int64_t covered) const;
+  // The tier's key of seq's full block `index` (extends seq's chain over tokens as needed).
+  const TierKey& TierKeyOf(const std::vector<int32_t>& tokens, int64_t index, MemorySeq* seq) const;
+  // Offers seq's full blocks of tokens[0, n) that the tier lacks (after they entered the tree).
+  void OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq);
   // A finished sequence's states into the hybrid cache: returns the copies into cache slots.
   std::vector<StateCopy> AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
 
@@ -223,6 +263,9 @@ class Memory {
   std::unique_ptr<RadixTree> tree_;
   CheckpointCache* checkpoints_ = nullptr;
   HybridPrefixCache* budget_ = nullptr;
+  BlockTier* tier_ = nullptr;
+  std::vector<TierTransfer> stores_;
+  TierStats tier_stats_;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, prompt_end_free_, checkpoint_free_;
 };

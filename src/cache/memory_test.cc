@@ -31,7 +31,7 @@ TEST(Memory, ServesPublishedPrefixesAndReleasesEverything) {
   EXPECT_EQ(got.cached_tokens, 0);
   EXPECT_EQ(sa.block_table.size(), 3u);  // 10 tokens in blocks of 4
   EXPECT_EQ(mem.CheckInvariants(), "");
-  mem.Publish(a, 10, sa);
+  mem.Publish(a, 10, &sa);
 
   Tokens b = Seq(1, 6);
   b.push_back(99);  // shares 6 tokens: one whole block and half of the next

@@ -7,7 +7,8 @@
 
 namespace radixlm::cache {
 
-RadixTree::RadixTree(BlockPool& pool) : pool_(pool), bs_(pool.block_tokens()) {
+RadixTree::RadixTree(BlockPool& pool, std::shared_ptr<const KvEvictionPolicy> policy)
+    : pool_(pool), policy_(policy ? std::move(policy) : *KvEvictionPolicy::Make("lru")), bs_(pool.block_tokens()) {
   nodes_.emplace_back();
   nodes_[kRootNode].alive = true;
 }
@@ -57,14 +58,17 @@ NodeId RadixTree::EnsureRoot(int64_t ns) {
 }
 
 void RadixTree::UpdateEvictable(NodeId id) {
-  const std::pair<uint64_t, NodeId> key{nodes_[id].last_access, id};
+  const std::pair<EvictKey, NodeId> key{nodes_[id].evict_key, id};
   if (IsEvictableLeaf(id)) evictable_.insert(key);
   else evictable_.erase(key);
 }
 
-void RadixTree::Touch(NodeId id) {
-  evictable_.erase({nodes_[id].last_access, id});
-  nodes_[id].last_access = ++clock_;
+void RadixTree::Touch(NodeId id, bool hit) {
+  Node& n = nodes_[id];
+  evictable_.erase({n.evict_key, id});
+  n.last_access = ++clock_;
+  n.hits += hit;
+  n.evict_key = policy_->Key(n.last_access, n.hits);
   UpdateEvictable(id);
 }
 
@@ -117,7 +121,7 @@ Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match
   for (NodeId n = r.match.node; n != kRootNode && n >= 0; n = nodes_[n].parent) on_path[n] = 1;
   std::unordered_map<NodeId, int32_t> children_left;
   std::unordered_map<int32_t, int32_t> refs_dropped;
-  using Entry = std::pair<uint64_t, NodeId>;
+  using Entry = std::pair<EvictKey, NodeId>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> exposed;  // parents that became leaves
   auto it = evictable_.begin();
   while (available < r.new_blocks) {
@@ -140,7 +144,7 @@ Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match
     if (parent == kRootNode || nodes_[parent].ns_root) continue;
     auto [cl, inserted] = children_left.try_emplace(parent, static_cast<int32_t>(nodes_[parent].children.size()));
     if (--cl->second == 0 && nodes_[parent].lock == 0 && !on_path[parent])
-      exposed.push({nodes_[parent].last_access, parent});
+      exposed.push({nodes_[parent].evict_key, parent});
   }
   r.feasible = available >= r.new_blocks;
   return r;
@@ -168,7 +172,7 @@ Admission RadixTree::Commit(const Reservation& r, int64_t prompt_tokens) {
   a.owned_blocks = *fresh;
   if (m > 0) {
     Lock(a.locked_node);
-    for (NodeId n = a.locked_node; n != kRootNode; n = nodes_[n].parent) Touch(n);
+    for (NodeId n = a.locked_node; n != kRootNode; n = nodes_[n].parent) Touch(n, /*hit=*/true);
   }
   if (prompt_tokens > 0) {  // first admissions only: a re-admission after preemption is no new prompt
     ++stats_.requests;
@@ -194,6 +198,8 @@ NodeId RadixTree::Split(NodeId id, int64_t at) {
   low.blocks.assign(n.blocks.begin(), n.blocks.begin() + low_blocks);
   low.lock = n.lock;
   low.last_access = n.last_access;
+  low.hits = n.hits;
+  low.evict_key = n.evict_key;
   const int64_t first_upper_block = at / bs_ - n.start / bs_;
   if (first_upper_block < low_blocks) pool_.Ref(n.blocks[first_upper_block]);  // boundary block shared
   n.blocks.erase(n.blocks.begin(), n.blocks.begin() + first_upper_block);
@@ -281,7 +287,7 @@ int32_t RadixTree::EvictLeaf(NodeId id) {
     freed += pool_.ref_count(b) == 1;
     pool_.Release(b);
   }
-  evictable_.erase({n.last_access, id});
+  evictable_.erase({n.evict_key, id});
   const NodeId parent = n.parent;
   nodes_[parent].children.erase(n.tokens[0]);
   cached_tokens_ -= static_cast<int64_t>(n.tokens.size());
@@ -337,7 +343,7 @@ std::string RadixTree::CheckInvariants() const {
       if (!nodes_[c].alive || nodes_[c].parent != id) return where + "child link broken";
     for (int32_t b : n.blocks) ++tree_refs[b];
     tokens += static_cast<int64_t>(n.tokens.size());
-    const bool in_set = evictable_.count({n.last_access, id}) > 0;
+    const bool in_set = evictable_.count({n.evict_key, id}) > 0;
     if (in_set != IsEvictableLeaf(id)) return where + "evictable set out of date";
     expected_evictable += in_set;
   }

@@ -11,7 +11,8 @@
 // Mutation is two-phase (STYLE.md): Reserve() plans a request's match, copy-on-write and the
 // LRU evictions needed to allocate its blocks, with no side effects; Commit() applies exactly
 // that plan. Locked nodes (those on a running request's path) are never evicted.
-// Eviction takes unlocked leaves in LRU order from an ordered set: O(log n) per victim.
+// Eviction takes unlocked leaves in the order of the eviction policy's keys (cache/kv_policy.h;
+// LRU by default) from an ordered set: O(log n) per victim.
 // Match is O(prompt length) (one child lookup per edge, then a token compare).
 // Namespaces (cache_salt): each has its own root, so sequences of different namespaces never
 // match each other's prefixes; they share the pool, the LRU order and eviction. Namespace 0 is
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/kv_policy.h"
 
 namespace radixlm::cache {
 
@@ -84,7 +87,8 @@ class BlockObserver {
 
 class RadixTree {
  public:
-  explicit RadixTree(BlockPool& pool);
+  // policy: null is LRU.
+  explicit RadixTree(BlockPool& pool, std::shared_ptr<const KvEvictionPolicy> policy = nullptr);
 
   // Longest cached prefix of tokens[0, limit) in namespace `ns`, with the blocks that hold it.
   // No side effects.
@@ -127,6 +131,8 @@ class RadixTree {
     std::unordered_map<int32_t, NodeId> children;  // by first token
     int32_t lock = 0;
     uint64_t last_access = 0;
+    uint32_t hits = 0;              // admissions whose match reached this node
+    EvictKey evict_key;             // the policy's key as of the last touch
     bool alive = false;
     bool ns_root = false;           // a namespace's root: no tokens, never evicted
     int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
@@ -140,16 +146,17 @@ class RadixTree {
   NodeId Split(NodeId id, int64_t at);
   bool IsEvictableLeaf(NodeId id) const;
   void UpdateEvictable(NodeId id);
-  void Touch(NodeId id);
+  void Touch(NodeId id, bool hit = false);
   int32_t BlockFor(const Node& n, int64_t position) const;
   // Frees `id` (an unlocked leaf) and its block references; returns blocks freed.
   int32_t EvictLeaf(NodeId id);
 
   BlockPool& pool_;
+  std::shared_ptr<const KvEvictionPolicy> policy_;
   int32_t bs_;
   std::vector<Node> nodes_;
   std::vector<NodeId> free_nodes_;
-  std::set<std::pair<uint64_t, NodeId>> evictable_;  // (last_access, node), LRU first
+  std::set<std::pair<EvictKey, NodeId>> evictable_;  // (policy key, node), next victim first
   std::unordered_map<int64_t, NodeId> namespace_roots_;  // emptied ones are freed
   uint64_t clock_ = 0, version_ = 0;
   int64_t cached_tokens_ = 0;

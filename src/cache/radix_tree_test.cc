@@ -111,6 +111,33 @@ TEST(RadixTreeTest, EvictsLeastRecentlyUsedUnlockedLeavesOnly) {
   EXPECT_EQ(tree.CheckInvariants(), "");
 }
 
+TEST(RadixTreeTest, LfuEvictsTheLeastHitLeafFirstLruTheOldest) {
+  for (const char* policy : {"lru", "lfu"}) {
+    BlockPool pool({.num_blocks = 5, .block_tokens = 4});
+    RadixTree tree(pool, *KvEvictionPolicy::Make(policy));
+    FakeKv kv(5, 4);
+    auto a = Admit(tree, kv, {1, 1, 1, 1});  // a: inserted first, then hit twice
+    Finish(tree, pool, a);
+    for (int i = 0; i < 2; ++i) {
+      auto hit = Admit(tree, kv, {1, 1, 1, 1, 1});
+      EXPECT_EQ(hit.adm.cached_tokens, 4);
+      tree.Unlock(hit.adm.locked_node);
+      for (int32_t blk : hit.adm.owned_blocks) pool.Release(blk);
+    }
+    auto b = Admit(tree, kv, {2, 2, 2, 2});  // b: newer, never hit
+    Finish(tree, pool, b);
+    // 3 blocks free; 4 needed: one leaf goes.
+    const Reservation r = tree.Reserve({3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3}, 0, 16);
+    ASSERT_TRUE(r.feasible);
+    tree.Commit(r, 16);
+    const bool lfu = std::string(policy) == "lfu";
+    EXPECT_EQ(tree.Match({1, 1, 1, 1}, 4).length, lfu ? 4 : 0) << policy;
+    EXPECT_EQ(tree.Match({2, 2, 2, 2}, 4).length, lfu ? 0 : 4) << policy;
+    EXPECT_EQ(tree.CheckInvariants(), "");
+  }
+  EXPECT_FALSE(KvEvictionPolicy::Make("mru").ok());
+}
+
 TEST(RadixTreeTest, AnEvictedNamespaceLeavesNothingBehind) {
   BlockPool pool({.num_blocks = 8, .block_tokens = 4});
   RadixTree tree(pool);
@@ -135,10 +162,12 @@ TEST(RadixTreeTest, AnEvictedNamespaceLeavesNothingBehind) {
 // Namespaces (cache_salt) ride along: each request picks one of three, and a match may only come
 // from sequences of its own namespace, while eviction stays one LRU over all of them.
 TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
+  for (const std::string& policy : KvEvictionPolicy::Names()) {
+  SCOPED_TRACE(policy);
   for (int bs : {1, 4, 16}) {
     for (int blocks : {40, 4000}) {  // contended and unbounded
       BlockPool pool({.num_blocks = blocks, .block_tokens = bs});
-      RadixTree tree(pool);
+      RadixTree tree(pool, *KvEvictionPolicy::Make(policy));
       FakeKv kv(blocks, bs);
       std::vector<std::vector<int32_t>> inserted;
       std::vector<int64_t> inserted_ns;
@@ -205,6 +234,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
       EXPECT_EQ(tree.CheckInvariants(), "");
     }
   }
+}  // policies
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ struct EngineOptions {
   int64_t kv_tokens = 32768;
   int32_t block_tokens = 16;
   bool no_prefix_cache = false;
+  std::string kv_eviction = "lru";
   int step_tokens = 256;
   int max_running = 16;
   // Models with recurrent layers (Mamba2, Gated DeltaNet): the hybrid cache policy and its checkpoint slots.

@@ -6,6 +6,9 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (all layers)")->capture_default_str();
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per KV block")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
+  cmd->add_option("--kv-eviction", o->kv_eviction, "which cached KV prefix goes first when the pool is full: lru | lfu")
+      ->check(CLI::IsMember(cache::KvEvictionPolicy::Names()))
+      ->capture_default_str();
   cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
   cmd->add_option("--hybrid-policy", o->hybrid_policy, "hybrids (Mamba2, Gated DeltaNet): prefix cache policy sglang+|marconi|marconi-static")
@@ -55,6 +58,7 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   c.block_tokens = o.block_tokens;
   c.num_blocks = static_cast<int32_t>((o.kv_tokens + o.block_tokens - 1) / o.block_tokens);
   c.prefix_cache = !o.no_prefix_cache;
+  c.kv_eviction = o.kv_eviction;
   c.scheduler.step_token_budget = o.step_tokens;
   c.scheduler.max_running = o.max_running;
   c.checkpoint_slots = o.checkpoint_slots;

@@ -27,6 +27,7 @@ const char* FinishReasonName(FinishReason r) {
 
 cache::MemoryConfig Engine::MemoryConfigOf(const EngineConfig& c, const Executor& executor) {
   return {.mode = c.memory_mode, .num_blocks = c.num_blocks, .block_tokens = c.block_tokens, .prefix_cache = c.prefix_cache,
+          .eviction = c.kv_eviction,
           .max_running = c.scheduler.max_running, .recurrent = executor.state_slots() > 0,
           .checkpoint_slots = c.checkpoint_slots, .prompt_end_checkpoints = c.prompt_end_checkpoints,
           .prompt_end_min_gap = c.prompt_end_min_gap};
@@ -140,6 +141,11 @@ void Engine::DrainInbox() {
 bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
   cache::Memory::Admitted a;
   if (!memory_.Admit(r.tokens, r.first_admission ? r.prompt_len : 0, alone, &r.mem, &a)) return false;
+  if (!a.loads.empty()) {
+    std::vector<BlockTransfer> loads;
+    for (const cache::TierTransfer& t : a.loads) loads.push_back({t.block, t.key});
+    memory_.Loaded(&r.mem, executor_.LoadBlocks(loads), &a);
+  }
   for (const cache::BlockCopyPlan& c : a.copies) copies->push_back({c.src, c.dst, c.tokens});
   r.computed = a.cached_tokens;
   if (r.first_admission) {
@@ -157,6 +163,16 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
 void Engine::Release(Req& r, cache::ReleaseMode mode) {
   for (const cache::StateCopy& c : memory_.Release(r.tokens, r.computed, mode, &r.mem)) executor_.CopyState(c.src, c.dst);
   r.computed = 0;
+  StoreToTier();  // the released blocks may be reused by the next admission
+}
+
+void Engine::StoreToTier() {
+  if (!memory_.tier()) return;
+  const std::vector<cache::TierTransfer> stores = memory_.TakeStores();
+  if (stores.empty()) return;
+  std::vector<BlockTransfer> out;
+  for (const cache::TierTransfer& t : stores) out.push_back({t.block, t.key});
+  executor_.StoreBlocks(out);
 }
 
 void Engine::Preempt(Req& r) {
@@ -339,9 +355,12 @@ bool Engine::Step() {
     r.computed += planned[k].n;
     for (const cache::StateCopy& c : memory_.PublishAhead(r.tokens, r.computed, &r.mem)) executor_.CopyState(c.src, c.dst);
     if (!r.prompt_inserted && r.computed >= r.prompt_len) {
-      memory_.Publish(r.tokens, r.prompt_len, r.mem);  // share the prompt with concurrent requests
+      memory_.Publish(r.tokens, r.prompt_len, &r.mem);  // share the prompt with concurrent requests
       r.prompt_inserted = true;
+    } else if (!r.prompt_inserted) {
+      memory_.PublishComputed(r.tokens, r.computed, &r.mem);  // ... and its full blocks as they are done
     }
+    StoreToTier();
     if (r.computed < static_cast<int64_t>(r.tokens.size())) continue;  // prefill goes on
     int32_t next;
     if (r.params.continuation) {
@@ -416,6 +435,11 @@ void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds)
     metrics_.tree_cached_tokens = tree->cached_tokens();
     metrics_.evicted_tokens = tree->stats().evicted_tokens;
   }
+  const cache::Memory::TierStats& t = memory_.tier_stats();
+  metrics_.tier_hit_tokens = t.hit_tokens;
+  metrics_.tier_loaded_blocks = t.loaded_blocks;
+  metrics_.tier_failed_loads = t.failed_loads;
+  metrics_.tier_offered_blocks = t.offered_blocks;
 }
 
 void Engine::RunUntilIdle() {

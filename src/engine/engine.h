@@ -59,6 +59,7 @@ struct EngineConfig {
   int32_t num_blocks = 1024;
   int32_t block_tokens = 16;
   bool prefix_cache = true;
+  std::string kv_eviction = "lru";  // the radix tree's eviction policy (cache/kv_policy.h)
   scheduler::SchedulerConfig scheduler;
   // Models with recurrent layers and a hybrid cache: state slots holding cached checkpoints,
   // after the 2 x max_running working and branch-capture slots (plus 2 for admission).
@@ -77,6 +78,9 @@ struct EngineMetrics {
   int32_t blocks_in_use = 0, blocks_total = 0;
   int64_t tree_cached_tokens = 0, evicted_tokens = 0;
   int64_t deduplicated_tokens = 0;  // of computed_tokens, rows another sequence of the step computed
+  // The tier under the pool (cache::Memory::TierStats): of cached_prompt_tokens, those loaded
+  // from the tier; blocks loaded, loads that failed (recomputed), blocks offered to it.
+  int64_t tier_hit_tokens = 0, tier_loaded_blocks = 0, tier_failed_loads = 0, tier_offered_blocks = 0;
   double step_seconds_total = 0;
   double TokenHitRate() const { return prompt_tokens ? double(cached_prompt_tokens) / prompt_tokens : 0; }
   double RequestHitRate() const { return admitted_requests ? double(hit_requests) / admitted_requests : 0; }
@@ -170,6 +174,9 @@ class Engine {
   void Release(Req& r, cache::ReleaseMode mode);
   // Releases the request, delivers the final event (with `last_token` when one ends it).
   void Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token = -1);
+  // Hands the blocks memory offered to the tier to the executor (right after the call that
+  // offered them: their pool blocks may be reused by what follows).
+  void StoreToTier();
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
   static cache::MemoryConfig MemoryConfigOf(const EngineConfig& config, const Executor& executor);

@@ -3,6 +3,7 @@
 // tables, and block-prefix copies to make first (copy-on-write of partially matched blocks).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -36,6 +37,12 @@ struct BlockCopy {
   int32_t src = 0, dst = 0, tokens = 0;  // copy KV slots [0, tokens) of block src into dst
 };
 
+// A pool block and its content key on the tier under the pool (cache/block_tier.h).
+struct BlockTransfer {
+  int32_t block = -1;
+  std::array<uint8_t, 32> key{};
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -57,6 +64,12 @@ class Executor {
   // True when rows repeated within a step (same context, same tokens at the same positions)
   // are computed once: the scheduler then charges a prefill chunk only for its new rows.
   virtual bool shares_step_prefixes() const { return false; }
+  // The tier under the pool (none by default). LoadBlocks fills the blocks from the tier, in
+  // order, before it returns, and stops at the first it cannot (missing, corrupt, I/O error):
+  // returns how many arrived. StoreBlocks takes the blocks' bytes now (before it returns) and
+  // writes them behind the step loop; it never waits for the tier.
+  virtual int32_t LoadBlocks(std::span<const BlockTransfer> loads) { return 0; }
+  virtual void StoreBlocks(std::span<const BlockTransfer> stores) {}
 };
 
 }  // namespace radixlm::engine

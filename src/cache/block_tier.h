@@ -1,0 +1,45 @@
+// A memory tier under the KV block pool (a disk folder; a simulated one), as the cache sees it:
+// a set of blocks' KV named by content keys. The cache never touches bytes; it asks whether the
+// tier holds a key, plans loads of the blocks a match reaches beyond the pool into the fresh
+// blocks the request would otherwise compute, and plans stores of the full blocks it inserts
+// (written through, so that a block evicted from the pool is still found on the tier: eviction
+// from the pool demotes). The executor moves the bytes (engine/executor.h: LoadBlocks,
+// StoreBlocks).
+//
+// Keys are the chained block digests of cache/kv_events.h (vLLM's sha256_cbor), seeded by
+// the tier's model fingerprint rather than a hash seed: block b's key names its tokens and every
+// token before it, in its cache namespace, under one model's numerics. A tier's keys therefore
+// mean the same thing in every process and after every restart of the same model, and nothing
+// under any other (the fingerprint is in the seed, so it enters every key).
+//
+// Contains() is a hint: the tier may lose a block between the probe and the load (its own
+// eviction, another process's, a corrupt file); a load that fails is recomputed, never used.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cache/kv_events.h"
+
+namespace radixlm::cache {
+
+using TierKey = BlockDigest;
+
+class BlockTier {
+ public:
+  virtual ~BlockTier() = default;
+  // The tier's name in events and metrics: "disk".
+  virtual std::string medium() const = 0;
+  // The hasher whose chain names this tier's blocks (block size and fingerprint seed).
+  virtual const BlockHasher& hasher() const = 0;
+  // Whether the tier (probably) holds the block; cheap (an index lookup; maybe one syscall).
+  virtual bool Contains(const TierKey& key) const = 0;
+};
+
+// What the executor moves (ids and keys, as BlockCopyPlan).
+struct TierTransfer {
+  int32_t block = -1;   // the pool block
+  TierKey key{};
+};
+
+}  // namespace radixlm::cache
