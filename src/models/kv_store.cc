@@ -23,6 +23,18 @@ kernels::KvLayerView KvStore::Layer(int layer) const {
   return {base, base + per_tensor, config_.block_tokens, n_kv_heads_, head_dim_, config_.dtype};
 }
 
+std::vector<KvStore::Segment> KvStore::BlockSegments(int32_t block) const {
+  RADIXLM_CHECK(block >= 0 && block < config_.n_blocks);
+  const size_t seg = size_t{1} * config_.block_tokens * n_kv_heads_ * head_dim_ * core::DTypeSize(config_.dtype);
+  std::vector<Segment> out;
+  for (int l = 0; l < n_layers_; ++l) {
+    const kernels::KvLayerView v = Layer(l);
+    out.push_back({static_cast<uint8_t*>(v.k) + seg * block, seg});
+    out.push_back({static_cast<uint8_t*>(v.v) + seg * block, seg});
+  }
+  return out;
+}
+
 void KvStore::CopyBlockPrefix(int32_t src, int32_t dst, int tokens) {
   RADIXLM_CHECK(src >= 0 && src < config_.n_blocks && dst >= 0 && dst < config_.n_blocks && tokens <= config_.block_tokens);
   const size_t elem = core::DTypeSize(config_.dtype);

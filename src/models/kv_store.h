@@ -25,6 +25,13 @@ class KvStore {
   // Copies KV slots [0, tokens) of block src into block dst, in every layer (copy-on-write of
   // a partially matched cached block).
   void CopyBlockPrefix(int32_t src, int32_t dst, int tokens);
+  // Where block `block`'s bytes live: 2 contiguous runs per attention layer (its keys, then its
+  // values), BytesPerBlock in all, in this order (a disk tier's file holds them so).
+  struct Segment {
+    uint8_t* data;
+    size_t bytes;
+  };
+  std::vector<Segment> BlockSegments(int32_t block) const;
   int n_blocks() const { return config_.n_blocks; }
   int block_tokens() const { return config_.block_tokens; }
   size_t nbytes() const { return buffer_.size(); }

@@ -37,6 +37,27 @@ const models::CompactionPlan* ModelExecutor::PlanCompaction(std::span<const engi
   return &plan_;
 }
 
+std::vector<iovec> ModelExecutor::Segments(int32_t block) const {
+  std::vector<iovec> v;
+  for (const models::KvStore::Segment& s : kv_.BlockSegments(block)) v.push_back({s.data, s.bytes});
+  return v;
+}
+
+int32_t ModelExecutor::LoadBlocks(std::span<const engine::BlockTransfer> loads) {
+  if (!tier_) return 0;
+  int32_t n = 0;
+  for (const engine::BlockTransfer& t : loads) {
+    if (!tier_->Load(t.key, Segments(t.block))) break;
+    ++n;
+  }
+  return n;
+}
+
+void ModelExecutor::StoreBlocks(std::span<const engine::BlockTransfer> stores) {
+  if (!tier_) return;
+  for (const engine::BlockTransfer& t : stores) tier_->Store(t.key, Segments(t.block));
+}
+
 void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
                             std::vector<float>* logits) {
   for (const engine::BlockCopy& c : copies) kv_.CopyBlockPrefix(c.src, c.dst, c.tokens);

@@ -14,6 +14,7 @@
 #include "engine/executor.h"
 #include "models/kv_store.h"
 #include "models/transformer.h"
+#include "tier/disk_tier.h"
 
 namespace radixlm::runner {
 
@@ -32,6 +33,8 @@ class ModelExecutor : public engine::Executor {
   // Cascade attention for decode rows that share prefix blocks (on by default; the answers are
   // the same either way, only the KV reads change).
   void set_cascade(bool on) { cascade_ = on; }
+  // The disk tier under the pool (borrowed; null: none): blocks move between it and the KV store.
+  void set_disk_tier(tier::DiskTier* t) { tier_ = t; }
   int64_t cascade_rows() const { return cascade_rows_; }  // rows attended in a cascade group
   int64_t cascade_nested_rows() const { return cascade_nested_rows_; }  // ... in a nested level
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
@@ -43,12 +46,16 @@ class ModelExecutor : public engine::Executor {
   void CopyState(int32_t src, int32_t dst) override { states_->Copy(src, dst); }
   int64_t deduplicated_rows() const override { return deduplicated_rows_; }
   bool shares_step_prefixes() const override { return !states_ && compaction_.threshold > 0; }
+  int32_t LoadBlocks(std::span<const engine::BlockTransfer> loads) override;
+  void StoreBlocks(std::span<const engine::BlockTransfer> stores) override;
 
  private:
   models::Transformer& model_;
   core::ThreadPool& pool_;
   models::KvStore& kv_;
   models::SsmStateStore* states_;
+  tier::DiskTier* tier_ = nullptr;
+  std::vector<iovec> Segments(int32_t block) const;
   std::vector<int32_t> ids_, positions_, rows_;
   PrefillCompaction compaction_;
   bool cascade_ = true;

@@ -1,0 +1,412 @@
+#include "tier/disk_tier.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "core/crc32c.h"
+
+namespace radixlm::tier {
+namespace {
+
+constexpr char kMagic[8] = {'R', 'L', 'M', 'K', 'V', 'B', 'L', 'K'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 128;
+
+// The header, little-endian as the machine (the folder is one host's).
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t payload_bytes;
+  uint32_t block_tokens;
+  uint32_t crc;              // CRC-32C of this header with crc = 0, then the payload
+  uint8_t fingerprint[32];
+  uint8_t key[32];
+  uint8_t reserved[kHeaderBytes - 8 - 4 - 4 - 8 - 4 - 4 - 32 - 32];
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+core::Status MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0700) == 0 || errno == EEXIST) return core::Status::Ok();
+  return core::IoError("cannot create the cache folder " + path + ": " + std::strerror(errno));
+}
+
+// Full write of n bytes (short writes continue).
+bool WriteAll(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ParseHex(const std::string& s, cache::TierKey* key) {
+  if (s.size() != 64) return false;
+  for (size_t i = 0; i < 32; ++i) {
+    unsigned v = 0;
+    if (sscanf(s.c_str() + 2 * i, "%2x", &v) != 1) return false;
+    (*key)[i] = static_cast<uint8_t>(v);
+  }
+  return Hex(*key) == s;
+}
+
+}  // namespace
+
+std::string Hex(const cache::BlockDigest& d) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(64, '0');
+  for (size_t i = 0; i < 32; ++i) {
+    s[2 * i] = digits[d[i] >> 4];
+    s[2 * i + 1] = digits[d[i] & 15];
+  }
+  return s;
+}
+
+size_t DiskTier::KeyHash::operator()(const cache::TierKey& k) const {
+  size_t h;
+  std::memcpy(&h, k.data(), sizeof h);
+  return h;
+}
+
+DiskTier::DiskTier(DiskTierConfig config)
+    : config_(std::move(config)), hasher_(config_.block_tokens, "radixlm-tier/1:" + config_.fingerprint) {
+  SHA256(reinterpret_cast<const uint8_t*>(config_.fingerprint.data()), config_.fingerprint.size(), fp_digest_.data());
+  fp_hex_ = Hex(fp_digest_);
+}
+
+core::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierConfig config) {
+  if (config.dir.empty()) return core::InvalidArgument("the cache folder is empty");
+  if (config.capacity_bytes <= 0) return core::InvalidArgument("the disk tier's capacity must be positive");
+  if (config.block_bytes == 0 || config.block_tokens <= 0) return core::InvalidArgument("the disk tier needs the block size");
+  std::unique_ptr<DiskTier> t(new DiskTier(std::move(config)));
+  RADIXLM_RETURN_IF_ERROR(t->Init());
+  return t;
+}
+
+core::Status DiskTier::Init() {
+  root_ = config_.dir + "/v1/" + fp_hex_.substr(0, 32);
+  for (const std::string& d : {config_.dir, config_.dir + "/v1", root_, root_ + "/kv", root_ + "/tmp"})
+    RADIXLM_RETURN_IF_ERROR(MakeDir(d));
+  // The manifest: written once, by whoever comes first (the same text for the same digest).
+  const std::string manifest = root_ + "/MANIFEST";
+  if (access(manifest.c_str(), F_OK) != 0) {
+    const std::string tmp = root_ + "/tmp/manifest." + std::to_string(getpid());
+    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return core::IoError("cannot write to the cache folder " + root_ + ": " + std::strerror(errno));
+    const bool ok = WriteAll(fd, reinterpret_cast<const uint8_t*>(config_.fingerprint.data()), config_.fingerprint.size());
+    close(fd);
+    if (!ok || rename(tmp.c_str(), manifest.c_str()) != 0) {
+      unlink(tmp.c_str());
+      return core::IoError("cannot write to the cache folder " + root_ + ": " + std::strerror(errno));
+    }
+  }
+  Scan();
+  writer_ = std::thread([this] { WriterLoop(); });
+  return core::Status::Ok();
+}
+
+void DiskTier::Scan() {
+  // Writes of processes that are gone: never renamed, never readable; remove them.
+  if (DIR* d = opendir((root_ + "/tmp").c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      // "<pid>.<n>" (a block) or "manifest.<pid>": keep a live process's (not ours: we wrote none yet).
+      const bool manifest = name.rfind("manifest.", 0) == 0;
+      const long owner = std::strtol(name.c_str() + (manifest ? 9 : 0), nullptr, 10);
+      if (owner > 0 && owner != getpid() && (kill(static_cast<pid_t>(owner), 0) == 0 || errno == EPERM)) continue;
+      unlinkat(dirfd(d), name.c_str(), 0);
+    }
+    closedir(d);
+  }
+  // Blocks, oldest first by modification time: the LRU order a restart starts from.
+  std::vector<std::pair<int64_t, std::pair<cache::TierKey, int64_t>>> found;
+  if (DIR* top = opendir((root_ + "/kv").c_str())) {
+    while (dirent* sub = readdir(top)) {
+      if (sub->d_name[0] == '.') continue;
+      const std::string subdir = root_ + "/kv/" + sub->d_name;
+      DIR* d = opendir(subdir.c_str());
+      if (!d) continue;
+      while (dirent* e = readdir(d)) {
+        std::string name = e->d_name;
+        if (name.size() != 67 || name.substr(64) != ".kv") continue;
+        cache::TierKey key;
+        struct stat st;
+        if (!ParseHex(name.substr(0, 64), &key) || fstatat(dirfd(d), name.c_str(), &st, 0) != 0) continue;
+        found.push_back({int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, {key, st.st_size}});
+      }
+      closedir(d);
+    }
+    closedir(top);
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [mtime, kb] : found) IndexLocked(kb.first, kb.second);
+}
+
+std::string DiskTier::BlockPath(const cache::TierKey& key) const {
+  const std::string hex = Hex(key);
+  return root_ + "/kv/" + hex.substr(0, 2) + "/" + hex + ".kv";
+}
+
+void DiskTier::IndexLocked(const cache::TierKey& key, int64_t bytes) const {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    lru_.splice(lru_.end(), lru_, it->second.lru);  // most recent
+    return;
+  }
+  lru_.push_back(key);
+  index_[key] = {bytes, std::prev(lru_.end())};
+  used_bytes_ += bytes;
+}
+
+void DiskTier::DropLocked(const cache::TierKey& key) const {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  used_bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+}
+
+bool DiskTier::Contains(const cache::TierKey& key) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.count(key) || in_flight_.count(key)) return true;
+  }
+  // Another process may have written it since the scan.
+  struct stat st;
+  if (stat(BlockPath(key).c_str(), &st) != 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  IndexLocked(key, st.st_size);
+  ++stats_.found_on_disk;
+  return true;
+}
+
+bool DiskTier::Load(const cache::TierKey& key, std::span<const iovec> dst) {
+  const double t0 = Now();
+  size_t want = 0;
+  for (const iovec& v : dst) want += v.iov_len;
+  RADIXLM_CHECK_MSG(want == config_.block_bytes, "a block load's segments do not add up to a block");
+  auto fail = [&](int64_t DiskTierStats::*reason, bool remove) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DropLocked(key);
+    ++(stats_.*reason);
+    ++stats_.loads;
+    stats_.load_seconds += Now() - t0;
+    if (remove) unlink(BlockPath(key).c_str());
+    return false;
+  };
+  {
+    // Still queued or being written: the bytes are in memory.
+    std::shared_ptr<Pending> p;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = in_flight_.find(key);
+      if (it != in_flight_.end()) p = it->second;
+    }
+    if (p) {
+      const uint8_t* src = p->file.data() + kHeaderBytes;
+      for (const iovec& v : dst) {
+        std::memcpy(v.iov_base, src, v.iov_len);
+        src += v.iov_len;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.loads;
+      ++stats_.loaded_blocks;
+      stats_.load_seconds += Now() - t0;
+      return true;
+    }
+  }
+  const int fd = open(BlockPath(key).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(&DiskTierStats::failed_missing, false);
+  Header h;
+  struct stat st;
+  const bool header_ok = fstat(fd, &st) == 0 && pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                         std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion && h.header_bytes == kHeaderBytes &&
+                         h.payload_bytes == config_.block_bytes && h.block_tokens == static_cast<uint32_t>(config_.block_tokens) &&
+                         std::memcmp(h.fingerprint, fp_digest_.data(), 32) == 0 && std::memcmp(h.key, key.data(), 32) == 0 &&
+                         static_cast<uint64_t>(st.st_size) == kHeaderBytes + config_.block_bytes;
+  if (!header_ok) {
+    close(fd);
+    return fail(&DiskTierStats::failed_corrupt, true);
+  }
+  // One vectored read straight into the pool (preadv takes at most IOV_MAX segments at once).
+  size_t done = 0;
+  std::vector<iovec> rest(dst.begin(), dst.end());
+  size_t first = 0;
+  while (first < rest.size()) {
+    const int n = static_cast<int>(std::min<size_t>(rest.size() - first, IOV_MAX));
+    const ssize_t r = preadv(fd, rest.data() + first, n, static_cast<off_t>(kHeaderBytes + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    done += static_cast<size_t>(r);
+    size_t left = static_cast<size_t>(r);
+    while (first < rest.size() && left >= rest[first].iov_len) left -= rest[first++].iov_len;
+    if (left > 0) {
+      rest[first].iov_base = static_cast<uint8_t*>(rest[first].iov_base) + left;
+      rest[first].iov_len -= left;
+    }
+  }
+  close(fd);
+  if (done != want) return fail(&DiskTierStats::failed_io, false);
+  Header zero = h;
+  zero.crc = 0;
+  uint32_t crc = core::Crc32c(&zero, sizeof zero);
+  for (const iovec& v : dst) crc = core::Crc32cExtend(crc, v.iov_base, v.iov_len);
+  if (crc != h.crc) return fail(&DiskTierStats::failed_corrupt, true);
+  std::lock_guard<std::mutex> lock(mu_);
+  IndexLocked(key, st.st_size);  // a hit: most recently used
+  ++stats_.loads;
+  ++stats_.loaded_blocks;
+  stats_.bytes_read += static_cast<int64_t>(want);
+  stats_.load_seconds += Now() - t0;
+  return true;
+}
+
+void DiskTier::Store(const cache::TierKey& key, std::span<const iovec> segments) {
+  size_t n = 0;
+  for (const iovec& v : segments) n += v.iov_len;
+  RADIXLM_CHECK_MSG(n == config_.block_bytes, "a block store's segments do not add up to a block");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.stores;
+    if (index_.count(key) || in_flight_.count(key)) return;
+    if (queued_bytes_ + kHeaderBytes + n > config_.max_queued_bytes) {
+      ++stats_.skipped_stores;
+      return;
+    }
+  }
+  auto p = std::make_shared<Pending>();
+  p->key = key;
+  p->file.resize(kHeaderBytes + n);
+  uint8_t* out = p->file.data() + kHeaderBytes;
+  for (const iovec& v : segments) {
+    std::memcpy(out, v.iov_base, v.iov_len);
+    out += v.iov_len;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  queued_bytes_ += p->file.size();
+  in_flight_[key] = p;
+  queue_.push_back(std::move(p));
+  cv_.notify_one();
+}
+
+bool DiskTier::WriteFile(const Pending& p) {
+  // The header and checksum are made here, off the engine's thread.
+  auto& file = const_cast<std::vector<uint8_t>&>(p.file);
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kVersion;
+  h.header_bytes = kHeaderBytes;
+  h.payload_bytes = config_.block_bytes;
+  h.block_tokens = static_cast<uint32_t>(config_.block_tokens);
+  std::memcpy(h.fingerprint, fp_digest_.data(), 32);
+  std::memcpy(h.key, p.key.data(), 32);
+  h.crc = 0;
+  h.crc = core::Crc32cExtend(core::Crc32c(&h, sizeof h), file.data() + kHeaderBytes, file.size() - kHeaderBytes);
+  std::memcpy(file.data(), &h, sizeof h);
+  const std::string final_path = BlockPath(p.key);
+  const std::string tmp = root_ + "/tmp/" + std::to_string(getpid()) + "." + std::to_string(++tmp_seq_);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = WriteAll(fd, file.data(), file.size());
+  if (ok && config_.fsync) ok = fdatasync(fd) == 0;
+  ok = close(fd) == 0 && ok;
+  if (ok) {
+    const std::string hex = Hex(p.key);
+    MakeDir(root_ + "/kv/" + hex.substr(0, 2)).ok();
+    // The first writer of a key publishes; a later one's bytes are the same.
+    if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) != 0 && errno != EEXIST) ok = false;
+  }
+  unlink(tmp.c_str());  // after a rename: gone already (ENOENT)
+  return ok;
+}
+
+void DiskTier::EvictOverCapacity() {
+  std::vector<cache::TierKey> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (used_bytes_ <= config_.capacity_bytes) return;
+    const int64_t target = config_.capacity_bytes / 10 * 9;
+    for (auto it = lru_.begin(); it != lru_.end() && used_bytes_ > target;) {
+      const cache::TierKey key = *it++;
+      victims.push_back(key);
+      DropLocked(key);
+      ++stats_.evicted_blocks;
+    }
+  }
+  for (const cache::TierKey& key : victims) unlink(BlockPath(key).c_str());
+}
+
+void DiskTier::WriterLoop() {
+  for (;;) {
+    std::shared_ptr<Pending> p;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        drained_.notify_all();
+        if (stop_) return;
+        continue;
+      }
+      p = queue_.front();
+    }
+    const bool ok = WriteFile(*p);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.pop_front();
+      queued_bytes_ -= p->file.size();
+      in_flight_.erase(p->key);
+      if (ok) {
+        IndexLocked(p->key, static_cast<int64_t>(p->file.size()));
+        ++stats_.written_blocks;
+        stats_.bytes_written += static_cast<int64_t>(p->file.size());
+      } else {
+        ++stats_.write_errors;
+      }
+      if (queue_.empty()) drained_.notify_all();
+    }
+    EvictOverCapacity();
+  }
+}
+
+void DiskTier::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  drained_.wait(lock, [&] { return queue_.empty(); });
+}
+
+DiskTier::~DiskTier() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+DiskTierStats DiskTier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  DiskTierStats s = stats_;
+  s.blocks = static_cast<int64_t>(index_.size());
+  s.used_bytes = used_bytes_;
+  s.capacity_bytes = config_.capacity_bytes;
+  s.queued_bytes = static_cast<int64_t>(queued_bytes_);
+  return s;
+}
+
+}  // namespace radixlm::tier
