@@ -25,6 +25,15 @@ namespace radixlm::cache {
 
 using TierKey = BlockDigest;
 
+// What a tier holds and has moved, for /server_info and /metrics (cumulative counters).
+struct TierReport {
+  std::string medium, path, fingerprint;  // path, fingerprint: where applicable ("" else)
+  int64_t blocks = 0, used_bytes = 0, capacity_bytes = 0;
+  int64_t loaded_blocks = 0, bytes_read = 0, written_blocks = 0, bytes_written = 0;
+  int64_t failed_loads = 0, skipped_stores = 0, evicted_blocks = 0;
+  double load_seconds = 0;
+};
+
 class BlockTier {
  public:
   virtual ~BlockTier() = default;
@@ -34,6 +43,8 @@ class BlockTier {
   virtual const BlockHasher& hasher() const = 0;
   // Whether the tier (probably) holds the block; cheap (an index lookup; maybe one syscall).
   virtual bool Contains(const TierKey& key) const = 0;
+  // Thread-safe (a server reads it while the engine runs).
+  virtual TierReport Report() const { return {.medium = medium()}; }
 };
 
 // What the executor moves (ids and keys, as BlockCopyPlan).

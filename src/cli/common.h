@@ -49,6 +49,11 @@ struct EngineOptions {
   std::string prefill_compaction = "trie";
   // Cascade attention for decode rows sharing prefix blocks (answers are the same either way).
   std::string cascade = "on";
+  // The disk tier under the KV pool (cli/cache_tier_setup.h): off without a folder.
+  std::string cache_dir;
+  double cache_disk_gb = 10;
+  bool cache_fsync = false;
+  std::string cache_namespace;
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);

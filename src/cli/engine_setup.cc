@@ -30,6 +30,15 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
                   "cascade attention: decode rows sharing a cached prefix read its KV once per step (same answers on or off)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "a disk tier under the KV pool in this folder: evicted prefixes stay on disk, survive restarts and are "
+                  "shared by the processes of one host that use the same folder (attention-only models)");
+  cmd->add_option("--cache-disk-gb", o->cache_disk_gb, "the disk tier's bound in GB (least recently used blocks go first)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--cache-fsync", o->cache_fsync, "fdatasync each block file before publishing it (survives power loss, slower)");
+  cmd->add_option("--cache-namespace", o->cache_namespace,
+                  "a name folded into every disk-tier key: processes with different namespaces share no blocks");
   cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
       ->check(CLI::IsMember({"trie", "gather"}))
       ->capture_default_str();
@@ -70,7 +79,7 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
 }  // namespace
 
 ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o,
-                             core::DType kv_dtype)
+                             core::DType kv_dtype, const ModelOptions* model_options)
     : config_([&] {
         engine::EngineConfig c = MakeEngineConfig(o);
         c.sampling_pool = &pool;
@@ -79,7 +88,19 @@ ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool,
       kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype}),
       hybrid_(MakeHybrid(model.config(), o)),
       executor_(model, pool, kv_, hybrid_.states.get()),
-      engine_(config_, executor_, hybrid_.cache.get()) {
+      disk_([&] {
+        if (o.cache_dir.empty()) return std::unique_ptr<tier::DiskTier>();
+        RADIXLM_CHECK_MSG(model_options != nullptr, "--cache-dir needs the model's options for its fingerprint");
+        auto t = MakeDiskTier(*model_options, model, o);
+        ExitIfError(t.status());
+        return std::move(t).value();
+      }()),
+      engine_(config_, executor_, [&] {
+        cache::PrefixCaches c(hybrid_.cache.get());
+        c.tier = disk_.get();
+        return c;
+      }()) {
+  executor_.set_disk_tier(disk_.get());
   executor_.set_compaction(MakePrefillCompaction(o));
   executor_.set_cascade(o.cascade == "on");
 }

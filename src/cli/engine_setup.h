@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/cache_tier_setup.h"
 #include "cli/common.h"
 #include "engine/engine.h"
 #include "core/thread_pool.h"
@@ -29,17 +30,22 @@ void ChatServingDefaults(EngineOptions* o);
 // engine holds references to its members).
 class ServingEngine {
  public:
-  ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o, core::DType kv_dtype);
+  // model_options: where the weights came from, for the disk tier's fingerprint (needed with
+  // --cache-dir).
+  ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o, core::DType kv_dtype,
+                const ModelOptions* model_options = nullptr);
   ServingEngine(const ServingEngine&) = delete;
   ServingEngine& operator=(const ServingEngine&) = delete;
   engine::Engine& engine() { return engine_; }
   const models::KvStore& kv() const { return kv_; }
+  tier::DiskTier* disk_tier() const { return disk_.get(); }
 
  private:
   engine::EngineConfig config_;
   models::KvStore kv_;
   runner::HybridServing hybrid_;
   runner::ModelExecutor executor_;
+  std::unique_ptr<tier::DiskTier> disk_;  // before the engine: the engine's stores go to it until it stops
   engine::Engine engine_;
 };
 

@@ -332,7 +332,7 @@ void RegisterReplay(CLI::App& app) {
       if (!o->compare && cache_on == o->engine.no_prefix_cache) continue;
       EngineOptions eo = o->engine;
       eo.no_prefix_cache = !cache_on;
-      ServingEngine serving(model, pool, eo, KvDtypeOf(o->model));
+      ServingEngine serving(model, pool, eo, KvDtypeOf(o->model), &o->model);
       engine::Engine& eng = serving.engine();
       serve::ServerConfig sc;
       sc.model_name = "replay";

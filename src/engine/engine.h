@@ -132,6 +132,8 @@ class Engine {
   const cache::RadixTree* tree() const { return memory_.tree(); }
   const cache::BlockPool& pool() const { return memory_.pool(); }
   const cache::Memory& memory() const { return memory_; }
+  // The tier under the KV pool (null: none); its Report() is thread-safe.
+  const cache::BlockTier* tier() const { return memory_.tier(); }
   const EngineConfig& config() const { return config_; }
   // The most tokens (prompt + max_tokens) one request can hold: the model's context or the
   // whole KV pool, whichever is smaller; Submit refuses more.

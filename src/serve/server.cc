@@ -147,6 +147,7 @@ void Server::Routes() {
                                   {"format", "vllm"},
                                   {"block_hash", "sha256_cbor, last 8 bytes big-endian"},
                                   {"snapshot", "/kv_cache/blocks"}})},
+        {"cache_tiers", CacheTiers()},
         {"scoring", scoring_ != nullptr},
         {"chat", chat_format_.has_value()},
         {"limits",
@@ -402,6 +403,39 @@ void Server::Stream(const HttpRequest& req, HttpResponse& res, const std::shared
   });
 }
 
+json Server::CacheTiers() const {
+  const engine::EngineMetrics m = engine_.Metrics();
+  const engine::EngineConfig& ec = engine_.config();
+  json tiers = json::array();
+  tiers.push_back({{"medium", "cpu"},
+                   {"blocks", m.blocks_in_use},
+                   {"capacity_blocks", ec.num_blocks},
+                   {"cached_tokens", m.tree_cached_tokens},
+                   {"hit_tokens", m.cached_prompt_tokens - m.tier_hit_tokens},
+                   {"evicted_tokens", m.evicted_tokens}});
+  if (const cache::BlockTier* t = engine_.tier()) {
+    const cache::TierReport r = t->Report();
+    tiers.push_back({{"medium", r.medium},
+                     {"path", r.path},
+                     {"fingerprint", r.fingerprint},
+                     {"io", "pread"},
+                     {"shared", true},
+                     {"blocks", r.blocks},
+                     {"used_bytes", r.used_bytes},
+                     {"capacity_bytes", r.capacity_bytes},
+                     {"hit_tokens", m.tier_hit_tokens},
+                     {"loaded_blocks", r.loaded_blocks},
+                     {"bytes_read", r.bytes_read},
+                     {"written_blocks", r.written_blocks},
+                     {"bytes_written", r.bytes_written},
+                     {"failed_loads", r.failed_loads},
+                     {"skipped_stores", r.skipped_stores},
+                     {"evicted_blocks", r.evicted_blocks},
+                     {"load_seconds", r.load_seconds}});
+  }
+  return tiers;
+}
+
 std::string Server::MetricsText() const {
   const engine::EngineMetrics m = engine_.Metrics();
   std::ostringstream o;
@@ -430,6 +464,26 @@ std::string Server::MetricsText() const {
   metric("radixlm_preemptions_total", "counter", "Requests preempted for lack of KV blocks.", m.preemptions);
   metric("radixlm_steps_total", "counter", "Engine steps that computed tokens.", m.steps);
   metric("radixlm_step_seconds_total", "counter", "Time spent in engine steps.", m.step_seconds_total);
+  // Per tier of the prefix cache (medium "cpu": the KV pool; "disk": --cache-dir).
+  const cache::TierReport disk = engine_.tier() ? engine_.tier()->Report() : cache::TierReport{};
+  auto tiered = [&](const char* name, const char* type, const char* help, double cpu, double on_disk) {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+      << name << "{medium=\"cpu\"} " << cpu << "\n";
+    if (engine_.tier()) o << name << "{medium=\"disk\"} " << on_disk << "\n";
+  };
+  tiered("radixlm_cache_tier_blocks", "gauge", "Blocks held by each tier.", m.blocks_in_use, disk.blocks);
+  tiered("radixlm_cache_tier_hit_tokens_total", "counter", "Prompt tokens served from each tier.",
+         m.cached_prompt_tokens - m.tier_hit_tokens, m.tier_hit_tokens);
+  if (engine_.tier()) {
+    metric("radixlm_cache_tier_used_bytes", "gauge", "Bytes the disk tier holds.", disk.used_bytes, "{medium=\"disk\"}");
+    metric("radixlm_cache_tier_capacity_bytes", "gauge", "The disk tier's bound.", disk.capacity_bytes, "{medium=\"disk\"}");
+    metric("radixlm_cache_tier_read_bytes_total", "counter", "Bytes loaded from the disk tier.", disk.bytes_read, "{medium=\"disk\"}");
+    metric("radixlm_cache_tier_written_bytes_total", "counter", "Bytes written to the disk tier.", disk.bytes_written, "{medium=\"disk\"}");
+    metric("radixlm_cache_tier_load_failures_total", "counter", "Loads that failed (missing, corrupt, I/O) and were recomputed.",
+           disk.failed_loads, "{medium=\"disk\"}");
+    metric("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because the write queue was full.",
+           disk.skipped_stores, "{medium=\"disk\"}");
+  }
   // The same figures under vLLM's names, which fleet routers and dashboards read (vLLM v1:
   // gauges of requests and KV usage as a 0-1 fraction; prefix-cache counters in tokens).
   // Unlike vLLM's, the usage fraction counts cached blocks that no request holds as used.

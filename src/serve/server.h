@@ -90,6 +90,7 @@ class Server {
   static engine::Usage TotalUsage(const std::vector<engine::Usage>& finals, int runs, const engine::Usage& prompt_usage);
   void ScoringRoutes();  // serve/scoring_routes.cc
   std::string MetricsText() const;
+  nlohmann::json CacheTiers() const;  // /server_info cache_tiers: the pool ("cpu") and the disk tier
 
   ServerConfig config_;
   engine::Engine& engine_;

@@ -399,6 +399,26 @@ DiskTier::~DiskTier() {
   if (writer_.joinable()) writer_.join();
 }
 
+cache::TierReport DiskTier::Report() const {
+  const DiskTierStats s = stats();
+  cache::TierReport r;
+  r.medium = medium();
+  r.path = root_;
+  r.fingerprint = fp_hex_.substr(0, 16);
+  r.blocks = s.blocks;
+  r.used_bytes = s.used_bytes;
+  r.capacity_bytes = s.capacity_bytes;
+  r.loaded_blocks = s.loaded_blocks;
+  r.bytes_read = s.bytes_read;
+  r.written_blocks = s.written_blocks;
+  r.bytes_written = s.bytes_written;
+  r.failed_loads = s.failed_missing + s.failed_corrupt + s.failed_io;
+  r.skipped_stores = s.skipped_stores;
+  r.evicted_blocks = s.evicted_blocks;
+  r.load_seconds = s.load_seconds;
+  return r;
+}
+
 DiskTierStats DiskTier::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   DiskTierStats s = stats_;

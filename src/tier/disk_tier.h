@@ -84,6 +84,7 @@ class DiskTier final : public cache::BlockTier {
   std::string medium() const override { return "disk"; }
   const cache::BlockHasher& hasher() const override { return hasher_; }
   bool Contains(const cache::TierKey& key) const override;
+  cache::TierReport Report() const override;
 
   // Reads block `key` into dst (the pool's segments of one block, block_bytes in all); true when
   // it arrived whole and verified. A file that fails a check is deleted.

@@ -1,0 +1,30 @@
+// The disk tier as the CLI builds it from --cache-dir / --cache-disk-gb: the model fingerprint
+// that names and seeds its blocks, and the tier itself.
+//
+// The fingerprint is a canonical text of everything that decides a KV block's bits, one
+// key=value per line: the weights' SHA-256 (of the file, or of every file of a model folder;
+// a preset's name, its weights being seeded), the numerics (each weight type and what it
+// multiplies with on this CPU, the KV dtype, the block size, the scan chunk), the model's KV
+// config (architecture, layers, heads, RoPE and its scaling), the tokenizer's vocabulary size,
+// and --cache-namespace. A different model, another quant of it, another KV dtype or block size
+// reads none of another's blocks. The weights' digest is kept in <cache-dir>/weights/ keyed by
+// the file's identity (path, size, mtime, inode), so a restart does not read the weights twice.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cli/common.h"
+#include "models/transformer.h"
+#include "tier/disk_tier.h"
+
+namespace radixlm::cli {
+
+core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const models::Transformer& model,
+                                             const EngineOptions& eo, const std::string& cache_dir);
+// Null without --cache-dir. Errors: the folder cannot be used; a model with recurrent layers
+// (its tier would need its state checkpoints too; not built yet).
+core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const ModelOptions& mo, const models::Transformer& model,
+                                                             const EngineOptions& eo);
+
+}  // namespace radixlm::cli
