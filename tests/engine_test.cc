@@ -3,12 +3,14 @@
 
 #include <cstdlib>
 
+#include <filesystem>
 #include <map>
 
 #include "core/random.h"
 #include "engine/batch_runner.h"
 #include "engine/engine.h"
 #include "models/loader.h"
+#include "tier/disk_tier.h"
 #include "runner/hybrid_cache_setup.h"
 #include "sim/model_shape.h"
 #include "runner/model_executor.h"
@@ -57,7 +59,8 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
 // compaction: intra-step prefix dedup in the executor (threshold 0 = off).
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
                     const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0},
-                    core::DType kv_dtype = core::DType::kF32, bool cascade = true, bool parallel_sampling = false) {
+                    core::DType kv_dtype = core::DType::kF32, bool cascade = true, bool parallel_sampling = false,
+                    tier::DiskTier* disk = nullptr) {
   core::ThreadPool pool(2);
   if (parallel_sampling) cfg.sampling_pool = &pool;
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
@@ -68,7 +71,10 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction(compaction);
   exec.set_cascade(cascade);
-  engine::Engine eng(cfg, exec, hybrid.cache.get());
+  exec.set_disk_tier(disk);
+  cache::PrefixCaches caches(hybrid.cache.get());
+  caches.tier = disk;
+  engine::Engine eng(cfg, exec, caches);
   Outcome out;
   int step = 0;
   size_t submitted = 0;
@@ -138,6 +144,51 @@ TEST_F(EngineTest, PrefixCacheNeverChangesAnAnswer) {
   EXPECT_GT(preemptions_on, 0);
   EXPECT_GT(preemptions_off, 0);
   EXPECT_GT(evicted, 0);
+}
+
+// A disk tier under a pool so small that prefixes keep leaving it: a match goes on through the
+// blocks the tier holds (loaded, not computed), with eviction, preemption, copy-on-write of a
+// partial block, step dedup and a bf16 KV; then a new engine and a new tier object on the same
+// folder (a restart) start warm. Every answer is bitwise the plain run's.
+TEST_F(EngineTest, ADiskTierUnderThePoolNeverChangesAnAnswer) {
+  int64_t disk_hits = 0, restart_hits = 0, loaded = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    const Workload w = MakeWorkload(seed, model_->config().vocab_size);
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    engine::EngineConfig small = off;
+    small.prefix_cache = true;
+    small.num_blocks = 14;  // forces eviction and preemption
+    small.scheduler.max_running = 8;
+    char tmpl[] = "/tmp/radixlm_engine_tier_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    for (core::DType kv : {core::DType::kF32, core::DType::kBF16}) {
+      const Outcome plain = RunWorkload(*model_, w, off, "", {.threshold = 0}, kv);
+      auto open = [&] {
+        return tier::DiskTier::Open({.dir = dir, .capacity_bytes = 1 << 30, .fingerprint = std::string("test:") + core::DTypeName(kv).data(),
+                                     .block_tokens = 8, .block_bytes = models::KvStore::BytesPerBlock(model_->config(), 8, kv)})
+            .value();
+      };
+      auto disk = open();
+      const Outcome first = RunWorkload(*model_, w, small, "", {.threshold = 0}, kv, true, false, disk.get());
+      const Outcome dedup = RunWorkload(*model_, w, small, "", {.threshold = 1.0}, kv, true, false, disk.get());
+      disk.reset();  // a restart: the writes end, a new object lists the folder
+      auto again = open();
+      const Outcome restarted = RunWorkload(*model_, w, small, "", {.threshold = 0}, kv, true, false, again.get());
+      for (size_t i = 0; i < w.requests.size(); ++i) {
+        EXPECT_EQ(first.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " request " << i;
+        EXPECT_EQ(dedup.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " request " << i;
+        EXPECT_EQ(restarted.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " request " << i;
+      }
+      EXPECT_EQ(first.metrics.tier_failed_loads + restarted.metrics.tier_failed_loads, 0);
+      disk_hits += first.metrics.tier_hit_tokens + dedup.metrics.tier_hit_tokens;
+      restart_hits += restarted.metrics.tier_hit_tokens;
+      loaded += again->stats().loaded_blocks;
+    }
+    std::filesystem::remove_all(dir);
+  }
+  EXPECT_GT(disk_hits, 0) << "hits came from the tier";
+  EXPECT_GT(restart_hits, 0) << "a restarted engine starts warm";
+  EXPECT_GT(loaded, 0);
 }
 
 // Intra-step prefix dedup in prefill: requests submitted together that share a prompt prefix

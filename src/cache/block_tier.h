@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cache/kv_events.h"
 
@@ -45,6 +46,10 @@ class BlockTier {
   virtual bool Contains(const TierKey& key) const = 0;
   // Thread-safe (a server reads it while the engine runs).
   virtual TierReport Report() const { return {.medium = medium()}; }
+  // The keys of blocks it no longer holds (its own eviction, a failed load) since the last call,
+  // once someone asked (ReportDrops): for KV events.
+  virtual void ReportDrops() {}
+  virtual std::vector<TierKey> TakeDropped() { return {}; }
 };
 
 // What the executor moves (ids and keys, as BlockCopyPlan).

@@ -1,5 +1,7 @@
 #include "cache/kv_events.h"
 
+#include <cstring>
+
 #include <openssl/sha.h>
 
 #include <algorithm>
@@ -93,7 +95,49 @@ void KvEventLog::Stored(int64_t ns, std::span<const int32_t> path, int64_t begin
   for (int64_t b = first; b < end; ++b) e.block_keys.push_back(BlockHasher::Key(chain[b]));
   if (first > 0) e.parent_key = BlockHasher::Key(chain[first - 1]);
   e.token_ids.assign(path.begin() + first * bs, path.begin() + end * bs);
+  e.medium = pool_medium_;
   pending_.push_back(std::move(e));
+}
+
+size_t KvEventLog::TierKeyHash::operator()(const std::array<uint8_t, 32>& k) const {
+  size_t h;
+  std::memcpy(&h, k.data(), sizeof h);
+  return h;
+}
+
+void KvEventLog::TierStored(std::string_view medium, int64_t ns, std::span<const int32_t> path, std::span<const int64_t> blocks,
+                            std::span<const std::array<uint8_t, 32>> tier_keys) {
+  const int64_t bs = hasher_.block_tokens();
+  const std::vector<BlockDigest> chain = hasher_.Chain(path, ns);
+  // One event per run of consecutive blocks (each names its parent).
+  for (size_t i = 0; i < blocks.size();) {
+    KvEvent e;
+    e.kind = KvEvent::Kind::kStored;
+    e.medium = std::string(medium);
+    if (blocks[i] > 0) e.parent_key = BlockHasher::Key(chain[blocks[i] - 1]);
+    size_t j = i;
+    for (; j < blocks.size() && blocks[j] == blocks[i] + static_cast<int64_t>(j - i); ++j) {
+      const uint64_t key = BlockHasher::Key(chain[blocks[j]]);
+      e.block_keys.push_back(key);
+      e.token_ids.insert(e.token_ids.end(), path.begin() + blocks[j] * bs, path.begin() + (blocks[j] + 1) * bs);
+      tier_blocks_[tier_keys[j]] = key;
+    }
+    pending_.push_back(std::move(e));
+    i = j;
+  }
+}
+
+void KvEventLog::TierRemoved(std::string_view medium, std::span<const std::array<uint8_t, 32>> tier_keys) {
+  KvEvent e;
+  e.kind = KvEvent::Kind::kRemoved;
+  e.medium = std::string(medium);
+  for (const auto& k : tier_keys) {
+    auto it = tier_blocks_.find(k);
+    if (it == tier_blocks_.end()) continue;  // not announced by this process (another's, an earlier run's)
+    e.block_keys.push_back(it->second);
+    tier_blocks_.erase(it);
+  }
+  if (!e.block_keys.empty()) pending_.push_back(std::move(e));
 }
 
 void KvEventLog::Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) {
@@ -104,6 +148,7 @@ void KvEventLog::Removed(int64_t ns, std::span<const int32_t> path, int64_t begi
   KvEvent e;
   e.kind = KvEvent::Kind::kRemoved;
   for (int64_t b = first; b < end; ++b) e.block_keys.push_back(BlockHasher::Key(chain[b]));
+  e.medium = pool_medium_;
   pending_.push_back(std::move(e));
 }
 

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/hybrid_cache.h"
@@ -61,6 +62,9 @@ struct KvEvent {
   std::optional<uint64_t> parent_key;    // kStored: the block before the first (none at block 0)
   int64_t position = 0;                  // kState*: tokens before the checkpoint
   std::vector<int32_t> token_ids;        // kStored: block_keys.size() x block_tokens tokens
+  // kStored / kRemoved: where the blocks live: "" (nil on the wire: the one tier there is), or,
+  // with a tier under the pool, "cpu" (the pool) or the tier's medium ("disk").
+  std::string medium;
 };
 
 class KvEventLog final : public BlockObserver, public StateObserver {
@@ -68,6 +72,11 @@ class KvEventLog final : public BlockObserver, public StateObserver {
   explicit KvEventLog(BlockHasher hasher) : hasher_(std::move(hasher)) {}
   void Stored(int64_t ns, std::span<const int32_t> path, int64_t begin) override;
   void Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) override;
+  void TierStored(std::string_view medium, int64_t ns, std::span<const int32_t> path, std::span<const int64_t> blocks,
+                  std::span<const std::array<uint8_t, 32>> tier_keys) override;
+  void TierRemoved(std::string_view medium, std::span<const std::array<uint8_t, 32>> tier_keys) override;
+  // With a tier under the pool, the pool's events name their medium ("cpu").
+  void set_pool_medium(std::string medium) { pool_medium_ = std::move(medium); }
   void StateStored(std::span<const int32_t> path) override { State(path, KvEvent::Kind::kStateStored); }
   void StateRemoved(std::span<const int32_t> path) override { State(path, KvEvent::Kind::kStateRemoved); }
   bool empty() const { return pending_.empty(); }
@@ -79,6 +88,12 @@ class KvEventLog final : public BlockObserver, public StateObserver {
 
   BlockHasher hasher_;
   std::vector<KvEvent> pending_;
+  std::string pool_medium_;
+  // The tier's blocks this log announced, by tier key: their event keys, to announce a drop.
+  struct TierKeyHash {
+    size_t operator()(const std::array<uint8_t, 32>& k) const;
+  };
+  std::unordered_map<std::array<uint8_t, 32>, uint64_t, TierKeyHash> tier_blocks_;
 };
 
 // Every full block the tree holds, as keys, sorted. O(tokens in the tree).

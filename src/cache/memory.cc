@@ -224,12 +224,20 @@ const TierKey& Memory::TierKeyOf(const std::vector<int32_t>& tokens, int64_t ind
 void Memory::OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq) {
   if (!tier_) return;
   const int64_t full = n / config_.block_tokens;
+  std::vector<int64_t> offered;
+  std::vector<TierKey> keys;
   for (int64_t idx = seq->tier_offered; idx < full; ++idx) {
     const TierKey& key = TierKeyOf(tokens, idx, seq);
     if (tier_->Contains(key)) continue;
     stores_.push_back({seq->block_table[idx], key});
     ++tier_stats_.offered_blocks;
+    if (observer_) {
+      offered.push_back(idx);
+      keys.push_back(key);
+    }
   }
+  if (!offered.empty())
+    observer_->TierStored(tier_->medium(), seq->ns, std::span<const int32_t>(tokens.data(), full * config_.block_tokens), offered, keys);
   seq->tier_offered = std::max(seq->tier_offered, full);
 }
 

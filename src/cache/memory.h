@@ -223,6 +223,7 @@ class Memory {
   // The radix tree's observer (KV cache events); false when there is no radix tree.
   bool SetBlockObserver(BlockObserver* observer) {
     if (tree_) tree_->set_observer(observer);
+    observer_ = tree_ ? observer : nullptr;
     return tree_ != nullptr;
   }
   // The checkpoint cache's (a hybrid model's SSM checkpoints); false when there is none.
@@ -264,6 +265,7 @@ class Memory {
   CheckpointCache* checkpoints_ = nullptr;
   HybridPrefixCache* budget_ = nullptr;
   BlockTier* tier_ = nullptr;
+  BlockObserver* observer_ = nullptr;
   std::vector<TierTransfer> stores_;
   TierStats tier_stats_;
   // Free slots of each kind (see the layout above).

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 
 #include "cache/cost_model.h"
+#include "cache/kv_events.h"
 
 namespace radixlm::cache {
 namespace {
@@ -50,6 +52,72 @@ TEST(Memory, ServesPublishedPrefixesAndReleasesEverything) {
   mem.Release(a, 10, ReleaseMode::kFinish, &sa);
   EXPECT_EQ(mem.CheckInvariants(), "");
   EXPECT_EQ(mem.pool().blocks_in_use(), 3) << "only the tree's blocks remain";
+}
+
+// A tier under the pool (a key set standing in for a disk): full blocks entering the tree are
+// offered to it once; a prefix evicted from the pool is found there and planned as loads into
+// the sequence's fresh blocks (a loaded block supersedes the copy-on-write of its matched part);
+// a failed load ends the hit at the blocks that arrived; KV events name each block's medium.
+class FakeTier : public BlockTier {
+ public:
+  FakeTier() : hasher_(4, "fake") {}
+  std::string medium() const override { return "disk"; }
+  const BlockHasher& hasher() const override { return hasher_; }
+  bool Contains(const TierKey& key) const override { return keys_.count(key) > 0; }
+  std::set<TierKey> keys_;
+
+ private:
+  BlockHasher hasher_;
+};
+
+TEST(Memory, ATierUnderThePoolTakesInsertedBlocksAndServesEvictedOnes) {
+  FakeTier tier;
+  PrefixCaches caches;
+  caches.tier = &tier;
+  Memory mem({.num_blocks = 6, .block_tokens = 4, .prefix_cache = true, .max_running = 2}, caches);
+  KvEventLog log(BlockHasher(4, "events"));
+  log.set_pool_medium("cpu");
+  ASSERT_TRUE(mem.SetBlockObserver(&log));
+  const Tokens a = Seq(1, 14);  // 3 full blocks and 2 tokens
+  MemorySeq sa;
+  Memory::Admitted got;
+  ASSERT_TRUE(mem.Admit(a, 14, true, &sa, &got));
+  EXPECT_TRUE(got.loads.empty());
+  mem.Publish(a, 14, &sa);
+  std::vector<TierTransfer> stores = mem.TakeStores();
+  ASSERT_EQ(stores.size(), 3u) << "its full blocks, once";
+  for (const TierTransfer& t : stores) tier.keys_.insert(t.key);
+  mem.Release(a, 14, ReleaseMode::kFinish, &sa);
+  EXPECT_TRUE(mem.TakeStores().empty()) << "blocks the tier holds are not offered again";
+  std::vector<KvEvent> ev = log.Take();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].medium, "cpu");
+  EXPECT_EQ(ev[1].medium, "disk");
+  EXPECT_EQ(ev[0].block_keys, ev[1].block_keys) << "the same blocks, by the same keys, in two media";
+
+  // Another prompt fills the pool: a's blocks leave it.
+  const Tokens other = Seq(500, 20);
+  MemorySeq so;
+  ASSERT_TRUE(mem.Admit(other, 20, true, &so, &got));
+  mem.Release(other, 20, ReleaseMode::kCancel, &so);
+  EXPECT_EQ(mem.CachedPrefix(a, sa), 0) << "evicted from the pool";
+
+  // a again, extended: the tier serves its three full blocks (the limit is 14, one token computed).
+  Tokens a2 = a;
+  a2.push_back(77);
+  MemorySeq s2;
+  ASSERT_TRUE(mem.Admit(a2, 15, true, &s2, &got));
+  EXPECT_EQ(got.cached_tokens, 0);
+  ASSERT_EQ(got.loads.size(), 3u);
+  EXPECT_EQ(got.load_from, 0);
+  EXPECT_EQ(got.loads[1].block, s2.block_table[1]);
+  mem.Loaded(&s2, 2, &got);  // the third load fails
+  EXPECT_EQ(got.cached_tokens, 8);
+  EXPECT_EQ(got.hit_tokens, 8);
+  EXPECT_EQ(mem.tier_stats().failed_loads, 1);
+  EXPECT_EQ(mem.tier_stats().hit_tokens, 8);
+  mem.Release(a2, 15, ReleaseMode::kFinish, &s2);
+  EXPECT_EQ(mem.CheckInvariants(), "");
 }
 
 // Growing past the free blocks evicts cached prefixes; with nothing evictable it refuses.

@@ -20,12 +20,14 @@
 // Single-threaded: owned by the engine loop (and replayed as is by the simulator).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -83,6 +85,11 @@ class BlockObserver {
   virtual void Stored(int64_t ns, std::span<const int32_t> path, int64_t begin) = 0;
   // Positions [begin, path.size()) are no longer held (an evicted leaf's edge).
   virtual void Removed(int64_t ns, std::span<const int32_t> path, int64_t begin) = 0;
+  // A tier under the pool (cache/block_tier.h) took full blocks `blocks` (indices, ascending) of
+  // path, which it names by `tier_keys` (one each), or dropped the blocks it named so.
+  virtual void TierStored(std::string_view medium, int64_t ns, std::span<const int32_t> path,
+                          std::span<const int64_t> blocks, std::span<const std::array<uint8_t, 32>> tier_keys) {}
+  virtual void TierRemoved(std::string_view medium, std::span<const std::array<uint8_t, 32>> tier_keys) {}
 };
 
 class RadixTree {

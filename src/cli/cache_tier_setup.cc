@@ -1,5 +1,6 @@
 #include "cli/cache_tier_setup.h"
 
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <sys/stat.h>
 
@@ -36,16 +37,17 @@ std::string Sha256Text(const std::string& text) {
 core::StatusOr<std::string> Sha256File(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) return core::IoError("cannot read " + p.string() + " to fingerprint the model");
-  SHA256_CTX ctx;
-  SHA256_Init(&ctx);
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   std::vector<char> buf(size_t{8} << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    SHA256_Update(&ctx, buf.data(), static_cast<size_t>(in.gcount()));
+    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
   }
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256_Final(d, &ctx);
-  return HexOf(d, sizeof d);
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx.get(), d, &n);
+  return HexOf(d, n);
 }
 
 // The weights' digest, remembered per file identity in <cache_dir>/weights/.

@@ -144,7 +144,10 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
   if (!a.loads.empty()) {
     std::vector<BlockTransfer> loads;
     for (const cache::TierTransfer& t : a.loads) loads.push_back({t.block, t.key});
+    const double t0 = clock_->Now();
     memory_.Loaded(&r.mem, executor_.LoadBlocks(loads), &a);
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.tier_load_seconds += clock_->Now() - t0;
   }
   for (const cache::BlockCopyPlan& c : a.copies) copies->push_back({c.src, c.dst, c.tokens});
   r.computed = a.cached_tokens;
@@ -421,6 +424,10 @@ bool Engine::Step() {
 }
 
 void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds) {
+  if (kv_events_ && memory_.tier()) {
+    const std::vector<cache::TierKey> dropped = memory_.tier()->TakeDropped();
+    if (!dropped.empty()) kv_events_->TierRemoved(memory_.tier()->medium(), dropped);
+  }
   if (kv_events_ && !kv_events_->empty()) kv_sink_(kv_events_->Take());  // this step's, in order
   std::lock_guard<std::mutex> lock(mu_);
   if (computed > 0) ++metrics_.steps;
@@ -475,6 +482,10 @@ core::Status Engine::PublishKvEvents(cache::BlockHasher hasher, std::function<vo
   if (ssm_checkpoints && !memory_.SetStateObserver(log.get())) {
     memory_.SetBlockObserver(nullptr);
     return core::InvalidArgument("SSM checkpoint events need a hybrid model with its checkpoint cache");
+  }
+  if (cache::BlockTier* tier = memory_.tier()) {
+    log->set_pool_medium("cpu");
+    tier->ReportDrops();
   }
   kv_events_ = std::move(log);
   kv_sink_ = std::move(sink);

@@ -81,6 +81,7 @@ struct EngineMetrics {
   // The tier under the pool (cache::Memory::TierStats): of cached_prompt_tokens, those loaded
   // from the tier; blocks loaded, loads that failed (recomputed), blocks offered to it.
   int64_t tier_hit_tokens = 0, tier_loaded_blocks = 0, tier_failed_loads = 0, tier_offered_blocks = 0;
+  double tier_load_seconds = 0;  // wall time the engine waited for loads (on its clock)
   double step_seconds_total = 0;
   double TokenHitRate() const { return prompt_tokens ? double(cached_prompt_tokens) / prompt_tokens : 0; }
   double RequestHitRate() const { return admitted_requests ? double(hit_requests) / admitted_requests : 0; }

@@ -44,13 +44,14 @@ std::vector<iovec> ModelExecutor::Segments(int32_t block) const {
 }
 
 int32_t ModelExecutor::LoadBlocks(std::span<const engine::BlockTransfer> loads) {
-  if (!tier_) return 0;
-  int32_t n = 0;
-  for (const engine::BlockTransfer& t : loads) {
-    if (!tier_->Load(t.key, Segments(t.block))) break;
-    ++n;
-  }
-  return n;
+  if (!tier_ || loads.empty()) return 0;
+  // Admission runs between steps, when the compute threads are idle: they read (and verify)
+  // the blocks in parallel. A block past a failed one is loaded for nothing and recomputed.
+  std::vector<char> ok(loads.size(), 0);
+  pool_.ParallelFor(static_cast<int64_t>(loads.size()), [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) ok[i] = tier_->Load(loads[i].key, Segments(loads[i].block));
+  });
+  return static_cast<int32_t>(std::find(ok.begin(), ok.end(), 0) - ok.begin());
 }
 
 void ModelExecutor::StoreBlocks(std::span<const engine::BlockTransfer> stores) {

@@ -54,14 +54,16 @@ std::string KvEventsPublisher::EncodeBatch(const std::vector<engine::KvEvent>& e
         for (int32_t t : e.token_ids) pk.pack_uint32(static_cast<uint32_t>(t));
         pk.pack_int32(block_size);
         pk.pack_nil();  // lora_id
-        pk.pack_nil();  // medium (the default tier)
+        if (e.medium.empty()) pk.pack_nil();  // the default tier
+        else pk.pack(e.medium);
         pk.pack_nil();  // lora_name
         break;
       case engine::KvEvent::Kind::kRemoved:
         pk.pack_array(3);
         pk.pack(std::string("BlockRemoved"));
         keys();
-        pk.pack_nil();  // medium
+        if (e.medium.empty()) pk.pack_nil();
+        else pk.pack(e.medium);
         break;
       case engine::KvEvent::Kind::kAllCleared:
         pk.pack_array(1);

@@ -431,7 +431,7 @@ json Server::CacheTiers() const {
                      {"failed_loads", r.failed_loads},
                      {"skipped_stores", r.skipped_stores},
                      {"evicted_blocks", r.evicted_blocks},
-                     {"load_seconds", r.load_seconds}});
+                     {"load_seconds", m.tier_load_seconds}});
   }
   return tiers;
 }
@@ -481,6 +481,8 @@ std::string Server::MetricsText() const {
     metric("radixlm_cache_tier_written_bytes_total", "counter", "Bytes written to the disk tier.", disk.bytes_written, "{medium=\"disk\"}");
     metric("radixlm_cache_tier_load_failures_total", "counter", "Loads that failed (missing, corrupt, I/O) and were recomputed.",
            disk.failed_loads, "{medium=\"disk\"}");
+    metric("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from the disk tier.",
+           m.tier_load_seconds, "{medium=\"disk\"}");
     metric("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because the write queue was full.",
            disk.skipped_stores, "{medium=\"disk\"}");
   }

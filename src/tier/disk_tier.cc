@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "core/crc32c.h"
 
@@ -178,6 +179,7 @@ void DiskTier::IndexLocked(const cache::TierKey& key, int64_t bytes) const {
 void DiskTier::DropLocked(const cache::TierKey& key) const {
   auto it = index_.find(key);
   if (it == index_.end()) return;
+  if (report_drops_) dropped_.push_back(key);
   used_bytes_ -= it->second.bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
@@ -378,6 +380,7 @@ void DiskTier::WriterLoop() {
         stats_.bytes_written += static_cast<int64_t>(p->file.size());
       } else {
         ++stats_.write_errors;
+        if (report_drops_) dropped_.push_back(p->key);  // announced when queued: take it back
       }
       if (queue_.empty()) drained_.notify_all();
     }
@@ -417,6 +420,16 @@ cache::TierReport DiskTier::Report() const {
   r.evicted_blocks = s.evicted_blocks;
   r.load_seconds = s.load_seconds;
   return r;
+}
+
+void DiskTier::ReportDrops() {
+  std::lock_guard<std::mutex> lock(mu_);
+  report_drops_ = true;
+}
+
+std::vector<cache::TierKey> DiskTier::TakeDropped() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(dropped_, {});
 }
 
 DiskTierStats DiskTier::stats() const {

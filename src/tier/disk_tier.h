@@ -85,6 +85,8 @@ class DiskTier final : public cache::BlockTier {
   const cache::BlockHasher& hasher() const override { return hasher_; }
   bool Contains(const cache::TierKey& key) const override;
   cache::TierReport Report() const override;
+  void ReportDrops() override;
+  std::vector<cache::TierKey> TakeDropped() override;
 
   // Reads block `key` into dst (the pool's segments of one block, block_bytes in all); true when
   // it arrived whole and verified. A file that fails a check is deleted.
@@ -138,6 +140,8 @@ class DiskTier final : public cache::BlockTier {
   bool stop_ = false;
   uint64_t tmp_seq_ = 0;
   mutable DiskTierStats stats_;
+  bool report_drops_ = false;
+  mutable std::vector<cache::TierKey> dropped_;
   std::thread writer_;
 };
 
