@@ -44,6 +44,8 @@ struct SimulateOptions {
   int prefill_alignment = -1;  // -1: the model's (an engine model's Mamba2 chunk), else 0
   bool prompt_end_checkpoints = false;
   int64_t prompt_end_min_gap = 256;
+  // --memory engine, attention-only models: a modelled disk tier under the KV pool.
+  double disk_gb = 0, disk_gbps = 2;
   sim::WorkloadOptions workload;
   // A fleet: --replicas engines with 1/N of the memory each behind a router (sim/fleet.h).
   int replicas = 1;
@@ -117,7 +119,8 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, const 
   j["victim_candidate_set"] = r.cache.victim_candidates;
   j["seconds"] = r.seconds;
   j["requests_per_second"] = r.seconds > 0 ? m.requests_finished / r.seconds : 0;
-  j["ttft_ms"] = {{"p5", r.ttft_p5}, {"p50", r.ttft_p50}, {"p95", r.ttft_p95}};
+  j["computed_prompt_tokens"] = m.prompt_tokens - m.cached_prompt_tokens;
+  j["ttft_ms"] = {{"p5", r.ttft_p5}, {"p50", r.ttft_p50}, {"p90", r.ttft_p90}, {"p95", r.ttft_p95}};
   j["vanilla_ttft_ms"] = {{"p5", r.vanilla_p5}, {"p50", r.vanilla_p50}, {"p95", r.vanilla_p95}};
   json bins = json::array();
   for (const sim::LengthBin& b : r.bins) {
@@ -126,15 +129,36 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, const 
                     {"token_hit_rate", double(b.hit_tokens) / std::max<int64_t>(1, b.input_tokens)}});
   }
   j["hit_rate_by_input_length"] = bins;
+  j["disk"] = nullptr;
+  if (r.disk_bytes > 0) {
+    // The modelled disk tier (sim/disk_model.h): of hit_tokens, those it served.
+    const sim::DiskModelStats& d = r.disk;
+    j["disk"] = {{"capacity_bytes", r.disk_bytes}, {"gbps", o.disk_gbps}, {"block_bytes", d.block_bytes},
+                 {"capacity_blocks", d.capacity_blocks}, {"blocks_held", d.blocks},
+                 {"hit_tokens", m.tier_hit_tokens}, {"loaded_blocks", m.tier_loaded_blocks},
+                 {"failed_loads", m.tier_failed_loads}, {"offered_blocks", m.tier_offered_blocks},
+                 {"written_blocks", d.written_blocks}, {"evicted_blocks", d.evicted_blocks},
+                 {"bytes_read", d.bytes_read}, {"bytes_written", d.bytes_written},
+                 {"read_seconds", r.disk_read_seconds}};
+  }
   return j;
 }
 
-void PrintHuman(const sim::SimResult& r) {
+void PrintHuman(const sim::SimResult& r, const SimulateOptions& o) {
   std::printf("%-15s cache %.3g GB  token hit %.4f  request hit %.4f  FLOPs saved %s  alpha %.1f  "
               "TTFT p50/p95 %.0f/%.0f ms (no cache %.0f/%.0f)  %.2f s\n",
               r.policy.c_str(), r.capacity_bytes / 1e9, r.metrics.TokenHitRate(), r.metrics.RequestHitRate(),
               cache::FlopsToString(r.flops_saved).c_str(), r.alpha, r.ttft_p50, r.ttft_p95, r.vanilla_p50,
               r.vanilla_p95, r.seconds);
+  if (r.disk_bytes <= 0) return;
+  const engine::EngineMetrics& m = r.metrics;
+  std::printf("  disk %.4g GB at %.4g GB/s: hit %lld tokens (%.4f of input), %lld blocks loaded (%.2f s), "
+              "%lld/%lld blocks held, %lld evicted, read %.4g GB, written %.4g GB; prompt tokens computed %lld\n",
+              r.disk_bytes / 1e9, o.disk_gbps, static_cast<long long>(m.tier_hit_tokens),
+              m.prompt_tokens ? double(m.tier_hit_tokens) / m.prompt_tokens : 0.0, static_cast<long long>(m.tier_loaded_blocks),
+              r.disk_read_seconds, static_cast<long long>(r.disk.blocks), static_cast<long long>(r.disk.capacity_blocks),
+              static_cast<long long>(r.disk.evicted_blocks), r.disk.bytes_read / 1e9, r.disk.bytes_written / 1e9,
+              static_cast<long long>(m.prompt_tokens - m.cached_prompt_tokens));
 }
 
 core::Status WriteCsv(const std::string& path, const std::vector<sim::SimResult>& results) {
@@ -303,6 +327,22 @@ int RunSimulate(SimulateOptions& o) {
   const bool engine_memory = o.memory == "engine";
   if (engine_memory && o.reference)
     return fail(core::InvalidArgument("--reference-accounting is Marconi's byte-budget model; it takes --memory budget"));
+  if (!std::isfinite(o.disk_gb) || o.disk_gb < 0 || !std::isfinite(o.disk_gbps) || o.disk_gbps <= 0)
+    return fail(core::InvalidArgument("--disk-gb must be a finite number >= 0 and --disk-gbps one > 0"));
+  if (o.disk_gb > 0) {
+    // The tier sits under the engine's KV block pool and holds KV blocks only (cache::Memory
+    // gives a recurrent model none: its hits end at the checkpoints the disk lacks).
+    if (!engine_memory)
+      return fail(core::InvalidArgument("--disk-gb models a disk tier under the engine's KV block pool: it takes --memory engine "
+                                        "(--memory budget has no pool)"));
+    if (shape->n_ssm_layers > 0 || cost.KvBytes(o.kv_block_tokens) <= 0)
+      return fail(core::InvalidArgument("--disk-gb: the disk tier holds KV blocks of attention-only models (" + shape->name +
+                                        " has SSM layers or no KV)"));
+    if (o.disk_gb * 1e9 / o.replicas < static_cast<double>(cost.KvBytes(o.kv_block_tokens)))
+      return fail(core::InvalidArgument("--disk-gb " + std::to_string(o.disk_gb) + " holds no KV block of " +
+                                        std::to_string(cost.KvBytes(o.kv_block_tokens)) + " bytes" +
+                                        (o.replicas > 1 ? " per replica" : "")));
+  }
   core::ThreadPool pool(o.threads);
   std::vector<std::unique_ptr<sim::Simulator>> sims;
   std::vector<std::unique_ptr<sim::FleetSimulator>> fleets;
@@ -357,6 +397,8 @@ int RunSimulate(SimulateOptions& o) {
                                           " tokens; the pool holds at most 2^31-1 blocks"));
       config.engine.num_blocks = static_cast<int32_t>(blocks);
       config.engine.checkpoint_slots = o.checkpoint_slots;
+      config.disk_bytes = o.disk_gb * 1e9;
+      config.executor.disk_gbps = o.disk_gbps;
       config.capacity_bytes = static_cast<double>(cost.KvBytes(int64_t{config.engine.num_blocks} * o.kv_block_tokens));
       if (shape->n_ssm_layers > 0) {
         auto ckpt = cache::MakeSlotCheckpointCache(*policy, o.checkpoint_slots, *shape, o.alpha,
@@ -385,6 +427,7 @@ int RunSimulate(SimulateOptions& o) {
       const int slots = std::max(1, o.checkpoint_slots / o.replicas);
       fc.replica.engine.checkpoint_slots = slots;
       fc.replica.capacity_bytes = config.capacity_bytes / o.replicas;
+      fc.replica.disk_bytes = config.disk_bytes / o.replicas;  // each replica its own disk
       auto make_policy = [&, policy = *policy, slots]() {
         sim::SimPolicy p;
         if (shape->n_ssm_layers > 0)
@@ -461,7 +504,7 @@ int RunSimulate(SimulateOptions& o) {
     std::printf("model %s: %d SSM, %d attention, %d MLP layers; checkpoint %.2f MB, KV %.1f KB/token; TTFT %.2f ms + %.5f ms/token\n",
                 shape->name.c_str(), shape->n_ssm_layers, shape->n_attn_layers, shape->n_mlp_layers,
                 cost.CheckpointBytes() / 1e6, cost.KvBytes(1) / 1e3, ttft.intercept_ms(), ttft.ms_per_token());
-    for (const auto& r : results) PrintHuman(r);
+    for (const auto& r : results) PrintHuman(r, o);
   }
   return 0;
 }
@@ -484,6 +527,14 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--kv-tokens", o->kv_tokens, "--memory engine: KV pool size in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--kv-block-tokens", o->kv_block_tokens, "--memory engine: tokens per KV block")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "--memory engine, hybrid models: cached SSM checkpoints")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--disk-gb", o->disk_gb,
+                  "--memory engine, attention-only models: a modelled disk tier of this many GB under the KV pool "
+                  "(LRU; 0: none; with --replicas, 1/N each)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--disk-gbps", o->disk_gbps, "the disk tier's read bandwidth in GB/s (a load's time is charged to the simulated clock)")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "sequences per engine batch")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--step-tokens", o->step_tokens, "tokens per engine step (chunked prefill; default: a prefill in one step)")->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,

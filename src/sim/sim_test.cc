@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "sim/disk_model.h"
 #include "sim/model_shape.h"
 #include "sim/fleet.h"
 #include "sim/simulator.h"
@@ -491,6 +492,196 @@ TEST(Fleet, PrefixAwareRoutingHoldsOnTheMooncakeTrace) {
     EXPECT_GE(pa, 0.95) << kv << " KV tokens: prefix-aware " << pa << "x one cache (" << single << ")";
     EXPECT_GE(pa, rr) << kv;
   }
+}
+
+
+// The modelled disk tier (sim/disk_model.h, `simulate --disk-gb`).
+
+cache::HybridShape DenseShape() {  // attention-only: 4 layers, 8 KB of KV per token
+  cache::HybridShape s;
+  s.name = "dense-test";
+  s.n_attn_layers = 4;
+  s.n_mlp_layers = 4;
+  s.d_model = 512;
+  return s;
+}
+
+cache::TierKey KeyOf(int i) {
+  cache::TierKey k{};
+  k[0] = static_cast<uint8_t>(i);
+  k[31] = static_cast<uint8_t>(i >> 8);
+  return k;
+}
+
+TEST(ModelledDiskTier, HoldsItsCapacityInBlocksAndEvictsTheLeastRecentlyUsed) {
+  ModelledDiskTier disk(/*block_tokens=*/16, /*block_bytes=*/1000, /*capacity_blocks=*/3);
+  EXPECT_EQ(disk.medium(), "disk");
+  EXPECT_EQ(disk.hasher().block_tokens(), 16);
+  for (int i = 0; i < 3; ++i) disk.Store(KeyOf(i));
+  EXPECT_EQ(disk.stats().blocks, 3);
+  EXPECT_TRUE(disk.Load(KeyOf(0)));      // 0 is now the most recently used; 1 the least
+  EXPECT_FALSE(disk.Contains(KeyOf(3)));
+  EXPECT_FALSE(disk.Load(KeyOf(3)));     // a miss refreshes nothing and reads nothing
+  disk.Store(KeyOf(2));                  // held: refreshed, not written again
+  disk.Store(KeyOf(3));                  // past the capacity: 1 goes
+  EXPECT_FALSE(disk.Contains(KeyOf(1)));
+  for (int i : {0, 2, 3}) EXPECT_TRUE(disk.Contains(KeyOf(i))) << i;
+  disk.Store(KeyOf(4));                  // then 0 (loaded before 2 was refreshed)
+  EXPECT_FALSE(disk.Contains(KeyOf(0)));
+  const DiskModelStats& st = disk.stats();
+  EXPECT_EQ(st.blocks, 3);
+  EXPECT_EQ(st.capacity_blocks, 3);
+  EXPECT_EQ(st.stores, 6);
+  EXPECT_EQ(st.written_blocks, 5);
+  EXPECT_EQ(st.evicted_blocks, 2);
+  EXPECT_EQ(st.loads, 2);
+  EXPECT_EQ(st.loaded_blocks, 1);
+  EXPECT_EQ(st.bytes_written, 5000);
+  EXPECT_EQ(st.bytes_read, 1000);
+  const cache::TierReport report = disk.Report();
+  EXPECT_EQ(report.medium, "disk");
+  EXPECT_EQ(report.used_bytes, 3000);
+  EXPECT_EQ(report.capacity_bytes, 3000);
+  EXPECT_EQ(report.evicted_blocks, 2);
+  EXPECT_EQ(report.failed_loads, 1);
+  ModelledDiskTier none(16, 1000, 0);  // a capacity of 0 holds nothing
+  none.Store(KeyOf(1));
+  EXPECT_FALSE(none.Contains(KeyOf(1)));
+  EXPECT_EQ(none.stats().written_blocks, 0);
+}
+
+// The executor loads in order up to the first block the disk lacks, and charges what it read
+// to the clock at the bandwidth.
+TEST(CostModelExecutor, LoadsUpToTheFirstMissingBlockAndChargesTheReadTime) {
+  SimClock clock;
+  ModelledDiskTier disk(16, /*block_bytes=*/1000000, 100);
+  CostExecutorConfig config;
+  config.disk_gbps = 0.5;  // 2 ms per block
+  CostModelExecutor exec(config, clock, &disk);
+  std::vector<engine::BlockTransfer> stores = {{1, KeyOf(1)}, {2, KeyOf(2)}, {3, KeyOf(4)}};
+  exec.StoreBlocks(stores);
+  EXPECT_EQ(clock.Now(), 0) << "writes are behind the step loop";
+  EXPECT_EQ(disk.stats().bytes_written, 3000000);
+  std::vector<engine::BlockTransfer> loads = {{7, KeyOf(1)}, {8, KeyOf(2)}, {9, KeyOf(3)}, {10, KeyOf(4)}};
+  EXPECT_EQ(exec.LoadBlocks(loads), 2);
+  EXPECT_NEAR(clock.Now(), 0.004, 1e-12);
+  EXPECT_NEAR(exec.disk_read_seconds(), 0.004, 1e-12);
+  EXPECT_EQ(disk.stats().bytes_read, 2000000);
+  CostModelExecutor without(config, clock);
+  EXPECT_EQ(without.LoadBlocks(loads), 0);
+}
+
+SimulatorConfig PoolConfig(int32_t num_blocks, int32_t block_tokens, double disk_bytes, double gbps = 2) {
+  SimulatorConfig c;
+  c.name = "lru";
+  c.engine.memory_mode = cache::MemoryMode::kBlockPool;
+  c.engine.num_blocks = num_blocks;
+  c.engine.block_tokens = block_tokens;
+  c.engine.scheduler.step_token_budget = 1 << 30;
+  c.executor.step_cost = TtftModel(10, 1);  // 10 ms + 1 ms per token
+  c.executor.disk_gbps = gbps;
+  c.disk_bytes = disk_bytes;
+  return c;
+}
+
+// A prefix evicted from the pool comes back from the disk: the request computes only what
+// follows it, and its TTFT is the step for those tokens plus the blocks' read time.
+TEST(Simulator, ADiskTierServesWhatThePoolEvictedAndItsReadsCostTime) {
+  const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
+  const double block_bytes = static_cast<double>(cost.KvBytes(4));  // 32 KB
+  const double gbps = 2 * block_bytes / 1e9 / 0.005;                 // 5 ms for 2 blocks
+  auto run = [&](double disk_bytes) {
+    Simulator sim(PoolConfig(/*num_blocks=*/6, /*block_tokens=*/4, disk_bytes, gbps), SimPolicy{}, cost);
+    TraceRequest a, b, c;
+    a.input = {1, 2, 3, 4, 5, 6, 7, 8};
+    a.output = {100};
+    for (int i = 0; i < 20; ++i) b.input.push_back(200 + i);  // 5 blocks: a's leave the pool
+    b.output = {101};
+    c.input = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    c.output = {102};
+    for (const TraceRequest* r : {&a, &b, &c}) EXPECT_TRUE(sim.Feed(*r).ok());
+    return sim.Finish();
+  };
+  const SimResult without = run(0), with = run(100 * block_bytes);
+  ASSERT_EQ(without.requests.size(), 3u);
+  ASSERT_EQ(with.requests.size(), 3u);
+  EXPECT_EQ(without.requests[2].hit_tokens, 0) << "the pool lost a's prefix";
+  EXPECT_DOUBLE_EQ(without.requests[2].ttft_ms, 22);
+  EXPECT_EQ(with.requests[2].hit_tokens, 8);
+  EXPECT_EQ(with.metrics.tier_hit_tokens, 8);
+  EXPECT_EQ(with.metrics.tier_loaded_blocks, 2);
+  EXPECT_EQ(with.disk.loaded_blocks, 2);
+  EXPECT_EQ(with.disk.bytes_read, 2 * cost.KvBytes(4));
+  EXPECT_NEAR(with.requests[2].ttft_ms, 10 + 4 + 5, 1e-9);
+  EXPECT_NEAR(with.disk_read_seconds, 0.005, 1e-12);
+  // Every full block the tree took was offered and written: a's 2, b's 5, c's 3 less the 2 it loaded.
+  EXPECT_EQ(with.disk.written_blocks, 2 + 5 + 1);
+  EXPECT_EQ(with.disk.bytes_written, with.disk.written_blocks * cost.KvBytes(4));
+  EXPECT_EQ(without.disk.capacity_blocks, 0);
+}
+
+// Documents asked several questions each, in shuffled order, through a pool that holds three
+// of twelve: the pool alone thrashes; with a disk that holds them all, the hit rate is that of
+// an unbounded pool and the prompt tokens computed drop accordingly.
+TEST(Simulator, ADiskTierUnderASmallPoolGetsNearTheUnboundedPoolsHits) {
+  const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
+  std::vector<TraceRequest> trace;
+  core::Rng rng(11);
+  std::vector<int> order;
+  for (int doc = 0; doc < 12; ++doc)
+    for (int q = 0; q < 6; ++q) order.push_back(doc);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+  for (size_t i = 0; i < order.size(); ++i) {
+    TraceRequest r;
+    for (int k = 0; k < 320; ++k) r.input.push_back(order[i] * 1000 + k);                   // the document
+    for (int k = 0; k < 20; ++k) r.input.push_back(100000 + static_cast<int>(i) * 50 + k);  // the question
+    r.output = {1, 2, 3};
+    trace.push_back(r);
+  }
+  auto run = [&](int32_t num_blocks, double disk_bytes) {
+    Simulator sim(PoolConfig(num_blocks, 16, disk_bytes), SimPolicy{}, cost);
+    for (const TraceRequest& r : trace) EXPECT_TRUE(sim.Feed(r).ok());
+    return sim.Finish();
+  };
+  const SimResult unbounded = run(4096, 0), small = run(3 * 22, 0),
+                  disk = run(3 * 22, 1000.0 * static_cast<double>(cost.KvBytes(16)));
+  const auto computed = [](const SimResult& r) { return r.metrics.prompt_tokens - r.metrics.cached_prompt_tokens; };
+  // 60 of 72 requests repeat a document: at best 60 x 320 / (72 x 340) = 0.784.
+  EXPECT_GT(unbounded.metrics.TokenHitRate(), 0.75);
+  EXPECT_GT(small.metrics.evicted_tokens, 0);
+  EXPECT_LT(small.metrics.TokenHitRate(), 0.7 * unbounded.metrics.TokenHitRate()) << "the small pool must thrash";
+  EXPECT_GT(disk.metrics.TokenHitRate(), small.metrics.TokenHitRate());
+  EXPECT_GE(disk.metrics.TokenHitRate(), 0.95 * unbounded.metrics.TokenHitRate())
+      << "with the disk " << disk.metrics.TokenHitRate() << ", unbounded " << unbounded.metrics.TokenHitRate();
+  EXPECT_LT(computed(disk), computed(small));
+  EXPECT_GT(disk.metrics.tier_hit_tokens, 0);
+  EXPECT_EQ(disk.metrics.tier_failed_loads, 0);
+  EXPECT_EQ(disk.disk.evicted_blocks, 0);
+  EXPECT_EQ(disk.metrics.tier_hit_tokens, disk.disk.loaded_blocks * 16);
+}
+
+// The first 300 requests of Mooncake's trace through a 64K-token pool, with and without a
+// disk of ten times the pool.
+TEST(Simulator, ADiskTierRaisesTheHitRateOnTheMooncakeTrace) {
+  const std::string path = SharedData("traces/mooncake_synthetic_trace.jsonl");
+  if (path.empty()) GTEST_SKIP() << "shared data absent (RADIXLM_SHARED_DATA)";
+  auto reader = TraceReader::Open(path, TraceFormat::kAuto, 512);
+  ASSERT_TRUE(reader.ok());
+  std::vector<TraceRequest> trace;
+  TraceRequest r;
+  while (trace.size() < 300 && *reader->Next(&r)) trace.push_back(r);
+  ASSERT_EQ(trace.size(), 300u);
+  const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
+  const int32_t blocks = 65536 / 16;
+  auto run = [&](double disk_bytes) {
+    Simulator sim(PoolConfig(blocks, 16, disk_bytes), SimPolicy{}, cost);
+    for (const TraceRequest& q : trace) EXPECT_TRUE(sim.Feed(q).ok());
+    return sim.Finish();
+  };
+  const SimResult without = run(0), with = run(10.0 * blocks * static_cast<double>(cost.KvBytes(16)));
+  EXPECT_GT(without.metrics.evicted_tokens, 0);
+  EXPECT_GT(with.metrics.tier_hit_tokens, 0);
+  EXPECT_GT(with.metrics.TokenHitRate(), without.metrics.TokenHitRate());  // 0.0039 -> 0.0221 when written
 }
 
 }  // namespace

@@ -16,10 +16,18 @@ double Percentile(std::vector<double> v, double q) {
 
 Simulator::Simulator(SimulatorConfig config, SimPolicy policy, const cache::CostModel& cost)
     : config_(std::move(config)), policy_(std::move(policy)), cost_(cost) {
-  executor_ = std::make_unique<CostModelExecutor>(config_.executor, clock_);
+  if (config_.disk_bytes > 0) {
+    RADIXLM_CHECK_MSG(config_.engine.memory_mode == cache::MemoryMode::kBlockPool, "a disk tier sits under the KV block pool");
+    const int64_t block_bytes = cost_.KvBytes(config_.engine.block_tokens);
+    RADIXLM_CHECK_MSG(block_bytes > 0, "a disk tier holds KV blocks: the model has none");
+    disk_ = std::make_unique<ModelledDiskTier>(config_.engine.block_tokens, block_bytes,
+                                               static_cast<int64_t>(config_.disk_bytes / static_cast<double>(block_bytes)));
+  }
+  executor_ = std::make_unique<CostModelExecutor>(config_.executor, clock_, disk_.get());
   cache::PrefixCaches caches;
   caches.budget = policy_.budget.get();
   caches.checkpoints = policy_.checkpoints.get();
+  caches.tier = disk_.get();
   engine_ = std::make_unique<engine::Engine>(config_.engine, *executor_, caches, &clock_);
   result_.policy = config_.name;
   result_.capacity_bytes = config_.capacity_bytes;
@@ -121,8 +129,12 @@ SimResult Simulator::Finish() {
   result_.seconds = busy_seconds_;
   result_.simulated_seconds = clock_.Now();
   result_.steps = executor_->steps();
+  result_.disk_bytes = config_.disk_bytes;
+  if (disk_) result_.disk = disk_->stats();
+  result_.disk_read_seconds = executor_->disk_read_seconds();
   result_.ttft_p5 = Percentile(ttft, 5);
   result_.ttft_p50 = Percentile(ttft, 50);
+  result_.ttft_p90 = Percentile(ttft, 90);
   result_.ttft_p95 = Percentile(ttft, 95);
   result_.vanilla_p5 = Percentile(vanilla, 5);
   result_.vanilla_p50 = Percentile(vanilla, 50);

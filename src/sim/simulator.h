@@ -19,6 +19,12 @@
 // own counters, FLOPs saved = sum over requests of the FLOPs of their hit (cache::CostModel),
 // hit rate by input-length bin, and TTFT percentiles (arrival to first token on the simulated
 // clock) next to the no-cache line TTFT(input tokens).
+//
+// Disk tier (SimulatorConfig::disk_bytes > 0, kBlockPool, attention-only models): a modelled disk
+// under the KV pool (sim/disk_model.h), of disk_bytes / (KV bytes of one block, cache::CostModel)
+// blocks, given to the engine's memory as its tier (cache::PrefixCaches::tier) and to the cost
+// executor, which charges its reads to the clock (sim/cost_executor.h). The engine's metrics
+// then count the hits it served (tier_hit_tokens, part of the cached prompt tokens).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,7 @@
 #include "core/status.h"
 #include "engine/engine.h"
 #include "sim/cost_executor.h"
+#include "sim/disk_model.h"
 #include "sim/trace.h"
 
 namespace radixlm::sim {
@@ -59,7 +66,11 @@ struct SimResult {
   int64_t steps = 0;
   std::vector<LengthBin> bins;
   std::vector<RequestRecord> requests;
-  double ttft_p5 = 0, ttft_p50 = 0, ttft_p95 = 0;
+  double ttft_p5 = 0, ttft_p50 = 0, ttft_p90 = 0, ttft_p95 = 0;
+  // The modelled disk tier (disk_bytes == 0: none) and what it held and moved.
+  double disk_bytes = 0;
+  DiskModelStats disk;
+  double disk_read_seconds = 0;    // simulated seconds charged for its reads
   double vanilla_p5 = 0, vanilla_p50 = 0, vanilla_p95 = 0;
 };
 
@@ -71,6 +82,9 @@ struct SimulatorConfig {
   engine::EngineConfig engine;  // memory mode and layout, scheduler
   CostExecutorConfig executor;  // step cost, and what the served executor would report
   Arrivals arrivals = Arrivals::kSequential;
+  // A modelled disk tier of this many bytes under the KV pool (0: none); its bandwidth is
+  // executor.disk_gbps. REQUIRES: > 0 only with kBlockPool and a model with KV (KvBytes > 0).
+  double disk_bytes = 0;
 };
 
 // The policy objects a simulation owns (see cache::PrefixCaches): kByteBudget uses `budget`;
@@ -115,6 +129,7 @@ class Simulator {
   SimPolicy policy_;
   cache::CostModel cost_;
   SimClock clock_;
+  std::unique_ptr<ModelledDiskTier> disk_;  // null: no disk tier
   std::unique_ptr<CostModelExecutor> executor_;
   std::unique_ptr<engine::Engine> engine_;
   std::unordered_map<engine::RequestId, Pending> pending_;
