@@ -149,6 +149,60 @@ def check_hybrid(binary):
         stop(proc)
 
 
+def check_tier(binary):
+    """With a disk tier under the pool (--cache-dir), each stored or removed block names its medium: "cpu" events
+    mirror the pool's tree exactly; "disk" events announce the blocks handed to the tier, each once, each after its
+    parent, before the pool lets them go."""
+    import os
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="radixlm_events_tier_")
+    endpoint = "tcp://127.0.0.1:%d" % free_port(2)
+    proc, base = serve(binary, ["--model", "random:tiny", "--kv-tokens", "640", "--kv-events", endpoint,
+                                "--cache-dir", folder, "--cache-disk-gb", "1"], free_port())
+    ctx = zmq.Context()
+    sub = Subscriber(ctx, endpoint)
+    sub.sock.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        time.sleep(0.5)
+        rng = random.Random(11)
+        systems = [[rng.randrange(1, 200) for _ in range(rng.randrange(40, 90))] for _ in range(4)]
+        for i in range(40):
+            prompt = systems[i % 4] + [rng.randrange(1, 200) for _ in range(rng.randrange(1, 40))]
+            body = json.dumps({"prompt": prompt, "max_tokens": 6, "temperature": 0}).encode()
+            urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", data=body,
+                                                          headers={"Content-Type": "application/json"}), timeout=60).read()
+        time.sleep(1.0)
+        index = {"cpu": set(), "disk": set()}
+        ok, media, ever_cpu = True, {}, set()
+        for _, _, payload, _ in sub.messages:
+            for ev in msgpack.unpackb(payload, raw=False)[1]:
+                if ev[0] not in ("BlockStored", "BlockRemoved"):
+                    continue
+                medium = ev[6] if ev[0] == "BlockStored" else ev[2]
+                media[(ev[0], medium)] = media.get((ev[0], medium), 0) + len(ev[1])
+                held = index.setdefault(medium, set())
+                if ev[0] == "BlockStored":
+                    ok &= ev[2] is None or ev[2] in held
+                    ok &= all(k not in held for k in ev[1])
+                    held.update(ev[1])
+                    if medium == "cpu":
+                        ever_cpu.update(ev[1])
+                else:
+                    ok &= all(k in held for k in ev[1])
+                    held.difference_update(ev[1])
+        snap = set(json.loads(urllib.request.urlopen(base + "/kv_cache/blocks").read())["block_hashes"])
+        check(set(index) == {"cpu", "disk"} and ok, "tier: every block event names its medium, consistently (%s)" % media)
+        check(index["cpu"] == snap, "tier: the cpu events mirror the pool's tree (%d blocks)" % len(snap))
+        check(media.get(("BlockRemoved", "cpu"), 0) > 0 and ever_cpu <= index["disk"],
+              "tier: the pool evicted blocks; every block the pool held was written through to disk (%d)" % len(index["disk"]))
+    finally:
+        sub.close()
+        ctx.term()
+        stop(proc)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     binary = sys.argv[1]
     events_port = free_port(2)
@@ -230,6 +284,7 @@ def main():
         ctx.term()
         stop(proc)
     check_hybrid(binary)
+    check_tier(binary)
     finish()
 
 

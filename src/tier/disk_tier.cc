@@ -367,6 +367,7 @@ void DiskTier::WriterLoop() {
         continue;
       }
       p = queue_.front();
+      writing_ = true;
     }
     const bool ok = WriteFile(*p);
     {
@@ -382,15 +383,17 @@ void DiskTier::WriterLoop() {
         ++stats_.write_errors;
         if (report_drops_) dropped_.push_back(p->key);  // announced when queued: take it back
       }
-      if (queue_.empty()) drained_.notify_all();
     }
     EvictOverCapacity();
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (queue_.empty()) drained_.notify_all();
   }
 }
 
 void DiskTier::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  drained_.wait(lock, [&] { return queue_.empty(); });
+  drained_.wait(lock, [&] { return queue_.empty() && !writing_; });
 }
 
 DiskTier::~DiskTier() {

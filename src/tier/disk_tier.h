@@ -138,6 +138,7 @@ class DiskTier final : public cache::BlockTier {
   std::unordered_map<cache::TierKey, std::shared_ptr<Pending>, KeyHash> in_flight_;
   uint64_t queued_bytes_ = 0;
   bool stop_ = false;
+  bool writing_ = false;             // the writer holds a block (written, not yet evicted for)
   uint64_t tmp_seq_ = 0;
   mutable DiskTierStats stats_;
   bool report_drops_ = false;
