@@ -10,6 +10,7 @@
 #include "engine/batch_runner.h"
 #include "engine/engine.h"
 #include "models/loader.h"
+#include "models/ssm_state.h"
 #include "tier/disk_tier.h"
 #include "runner/hybrid_cache_setup.h"
 #include "sim/model_shape.h"
@@ -470,6 +471,49 @@ TEST(ConstrainedEngineTest, BatchingChunkingAndPreemptionNeverChangeAConstrained
 // insertion, and finished requests' final states) and prefill only the rest. The scan is the
 // exact recurrence, so a restore gives the bits of a computation from scratch: tokens and the
 // sampled tokens' log-probabilities are compared bitwise.
+// Hybrid models with a disk tier: the states their hybrid cache keeps (prompt ends, branch
+// points, finished sequences) go to disk with the blocks before them; a new engine on the same
+// folder (a restart: an empty pool and hybrid cache) resumes from them. Every answer is bitwise
+// the plain run's.
+TEST(HybridEngineTest, ADiskTierKeepsStatesAcrossARestartWithoutChangingAnAnswer) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    Workload w = MakeWorkload(7, model->config().vocab_size);
+    for (auto& r : w.requests) r.cumulative_logprob = true;
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    off.scheduler.max_running = 6;
+    off.scheduler.step_token_budget = 24;
+    const Outcome plain = RunWorkload(*model, w, off);
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    on.checkpoint_slots = 16;
+    on.prompt_end_checkpoints = true;
+    on.prompt_end_min_gap = 0;
+    char tmpl[] = "/tmp/radixlm_hybrid_tier_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    auto open = [&] {
+      return tier::DiskTier::Open({.dir = dir, .capacity_bytes = 1 << 30, .fingerprint = spec, .block_tokens = 8,
+                                   .block_bytes = models::KvStore::BytesPerBlock(model->config(), 8, core::DType::kF32),
+                                   .state_bytes = models::SsmStateStore::BytesPerSlot(model->config())})
+          .value();
+    };
+    auto disk = open();
+    const Outcome first = RunWorkload(*model, w, on, "marconi", {.threshold = 0}, core::DType::kF32, true, false, disk.get());
+    disk.reset();
+    auto again = open();
+    const Outcome restarted = RunWorkload(*model, w, on, "marconi", {.threshold = 0}, core::DType::kF32, true, false, again.get());
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      EXPECT_EQ(first.outputs.at(i), plain.outputs.at(i)) << spec << " request " << i;
+      EXPECT_EQ(restarted.outputs.at(i), plain.outputs.at(i)) << spec << " restarted, request " << i;
+      EXPECT_EQ(restarted.usage.at(i).cumulative_logprob, plain.usage.at(i).cumulative_logprob) << spec << " request " << i;
+    }
+    EXPECT_GT(restarted.metrics.tier_hit_tokens, 0) << spec << ": the restart resumed from states on disk";
+    EXPECT_EQ(restarted.metrics.tier_failed_loads, 0) << spec;
+    EXPECT_LT(restarted.metrics.computed_tokens, first.metrics.computed_tokens) << spec;
+    std::filesystem::remove_all(dir);
+  }
+}
+
 TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
   for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();

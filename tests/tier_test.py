@@ -15,7 +15,9 @@ tokens and log-probabilities, with a server that caches nothing):
      no disk hits, a folder of their own;
   6. two servers at once on one folder: the second one's first request on the first one's prefix
      is a disk hit;
-  7. attach: 8 identical prompts 10 ms apart compute the prefix about once.
+  7. attach: 8 identical prompts 10 ms apart compute the prefix about once;
+  8. a hybrid (Gated DeltaNet) model: its recurrent states go to disk too; after a restart a repeated
+     prompt resumes from one.
 
 Usage: tier_test.py RADIXLM_BINARY
 """
@@ -188,6 +190,25 @@ def main():
         check(computed < bound, "7. 8 identical prompts 10 ms apart: %d tokens computed (< %d; one prompt is %d)" %
               (computed, bound, len(long_prompt)))
         check(len(set(json.dumps(a) for a in answers)) == 1, "7. ... and the same answer for all")
+        stop(proc)
+
+        # 8. A hybrid (Gated DeltaNet + attention): its states go to disk with their blocks; after a
+        # restart a repeated prompt resumes from the state at its end.
+        hybrid = ["-m", "random:qwen35-tiny", "--kv-tokens", "4096", "--block-tokens", str(BS)]
+        hplain, hpbase = serve(binary, hybrid + ["--no-prefix-cache"], free_port())
+        hprompts = [system[:400] + tok(rng.randrange(30, 120)) for _ in range(3)]
+        hwant = [complete(hpbase, p)[0] for p in hprompts]
+        stop(hplain)
+        hfolder = os.path.join(work, "hybrid")
+        proc, base = serve(binary, hybrid + ["--cache-dir", hfolder, "--cache-disk-gb", "1"], free_port())
+        check([complete(base, p)[0] for p in hprompts] == hwant, "8. hybrid through the tier: the plain answers")
+        stop(proc)
+        check(len(files(hfolder, "ssm/*/*.st")) > 0, "8. hybrid: recurrent states on disk (%d)" % len(files(hfolder, "ssm/*/*.st")))
+        proc, base = serve(binary, hybrid + ["--cache-dir", hfolder, "--cache-disk-gb", "1"], free_port())
+        answer, cached = complete(base, hprompts[1])
+        check(cached > 0 and answer == hwant[1],
+              "8. hybrid after a restart: a repeated prompt resumes from disk (%d of %d cached), same answer" %
+              (cached, len(hprompts[1])))
         stop(proc)
     finally:
         stop(plain)

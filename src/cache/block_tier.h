@@ -35,6 +35,28 @@ struct TierReport {
   double load_seconds = 0;
 };
 
+// What the executor moves (ids and keys, as BlockCopyPlan).
+struct TierTransfer {
+  int32_t block = -1;   // the pool block
+  TierKey key{};
+};
+
+// A hybrid model's recurrent state after a position, with the KV of the tokens after the last
+// full block (they live in a partial block the block files do not hold): the state slot, the
+// pool block of those tokens (-1: the position is block-aligned), the last full block's key
+// (the hasher's none_hash() at block 0), the tokens after it, and the state's key
+// (BlockHasher::StateAfter).
+struct StateTransfer {
+  int32_t slot = -1, block = -1, tail = 0;
+  TierKey parent{}, key{};
+};
+
+// A state the tier holds after a parent block: `tail` tokens past it, named `key`.
+struct TierState {
+  int32_t tail = 0;
+  TierKey key{};
+};
+
 class BlockTier {
  public:
   virtual ~BlockTier() = default;
@@ -44,18 +66,14 @@ class BlockTier {
   virtual const BlockHasher& hasher() const = 0;
   // Whether the tier (probably) holds the block; cheap (an index lookup; maybe one syscall).
   virtual bool Contains(const TierKey& key) const = 0;
+  // Hybrid models: the states it holds after the block `parent` (none: it stores no states).
+  virtual std::vector<TierState> StatesAfter(const TierKey& parent) const { return {}; }
   // Thread-safe (a server reads it while the engine runs).
   virtual TierReport Report() const { return {.medium = medium()}; }
   // The keys of blocks it no longer holds (its own eviction, a failed load) since the last call,
   // once someone asked (ReportDrops): for KV events.
   virtual void ReportDrops() {}
   virtual std::vector<TierKey> TakeDropped() { return {}; }
-};
-
-// What the executor moves (ids and keys, as BlockCopyPlan).
-struct TierTransfer {
-  int32_t block = -1;   // the pool block
-  TierKey key{};
 };
 
 }  // namespace radixlm::cache

@@ -66,16 +66,24 @@ std::vector<BlockDigest> BlockHasher::Chain(std::span<const int32_t> path, int64
 
 BlockDigest BlockHasher::State(std::span<const int32_t> path, int64_t ns) const {
   const std::vector<BlockDigest> chain = Chain(path, ns);
-  const std::span<const int32_t> tail = path.subspan(chain.size() * bs_);
+  return StateAfter(chain.empty() ? nullptr : &chain.back(), path.subspan(chain.size() * bs_), 0);
+}
+
+BlockDigest BlockHasher::StateAfter(const BlockDigest* parent, std::span<const int32_t> tail, int64_t ns) const {
   std::vector<uint8_t> buf;
-  Head(buf, 4, 3);
+  const bool with_ns = !parent && ns != 0;
+  Head(buf, 4, with_ns ? 4 : 3);
   Head(buf, 2, 32);
-  const BlockDigest& parent = chain.empty() ? none_ : chain.back();
-  buf.insert(buf.end(), parent.begin(), parent.end());
+  const BlockDigest& p = parent ? *parent : none_;
+  buf.insert(buf.end(), p.begin(), p.end());
   Head(buf, 4, tail.size());
   for (int32_t t : tail) Head(buf, 0, static_cast<uint32_t>(t));
   Head(buf, 3, 3);
   buf.insert(buf.end(), {'s', 's', 'm'});
+  if (with_ns) {
+    Head(buf, 4, 1);
+    Head(buf, 0, static_cast<uint64_t>(ns));
+  }
   return Sha256(buf);
 }
 

@@ -45,6 +45,10 @@ class BlockHasher {
   // SHA-256(CBOR [d(last full block) | NONE_HASH, [the tokens after it], "ssm"]), so that
   // it names the exact position, block-aligned or not, and never equals a block's digest.
   BlockDigest State(std::span<const int32_t> path, int64_t ns) const;
+  // The same from the digest of the last full block (null: none) and the tokens after it; a
+  // state inside block 0 of a namespace ns != 0 carries [ns] as a fourth element (ns = 0: the
+  // same digest as State's).
+  BlockDigest StateAfter(const BlockDigest* parent, std::span<const int32_t> tail, int64_t ns) const;
   int32_t block_tokens() const { return bs_; }
   const BlockDigest& none_hash() const { return none_; }
 

@@ -33,12 +33,12 @@ Memory::Memory(MemoryConfig config, PrefixCaches caches)
   // reuses a prefix only where the hybrid cache holds a checkpoint, and the KV tree serves the
   // attention layers up to that point. Without a hybrid cache it reuses nothing.
   if (!config_.recurrent) checkpoints_ = nullptr;
-  // A tier holds KV blocks only: a recurrent model's hits end at state checkpoints it lacks.
-  if (config_.recurrent || !config_.prefix_cache) tier_ = nullptr;
+
   if (config_.recurrent && (!checkpoints_ || !config_.prefix_cache)) {
     config_.prefix_cache = false;
     checkpoints_ = nullptr;
   }
+  if (!config_.prefix_cache) tier_ = nullptr;
   if (config_.prefix_cache) {
     auto policy = KvEvictionPolicy::Make(config_.eviction);
     RADIXLM_CHECK_MSG(policy.ok(), policy.status().message());
@@ -178,7 +178,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     seq->locked = a.locked_node;
     seq->has_lock = a.cached_tokens > 0;
     out->cached_tokens = a.cached_tokens;
-    if (tier_) {
+    if (tier_ && !checkpoints_) {
       // The match goes on through the full blocks the tier holds, up to the limit.
       const int64_t bs = config_.block_tokens;
       out->load_from = a.cached_tokens / bs;
@@ -193,12 +193,66 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
   if (config_.recurrent) {
     seq->state_slot = free_slots_.back();
     free_slots_.pop_back();
+    if (tier_) PlanStateLoad(tokens, seq, out);
   }
   return true;
 }
 
-void Memory::Loaded(MemorySeq* seq, int32_t loaded, Admitted* out) {
+void Memory::PlanStateLoad(const std::vector<int32_t>& tokens, MemorySeq* seq, Admitted* out) {
+  const int64_t bs = config_.block_tokens, n = static_cast<int64_t>(tokens.size());
+  const int64_t m = out->cached_tokens, first = m / bs;
+  int64_t have = first;  // full blocks the tier holds past the pool's hit, in a row
+  while ((have + 1) * bs <= n - 1 && tier_->Contains(TierKeyOf(tokens, have, seq))) ++have;
+  const BlockHasher& h = tier_->hasher();
+  for (int64_t b = std::min(have, (n - 1) / bs); b >= first; --b) {
+    const TierKey parent = b > 0 ? TierKeyOf(tokens, b - 1, seq) : h.none_hash();
+    int32_t best = -1;
+    TierKey best_key{};
+    for (const TierState& s : tier_->StatesAfter(parent)) {
+      const int64_t p = b * bs + s.tail;
+      if (s.tail < 0 || s.tail >= bs || s.tail <= best || p <= m || p > n - 1) continue;
+      const TierKey key = h.StateAfter(b > 0 ? &parent : nullptr, std::span<const int32_t>(tokens.data() + b * bs, s.tail), seq->ns);
+      if (key != s.key) continue;  // another path's state after the same block
+      best = s.tail;
+      best_key = key;
+    }
+    if (best < 0) continue;
+    out->load_from = first;
+    for (int64_t idx = first; idx < b; ++idx) out->loads.push_back({seq->block_table[idx], TierKeyOf(tokens, idx, seq)});
+    out->state_load = StateTransfer{seq->state_slot, best > 0 ? seq->block_table[b] : -1, best, parent, best_key};
+    out->state_at = b * bs + best;
+    return;
+  }
+}
+
+void Memory::OfferState(const std::vector<int32_t>& tokens, int64_t p, int32_t slot, MemorySeq* seq) {
+  const int64_t bs = config_.block_tokens, b = p / bs;
+  const int32_t tail = static_cast<int32_t>(p % bs);
+  const TierKey parent = b > 0 ? TierKeyOf(tokens, b - 1, seq) : tier_->hasher().none_hash();
+  const TierKey key =
+      tier_->hasher().StateAfter(b > 0 ? &parent : nullptr, std::span<const int32_t>(tokens.data() + b * bs, tail), seq->ns);
+  state_stores_.push_back({slot, tail > 0 ? seq->block_table[b] : -1, tail, parent, key});
+  ++tier_stats_.offered_states;
+}
+
+void Memory::Loaded(MemorySeq* seq, int32_t loaded, Admitted* out, bool state_loaded) {
   RADIXLM_CHECK(loaded >= 0 && loaded <= static_cast<int32_t>(out->loads.size()));
+  if (out->state_load) {
+    // A hybrid's hit needs the state and every block before it; else it stays the pool's.
+    const bool ok = loaded == static_cast<int32_t>(out->loads.size()) && state_loaded;
+    tier_stats_.loaded_blocks += loaded;
+    tier_stats_.failed_loads += !ok;
+    if (!ok) return;
+    ++tier_stats_.state_hits;
+    tier_stats_.hit_tokens += out->state_at - out->cached_tokens;
+    out->hit_tokens += out->state_at - out->cached_tokens;
+    out->cached_tokens = out->state_at;
+    std::erase_if(out->copies, [&](const BlockCopyPlan& c) { return c.dst == seq->block_table[out->load_from]; });
+    seq->needs_restore = false;  // the working slot holds the loaded state
+    seq->restore_slot = -1;
+    if (seq->branch_at <= out->state_at) seq->branch_at = -1;
+    return;
+  }
   tier_stats_.loaded_blocks += loaded;
   tier_stats_.failed_loads += loaded < static_cast<int32_t>(out->loads.size());
   if (loaded == 0) return;
@@ -329,6 +383,7 @@ std::vector<StateCopy> Memory::PublishAhead(const std::vector<int32_t>& tokens, 
   o.branch_state_at = std::numeric_limits<int64_t>::max();
   o.leaf_payload = slot;
   const HybridAdmitResult res = checkpoints_->AdmitStates(key.span, o);
+  if (tier_ && res.leaf_used) OfferState(tokens, at, seq->capture_slot, seq);
   if (!res.leaf_used) checkpoint_free_.push_back(slot);
   for (int32_t p : res.freed_payloads) checkpoint_free_.push_back(p);
   seq->branch_at = -1;
@@ -366,6 +421,10 @@ std::vector<StateCopy> Memory::AdmitStates(const std::vector<int32_t>& tokens, i
   o.prompt_end_at = prompt_end >= 0 ? seq->prompt_end_at + key.offset : -1;
   o.prompt_end_payload = prompt_end;
   const HybridAdmitResult res = checkpoints_->AdmitStates(key.span, o);
+  // The states the policy keeps go to the tier too (its FLOP-aware choice of what is worth it).
+  if (tier_ && res.leaf_used) OfferState(tokens, computed, seq->state_slot, seq);
+  if (tier_ && prompt_end >= 0 && res.prompt_end_used) OfferState(tokens, seq->prompt_end_at, seq->prompt_end_slot, seq);
+  if (tier_ && branch >= 0 && res.branch_used) OfferState(tokens, seq->branch_at, seq->capture_slot, seq);
   if (!res.leaf_used) checkpoint_free_.push_back(leaf);
   if (branch >= 0 && !res.branch_used) checkpoint_free_.push_back(branch);
   if (prompt_end >= 0 && !res.prompt_end_used) checkpoint_free_.push_back(prompt_end);

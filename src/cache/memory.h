@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -167,12 +168,17 @@ class Memory {
     // With a tier: blocks to load, in order, continuing the match (then call Loaded).
     std::vector<TierTransfer> loads;
     int64_t load_from = 0;              // the block index of loads[0]
+    // Hybrid models: the state after state_at tokens to load into the working slot with the
+    // loads (all of them needed: Loaded() takes the hit only if every one arrived).
+    std::optional<StateTransfer> state_load;
+    int64_t state_at = -1;
   };
   // What a tier served and was offered (cumulative).
   struct TierStats {
     int64_t hit_tokens = 0;       // admitted tokens whose KV came from the tier
     int64_t loaded_blocks = 0, failed_loads = 0;
     int64_t offered_blocks = 0;   // full blocks handed to the tier to store
+    int64_t state_hits = 0, offered_states = 0;  // hybrid models: states loaded, states offered
   };
   // Admits a sequence whose positions [0, tokens.size()) need KV, reusing its longest cached
   // prefix. `count_prompt`: tokens to credit to the tree's hit statistics (the prompt on first
@@ -183,10 +189,13 @@ class Memory {
   // The executor loaded the first `loaded` of out->loads (a failed load ends the run): the
   // sequence starts with those blocks' tokens computed; out's cached and hit tokens and its
   // copies follow (a loaded block supersedes a copy-on-write into it).
-  void Loaded(MemorySeq* seq, int32_t loaded, Admitted* out);
+  // Hybrid models: state_loaded says whether out->state_load arrived.
+  void Loaded(MemorySeq* seq, int32_t loaded, Admitted* out, bool state_loaded = false);
   // The full blocks inserted since the last call that the tier does not hold yet: the executor
   // must copy them out before the pool changes again (before the next Admit or step).
   std::vector<TierTransfer> TakeStores() { return std::exchange(stores_, {}); }
+  // Hybrid models: the states the hybrid cache kept since the last call (same rule).
+  std::vector<StateTransfer> TakeStateStores() { return std::exchange(state_stores_, {}); }
   const TierStats& tier_stats() const { return tier_stats_; }
   BlockTier* tier() const { return tier_; }
   // Blocks for positions [0, upto), evicting cached prefixes if it must. false: no room.
@@ -256,6 +265,10 @@ class Memory {
   const TierKey& TierKeyOf(const std::vector<int32_t>& tokens, int64_t index, MemorySeq* seq) const;
   // Offers seq's full blocks of tokens[0, n) that the tier lacks (after they entered the tree).
   void OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq);
+  // Hybrid models: the deepest state the tier holds past the pool's hit whose blocks it holds too.
+  void PlanStateLoad(const std::vector<int32_t>& tokens, MemorySeq* seq, Admitted* out);
+  // Hybrid models: offers the state after tokens[0, p) held in `slot`.
+  void OfferState(const std::vector<int32_t>& tokens, int64_t p, int32_t slot, MemorySeq* seq);
   // A finished sequence's states into the hybrid cache: returns the copies into cache slots.
   std::vector<StateCopy> AdmitStates(const std::vector<int32_t>& tokens, int64_t computed, MemorySeq* seq);
 
@@ -267,6 +280,7 @@ class Memory {
   BlockTier* tier_ = nullptr;
   BlockObserver* observer_ = nullptr;
   std::vector<TierTransfer> stores_;
+  std::vector<StateTransfer> state_stores_;
   TierStats tier_stats_;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, prompt_end_free_, checkpoint_free_;

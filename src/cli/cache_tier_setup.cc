@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/kv_store.h"
+#include "models/ssm_state.h"
 
 namespace radixlm::cli {
 namespace {
@@ -113,6 +114,10 @@ core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const model
   for (int s : c.rope_sections) f << s << ",";
   f << "\nrope_freq_factors=";
   for (float x : c.rope_freq_factors) f << x << ",";
+  f << "\nlayers=";
+  for (models::LayerKind k : c.layers) f << static_cast<int>(k) << ",";
+  f << "\nssm=" << c.ssm_heads << "," << c.ssm_head_dim << "," << c.ssm_state << "," << c.ssm_groups << "," << c.ssm_conv << ","
+    << c.ssm_norm_group << "\ngdn=" << c.gdn_k_heads << "," << c.gdn_v_heads << "," << c.gdn_head_dim << "," << c.gdn_tiled;
   f << "\nnamespace=" << eo.cache_namespace << "\n";
   return f.str();
 }
@@ -120,9 +125,6 @@ core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const model
 core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const ModelOptions& mo, const models::Transformer& model,
                                                              const EngineOptions& eo) {
   if (eo.cache_dir.empty()) return std::unique_ptr<tier::DiskTier>();
-  if (model.config().n_ssm_layers() > 0)
-    return core::Unimplemented("--cache-dir: the disk tier holds attention KV only; " + model.config().name +
-                               " has recurrent layers, whose state checkpoints it does not store yet");
   if (eo.no_prefix_cache) return core::InvalidArgument("--cache-dir needs the prefix cache (drop --no-prefix-cache)");
   if (!(eo.cache_disk_gb > 0)) return core::InvalidArgument("--cache-disk-gb must be positive");
   std::error_code ec;
@@ -135,6 +137,7 @@ core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const ModelOptions&
   tc.fingerprint = *fp;
   tc.block_tokens = eo.block_tokens;
   tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, KvDtypeOf(mo));
+  if (model.config().n_ssm_layers() > 0) tc.state_bytes = models::SsmStateStore::BytesPerSlot(model.config());
   tc.fsync = eo.cache_fsync;
   return tier::DiskTier::Open(tc);
 }

@@ -22,8 +22,8 @@ namespace radixlm::cli {
 
 core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const models::Transformer& model,
                                              const EngineOptions& eo, const std::string& cache_dir);
-// Null without --cache-dir. Errors: the folder cannot be used; a model with recurrent layers
-// (its tier would need its state checkpoints too; not built yet).
+// Null without --cache-dir. Errors: the folder cannot be used, a bad bound. A model with recurrent
+// layers keeps its KV blocks and the recurrent states its hybrid cache keeps there.
 core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const ModelOptions& mo, const models::Transformer& model,
                                                              const EngineOptions& eo);
 

@@ -141,11 +141,17 @@ void Engine::DrainInbox() {
 bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
   cache::Memory::Admitted a;
   if (!memory_.Admit(r.tokens, r.first_admission ? r.prompt_len : 0, alone, &r.mem, &a)) return false;
-  if (!a.loads.empty()) {
+  if (!a.loads.empty() || a.state_load) {
     std::vector<BlockTransfer> loads;
     for (const cache::TierTransfer& t : a.loads) loads.push_back({t.block, t.key});
     const double t0 = clock_->Now();
-    memory_.Loaded(&r.mem, executor_.LoadBlocks(loads), &a);
+    const int32_t loaded = loads.empty() ? 0 : executor_.LoadBlocks(loads);
+    bool state = false;
+    if (a.state_load && loaded == static_cast<int32_t>(loads.size())) {
+      const cache::StateTransfer& s = *a.state_load;
+      state = executor_.LoadState({s.slot, s.block, s.tail, s.parent, s.key});
+    }
+    memory_.Loaded(&r.mem, loaded, &a, state);
     std::lock_guard<std::mutex> lock(mu_);
     metrics_.tier_load_seconds += clock_->Now() - t0;
   }
@@ -172,10 +178,17 @@ void Engine::Release(Req& r, cache::ReleaseMode mode) {
 void Engine::StoreToTier() {
   if (!memory_.tier()) return;
   const std::vector<cache::TierTransfer> stores = memory_.TakeStores();
-  if (stores.empty()) return;
-  std::vector<BlockTransfer> out;
-  for (const cache::TierTransfer& t : stores) out.push_back({t.block, t.key});
-  executor_.StoreBlocks(out);
+  if (!stores.empty()) {
+    std::vector<BlockTransfer> out;
+    for (const cache::TierTransfer& t : stores) out.push_back({t.block, t.key});
+    executor_.StoreBlocks(out);
+  }
+  const std::vector<cache::StateTransfer> states = memory_.TakeStateStores();
+  if (!states.empty()) {
+    std::vector<StateTransfer> out;
+    for (const cache::StateTransfer& s : states) out.push_back({s.slot, s.block, s.tail, s.parent, s.key});
+    executor_.StoreStates(out);
+  }
 }
 
 void Engine::Preempt(Req& r) {

@@ -42,6 +42,12 @@ struct BlockTransfer {
   int32_t block = -1;
   std::array<uint8_t, 32> key{};
 };
+// A recurrent state slot and the pool block of the tokens after the last full block (-1:
+// none), as cache::StateTransfer names them on the tier.
+struct StateTransfer {
+  int32_t slot = -1, block = -1, tail = 0;
+  std::array<uint8_t, 32> parent{}, key{};
+};
 
 class Executor {
  public:
@@ -70,6 +76,9 @@ class Executor {
   // writes them behind the step loop; it never waits for the tier.
   virtual int32_t LoadBlocks(std::span<const BlockTransfer> loads) { return 0; }
   virtual void StoreBlocks(std::span<const BlockTransfer> stores) {}
+  // Hybrid models: the same for a recurrent state (into / out of its slot) with its partial block.
+  virtual bool LoadState(const StateTransfer& load) { return false; }
+  virtual void StoreStates(std::span<const StateTransfer> stores) {}
 };
 
 }  // namespace radixlm::engine

@@ -46,6 +46,11 @@ void SsmStateStore::Reset(int slot) {
   std::memset(buffer_.as<float>() + int64_t{slot} * offset_.back(), 0, offset_.back() * sizeof(float));
 }
 
+void* SsmStateStore::SlotData(int slot) {
+  RADIXLM_CHECK(slot >= 0 && slot < n_slots_);
+  return buffer_.as<float>() + int64_t{slot} * offset_.back();
+}
+
 void SsmStateStore::Copy(int src, int dst) {
   if (offset_.back() == 0 || src == dst) return;
   RADIXLM_CHECK(src >= 0 && src < n_slots_ && dst >= 0 && dst < n_slots_);

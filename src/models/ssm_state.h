@@ -23,6 +23,8 @@ class SsmStateStore {
   float* Conv(int slot, int layer);
   void Reset(int slot);                // the state before any token: zeros
   void Copy(int src_slot, int dst_slot);
+  // A slot's bytes (BytesPerSlot of them, contiguous): a disk tier reads and writes them whole.
+  void* SlotData(int slot);
   int n_slots() const { return n_slots_; }
   size_t nbytes() const { return buffer_.size(); }
   static size_t BytesPerSlot(const ModelConfig& model);

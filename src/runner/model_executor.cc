@@ -54,6 +54,22 @@ int32_t ModelExecutor::LoadBlocks(std::span<const engine::BlockTransfer> loads) 
   return static_cast<int32_t>(std::find(ok.begin(), ok.end(), 0) - ok.begin());
 }
 
+std::vector<iovec> ModelExecutor::StateSegments(const engine::StateTransfer& t) const {
+  std::vector<iovec> v = {{states_->SlotData(t.slot), models::SsmStateStore::BytesPerSlot(model_.config())}};
+  if (t.block >= 0)
+    for (const iovec& s : Segments(t.block)) v.push_back(s);
+  return v;
+}
+
+bool ModelExecutor::LoadState(const engine::StateTransfer& t) {
+  return tier_ && states_ && tier_->LoadState(t.key, StateSegments(t));
+}
+
+void ModelExecutor::StoreStates(std::span<const engine::StateTransfer> stores) {
+  if (!tier_ || !states_) return;
+  for (const engine::StateTransfer& t : stores) tier_->StoreState(t.key, t.parent, t.tail, StateSegments(t));
+}
+
 void ModelExecutor::StoreBlocks(std::span<const engine::BlockTransfer> stores) {
   if (!tier_) return;
   for (const engine::BlockTransfer& t : stores) tier_->Store(t.key, Segments(t.block));

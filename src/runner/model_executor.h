@@ -48,6 +48,8 @@ class ModelExecutor : public engine::Executor {
   bool shares_step_prefixes() const override { return !states_ && compaction_.threshold > 0; }
   int32_t LoadBlocks(std::span<const engine::BlockTransfer> loads) override;
   void StoreBlocks(std::span<const engine::BlockTransfer> stores) override;
+  bool LoadState(const engine::StateTransfer& load) override;
+  void StoreStates(std::span<const engine::StateTransfer> stores) override;
 
  private:
   models::Transformer& model_;
@@ -56,6 +58,7 @@ class ModelExecutor : public engine::Executor {
   models::SsmStateStore* states_;
   tier::DiskTier* tier_ = nullptr;
   std::vector<iovec> Segments(int32_t block) const;
+  std::vector<iovec> StateSegments(const engine::StateTransfer& t) const;  // the slot, then the block's
   std::vector<int32_t> ids_, positions_, rows_;
   PrefillCompaction compaction_;
   bool cascade_ = true;

@@ -21,7 +21,7 @@ namespace {
 
 constexpr char kMagic[8] = {'R', 'L', 'M', 'K', 'V', 'B', 'L', 'K'};
 constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 128;
+constexpr size_t kHeaderBytes = 192;
 
 // The header, little-endian as the machine (the folder is one host's).
 struct Header {
@@ -33,7 +33,10 @@ struct Header {
   uint32_t crc;              // CRC-32C of this header with crc = 0, then the payload
   uint8_t fingerprint[32];
   uint8_t key[32];
-  uint8_t reserved[kHeaderBytes - 8 - 4 - 4 - 8 - 4 - 4 - 32 - 32];
+  uint32_t kind;             // 0: a KV block; 1: a recurrent state (+ the KV of its partial block)
+  uint32_t tail;             // a state: tokens after its parent block
+  uint8_t parent[32];        // a state: its parent block's key
+  uint8_t reserved[kHeaderBytes - 8 - 4 - 4 - 8 - 4 - 4 - 32 - 32 - 4 - 4 - 32];
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
@@ -101,7 +104,7 @@ core::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierConfig config) 
 
 core::Status DiskTier::Init() {
   root_ = config_.dir + "/v1/" + fp_hex_.substr(0, 32);
-  for (const std::string& d : {config_.dir, config_.dir + "/v1", root_, root_ + "/kv", root_ + "/tmp"})
+  for (const std::string& d : {config_.dir, config_.dir + "/v1", root_, root_ + "/kv", root_ + "/ssm", root_ + "/tmp"})
     RADIXLM_RETURN_IF_ERROR(MakeDir(d));
   // The manifest: written once, by whoever comes first (the same text for the same digest).
   const std::string manifest = root_ + "/MANIFEST";
@@ -135,51 +138,85 @@ void DiskTier::Scan() {
     }
     closedir(d);
   }
-  // Blocks, oldest first by modification time: the LRU order a restart starts from.
-  std::vector<std::pair<int64_t, std::pair<cache::TierKey, int64_t>>> found;
-  if (DIR* top = opendir((root_ + "/kv").c_str())) {
+  // Blocks and states, oldest first by modification time: the LRU order a restart starts from.
+  struct Found {
+    int64_t mtime, bytes;
+    cache::TierKey key;
+    bool state;
+    StateInfo info;
+  };
+  std::vector<Found> found;
+  for (const bool state : {false, true}) {
+    const std::string dir = root_ + (state ? "/ssm" : "/kv"), ext = state ? ".st" : ".kv";
+    DIR* top = opendir(dir.c_str());
+    if (!top) continue;
     while (dirent* sub = readdir(top)) {
       if (sub->d_name[0] == '.') continue;
-      const std::string subdir = root_ + "/kv/" + sub->d_name;
-      DIR* d = opendir(subdir.c_str());
+      DIR* d = opendir((dir + "/" + sub->d_name).c_str());
       if (!d) continue;
       while (dirent* e = readdir(d)) {
-        std::string name = e->d_name;
-        if (name.size() != 67 || name.substr(64) != ".kv") continue;
-        cache::TierKey key;
+        const std::string name = e->d_name;
+        Found f{0, 0, {}, state, {}};
         struct stat st;
-        if (!ParseHex(name.substr(0, 64), &key) || fstatat(dirfd(d), name.c_str(), &st, 0) != 0) continue;
-        found.push_back({int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, {key, st.st_size}});
+        if (name.size() != 67 || name.substr(64) != ext || !ParseHex(name.substr(0, 64), &f.key) ||
+            fstatat(dirfd(d), name.c_str(), &st, 0) != 0)
+          continue;
+        if (state) {  // its parent and tail are in its header (a bad one is dropped at its load)
+          Header h{};
+          const int fd = openat(dirfd(d), name.c_str(), O_RDONLY | O_CLOEXEC);
+          const bool ok = fd >= 0 && pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
+          if (fd >= 0) close(fd);
+          if (!ok || h.kind != 1 || h.tail >= static_cast<uint32_t>(config_.block_tokens)) continue;
+          std::memcpy(f.info.parent.data(), h.parent, 32);
+          f.info.tail = static_cast<int32_t>(h.tail);
+        }
+        f.mtime = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+        f.bytes = st.st_size;
+        found.push_back(f);
       }
       closedir(d);
     }
     closedir(top);
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [mtime, kb] : found) IndexLocked(kb.first, kb.second);
+  for (const Found& f : found) IndexLocked(f.key, f.bytes, f.state ? &f.info : nullptr);
 }
 
-std::string DiskTier::BlockPath(const cache::TierKey& key) const {
+std::string DiskTier::BlockPath(const cache::TierKey& key) const { return PathOf(false, key); }
+
+std::string DiskTier::PathOf(bool state, const cache::TierKey& key) const {
   const std::string hex = Hex(key);
-  return root_ + "/kv/" + hex.substr(0, 2) + "/" + hex + ".kv";
+  return root_ + (state ? "/ssm/" : "/kv/") + hex.substr(0, 2) + "/" + hex + (state ? ".st" : ".kv");
 }
 
-void DiskTier::IndexLocked(const cache::TierKey& key, int64_t bytes) const {
+void DiskTier::IndexLocked(const cache::TierKey& key, int64_t bytes, const StateInfo* state) const {
   auto it = index_.find(key);
   if (it != index_.end()) {
     lru_.splice(lru_.end(), lru_, it->second.lru);  // most recent
     return;
   }
   lru_.push_back(key);
-  index_[key] = {bytes, std::prev(lru_.end())};
+  Entry& e = index_[key];
+  e.bytes = bytes;
+  e.lru = std::prev(lru_.end());
+  if (state) {
+    e.state = true;
+    e.parent = state->parent;
+    states_by_parent_[state->parent].push_back({state->tail, key});
+  }
   used_bytes_ += bytes;
 }
 
 void DiskTier::DropLocked(const cache::TierKey& key) const {
   auto it = index_.find(key);
   if (it == index_.end()) return;
-  if (report_drops_) dropped_.push_back(key);
+  if (report_drops_ && !it->second.state) dropped_.push_back(key);
+  if (it->second.state) {
+    auto& v = states_by_parent_[it->second.parent];
+    std::erase_if(v, [&](const cache::TierState& s) { return s.key == key; });
+    if (v.empty()) states_by_parent_.erase(it->second.parent);
+  }
   used_bytes_ -= it->second.bytes;
   lru_.erase(it->second.lru);
   index_.erase(it);
@@ -194,66 +231,37 @@ bool DiskTier::Contains(const cache::TierKey& key) const {
   struct stat st;
   if (stat(BlockPath(key).c_str(), &st) != 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
-  IndexLocked(key, st.st_size);
+  IndexLocked(key, st.st_size, nullptr);
   ++stats_.found_on_disk;
   return true;
 }
 
-bool DiskTier::Load(const cache::TierKey& key, std::span<const iovec> dst) {
-  const double t0 = Now();
-  size_t want = 0;
-  for (const iovec& v : dst) want += v.iov_len;
-  RADIXLM_CHECK_MSG(want == config_.block_bytes, "a block load's segments do not add up to a block");
-  auto fail = [&](int64_t DiskTierStats::*reason, bool remove) {
-    std::lock_guard<std::mutex> lock(mu_);
-    DropLocked(key);
-    ++(stats_.*reason);
-    ++stats_.loads;
-    stats_.load_seconds += Now() - t0;
-    if (remove) unlink(BlockPath(key).c_str());
-    return false;
-  };
+bool DiskTier::LoadQueued(const cache::TierKey& key, std::span<const iovec> dst) {
+  std::shared_ptr<Pending> p;
   {
-    // Still queued or being written: the bytes are in memory.
-    std::shared_ptr<Pending> p;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = in_flight_.find(key);
-      if (it != in_flight_.end()) p = it->second;
-    }
-    if (p) {
-      const uint8_t* src = p->file.data() + kHeaderBytes;
-      for (const iovec& v : dst) {
-        std::memcpy(v.iov_base, src, v.iov_len);
-        src += v.iov_len;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.loads;
-      ++stats_.loaded_blocks;
-      stats_.load_seconds += Now() - t0;
-      return true;
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(key);
+    if (it == in_flight_.end()) return false;
+    p = it->second;
   }
-  const int fd = open(BlockPath(key).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(&DiskTierStats::failed_missing, false);
-  Header h;
-  struct stat st;
-  const bool header_ok = fstat(fd, &st) == 0 && pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-                         std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion && h.header_bytes == kHeaderBytes &&
-                         h.payload_bytes == config_.block_bytes && h.block_tokens == static_cast<uint32_t>(config_.block_tokens) &&
-                         std::memcmp(h.fingerprint, fp_digest_.data(), 32) == 0 && std::memcmp(h.key, key.data(), 32) == 0 &&
-                         static_cast<uint64_t>(st.st_size) == kHeaderBytes + config_.block_bytes;
-  if (!header_ok) {
-    close(fd);
-    return fail(&DiskTierStats::failed_corrupt, true);
+  const uint8_t* src = p->file.data() + kHeaderBytes;
+  for (const iovec& v : dst) {
+    std::memcpy(v.iov_base, src, v.iov_len);
+    src += v.iov_len;
   }
-  // One vectored read straight into the pool (preadv takes at most IOV_MAX segments at once).
+  return true;
+}
+
+namespace {
+
+// Reads [offset, offset + sum of dst) of fd into dst (preadv takes at most IOV_MAX segments).
+size_t ReadInto(int fd, std::span<const iovec> dst, size_t offset) {
   size_t done = 0;
   std::vector<iovec> rest(dst.begin(), dst.end());
   size_t first = 0;
   while (first < rest.size()) {
     const int n = static_cast<int>(std::min<size_t>(rest.size() - first, IOV_MAX));
-    const ssize_t r = preadv(fd, rest.data() + first, n, static_cast<off_t>(kHeaderBytes + done));
+    const ssize_t r = preadv(fd, rest.data() + first, n, static_cast<off_t>(offset + done));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     done += static_cast<size_t>(r);
@@ -264,26 +272,104 @@ bool DiskTier::Load(const cache::TierKey& key, std::span<const iovec> dst) {
       rest[first].iov_len -= left;
     }
   }
+  return done;
+}
+
+}  // namespace
+
+DiskTier::LoadResult DiskTier::ReadFile(bool state, const cache::TierKey& key, std::span<const iovec> dst,
+                                        int64_t* file_bytes) const {
+  size_t want = 0;
+  for (const iovec& v : dst) want += v.iov_len;
+  const int fd = open(PathOf(state, key).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return LoadResult::kMissing;
+  Header h;
+  struct stat st;
+  const bool header_ok = fstat(fd, &st) == 0 && pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+                         std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion && h.header_bytes == kHeaderBytes &&
+                         h.kind == (state ? 1u : 0u) && h.payload_bytes == want &&
+                         h.block_tokens == static_cast<uint32_t>(config_.block_tokens) &&
+                         std::memcmp(h.fingerprint, fp_digest_.data(), 32) == 0 && std::memcmp(h.key, key.data(), 32) == 0 &&
+                         static_cast<uint64_t>(st.st_size) == kHeaderBytes + want;
+  const size_t done = header_ok ? ReadInto(fd, dst, kHeaderBytes) : 0;
   close(fd);
-  if (done != want) return fail(&DiskTierStats::failed_io, false);
+  if (!header_ok) return LoadResult::kCorrupt;
+  if (done != want) return LoadResult::kIoError;
   Header zero = h;
   zero.crc = 0;
   uint32_t crc = core::Crc32c(&zero, sizeof zero);
   for (const iovec& v : dst) crc = core::Crc32cExtend(crc, v.iov_base, v.iov_len);
-  if (crc != h.crc) return fail(&DiskTierStats::failed_corrupt, true);
+  if (crc != h.crc) return LoadResult::kCorrupt;
+  *file_bytes = st.st_size;
+  return LoadResult::kOk;
+}
+
+bool DiskTier::Load(const cache::TierKey& key, std::span<const iovec> dst) {
+  size_t want = 0;
+  for (const iovec& v : dst) want += v.iov_len;
+  RADIXLM_CHECK_MSG(want == config_.block_bytes, "a block load's segments do not add up to a block");
+  return LoadFile(false, key, dst);
+}
+
+bool DiskTier::LoadState(const cache::TierKey& key, std::span<const iovec> dst) {
+  size_t want = 0;
+  for (const iovec& v : dst) want += v.iov_len;
+  RADIXLM_CHECK_MSG(want == config_.state_bytes || want == config_.state_bytes + config_.block_bytes,
+                    "a state load's segments are not a state (and a block)");
+  return LoadFile(true, key, dst);
+}
+
+bool DiskTier::LoadFile(bool state, const cache::TierKey& key, std::span<const iovec> dst) {
+  const double t0 = Now();
+  size_t want = 0;
+  for (const iovec& v : dst) want += v.iov_len;
+  int64_t file_bytes = 0;
+  // Still queued or being written: the bytes are in memory.
+  const LoadResult r = LoadQueued(key, dst) ? LoadResult::kQueued : ReadFile(state, key, dst, &file_bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  IndexLocked(key, st.st_size);  // a hit: most recently used
   ++stats_.loads;
-  ++stats_.loaded_blocks;
-  stats_.bytes_read += static_cast<int64_t>(want);
   stats_.load_seconds += Now() - t0;
-  return true;
+  switch (r) {
+    case LoadResult::kOk:
+      IndexLocked(key, file_bytes, nullptr);  // a hit: most recently used (a state file is indexed already)
+      stats_.bytes_read += static_cast<int64_t>(want);
+      [[fallthrough]];
+    case LoadResult::kQueued:
+      ++stats_.loaded_blocks;
+      return true;
+    case LoadResult::kMissing:
+      ++stats_.failed_missing;
+      break;
+    case LoadResult::kIoError:
+      ++stats_.failed_io;
+      break;
+    case LoadResult::kCorrupt:
+      ++stats_.failed_corrupt;
+      unlink(PathOf(state, key).c_str());  // never used again; the recompute writes it anew
+      break;
+  }
+  DropLocked(key);
+  return false;
 }
 
 void DiskTier::Store(const cache::TierKey& key, std::span<const iovec> segments) {
   size_t n = 0;
   for (const iovec& v : segments) n += v.iov_len;
   RADIXLM_CHECK_MSG(n == config_.block_bytes, "a block store's segments do not add up to a block");
+  Enqueue(key, nullptr, segments, n);
+}
+
+void DiskTier::StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail,
+                          std::span<const iovec> segments) {
+  size_t n = 0;
+  for (const iovec& v : segments) n += v.iov_len;
+  RADIXLM_CHECK_MSG(n == config_.state_bytes + (tail > 0 ? config_.block_bytes : 0),
+                    "a state store's segments are not a state (and its partial block)");
+  const StateInfo info{parent, tail};
+  Enqueue(key, &info, segments, n);
+}
+
+void DiskTier::Enqueue(const cache::TierKey& key, const StateInfo* state, std::span<const iovec> segments, size_t n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.stores;
@@ -295,6 +381,8 @@ void DiskTier::Store(const cache::TierKey& key, std::span<const iovec> segments)
   }
   auto p = std::make_shared<Pending>();
   p->key = key;
+  p->state = state != nullptr;
+  if (state) p->info = *state;
   p->file.resize(kHeaderBytes + n);
   uint8_t* out = p->file.data() + kHeaderBytes;
   for (const iovec& v : segments) {
@@ -315,14 +403,17 @@ bool DiskTier::WriteFile(const Pending& p) {
   std::memcpy(h.magic, kMagic, 8);
   h.version = kVersion;
   h.header_bytes = kHeaderBytes;
-  h.payload_bytes = config_.block_bytes;
+  h.payload_bytes = file.size() - kHeaderBytes;
   h.block_tokens = static_cast<uint32_t>(config_.block_tokens);
   std::memcpy(h.fingerprint, fp_digest_.data(), 32);
   std::memcpy(h.key, p.key.data(), 32);
+  h.kind = p.state ? 1 : 0;
+  h.tail = p.state ? static_cast<uint32_t>(p.info.tail) : 0;
+  if (p.state) std::memcpy(h.parent, p.info.parent.data(), 32);
   h.crc = 0;
   h.crc = core::Crc32cExtend(core::Crc32c(&h, sizeof h), file.data() + kHeaderBytes, file.size() - kHeaderBytes);
   std::memcpy(file.data(), &h, sizeof h);
-  const std::string final_path = BlockPath(p.key);
+  const std::string final_path = PathOf(p.state, p.key);
   const std::string tmp = root_ + "/tmp/" + std::to_string(getpid()) + "." + std::to_string(++tmp_seq_);
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return false;
@@ -331,7 +422,7 @@ bool DiskTier::WriteFile(const Pending& p) {
   ok = close(fd) == 0 && ok;
   if (ok) {
     const std::string hex = Hex(p.key);
-    MakeDir(root_ + "/kv/" + hex.substr(0, 2)).ok();
+    MakeDir(root_ + (p.state ? "/ssm/" : "/kv/") + hex.substr(0, 2)).ok();
     // The first writer of a key publishes; a later one's bytes are the same.
     if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) != 0 && errno != EEXIST) ok = false;
   }
@@ -340,19 +431,19 @@ bool DiskTier::WriteFile(const Pending& p) {
 }
 
 void DiskTier::EvictOverCapacity() {
-  std::vector<cache::TierKey> victims;
+  std::vector<std::string> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (used_bytes_ <= config_.capacity_bytes) return;
     const int64_t target = config_.capacity_bytes / 10 * 9;
     for (auto it = lru_.begin(); it != lru_.end() && used_bytes_ > target;) {
       const cache::TierKey key = *it++;
-      victims.push_back(key);
+      victims.push_back(PathOf(index_.at(key).state, key));
       DropLocked(key);
       ++stats_.evicted_blocks;
     }
   }
-  for (const cache::TierKey& key : victims) unlink(BlockPath(key).c_str());
+  for (const std::string& path : victims) unlink(path.c_str());
 }
 
 void DiskTier::WriterLoop() {
@@ -376,7 +467,7 @@ void DiskTier::WriterLoop() {
       queued_bytes_ -= p->file.size();
       in_flight_.erase(p->key);
       if (ok) {
-        IndexLocked(p->key, static_cast<int64_t>(p->file.size()));
+        IndexLocked(p->key, static_cast<int64_t>(p->file.size()), p->state ? &p->info : nullptr);
         ++stats_.written_blocks;
         stats_.bytes_written += static_cast<int64_t>(p->file.size());
       } else {
@@ -403,6 +494,15 @@ DiskTier::~DiskTier() {
   }
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+}
+
+std::vector<cache::TierState> DiskTier::StatesAfter(const cache::TierKey& parent) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = states_by_parent_.find(parent);
+  std::vector<cache::TierState> out = it == states_by_parent_.end() ? std::vector<cache::TierState>{} : it->second;
+  for (const auto& [key, p] : in_flight_)  // queued ones too
+    if (p->state && p->info.parent == parent) out.push_back({p->info.tail, key});
+  return out;
 }
 
 cache::TierReport DiskTier::Report() const {

@@ -5,14 +5,17 @@
 // On disk (the folder is 0700, files 0600: headers name other tenants' blocks):
 //   <dir>/v1/<fp>/MANIFEST          the fingerprint's canonical text (for people; fp is its SHA-256)
 //   <dir>/v1/<fp>/kv/<ab>/<key>.kv  a block: header, then the payload (the pool's bytes)
+//   <dir>/v1/<fp>/ssm/<ab>/<key>.st a hybrid model's recurrent state, with the KV block of the
+//                                   tokens after its last full block (the header names that
+//                                   block's key, its parent, and how many tokens follow it)
 //   <dir>/v1/<fp>/tmp/<pid>.<n>     writes in progress
 // <fp> is the model fingerprint's digest (weights, numerics, KV layout: cli/cache_tier_setup.h)
 // and seeds every key (cache/block_tier.h), so another model, another quant or another KV dtype
 // never reads this one's blocks: it has its own folder, and its keys differ anyway.
 //
-// A block file: a 128-byte header (magic, format version, payload size, block tokens, the
-// fingerprint digest, the key, CRC-32C of the header's other fields and the payload) and the
-// payload. A load checks all of it; a file that fails any check is deleted and the load fails
+// A file: a 192-byte header (magic, format version, payload size, block tokens, the fingerprint
+// digest, the key, the kind, a state's parent and tail, CRC-32C of the header's other fields and
+// the payload) and the payload. A load checks all of it; a file that fails any check is deleted and the load fails
 // (the engine recomputes the block), never used.
 //
 // Writes are behind the caller: Store() copies the bytes into a queue (bounded; beyond it a
@@ -59,6 +62,7 @@ struct DiskTierConfig {
   std::string fingerprint;         // the model fingerprint's canonical text
   int32_t block_tokens = 16;
   uint64_t block_bytes = 0;        // payload bytes of one block (the pool's KvStore::BytesPerBlock)
+  uint64_t state_bytes = 0;        // hybrid models: bytes of one recurrent state (0: none stored)
   bool fsync = false;              // fdatasync each file before its rename (power-loss durability)
   uint64_t max_queued_bytes = uint64_t{256} << 20;  // writes waiting; beyond: a store is skipped
 };
@@ -84,6 +88,7 @@ class DiskTier final : public cache::BlockTier {
   std::string medium() const override { return "disk"; }
   const cache::BlockHasher& hasher() const override { return hasher_; }
   bool Contains(const cache::TierKey& key) const override;
+  std::vector<cache::TierState> StatesAfter(const cache::TierKey& parent) const override;
   cache::TierReport Report() const override;
   void ReportDrops() override;
   std::vector<cache::TierKey> TakeDropped() override;
@@ -93,6 +98,11 @@ class DiskTier final : public cache::BlockTier {
   bool Load(const cache::TierKey& key, std::span<const iovec> dst);
   // Copies the block's bytes now and writes them behind (skipped when the queue is full).
   void Store(const cache::TierKey& key, std::span<const iovec> segments);
+  // Hybrid models: a recurrent state (state_bytes) after `tail` tokens past block `parent`, with
+  // the KV block of those tokens when tail > 0 (state_bytes + block_bytes in all), in
+  // ssm/<ab>/<key>.st; found by StatesAfter(parent), loaded whole by LoadState.
+  void StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail, std::span<const iovec> segments);
+  bool LoadState(const cache::TierKey& key, std::span<const iovec> dst);
   // Waits until every queued write is on disk (tests, shutdown).
   void Flush();
 
@@ -106,9 +116,22 @@ class DiskTier final : public cache::BlockTier {
   explicit DiskTier(DiskTierConfig config);
   core::Status Init();
   void Scan();                       // rebuilds the index from kv/, removes dead writers' tmp files
+  enum class LoadResult { kOk, kQueued, kMissing, kCorrupt, kIoError };
+  struct StateInfo {
+    cache::TierKey parent{};
+    int32_t tail = 0;
+  };
+  std::string PathOf(bool state, const cache::TierKey& key) const;
+  bool LoadQueued(const cache::TierKey& key, std::span<const iovec> dst);  // from the write queue
+  // A block's (or state's) file into dst, checked (size, header, kind, key, fingerprint, CRC).
+  LoadResult ReadFile(bool state, const cache::TierKey& key, std::span<const iovec> dst, int64_t* file_bytes) const;
+  bool LoadFile(bool state, const cache::TierKey& key, std::span<const iovec> dst);
+  void Enqueue(const cache::TierKey& key, const StateInfo* state, std::span<const iovec> segments, size_t n);
   void WriterLoop();
   struct Pending {
     cache::TierKey key;
+    bool state = false;
+    StateInfo info;
     std::vector<uint8_t> file;       // header + payload
   };
   bool WriteFile(const Pending& p);  // writer thread
@@ -117,11 +140,13 @@ class DiskTier final : public cache::BlockTier {
   struct Entry {
     int64_t bytes = 0;
     std::list<cache::TierKey>::iterator lru;
+    bool state = false;
+    cache::TierKey parent{};
   };
   struct KeyHash {
     size_t operator()(const cache::TierKey& k) const;
   };
-  void IndexLocked(const cache::TierKey& key, int64_t bytes) const;
+  void IndexLocked(const cache::TierKey& key, int64_t bytes, const StateInfo* state) const;
   void DropLocked(const cache::TierKey& key) const;
 
   DiskTierConfig config_;
@@ -132,6 +157,7 @@ class DiskTier final : public cache::BlockTier {
   std::condition_variable cv_, drained_;
   mutable std::unordered_map<cache::TierKey, Entry, KeyHash> index_;
   mutable std::list<cache::TierKey> lru_;  // least recently used first
+  mutable std::unordered_map<cache::TierKey, std::vector<cache::TierState>, KeyHash> states_by_parent_;
   mutable int64_t used_bytes_ = 0;
   std::deque<std::shared_ptr<Pending>> queue_;
   // Queued or being written: a load of one of these reads its bytes from memory.

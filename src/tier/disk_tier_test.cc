@@ -99,11 +99,11 @@ TEST_F(DiskTierTest, ACorruptTruncatedOrMissingFileFailsItsLoadAndIsRemoved) {
                     p3 = (*t)->BlockPath(keys[3]);
   {  // flip one payload byte
     std::fstream f(p0, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(128 + 1500);
+    f.seekp(192 + 1500);
     char c;
-    f.seekg(128 + 1500);
+    f.seekg(192 + 1500);
     f.get(c);
-    f.seekp(128 + 1500);
+    f.seekp(192 + 1500);
     f.put(static_cast<char>(c ^ 0x10));
   }
   ASSERT_EQ(truncate(p1.c_str(), 1000), 0);
@@ -144,7 +144,7 @@ TEST_F(DiskTierTest, AnotherFingerprintSeesNothingAndTwoProcessesShareOneFolder)
 
 TEST_F(DiskTierTest, StaysWithinItsCapacityEvictingTheLeastRecentlyUsed) {
   DiskTierConfig c = Config();
-  c.capacity_bytes = 20 * (3000 + 128);
+  c.capacity_bytes = 20 * (3000 + 192);
   auto t = DiskTier::Open(c);
   ASSERT_TRUE(t.ok());
   std::vector<cache::TierKey> keys;
