@@ -29,6 +29,26 @@ std::string SharedData(const std::string& rel) {
   return std::filesystem::exists(p) ? p.string() : "";
 }
 
+
+// `docs` documents of 320 tokens, each asked `questions` questions of 20 tokens, in shuffled
+// order; 3 output tokens each.
+std::vector<TraceRequest> DocumentQuestions(int docs, int questions, uint64_t seed) {
+  core::Rng rng(seed);
+  std::vector<int> order;
+  for (int doc = 0; doc < docs; ++doc)
+    for (int q = 0; q < questions; ++q) order.push_back(doc);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+  std::vector<TraceRequest> trace;
+  for (size_t i = 0; i < order.size(); ++i) {
+    TraceRequest r;
+    for (int k = 0; k < 320; ++k) r.input.push_back(order[i] * 1000 + k);                   // the document
+    for (int k = 0; k < 20; ++k) r.input.push_back(100000 + static_cast<int>(i) * 50 + k);  // the question
+    r.output = {1, 2, 3};
+    trace.push_back(r);
+  }
+  return trace;
+}
+
 TEST(TraceReader, ReadsMarconiLinesInAnyKeyOrderAndRejectsBrokenOnes) {
   const std::string path = WriteTemp("ok.jsonl",
       "{\"session_id\": 3, \"turn_id\": 1, \"ts\": 0.5, \"input_tokens\": [1, 2, 3], \"output_tokens\": [4]}\n"
@@ -392,19 +412,7 @@ TEST(Fleet, PrefixAwareRoutingKeepsSharedPrefixesTogether) {
   one.engine.memory_mode = cache::MemoryMode::kBlockPool;
   one.engine.num_blocks = 16 * 24;  // every document once, and room for the questions
   one.engine.block_tokens = 16;
-  std::vector<TraceRequest> trace;
-  core::Rng rng(5);
-  std::vector<int> order;
-  for (int doc = 0; doc < 16; ++doc)
-    for (int q = 0; q < 8; ++q) order.push_back(doc);
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
-  for (size_t i = 0; i < order.size(); ++i) {
-    TraceRequest r;
-    for (int k = 0; k < 320; ++k) r.input.push_back(order[i] * 1000 + k);              // the document
-    for (int k = 0; k < 20; ++k) r.input.push_back(100000 + static_cast<int>(i) * 50 + k);  // the question
-    r.output = {1, 2, 3};
-    trace.push_back(r);
-  }
+  const std::vector<TraceRequest> trace = DocumentQuestions(16, 8, 5);
   Simulator single(one, SimPolicy{}, cost);
   for (const TraceRequest& r : trace) ASSERT_TRUE(single.Feed(r).ok());
   const double single_hit = single.Finish().metrics.TokenHitRate();
@@ -625,19 +633,7 @@ TEST(Simulator, ADiskTierServesWhatThePoolEvictedAndItsReadsCostTime) {
 // an unbounded pool and the prompt tokens computed drop accordingly.
 TEST(Simulator, ADiskTierUnderASmallPoolGetsNearTheUnboundedPoolsHits) {
   const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
-  std::vector<TraceRequest> trace;
-  core::Rng rng(11);
-  std::vector<int> order;
-  for (int doc = 0; doc < 12; ++doc)
-    for (int q = 0; q < 6; ++q) order.push_back(doc);
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
-  for (size_t i = 0; i < order.size(); ++i) {
-    TraceRequest r;
-    for (int k = 0; k < 320; ++k) r.input.push_back(order[i] * 1000 + k);                   // the document
-    for (int k = 0; k < 20; ++k) r.input.push_back(100000 + static_cast<int>(i) * 50 + k);  // the question
-    r.output = {1, 2, 3};
-    trace.push_back(r);
-  }
+  const std::vector<TraceRequest> trace = DocumentQuestions(12, 6, 11);
   auto run = [&](int32_t num_blocks, double disk_bytes) {
     Simulator sim(PoolConfig(num_blocks, 16, disk_bytes), SimPolicy{}, cost);
     for (const TraceRequest& r : trace) EXPECT_TRUE(sim.Feed(r).ok());
