@@ -178,16 +178,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     seq->locked = a.locked_node;
     seq->has_lock = a.cached_tokens > 0;
     out->cached_tokens = a.cached_tokens;
-    if (tier_ && !checkpoints_) {
-      // The match goes on through the full blocks the tier holds, up to the limit.
-      const int64_t bs = config_.block_tokens;
-      out->load_from = a.cached_tokens / bs;
-      for (int64_t idx = out->load_from; (idx + 1) * bs <= limit; ++idx) {
-        const TierKey& key = TierKeyOf(tokens, idx, seq);
-        if (!tier_->Contains(key)) break;
-        out->loads.push_back({seq->block_table[idx], key});
-      }
-    }
+    if (tier_ && !checkpoints_) PlanBlockLoads(tokens, limit, seq, out);
   }
   out->hit_tokens = out->cached_tokens;
   if (config_.recurrent) {
@@ -196,6 +187,17 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     if (tier_) PlanStateLoad(tokens, seq, out);
   }
   return true;
+}
+
+void Memory::PlanBlockLoads(const std::vector<int32_t>& tokens, int64_t limit, MemorySeq* seq, Admitted* out) {
+  // The match goes on through the full blocks the tier holds, up to the limit.
+  const int64_t bs = config_.block_tokens;
+  out->load_from = out->cached_tokens / bs;
+  for (int64_t idx = out->load_from; (idx + 1) * bs <= limit; ++idx) {
+    const TierKey& key = TierKeyOf(tokens, idx, seq);
+    if (!tier_->Contains(key)) break;
+    out->loads.push_back({seq->block_table[idx], key});
+  }
 }
 
 void Memory::PlanStateLoad(const std::vector<int32_t>& tokens, MemorySeq* seq, Admitted* out) {

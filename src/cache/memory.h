@@ -265,6 +265,8 @@ class Memory {
   const TierKey& TierKeyOf(const std::vector<int32_t>& tokens, int64_t index, MemorySeq* seq) const;
   // Offers seq's full blocks of tokens[0, n) that the tier lacks (after they entered the tree).
   void OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq);
+  // Attention-only models: loads of the full blocks the tier holds past the pool's hit.
+  void PlanBlockLoads(const std::vector<int32_t>& tokens, int64_t limit, MemorySeq* seq, Admitted* out);
   // Hybrid models: the deepest state the tier holds past the pool's hit whose blocks it holds too.
   void PlanStateLoad(const std::vector<int32_t>& tokens, MemorySeq* seq, Admitted* out);
   // Hybrid models: offers the state after tokens[0, p) held in `slot`.
