@@ -101,6 +101,36 @@ MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit, 
   return r;
 }
 
+void RadixTree::Continuation(std::span<const int32_t> tokens, int64_t ns, int max, std::vector<int32_t>* out) const {
+  NodeId node = RootOf(ns);
+  if (node < 0 || max <= 0 || tokens.empty()) return;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  int64_t pos = 0, k = 0;  // tokens matched; of the current node's edge
+  while (pos < n) {
+    const auto it = nodes_[node].children.find(tokens[static_cast<size_t>(pos)]);
+    if (it == nodes_[node].children.end()) return;
+    node = it->second;
+    const Node& child = nodes_[node];
+    k = 0;
+    while (k < static_cast<int64_t>(child.tokens.size()) && pos < n && child.tokens[k] == tokens[static_cast<size_t>(pos)])
+      ++k, ++pos;
+    if (pos < n && k < static_cast<int64_t>(child.tokens.size())) return;  // diverged inside the edge
+  }
+  int left = max;
+  for (;;) {
+    const Node& cur = nodes_[node];
+    for (; k < static_cast<int64_t>(cur.tokens.size()) && left > 0; ++k, --left) out->push_back(cur.tokens[k]);
+    if (left == 0 || cur.children.empty()) return;
+    NodeId next = -1;
+    for (const auto& [tok, child] : cur.children)
+      if (next < 0 || nodes_[child].last_access > nodes_[next].last_access ||
+          (nodes_[child].last_access == nodes_[next].last_access && child < next))
+        next = child;
+    node = next;
+    k = 0;
+  }
+}
+
 Reservation RadixTree::Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens,
                                int64_t ns) const {
   Reservation r;

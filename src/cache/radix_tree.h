@@ -100,6 +100,11 @@ class RadixTree {
   // Longest cached prefix of tokens[0, limit) in namespace `ns`, with the blocks that hold it.
   // No side effects.
   MatchResult Match(const std::vector<int32_t>& tokens, int64_t limit, int64_t ns = 0) const;
+  // What followed `tokens` in the cache before: when all of `tokens` is a cached path of
+  // namespace `ns`, appends up to `max` tokens that continue it (the rest of the edge, then at
+  // each branch the most recently used child) to *out. No side effects (speculative drafts,
+  // speculate/). O(tokens + max).
+  void Continuation(std::span<const int32_t> tokens, int64_t ns, int max, std::vector<int32_t>* out) const;
   // Plans admitting a request whose first `total_tokens` positions need KV blocks; the match is
   // capped at `match_limit` (callers keep at least one prompt token to compute).
   Reservation Reserve(const std::vector<int32_t>& tokens, int64_t match_limit, int64_t total_tokens,

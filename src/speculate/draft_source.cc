@@ -1,0 +1,163 @@
+#include "speculate/draft_source.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "cache/radix_tree.h"
+#include "speculate/suffix_index.h"
+
+namespace radixlm::speculate {
+
+const char* OriginName(Origin o) {
+  switch (o) {
+    case Origin::kContext: return "context";
+    case Origin::kSuffix: return "suffix";
+    case Origin::kRadix: return "radix";
+  }
+  return "?";
+}
+
+void DraftLength::Update(int drafted, int accepted) {
+  if (drafted <= 0) return;
+  if (accepted >= drafted) k_ = std::min(max_, 2 * k_);
+  else k_ = std::max(1, accepted + 1);
+  if (accepted == 0) min_match_ = std::min(min_match_ + 1, 8);
+  else min_match_ = std::max(floor_, min_match_ - 1);
+}
+
+void FindPlaces(std::span<const int32_t> context, std::span<const int32_t> text, int64_t end, int min_match,
+                int max_match, int want, std::vector<Place>* out) {
+  const int64_t n = static_cast<int64_t>(context.size());
+  if (n == 0 || want <= 0 || min_match < 1) return;
+  const int32_t last = context.back();
+  const size_t first = out->size();
+  int longest = 0;  // the places found with max_match stop the scan once `want` of them are in
+  for (int64_t j = std::min<int64_t>(end, static_cast<int64_t>(text.size())) - 1; j >= 0 && longest < want; --j) {
+    if (text[static_cast<size_t>(j)] != last) continue;
+    int m = 1;
+    while (m < max_match && m < n && m <= j && text[static_cast<size_t>(j - m)] == context[static_cast<size_t>(n - 1 - m)]) ++m;
+    if (m < min_match) continue;
+    out->push_back({text, j + 1, m});
+    longest += m == max_match;
+  }
+  // Longest match first, the most recent first among equals; keep `want`.
+  std::stable_sort(out->begin() + static_cast<int64_t>(first), out->end(),
+                   [](const Place& a, const Place& b) { return a.match > b.match; });
+  if (out->size() - first > static_cast<size_t>(want)) out->resize(first + static_cast<size_t>(want));
+}
+
+void FrequentPath(std::span<const Place> places, int max_tokens, double min_score, std::vector<int32_t>* out) {
+  if (places.empty()) return;
+  const int best = std::max_element(places.begin(), places.end(), [](const Place& a, const Place& b) { return a.match < b.match; })->match;
+  std::vector<const Place*> alive;
+  for (const Place& p : places)
+    if (p.match == best) alive.push_back(&p);
+  double score = 1.0;
+  std::unordered_map<int32_t, std::pair<int, int>> counts;  // token -> (places, first place)
+  for (int d = 0; d < max_tokens && !alive.empty(); ++d) {
+    counts.clear();
+    for (int i = 0; i < static_cast<int>(alive.size()); ++i) {
+      const Place& p = *alive[static_cast<size_t>(i)];
+      if (p.next + d >= static_cast<int64_t>(p.text.size())) continue;
+      auto [it, added] = counts.try_emplace(p.text[static_cast<size_t>(p.next + d)], 0, i);
+      ++it->second.first;
+    }
+    if (counts.empty()) break;
+    auto top = counts.begin();
+    for (auto it = counts.begin(); it != counts.end(); ++it)
+      if (it->second.first > top->second.first || (it->second.first == top->second.first && it->second.second < top->second.second))
+        top = it;
+    score *= double(top->second.first) / double(alive.size());
+    if (score < min_score) break;
+    const int32_t token = top->first;
+    out->push_back(token);
+    std::erase_if(alive, [&](const Place* p) {
+      return p->next + d >= static_cast<int64_t>(p->text.size()) || p->text[static_cast<size_t>(p->next + d)] != token;
+    });
+  }
+}
+
+namespace {
+
+constexpr int kMaxMatch = 24;  // context tokens compared per place (a longer match ranks no higher)
+
+// Prompt lookup: the longest (then the latest) earlier occurrence of the context's suffix in
+// the sequence itself; its continuation, as far as asked.
+class NgramSource : public DraftSource {
+ public:
+  void Propose(const DraftQuery& q, Draft* out) override {
+    places_.clear();
+    FindPlaces(q.tokens, q.tokens, static_cast<int64_t>(q.tokens.size()) - 1, q.min_match, kMaxMatch, 1, &places_);
+    if (places_.empty()) return;
+    const Place& p = places_.front();
+    for (int64_t i = p.next; i < static_cast<int64_t>(p.text.size()) && static_cast<int>(out->tokens.size()) < q.max_tokens; ++i)
+      out->tokens.push_back(p.text[static_cast<size_t>(i)]);
+    out->origin = Origin::kContext;
+    out->match = p.match;
+  }
+
+ private:
+  std::vector<Place> places_;
+};
+
+// The radix tree's exact continuation of the whole context, else SuffixDecoding's frequency
+// path over the places in the sequence itself and in the suffix index of recent sequences.
+class TreeSource : public DraftSource {
+ public:
+  explicit TreeSource(const SourceContext& c) : tree_(c.tree), index_(c.suffix_index_tokens) {}
+
+  void Propose(const DraftQuery& q, Draft* out) override {
+    if (tree_) {
+      tree_->Continuation(q.tokens, q.ns, q.max_tokens, &out->tokens);
+      if (!out->tokens.empty()) {
+        out->origin = Origin::kRadix;
+        out->match = static_cast<int>(std::min<size_t>(q.tokens.size(), 1 << 30));
+        return;
+      }
+    }
+    places_.clear();
+    FindPlaces(q.tokens, q.tokens, static_cast<int64_t>(q.tokens.size()) - 1, q.min_match, kMaxMatch, kWant, &places_);
+    const size_t own = places_.size();
+    index_.Find(q.tokens, q.ns, q.min_match, kMaxMatch, kWant, &places_);
+    if (places_.empty()) return;
+    FrequentPath(places_, q.max_tokens, kMinScore, &out->tokens);
+    // Attributed to the best-ranked place's text: the sequence itself or the index.
+    const auto best = std::max_element(places_.begin(), places_.end(), [](const Place& a, const Place& b) { return a.match < b.match; });
+    out->origin = static_cast<size_t>(best - places_.begin()) < own ? Origin::kContext : Origin::kSuffix;
+    out->match = best->match;
+  }
+
+  void Finished(std::span<const int32_t> tokens, int64_t ns) override { index_.Add(tokens, ns); }
+
+ private:
+  static constexpr int kWant = 16;
+  static constexpr double kMinScore = 0.3;
+  const cache::RadixTree* tree_;
+  SuffixIndex index_;
+  std::vector<Place> places_;
+};
+
+std::unique_ptr<DraftSource> MakeNgram(const SourceContext&) { return std::make_unique<NgramSource>(); }
+std::unique_ptr<DraftSource> MakeTree(const SourceContext& c) { return std::make_unique<TreeSource>(c); }
+
+constexpr SourceRow kSources[] = {
+    {"ngram", "prompt lookup: what followed the context's last tokens earlier in the same sequence", MakeNgram},
+    {"tree", "the radix cache's continuation of the whole context, else the most frequent continuation of its "
+             "suffix in the sequence and in recent sequences (SuffixDecoding)", MakeTree},
+};
+
+}  // namespace
+
+std::span<const SourceRow> Sources() { return kSources; }
+
+core::StatusOr<std::unique_ptr<DraftSource>> MakeSource(std::string_view name, const SourceContext& context) {
+  if (name == "off") return std::unique_ptr<DraftSource>();
+  std::string names = "off";
+  for (const SourceRow& row : kSources) {
+    if (row.name == name) return row.make(context);
+    names += ", " + std::string(row.name);
+  }
+  return core::InvalidArgument("unknown --speculate source '" + std::string(name) + "' (" + names + ")");
+}
+
+}  // namespace radixlm::speculate
