@@ -1,6 +1,7 @@
 // The engine with a real (tiny random) model: sharing must never change an answer.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include <filesystem>
@@ -67,7 +68,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
   auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
                                           policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy,
-                                          0.0, cfg.prompt_end_checkpoints)
+                                          0.0, cfg.prompt_end_checkpoints, cfg.speculate.on())
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction(compaction);
@@ -289,7 +290,7 @@ TEST_F(EngineTest, StepDedupKeepsSequencesWithDifferentContextsApart) {
         seqs[i].start_position = step == 0 ? 0 : static_cast<int32_t>(ctx.size());
         seqs[i].context = step == 0 ? std::span<const int32_t>() : std::span<const int32_t>(ctx);
         seqs[i].block_table = tables[i];
-        seqs[i].want_logits = true;
+        seqs[i].logit_rows = 1;
       }
       exec.Execute({}, seqs, &logits);
       all.insert(all.end(), logits.begin(), logits.end());
@@ -1064,6 +1065,188 @@ TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPr
     const int64_t tight_computed = tight.metrics.prompt_tokens - tight.metrics.cached_prompt_tokens;
     const int64_t base_computed = base.metrics.prompt_tokens - base.metrics.cached_prompt_tokens;
     EXPECT_LE(tight_computed, base_computed) << spec;
+  }
+}
+
+// Speculative decoding's workload: prompts that repeat themselves (a pattern twice, so prompt
+// lookup finds drafts), exact repeats of earlier prompts submitted later (the radix tree then
+// holds what followed, so the tree source drafts whole answers), long enough outputs; greedy
+// and seeded sampling, stop ids, min_tokens, penalties, log-probabilities.
+Workload MakeSpeculationWorkload(uint64_t seed, int64_t vocab) {
+  core::Rng rng(seed);
+  std::vector<std::vector<int32_t>> bases;
+  for (int b = 0; b < 4; ++b) {
+    std::vector<int32_t> pattern(6 + rng.Below(10));
+    for (auto& x : pattern) x = static_cast<int32_t>(rng.Below(vocab));
+    std::vector<int32_t> t = pattern;
+    for (int k = 0; k < 2; ++k) t.insert(t.end(), pattern.begin(), pattern.end());
+    bases.push_back(t);
+  }
+  Workload w;
+  for (int i = 0; i < 20; ++i) {
+    engine::RequestParams p;
+    if (i >= 10 && rng.Below(2) == 0) {  // an earlier request again, later
+      const int j = static_cast<int>(rng.Below(10));
+      p = w.requests[static_cast<size_t>(j)];
+      w.requests.push_back(p);
+      w.submit_step.push_back(w.submit_step[static_cast<size_t>(j)] + 40 + static_cast<int>(rng.Below(20)));
+      continue;
+    }
+    const auto& base = bases[rng.Below(bases.size())];
+    p.prompt.assign(base.begin(), base.begin() + 4 + rng.Below(base.size() - 3));
+    for (int k = static_cast<int>(rng.Below(4)); k > 0; --k) p.prompt.push_back(static_cast<int32_t>(rng.Below(vocab)));
+    p.max_tokens = 8 + static_cast<int>(rng.Below(32));
+    p.cumulative_logprob = true;
+    switch (rng.Below(5)) {
+      case 0: p.sampling.temperature = 0.9f, p.sampling.seed = 100 + i; break;
+      case 1: p.stop_ids = {p.prompt[rng.Below(p.prompt.size())]}, p.min_tokens = 3; break;
+      case 2: p.sampling.frequency_penalty = 0.5f, p.sampling.repetition_penalty = 1.1f; break;
+      case 3: p.top_logprobs = 3; break;
+      default: break;
+    }
+    w.requests.push_back(p);
+    w.submit_step.push_back(static_cast<int>(rng.Below(20)));
+  }
+  return w;
+}
+
+int64_t Accepted(const engine::EngineMetrics& m) {
+  int64_t a = 0;
+  for (const engine::SpeculationCounts& c : m.speculation) a += c.accepted;
+  return a;
+}
+int64_t Drafted(const engine::EngineMetrics& m) {
+  int64_t d = 0;
+  for (const engine::SpeculationCounts& c : m.speculation) d += c.drafted;
+  return d;
+}
+
+void ExpectSameAnswers(const Workload& w, const Outcome& a, const Outcome& b, const std::string& what) {
+  ASSERT_EQ(a.outputs.size(), b.outputs.size()) << what;
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    const int k = static_cast<int>(i);
+    EXPECT_EQ(b.outputs.at(k), a.outputs.at(k)) << what << ", request " << i;
+    // Bitwise: each token's log-probability came from the same logits.
+    EXPECT_EQ(b.usage.at(k).cumulative_logprob, a.usage.at(k).cumulative_logprob) << what << ", request " << i;
+  }
+}
+
+// Drafts verified as extra rows of the step give the tokens (and log-probabilities) of plain
+// decoding, bitwise, greedy and seeded sampling alike (each kept token is the draw plain
+// decoding makes from the same logits with the same generator state), through batching,
+// chunking, a small pool (eviction, preemption with a draft appended), step dedup and parallel
+// sampling; drafts are accepted and rejected along the way.
+TEST_F(EngineTest, SpeculationNeverChangesAnAnswer) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const Workload w = MakeSpeculationWorkload(seed, model_->config().vocab_size);
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
+    off.scheduler.max_running = 6;
+    off.scheduler.step_token_budget = 24;
+    const Outcome plain = RunWorkload(*model_, w, off);
+    for (const char* source : {"ngram", "tree"}) {
+      engine::EngineConfig on = off;
+      on.speculate = {.source = source, .draft_max = 6, .min_match = 1};  // min_match 1: more drafts rejected
+      engine::EngineConfig small = on;
+      small.num_blocks = 18;
+      const Outcome a = RunWorkload(*model_, w, on), b = RunWorkload(*model_, w, small),
+                    c = RunWorkload(*model_, w, on, "", {.threshold = 1.0}, core::DType::kF32, true, /*parallel=*/true);
+      ExpectSameAnswers(w, plain, a, std::string(source));
+      ExpectSameAnswers(w, plain, b, std::string(source) + " small pool");
+      ExpectSameAnswers(w, plain, c, std::string(source) + " dedup, parallel sampling");
+      EXPECT_GT(Accepted(a.metrics), 0) << source << " seed " << seed;
+      EXPECT_GT(Drafted(a.metrics), Accepted(a.metrics)) << source << " seed " << seed << ": no draft was rejected";
+      EXPECT_LE(a.metrics.steps, plain.metrics.steps) << source << " seed " << seed;
+      EXPECT_GT(b.metrics.preemptions, 0) << source << " seed " << seed;
+      if (std::string(source) == "tree") {
+        EXPECT_GT(a.metrics.speculation[static_cast<size_t>(speculate::Origin::kRadix)].accepted, 0)
+            << "repeated prompts draft the cached answer, seed " << seed;
+      }
+    }
+  }
+}
+
+// Hybrid (Mamba2, Gated DeltaNet) and mixture-of-experts models: a rejected draft rolls the
+// recurrent state back to the state captured before it, bitwise.
+TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
+  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
+    auto model = models::LoadModel(spec).value();
+    const Workload w = MakeSpeculationWorkload(4, model->config().vocab_size);
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true, .checkpoint_slots = 16};
+    off.scheduler.max_running = 6;
+    off.scheduler.step_token_budget = 24;
+    engine::EngineConfig on = off;
+    on.speculate = {.source = "tree", .draft_max = 6, .min_match = 1};
+    const std::string policy = model->config().n_ssm_layers() > 0 ? "marconi" : "";
+    const Outcome a = RunWorkload(*model, w, off, policy), b = RunWorkload(*model, w, on, policy);
+    ExpectSameAnswers(w, a, b, spec);
+    EXPECT_GT(Accepted(b.metrics), 0) << spec;
+    EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << spec;
+    EXPECT_LE(b.metrics.steps, a.metrics.steps) << spec;
+  }
+}
+
+// A recorded continuation (a replayed trace) is checked against drafts like sampled tokens:
+// the same tokens come out, in fewer steps when the text repeats.
+TEST_F(EngineTest, SpeculationVerifiesDraftsAgainstARecordedContinuation) {
+  std::vector<int32_t> pattern = {11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  engine::RequestParams p;
+  for (int k = 0; k < 3; ++k) p.prompt.insert(p.prompt.end(), pattern.begin(), pattern.end());
+  std::vector<int32_t> given;
+  for (int k = 0; k < 4; ++k) given.insert(given.end(), pattern.begin(), pattern.end());
+  given[25] = 99;  // a change inside: a draft is rejected there
+  p.continuation = given;
+  Workload w{{p}, {0}};
+  engine::EngineConfig off{.num_blocks = 64, .block_tokens = 8};
+  engine::EngineConfig on = off;
+  on.speculate = {.source = "ngram", .draft_max = 8};
+  const Outcome a = RunWorkload(*model_, w, off), b = RunWorkload(*model_, w, on);
+  EXPECT_EQ(a.outputs.at(0), given);
+  EXPECT_EQ(b.outputs.at(0), given);
+  EXPECT_LT(b.metrics.steps, a.metrics.steps / 3);
+  EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics));
+}
+
+// Seeded sampling with drafts: the distribution of the tokens drawn is the model's. Samples
+// with speculation (seeds 0..N) and without (other seeds) are two independent samples of one
+// distribution: a chi-square test of homogeneity over the first tokens of a position where
+// drafts are verified must not reject it (p > 0.001).
+TEST_F(EngineTest, SpeculativeSamplingKeepsTheModelsDistribution) {
+  engine::RequestParams base;
+  base.prompt = {5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7};
+  base.max_tokens = 4;
+  base.sampling.temperature = 1.5f;
+  base.sampling.top_k = 8;
+  const int n = 300;
+  auto run = [&](bool spec, uint64_t seed0) {
+    Workload w;
+    for (int i = 0; i < n; ++i) {
+      engine::RequestParams p = base;
+      p.sampling.seed = seed0 + static_cast<uint64_t>(i);
+      w.requests.push_back(p);
+      w.submit_step.push_back(0);
+    }
+    engine::EngineConfig cfg{.num_blocks = 2048, .block_tokens = 8};
+    cfg.scheduler.max_running = 16;
+    if (spec) cfg.speculate = {.source = "ngram", .draft_max = 3, .max_step_rows = 64};
+    return RunWorkload(*model_, w, cfg);
+  };
+  const Outcome on = run(true, 0), off = run(false, 1000000);
+  EXPECT_GT(Drafted(on.metrics), 0);
+  for (int pos = 1; pos < 4; ++pos) {
+    std::map<int32_t, std::pair<double, double>> counts;
+    for (int i = 0; i < n; ++i) {
+      counts[on.outputs.at(i).at(pos)].first += 1;
+      counts[off.outputs.at(i).at(pos)].second += 1;
+    }
+    double chi2 = 0;
+    for (const auto& [tok, c] : counts) {
+      const double total = c.first + c.second, e = total / 2;
+      chi2 += (c.first - e) * (c.first - e) / e + (c.second - e) * (c.second - e) / e;
+    }
+    const double df = static_cast<double>(counts.size()) - 1;
+    // Wilson-Hilferty: chi2/df is about normal with mean 1 - 2/(9 df), sd sqrt(2/(9 df)); z 3.1 ~ p 0.001.
+    const double z = (std::cbrt(chi2 / df) - (1 - 2 / (9 * df))) / std::sqrt(2 / (9 * df));
+    EXPECT_LT(z, 3.1) << "position " << pos << ": chi2 " << chi2 << " over " << df << " degrees of freedom";
   }
 }
 

@@ -9,11 +9,17 @@
 
 namespace radixlm::cache {
 
-int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
-  if (!c.recurrent) return 0;
+// The layout: working slots [0, r), branch-capture slots [r, 2r), prompt-end slots, checkpoint
+// slots with 1 + captures for admission, then (draft_states) one draft slot per working slot.
+static int32_t SlotsBeforeDrafts(const MemoryConfig& c, bool hybrid_cache) {
   if (!hybrid_cache) return c.max_running;
   const int32_t captures = c.prompt_end_checkpoints ? 2 : 1;
   return (1 + captures) * c.max_running + c.checkpoint_slots + 1 + captures;
+}
+
+int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
+  if (!c.recurrent) return 0;
+  return SlotsBeforeDrafts(c, hybrid_cache) + (c.draft_states ? c.max_running : 0);
 }
 
 Memory::Memory(MemoryConfig config, PrefixCaches caches)
@@ -45,6 +51,7 @@ Memory::Memory(MemoryConfig config, PrefixCaches caches)
     tree_ = std::make_unique<RadixTree>(pool_, *policy);
   }
   if (!config_.recurrent) return;
+  draft_slot_base_ = SlotsBeforeDrafts(config_, checkpoints_ != nullptr);
   const int32_t r = config_.max_running;
   for (int32_t s = r - 1; s >= 0; --s) free_slots_.push_back(s);
   if (checkpoints_) {
@@ -54,7 +61,7 @@ Memory::Memory(MemoryConfig config, PrefixCaches caches)
       for (int32_t s = 3 * r - 1; s >= 2 * r; --s) prompt_end_free_.push_back(s);
       next = 3 * r;
     }
-    const int32_t end = StateSlots(config_, true);
+    const int32_t end = SlotsBeforeDrafts(config_, true);
     for (int32_t s = end - 1; s >= next; --s) checkpoint_free_.push_back(s);
   }
 }
@@ -310,6 +317,16 @@ bool Memory::Grow(MemorySeq* seq, int64_t upto) {
   return true;
 }
 
+void Memory::Trim(MemorySeq* seq, int64_t tokens) {
+  if (config_.mode == MemoryMode::kByteBudget) return;
+  const size_t keep = static_cast<size_t>((tokens + config_.block_tokens - 1) / config_.block_tokens);
+  while (seq->block_table.size() > keep && !seq->owned.empty() && seq->owned.back() == seq->block_table.back()) {
+    pool_.Release(seq->owned.back());
+    seq->owned.pop_back();
+    seq->block_table.pop_back();
+  }
+}
+
 StepState Memory::StateFor(MemorySeq* seq, int64_t from, int64_t n) {
   StepState s;
   s.slot = seq->state_slot;
@@ -498,7 +515,7 @@ std::string Memory::CheckInvariants() const {
     return "more free working slots than running sequences";
   if (checkpoints_ && config_.recurrent) {
     // Every checkpoint slot is either free or held by exactly one cached checkpoint.
-    const int64_t region = StateSlots(config_, true) - (config_.prompt_end_checkpoints ? 3 : 2) * config_.max_running;
+    const int64_t region = SlotsBeforeDrafts(config_, true) - (config_.prompt_end_checkpoints ? 3 : 2) * config_.max_running;
     if (static_cast<int64_t>(checkpoint_free_.size()) + checkpoints_->NodeCount() != region)
       return "checkpoint slots leaked or double-held: " + std::to_string(checkpoint_free_.size()) + " free + " +
              std::to_string(checkpoints_->NodeCount()) + " cached != " + std::to_string(region);

@@ -82,6 +82,9 @@ struct MemoryConfig {
   // much; a chat turn's repeat recomputes only its last user message without it).
   bool prompt_end_checkpoints = false;
   int64_t prompt_end_min_gap = 0;
+  // Speculative decoding on a recurrent model: one more slot per working slot, where a step
+  // that verifies a draft keeps the state from before the draft (DraftSlot).
+  bool draft_states = false;
 };
 
 // What one sequence holds. Fields are Memory's to change.
@@ -243,6 +246,13 @@ class Memory {
   CheckpointCache* checkpoints() const { return checkpoints_; }
   bool prefix_cache() const { return tree_ != nullptr; }
   int32_t free_state_slots() const { return static_cast<int32_t>(free_slots_.size()); }
+  // With config.draft_states: the slot paired with seq's working slot (-1: none).
+  int32_t DraftSlot(const MemorySeq& seq) const {
+    return config_.draft_states && seq.state_slot >= 0 ? draft_slot_base_ + seq.state_slot : -1;
+  }
+  // Gives back seq's own blocks past what `tokens` positions need (a rejected draft's; they
+  // hold no cached KV, the tree never saw them).
+  void Trim(MemorySeq* seq, int64_t tokens);
   // Empty when consistent: the tree's invariants, and every slot accounted for once.
   std::string CheckInvariants() const;
 
@@ -286,6 +296,7 @@ class Memory {
   TierStats tier_stats_;
   // Free slots of each kind (see the layout above).
   std::vector<int32_t> free_slots_, capture_free_, prompt_end_free_, checkpoint_free_;
+  int32_t draft_slot_base_ = 0;  // DraftSlot's: after every other slot
 };
 
 }  // namespace radixlm::cache

@@ -54,6 +54,10 @@ struct EngineOptions {
   double cache_disk_gb = 10;
   bool cache_fsync = false;
   std::string cache_namespace;
+  // Speculative decoding (engine::SpeculateConfig): off | ngram | tree, drafts of at most draft_max.
+  std::string speculate = "off";
+  int draft_max = 8;
+  int spec_max_rows = 16;
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);

@@ -1,5 +1,7 @@
 #include "cli/engine_setup.h"
 
+#include "speculate/draft_source.h"
+
 namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
@@ -39,8 +41,26 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_flag("--cache-fsync", o->cache_fsync, "fdatasync each block file before publishing it (survives power loss, slower)");
   cmd->add_option("--cache-namespace", o->cache_namespace,
                   "a name folded into every disk-tier key: processes with different namespaces share no blocks");
+  AddSpeculateOptions(cmd, o);
   cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
       ->check(CLI::IsMember({"trie", "gather"}))
+      ->capture_default_str();
+}
+
+void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o) {
+  std::vector<std::string> sources = {"off"};
+  std::string help = "speculative decoding without a draft model (answers unchanged): off";
+  for (const speculate::SourceRow& row : speculate::Sources()) {
+    sources.emplace_back(row.name);
+    help += " | " + std::string(row.name) + " (" + std::string(row.help) + ")";
+  }
+  cmd->add_option("--speculate", o->speculate, help)->check(CLI::IsMember(sources))->capture_default_str();
+  cmd->add_option("--draft-max", o->draft_max, "speculative decoding: draft tokens per step at most")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--spec-max-rows", o->spec_max_rows,
+                  "speculative decoding: no drafts once a step's decode rows reach this (the batch is compute-bound)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
 }
 
@@ -56,8 +76,12 @@ runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
 }
 
 runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
+  if (o.speculate != "off" && model.n_ssm_layers() > 0 && model.ssm_chunk > 0)
+    ExitIfError(core::InvalidArgument("--speculate needs the exact recurrence (--ssm-chunk 0): a chunked scan's bits depend "
+                                      "on where a step starts, so verifying a draft would change answers"));
   auto h = runner::MakeHybridServing(model, runner::ShapeOfModel(model), o.max_running,
-                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints);
+                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints,
+                                     o.speculate != "off");
   ExitIfError(h.status());
   return std::move(h).value();
 }
@@ -73,6 +97,7 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   c.checkpoint_slots = o.checkpoint_slots;
   c.prompt_end_checkpoints = o.prompt_end_checkpoints;
   c.prompt_end_min_gap = o.prompt_end_min_gap;
+  c.speculate = {.source = o.speculate, .draft_max = o.draft_max, .max_step_rows = o.spec_max_rows};
   return c;
 }
 

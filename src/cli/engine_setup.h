@@ -23,6 +23,9 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o);
 // least 32 tokens past the state its request started from (a user message's worth).
 // Call before AddEngineOptions (its help shows the default).
 void ChatServingDefaults(EngineOptions* o);
+// --speculate, --draft-max, --spec-max-rows (part of AddEngineOptions; for commands that take
+// only these).
+void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o);
 
 // The serving engine on a model and everything it runs on: the KV pool the options size, the
 // state slots and hybrid prefix cache of a model with recurrent layers, the executor with its

@@ -30,7 +30,8 @@ cache::MemoryConfig Engine::MemoryConfigOf(const EngineConfig& c, const Executor
           .eviction = c.kv_eviction,
           .max_running = c.scheduler.max_running, .recurrent = executor.state_slots() > 0,
           .checkpoint_slots = c.checkpoint_slots, .prompt_end_checkpoints = c.prompt_end_checkpoints,
-          .prompt_end_min_gap = c.prompt_end_min_gap};
+          .prompt_end_min_gap = c.prompt_end_min_gap,
+          .draft_states = c.speculate.on() && executor.state_slots() > 0 && c.memory_mode == cache::MemoryMode::kBlockPool};
 }
 
 Engine::Engine(EngineConfig config, Executor& executor, cache::PrefixCaches caches, const Clock* clock)
@@ -43,6 +44,14 @@ Engine::Engine(EngineConfig config, Executor& executor, cache::PrefixCaches cach
   RADIXLM_CHECK_MSG(executor_.state_slots() >= cache::Memory::StateSlots(memory_.config(), memory_.checkpoints() != nullptr),
                     "the executor's state store is smaller than the memory's slot layout");
   metrics_.blocks_total = config.num_blocks;
+  // A chunked recurrent scan gives bits that depend on where a call starts: verifying a draft
+  // would change answers, so such a model does not speculate (nor does one without draft slots).
+  if (config_.speculate.on() && executor_.prefill_alignment() == 0) {
+    auto source = speculate::MakeSource(config_.speculate.source,
+                                        {.tree = memory_.tree(), .suffix_index_tokens = config_.speculate.suffix_index_tokens});
+    RADIXLM_CHECK_MSG(source.ok(), source.status().message());
+    drafter_ = std::move(source).value();
+  }
 }
 
 Engine::~Engine() { Stop(); }
@@ -76,7 +85,7 @@ core::StatusOr<RequestId> Engine::Submit(RequestParams params, TokenCallback cal
   }
   if (params.min_tokens < 0 || params.min_tokens > params.max_tokens)
     return reject(core::InvalidArgument("min_tokens must be in [0, max_tokens]"));
-  auto r = std::make_unique<Req>(params.sampling);
+  auto r = std::make_unique<Req>(params.sampling, config_.speculate);
   r->sampler.SetPrompt(params.prompt);
   r->tokens = params.prompt;
   r->prompt_len = static_cast<int64_t>(params.prompt.size());
@@ -194,12 +203,13 @@ void Engine::StoreToTier() {
 void Engine::Preempt(Req& r) {
   // Keep what was computed in the cache: the recompute usually finds it there.
   Release(r, cache::ReleaseMode::kPreempt);
+  DropDraft(r, 0);
   ++r.usage.preemptions;
   std::lock_guard<std::mutex> lock(mu_);
   ++metrics_.preemptions;
 }
 
-void Engine::SampleRow(Req& r, std::span<float> logits, int32_t* token, double* cumulative, SampledInfo* info) {
+void Engine::SampleRow(Req& r, std::span<float> logits, int64_t generated, int32_t* token, double* cumulative, SampledInfo* info) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
   // logprobs: the model's distribution, before any processor changes the row.
   const bool want = r.params.top_logprobs >= 0;
@@ -211,7 +221,7 @@ void Engine::SampleRow(Req& r, std::span<float> logits, int32_t* token, double* 
     if (r.sampler.params().HasPenalties()) raw.assign(logits.begin(), logits.end());
   }
   // Logit processors (each row is its request's alone): min_tokens, the penalties, the constraint.
-  if (static_cast<int64_t>(r.tokens.size()) - r.prompt_len < r.params.min_tokens)
+  if (generated < r.params.min_tokens)
     for (int32_t id : r.params.stop_ids)
       if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
   if (r.sampler.params().HasPenalties()) r.sampler.Penalize(logits);
@@ -231,6 +241,7 @@ void Engine::SampleRow(Req& r, std::span<float> logits, int32_t* token, double* 
 void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_token) {
   Release(*r, reason == FinishReason::kCancelled ? cache::ReleaseMode::kCancel : cache::ReleaseMode::kFinish);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
+  if (drafter_ && (reason == FinishReason::kStop || reason == FinishReason::kLength)) drafter_->Finished(r->tokens, r->mem.ns);
   r->usage.total_seconds = clock_->Now() - r->submit_time;
   TokenEvent ev;
   ev.id = r->id;
@@ -250,6 +261,137 @@ void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_t
   r.reset();
 }
 
+void Engine::SampleRows(Req& r, const float* logits, int32_t rows, Produced* out) {
+  const int64_t vocab = executor_.vocab_size();
+  const int64_t real_end = static_cast<int64_t>(r.tokens.size()) - r.drafted;
+  for (int32_t i = 0; i < rows; ++i) {
+    Emitted e;
+    // The row is r's alone: the processors may write it.
+    std::span<float> row(const_cast<float*>(logits) + int64_t{i} * vocab, static_cast<size_t>(vocab));
+    SampleRow(r, row, real_end - r.prompt_len + i, &e.token, &e.logprob, &e.info);
+    if (e.token < 0) {
+      out->no_token = true;
+      return;
+    }
+    out->tokens.push_back(std::move(e));
+    const int32_t t = out->tokens.back().token;
+    const bool stop = std::ranges::find(r.params.stop_ids, t) != r.params.stop_ids.end();
+    // The next row was computed after the draft's token: it counts only if that is what was drawn.
+    if (stop || i >= r.drafted || r.tokens[static_cast<size_t>(real_end + i)] != t) return;
+  }
+}
+
+void Engine::ContinueRecorded(const Req& r, Produced* out) const {
+  const std::vector<int32_t>& given = *r.params.continuation;
+  const int64_t real_end = static_cast<int64_t>(r.tokens.size()) - r.drafted;
+  const size_t done = static_cast<size_t>(real_end - r.prompt_len);
+  // The recorded tokens stand in for the draws: the draft's rows count while they agree.
+  for (int64_t i = 0; done + static_cast<size_t>(i) < given.size(); ++i) {
+    out->tokens.push_back({given[done + static_cast<size_t>(i)], 0, {}});
+    if (i >= r.drafted || r.tokens[static_cast<size_t>(real_end + i)] != out->tokens.back().token) return;
+  }
+}
+
+void Engine::ProposeDrafts() {
+  if (!drafter_) return;
+  const SpeculateConfig& spec = config_.speculate;
+  int64_t rows = static_cast<int64_t>(running_.size());  // a row each at least
+  const bool pool = config_.memory_mode == cache::MemoryMode::kBlockPool;
+  int64_t free_tokens = pool ? int64_t{memory_.pool().num_free()} * config_.block_tokens : 0;
+  for (auto& p : running_) {
+    Req& r = *p;
+    const int64_t size = static_cast<int64_t>(r.tokens.size());
+    if (r.drafted > 0 || size <= r.prompt_len || r.cancelled) continue;  // not decoding
+    int64_t k = std::min<int64_t>(r.draft_length.length(), r.params.max_tokens - (size - r.prompt_len) - 1);
+    k = std::min<int64_t>(k, spec.max_step_rows - rows);
+    // Within the blocks it holds and the pool's free ones (a draft evicts and preempts nobody).
+    const int64_t held = static_cast<int64_t>(r.mem.block_table.size()) * config_.block_tokens;
+    if (pool) k = std::min<int64_t>(k, std::max<int64_t>(held, size) - size + free_tokens);
+    if (k <= 0 || (r.mem.state_slot >= 0 && memory_.DraftSlot(r.mem) < 0)) continue;
+    speculate::Draft d;
+    drafter_->Propose({.tokens = r.tokens, .prompt_len = r.prompt_len, .ns = r.mem.ns, .max_tokens = static_cast<int>(k),
+                       .min_match = r.draft_length.min_match()},
+                      &d);
+    if (d.tokens.empty()) continue;
+    if (static_cast<int64_t>(d.tokens.size()) > k) d.tokens.resize(static_cast<size_t>(k));
+    free_tokens -= std::max<int64_t>(size + static_cast<int64_t>(d.tokens.size()) - std::max(held, size), 0);
+    r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
+    r.drafted = static_cast<int64_t>(d.tokens.size());
+    r.draft_origin = d.origin;
+    rows += r.drafted;
+  }
+}
+
+void Engine::DropDraft(Req& r, int64_t keep) {
+  if (r.drafted <= keep) return;
+  r.tokens.resize(r.tokens.size() - static_cast<size_t>(r.drafted - keep));
+  r.drafted = keep;
+}
+
+void Engine::SettleDraft(Req& r, const Produced& produced) {
+  const int64_t real_end = static_cast<int64_t>(r.tokens.size()) - r.drafted;
+  int64_t accepted = 0;
+  while (accepted < r.drafted && accepted < static_cast<int64_t>(produced.tokens.size()) &&
+         produced.tokens[static_cast<size_t>(accepted)].token == r.tokens[static_cast<size_t>(real_end + accepted)])
+    ++accepted;
+  r.draft_length.Update(static_cast<int>(r.drafted), static_cast<int>(accepted));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SpeculationCounts& c = metrics_.speculation[static_cast<size_t>(r.draft_origin)];
+    ++c.steps;
+    c.drafted += r.drafted;
+    c.accepted += accepted;
+  }
+  // KV: rows past the accepted tokens are garbage nobody reads (the tree never sees them);
+  // a recurrent state ran over the whole draft, so it goes back to the state before it and the
+  // accepted tokens are computed again with the next step's rows.
+  if (accepted < r.drafted && r.mem.state_slot >= 0) {
+    executor_.CopyState(memory_.DraftSlot(r.mem), r.mem.state_slot);
+    r.computed = real_end;
+  } else {
+    r.computed = real_end + accepted;
+  }
+  r.tokens.resize(static_cast<size_t>(real_end));  // EmitTokens appends what was produced
+  r.drafted = 0;
+  memory_.Trim(&r.mem, real_end + accepted + 1);
+}
+
+bool Engine::EmitTokens(std::unique_ptr<Req>& owner, Produced& produced) {
+  Req& r = *owner;
+  if (produced.tokens.empty() && !produced.no_token) {  // an empty continuation: the prompt only
+    Finish(owner, FinishReason::kLength);
+    return false;
+  }
+  for (Emitted& e : produced.tokens) {
+    r.tokens.push_back(e.token);
+    r.usage.cumulative_logprob += e.logprob;
+    r.last = std::move(e.info);
+    const int64_t generated = static_cast<int64_t>(r.tokens.size()) - r.prompt_len;
+    if (generated == 1) r.usage.ttft_seconds = clock_->Now() - r.submit_time;
+    TokenEvent ev;
+    ev.id = r.id;
+    ev.token = e.token;
+    if (r.params.top_logprobs >= 0) {
+      ev.logprob = r.last.logprob;
+      ev.top_logprobs = r.last.top;  // (the final event, in Finish, reads it too)
+    }
+    const bool stop = std::ranges::find(r.params.stop_ids, e.token) != r.params.stop_ids.end();
+    if (stop) ev.finish = FinishReason::kStop;
+    else if (generated >= r.params.max_tokens) ev.finish = FinishReason::kLength;
+    if (ev.finish != FinishReason::kNone) {  // the finish event carries the final token with the usage
+      Finish(owner, ev.finish, e.token);
+      return false;
+    }
+    if (r.callback) r.callback(ev);
+  }
+  if (produced.no_token) {
+    r.error = "the output constraint (grammar) allows no token at this point";
+    Finish(owner, FinishReason::kError);
+    return false;
+  }
+  return true;
+}
+
 bool Engine::Step() {
   DrainInbox();
   // Cancellations first: they free resources for everyone else.
@@ -264,6 +406,7 @@ bool Engine::Step() {
     return false;
   }
   const double t0 = clock_->Now();
+  ProposeDrafts();
 
   // 1-2. The scheduler plans the step (chunks, preemptions, admissions), asking memory for room
   // through this adapter.
@@ -271,7 +414,7 @@ bool Engine::Step() {
   std::vector<scheduler::SeqView> run_views, wait_views;
   for (const auto& r : running_) {
     by_id[r->id] = r.get();
-    run_views.push_back({static_cast<int64_t>(r->id), r->tokens, r->computed, r->arrival, r->waited_steps, r->mem.ns});
+    run_views.push_back({static_cast<int64_t>(r->id), r->tokens, r->computed, r->arrival, r->waited_steps, r->mem.ns, r->drafted});
   }
   for (const auto& r : waiting_) {
     by_id[r->id] = r.get();
@@ -321,14 +464,23 @@ bool Engine::Step() {
     return false;
   }
 
-  // 3. Execute.
+  // 3. Execute. Drafts the plan does not reach go back first.
   struct Planned { Req* r; int64_t n; };
   std::vector<Planned> planned;
+  std::unordered_map<Req*, int64_t> chunk_end;
   for (const scheduler::StepPlan::Chunk& c : plan.chunks) {
     Req* r = by_id.at(c.id);
     RADIXLM_CHECK(r->computed == c.from);
     planned.push_back({r, c.n});
+    chunk_end[r] = c.from + c.n;
   }
+  if (drafter_)
+    for (auto* list : {&running_, &waiting_})
+      for (auto& r : *list) {
+        const auto it = chunk_end.find(r.get());
+        const int64_t real_end = static_cast<int64_t>(r->tokens.size()) - r->drafted;
+        DropDraft(*r, it == chunk_end.end() ? 0 : std::max<int64_t>(it->second - real_end, 0));
+      }
   std::vector<StepSequence> seqs;
   int64_t computed_now = 0;
   for (const Planned& p : planned) {
@@ -339,36 +491,48 @@ bool Engine::Step() {
     s.context = std::span<const int32_t>(r.tokens.data(), r.computed);
     s.share_group = r.mem.ns;
     s.block_table = r.mem.block_table;
-    s.want_logits = r.computed + p.n == static_cast<int64_t>(r.tokens.size()) && !r.params.continuation;
+    const bool reaches_end = r.computed + p.n == static_cast<int64_t>(r.tokens.size());
+    s.logit_rows = reaches_end && !r.params.continuation ? static_cast<int32_t>(1 + r.drafted) : 0;
     const cache::StepState st = memory_.StateFor(&r.mem, r.computed, p.n);
     s.state_slot = st.slot;
     s.reset_state = st.reset;
     s.restore_from = st.restore_from;
     for (const cache::StepState::Capture& c : st.captures) s.checkpoints.push_back({c.after_tokens, c.slot});
+    if (r.drafted > 0 && st.slot >= 0) {  // the state before the draft, for a rollback
+      s.checkpoints.push_back({static_cast<int32_t>(p.n - r.drafted), memory_.DraftSlot(r.mem)});
+      std::ranges::sort(s.checkpoints, {}, &StepSequence::Checkpoint::after_tokens);
+    }
     seqs.push_back(s);
     computed_now += p.n;
   }
   executor_.Execute(copies, seqs, &logits_);
 
-  // 4. Sample every row that asked for logits (in parallel on the sampling pool), then advance,
-  // stream and finish in plan order.
+  // 4. Sample every request's logit rows (requests in parallel on the sampling pool), then
+  // settle drafts, advance, stream and finish in plan order.
   const int64_t vocab = executor_.vocab_size();
-  std::vector<Req*> sampling;
-  for (const auto& p : planned)
-    if (p.r->computed + p.n == static_cast<int64_t>(p.r->tokens.size()) && !p.r->params.continuation) sampling.push_back(p.r);
-  std::vector<int32_t> sampled(sampling.size());
-  std::vector<double> logprobs(sampling.size(), 0.0);
-  std::vector<SampledInfo> info(sampling.size());
+  std::vector<Produced> produced(planned.size());
+  std::vector<std::pair<size_t, int64_t>> sampling;  // (planned index, first logits row)
+  int64_t logit_row = 0;
+  for (size_t k = 0; k < planned.size(); ++k) {
+    if (seqs[k].logit_rows == 0) continue;
+    sampling.push_back({k, logit_row});
+    logit_row += seqs[k].logit_rows;
+  }
   auto sample_rows = [&](int, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) SampleRow(*sampling[i], std::span<float>(logits_.data() + i * vocab, vocab), &sampled[i], &logprobs[i], &info[i]);
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [k, row] = sampling[static_cast<size_t>(i)];
+      SampleRows(*planned[k].r, logits_.data() + row * vocab, seqs[k].logit_rows, &produced[k]);
+    }
   };
   if (config_.sampling_pool && sampling.size() > 1) config_.sampling_pool->ParallelFor(static_cast<int64_t>(sampling.size()), sample_rows);
   else sample_rows(0, 0, static_cast<int64_t>(sampling.size()));
-  size_t row = 0;
   int64_t generated_now = 0;
   for (size_t k = 0; k < planned.size(); ++k) {
     Req& r = *planned[k].r;
     r.computed += planned[k].n;
+    const bool reached_end = r.computed == static_cast<int64_t>(r.tokens.size());
+    if (reached_end && r.params.continuation) ContinueRecorded(r, &produced[k]);
+    if (r.drafted > 0) SettleDraft(r, produced[k]);
     for (const cache::StateCopy& c : memory_.PublishAhead(r.tokens, r.computed, &r.mem)) executor_.CopyState(c.src, c.dst);
     if (!r.prompt_inserted && r.computed >= r.prompt_len) {
       memory_.Publish(r.tokens, r.prompt_len, &r.mem);  // share the prompt with concurrent requests
@@ -377,59 +541,11 @@ bool Engine::Step() {
       memory_.PublishComputed(r.tokens, r.computed, &r.mem);  // ... and its full blocks as they are done
     }
     StoreToTier();
-    if (r.computed < static_cast<int64_t>(r.tokens.size())) continue;  // prefill goes on
-    int32_t next;
-    if (r.params.continuation) {
-      const size_t given = r.tokens.size() - r.prompt_len;
-      if (given == r.params.continuation->size()) {  // an empty continuation: the prompt only
-        for (auto& ptr : running_)
-          if (ptr.get() == &r) {
-            Finish(ptr, FinishReason::kLength);
-            break;
-          }
-        continue;
-      }
-      next = (*r.params.continuation)[given];
-    } else {
-      RADIXLM_CHECK(row < sampling.size() && sampling[row] == &r);
-      next = sampled[row];
-      r.usage.cumulative_logprob += logprobs[row];
-      r.last = std::move(info[row]);
-      ++row;
-      if (next < 0) {  // the constraint allowed no token
-        for (auto& ptr : running_)
-          if (ptr.get() == &r) {
-            r.error = "the output constraint (grammar) allows no token at this point";
-            Finish(ptr, FinishReason::kError);
-            break;
-          }
-        continue;
-      }
-    }
-    r.tokens.push_back(next);
-    ++generated_now;
-    const int64_t generated = static_cast<int64_t>(r.tokens.size()) - r.prompt_len;
-    if (generated == 1) r.usage.ttft_seconds = clock_->Now() - r.submit_time;
-    TokenEvent ev;
-    ev.id = r.id;
-    ev.token = next;
-    if (r.params.top_logprobs >= 0) {
-      ev.logprob = r.last.logprob;
-      ev.top_logprobs = r.last.top;  // (the final event, in Finish, reads it too)
-    }
-    const bool stop = std::find(r.params.stop_ids.begin(), r.params.stop_ids.end(), next) != r.params.stop_ids.end();
-    if (stop) ev.finish = FinishReason::kStop;
-    else if (generated >= r.params.max_tokens) ev.finish = FinishReason::kLength;
-    if (ev.finish == FinishReason::kNone) {
-      if (r.callback) r.callback(ev);
-      continue;
-    }
-    // Final token: the finish event carries it with the usage.
-    for (auto& ptr : running_)
-      if (ptr.get() == &r) {
-        Finish(ptr, ev.finish, next);
-        break;
-      }
+    if (!reached_end) continue;  // prefill goes on
+    auto owner = std::ranges::find_if(running_, [&](const std::unique_ptr<Req>& p) { return p.get() == &r; });
+    RADIXLM_CHECK(owner != running_.end());
+    generated_now += static_cast<int64_t>(produced[k].tokens.size());
+    EmitTokens(*owner, produced[k]);
   }
   compact(running_);
   PublishMetrics(computed_now, generated_now, clock_->Now() - t0);

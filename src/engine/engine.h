@@ -19,6 +19,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -38,6 +39,7 @@
 #include "engine/executor.h"
 #include "engine/request.h"
 #include "scheduler/step_planner.h"
+#include "speculate/draft_source.h"
 
 namespace radixlm::core {
 class ThreadPool;
@@ -47,6 +49,33 @@ namespace radixlm::engine {
 
 // The cache's KV events as the engine publishes them (serve sees the engine, not the cache).
 using KvEvent = cache::KvEvent;
+
+// Speculative decoding (speculate/draft_source.h): a decoding request's draft joins the step
+// as extra rows after its next token; the rows' logits are sampled in order and the draft's
+// tokens are kept as long as the model itself produced them (for a draft of fixed tokens this
+// is the standard rejection rule: each kept token is a draw from the model's distribution, the
+// first disagreeing draw is the next token), so outputs are those of decoding without it.
+// Rejected rows are rolled back: the sequence's length is set back, blocks past it are freed,
+// the radix tree never sees them, and a recurrent model's state is restored from the state
+// captured before the draft (Memory::DraftSlot); the accepted tokens are then recomputed as
+// rows of the next step.
+struct SpeculateConfig {
+  std::string source = "off";  // off | a row of speculate::Sources()
+  int draft_max = 8;           // tokens per draft at most (speculate::DraftLength adapts below it)
+  int min_match = 2;           // context tokens a draft's place must share at least
+  // Drafts only while the step's decode rows stay within this: past it the batch alone keeps
+  // the CPU's arithmetic busy, and verifying a draft costs as much as computing a token.
+  int max_step_rows = 16;
+  int64_t suffix_index_tokens = 1 << 20;  // the tree source's index of recent sequences
+  bool on() const { return source != "off"; }
+};
+
+// Counters of one draft origin (speculate::Origin).
+struct SpeculationCounts {
+  int64_t steps = 0;     // verifications: a request's step that computed a draft
+  int64_t drafted = 0;   // draft tokens computed
+  int64_t accepted = 0;  // of which the model produced
+};
 
 struct EngineConfig {
   // kByteBudget: the executor stores nothing (a cost model) and the hybrid cache policy alone
@@ -67,6 +96,7 @@ struct EngineConfig {
   // Hybrid cache: keep each prompt's end state too (cache::MemoryConfig::prompt_end_checkpoints).
   bool prompt_end_checkpoints = false;
   int64_t prompt_end_min_gap = 0;
+  SpeculateConfig speculate;
 };
 
 struct EngineMetrics {
@@ -83,6 +113,7 @@ struct EngineMetrics {
   int64_t tier_hit_tokens = 0, tier_loaded_blocks = 0, tier_failed_loads = 0, tier_offered_blocks = 0;
   double tier_load_seconds = 0;  // wall time the engine waited for loads (on its clock)
   double step_seconds_total = 0;
+  std::array<SpeculationCounts, speculate::kOrigins> speculation{};  // by speculate::Origin
   double TokenHitRate() const { return prompt_tokens ? double(cached_prompt_tokens) / prompt_tokens : 0; }
   double RequestHitRate() const { return admitted_requests ? double(hit_requests) / admitted_requests : 0; }
 };
@@ -163,12 +194,39 @@ class Engine {
     bool end_early = false;  // with cancelled: finish as stopped, keep the cache
     int64_t arrival = 0, waited_steps = 0;
     double submit_time = 0;
-    explicit Req(const sampling::SamplingParams& s) : sampler(s) {}
+    // Speculative decoding: the last `drafted` of `tokens` are this step's draft.
+    int64_t drafted = 0;
+    speculate::Origin draft_origin = speculate::Origin::kContext;
+    speculate::DraftLength draft_length;
+    Req(const sampling::SamplingParams& s, const SpeculateConfig& spec)
+        : sampler(s), draft_length(spec.draft_max, spec.min_match) {}
+  };
+  // A token a step produced for a request, with what its event carries.
+  struct Emitted {
+    int32_t token = -1;
+    double logprob = 0;  // for best_of's cumulative log-probability
+    SampledInfo info;
+  };
+  struct Produced {
+    std::vector<Emitted> tokens;
+    bool no_token = false;  // the constraint allowed none after these
   };
 
   // Draws r's next token from its logits row (processors, constraint, sampler); -1 when the
   // constraint allows none. cumulative: the drawn token's log-probability (best_of).
-  void SampleRow(Req& r, std::span<float> logits, int32_t* token, double* cumulative, SampledInfo* info);
+  void SampleRow(Req& r, std::span<float> logits, int64_t generated, int32_t* token, double* cumulative, SampledInfo* info);
+  // r's tokens from its logit rows (its next token, then one per draft token while the draft
+  // agrees with what was drawn), or from its recorded continuation.
+  void SampleRows(Req& r, const float* logits, int32_t rows, Produced* out);
+  void ContinueRecorded(const Req& r, Produced* out) const;
+  // Speculative decoding: appends drafts to the running requests before the step is planned;
+  // after planning, takes back the draft tokens a request's chunk does not reach; after the
+  // step, keeps the accepted ones and rolls the rest back.
+  void ProposeDrafts();
+  void DropDraft(Req& r, int64_t keep);
+  void SettleDraft(Req& r, const Produced& produced);
+  // Emits r's produced tokens in order (events, stop, length); false when r finished.
+  bool EmitTokens(std::unique_ptr<Req>& owner, Produced& produced);
   void DrainInbox();
   // alone: no other request holds memory.
   bool Admit(Req& r, std::vector<BlockCopy>* copies, bool alone);
@@ -206,6 +264,7 @@ class Engine {
   std::unique_ptr<cache::KvEventLog> kv_events_;  // the tree's observer when events are published
   std::function<void(std::vector<cache::KvEvent>)> kv_sink_;
   bool kv_states_ = false;
+  std::unique_ptr<speculate::DraftSource> drafter_;  // null: no speculative decoding
 };
 
 }  // namespace radixlm::engine

@@ -19,7 +19,7 @@ struct StepSequence {
   std::span<const int32_t> context;
   int64_t share_group = 0;               // rows are shared only within a group (cache namespace)
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
-  bool want_logits = false;              // logits of the last token
+  int32_t logit_rows = 0;                // logits of the last logit_rows tokens (a draft's: 1 + its length)
   // Models with recurrent (Mamba2) layers: the sequence's working state slot, reset to the
   // empty state first when the sequence starts at position 0.
   int32_t state_slot = -1;
@@ -52,7 +52,9 @@ struct StateTransfer {
 class Executor {
  public:
   virtual ~Executor() = default;
-  // logits: [number of sequences with want_logits, vocab], in sequence order.
+  // logits: [sum of the sequences' logit_rows, vocab], in sequence and row order. A row's logits
+  // must not depend on the other rows of the step (batch invariance): speculative decoding
+  // relies on k + 1 rows of a sequence giving the bits of k + 1 steps of one row.
   virtual void Execute(std::span<const BlockCopy> copies, std::span<const StepSequence> seqs, std::vector<float>* logits) = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_context() const = 0;

@@ -45,12 +45,12 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
 
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& model_shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
-                                                double alpha, bool prompt_end_checkpoints) {
+                                                double alpha, bool prompt_end_checkpoints, bool draft_states) {
   HybridServing out;
   if (model.n_ssm_layers() == 0) return out;
   // The slot layout is cache::Memory's; the state store holds exactly its slots.
   const cache::MemoryConfig layout{.max_running = max_running, .recurrent = true, .checkpoint_slots = checkpoint_slots,
-                                   .prompt_end_checkpoints = prompt_end_checkpoints};
+                                   .prompt_end_checkpoints = prompt_end_checkpoints, .draft_states = draft_states};
   if (checkpoint_slots <= 0) {
     out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, false));
     return out;

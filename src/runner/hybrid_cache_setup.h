@@ -22,10 +22,12 @@ struct HybridServing {
 // holds them (kv_dtype), SSM states f32 as the state store holds them.
 cache::HybridShape ShapeOfModel(const models::ModelConfig& model, core::DType kv_dtype = core::DType::kF32);
 
-// policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache. shape:
+// policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache;
+// draft_states: the slots speculative decoding rolls back to (cache::MemoryConfig). shape:
 // the model's cache shape (ShapeOfModel), which sizes checkpoints and ranks them.
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
-                                                double alpha = 0, bool prompt_end_checkpoints = false);
+                                                double alpha = 0, bool prompt_end_checkpoints = false,
+                                                bool draft_states = false);
 
 }  // namespace radixlm::runner

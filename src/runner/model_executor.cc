@@ -89,7 +89,7 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
       ids_.push_back(s.tokens[i]);
       positions_.push_back(s.start_position + static_cast<int32_t>(i));
     }
-    if (s.want_logits) rows_.push_back(static_cast<int32_t>(ids_.size() - 1));
+    for (int32_t k = s.logit_rows; k > 0; --k) rows_.push_back(static_cast<int32_t>(ids_.size()) - k);
     b.seqs.push_back({begin, static_cast<int64_t>(s.tokens.size()), s.block_table});
     seq_begin.push_back(static_cast<int64_t>(ids_.size()));
     if (states_) {

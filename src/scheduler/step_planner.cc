@@ -23,6 +23,14 @@ int64_t RowsSharedWithPlan(std::span<const int32_t> tokens, int64_t start, int64
 namespace {
 // Waiting requests (in queue order) checked for a running prefill to wait for, per step.
 constexpr int kMaxAwaitedPerStep = 64;
+
+// The draft tokens a chunk of n tokens of r also computes: when it reaches the draft, as many
+// as the budget left after it allows and memory gives without preempting anyone.
+int64_t DraftRows(const SeqView& r, int64_t n, int64_t budget, Room& room) {
+  if (r.speculative <= 0 || r.computed + n + r.speculative != static_cast<int64_t>(r.tokens.size())) return 0;
+  const int64_t d = std::min<int64_t>(r.speculative, std::max<int64_t>(budget - n, 0));
+  return d > 0 && room.Grow(r.id, r.computed + n + d) ? d : 0;
+}
 }  // namespace
 
 StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_in, std::span<const SeqView> waiting_in,
@@ -53,6 +61,8 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
     plan.preempted.push_back(running[i].id);
     SeqView w = running[i];
     w.computed = 0;
+    w.tokens = w.tokens.first(w.tokens.size() - static_cast<size_t>(w.speculative));  // a draft goes with its memory
+    w.speculative = 0;
     waiting.push_front(w);  // the last preempted first
     running.erase(running.begin() + static_cast<int64_t>(i));
   };
@@ -60,7 +70,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
   // 1. Running sequences: decodes take one token each, prefills a chunk of the budget.
   for (size_t i = 0; i < running.size(); ++i) {
     const SeqView& r = running[i];
-    const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.computed;
+    const int64_t remaining = static_cast<int64_t>(r.tokens.size()) - r.speculative - r.computed;
     const bool decode = remaining == 1;
     const int64_t shared = decode ? 0 : shared_with_plan(r, r.computed);
     const int64_t n =
@@ -77,7 +87,7 @@ StepPlan PlanStep(const PlannerConfig& config, std::span<const SeqView> running_
       --i;
       continue;
     }
-    plan_chunk(running[i], n, shared);
+    plan_chunk(running[i], n + DraftRows(running[i], n, budget, room), shared);
   }
 
   // 2. Admit waiting requests, cache-aware, while budget (or rows shared with the plan) and

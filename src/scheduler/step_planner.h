@@ -1,7 +1,8 @@
 // Plans one engine step: which running sequences compute how many tokens, who is preempted when
 // memory runs out, and which waiting requests are admitted. The policy lives here, as a function
 // of ids, token spans and counts:
-//  - a token budget per step: a decode costs 1, a prefill chunk what fits, ending on the
+//  - a token budget per step: a decode costs 1 (plus the draft tokens it verifies, where the
+//    budget and free memory allow), a prefill chunk what fits, ending on the
 //    executor's alignment grid when it can (a chunked scan, --ssm-chunk N, is bitwise one
 //    prefill only when its chunks meet the grid; the default exact recurrence needs none);
 //  - rows of a chunk that a sequence already planned in this step computes (same context, same
@@ -43,6 +44,10 @@ struct SeqView {
   int64_t computed = 0;
   int64_t arrival = 0, waited_steps = 0;
   int64_t share_group = 0;  // rows are shared only within a group (a cache namespace)
+  // The last `speculative` of `tokens` are a draft (speculative decoding): computed only in a
+  // step whose chunk reaches them, as far as the budget and memory allow without preempting
+  // anyone; the chunk is then cut or extended by draft tokens alone.
+  int64_t speculative = 0;
 };
 
 // What the planner asks memory for. Every call may change memory; a false answer changed nothing.

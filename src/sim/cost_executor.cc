@@ -66,7 +66,7 @@ void CostModelExecutor::Execute(std::span<const engine::BlockCopy>, std::span<co
                                 std::vector<float>* logits) {
   int64_t tokens = 0;
   for (const engine::StepSequence& s : seqs) {
-    RADIXLM_CHECK_MSG(!s.want_logits, "the simulator replays recorded outputs; it computes no logits");
+    RADIXLM_CHECK_MSG(s.logit_rows == 0, "the simulator replays recorded outputs; it computes no logits");
     tokens += static_cast<int64_t>(s.tokens.size());
   }
   logits->clear();
