@@ -51,13 +51,6 @@ void TopLogProbs(std::span<const float> logits, int k, double lse, std::vector<s
   for (const auto& [logit, id] : heap) top->push_back({id, static_cast<float>(logit - lse)});
 }
 
-int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
-}
-
 namespace {
 
 bool ByWeight(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
@@ -128,7 +121,21 @@ struct Cut {
   return s;
 }
 
+// The first i >= from with x[i] == v (n: none), 16 lanes at a time.
+[[gnu::always_inline]] inline size_t FindBody(const float* x, size_t from, size_t n, float v) {
+  size_t i = from;
+  for (; i + kLanes <= n; i += kLanes) {
+    bool any = false;
+    for (size_t j = 0; j < kLanes; ++j) any |= x[i + j] == v;
+    if (any) break;
+  }
+  for (; i < n; ++i)
+    if (x[i] == v) return i;
+  return n;
+}
+
 #define RADIXLM_SAMPLING_ISA(SUFFIX, TARGET)                                                                  \
+  TARGET size_t Find##SUFFIX(const float* x, size_t from, size_t n, float v) { return FindBody(x, from, n, v); } \
   TARGET float MaskedSum##SUFFIX(const float* w, size_t first, size_t n, Cut cut) {                          \
     return MaskedSumBody(w, first, n, cut);                                                                     \
   }                                                                                                             \
@@ -163,6 +170,14 @@ float MaskedSumOf(const float* w, size_t first, size_t n, Cut cut) {
     case core::Isa::kAvx512: return MaskedSumAvx512(w, first, n, cut);
     case core::Isa::kAvx2: return MaskedSumAvx2(w, first, n, cut);
     default: return MaskedSumBase(w, first, n, cut);
+  }
+}
+
+size_t FindOf(const float* x, size_t n, float v) {
+  switch (core::ActiveIsa()) {
+    case core::Isa::kAvx512: return FindAvx512(x, 0, n, v);
+    case core::Isa::kAvx2: return FindAvx2(x, 0, n, v);
+    default: return FindBase(x, 0, n, v);
   }
 }
 
@@ -250,6 +265,14 @@ void Nucleus(const std::vector<float>& w, float top_p, Candidates* out) {
 }
 
 }  // namespace
+
+// The lowest id among the maxima (NaN never wins): the vectorised maximum, then its first place.
+int32_t Argmax(std::span<const float> logits) {
+  if (logits.empty()) return 0;
+  const float m = MaxOf(logits.data(), logits.size());
+  const size_t i = FindOf(logits.data(), logits.size(), m);
+  return i < logits.size() ? static_cast<int32_t>(i) : 0;
+}
 
 void TruncatedDistribution(std::span<const float> logits, const SamplingParams& params, Candidates* out) {
   const float inv_t = 1.0f / params.temperature;

@@ -177,5 +177,23 @@ TEST(SamplerTest, EveryIsaDrawsTheSameTokens) {
   EXPECT_EQ(nucleus[0], nucleus[2]);
 }
 
+// Greedy sampling (and speculative decoding's verification, which runs it on every draft row)
+// picks the lowest id among the maxima, on every ISA, as the scalar scan does.
+TEST(SamplerTest, ArgmaxIsTheFirstMaximumOnEveryIsa) {
+  core::Rng rng(4);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> logits(1 + rng.Below(3000));
+    for (auto& x : logits) x = static_cast<float>(rng.Below(7)) - (rng.Below(10) == 0 ? INFINITY : 0.0f);  // ties, -inf
+    int32_t want = 0;
+    for (size_t i = 1; i < logits.size(); ++i)
+      if (logits[i] > logits[static_cast<size_t>(want)]) want = static_cast<int32_t>(i);
+    for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+      core::SetIsaCap(isa);
+      EXPECT_EQ(Argmax(logits), want) << trial;
+    }
+    core::SetIsaCap(core::Isa::kAvx512);
+  }
+}
+
 }  // namespace
 }  // namespace radixlm::sampling
