@@ -19,6 +19,7 @@
 #include "cli/common.h"
 #include "cli/engine_setup.h"
 #include "cli/progress.h"
+#include "cli/speculate_bench.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
 #include "engine/batch_runner.h"
@@ -253,6 +254,41 @@ void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const t
               generated / seconds, n);
 }
 
+// `generate --speculate`: one request through the serving engine with drafts.
+void GenerateSpeculative(models::Transformer& model, core::ThreadPool& pool, const tokenizer::Tokenizer* tok,
+                         const std::vector<int32_t>& prompt, const runner::GenerateOptions& gen, const EngineOptions& eo,
+                         core::DType kv_dtype, bool json_out) {
+  std::unique_ptr<tokenizer::StreamDecoder> stream;
+  if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
+  if (!json_out) std::printf("prompt: %zu tokens; generated:%s", prompt.size(), tok ? "\n" : "");
+  std::string text;
+  const SpeculativeRun r = RunSpeculative(model, pool, prompt, gen, eo, kv_dtype, [&](int32_t id) {
+    if (stream) {
+      const std::string piece = stream->Push(id);
+      text += piece;
+      if (!json_out) std::printf("%s", piece.c_str());
+    } else if (!json_out) {
+      std::printf(" %d", id);
+    }
+    std::fflush(stdout);
+  });
+  if (stream) text += stream->Finish();
+  const double decode_tps = r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
+  const double per_step = r.decode_steps > 0 ? double(r.tokens.size() - 1) / r.decode_steps : 0;
+  if (json_out) {
+    json j = {{"prompt_tokens", prompt.size()}, {"tokens", r.tokens}, {"prefill_seconds", r.prefill_seconds},
+              {"decode_tokens_per_s", decode_tps}, {"stopped", r.stopped}, {"speculate", eo.speculate},
+              {"tokens_per_step", per_step}, {"drafted", r.drafted}, {"accepted", r.accepted},
+              {"acceptance_rate", r.drafted ? double(r.accepted) / r.drafted : 0.0}, {"by_origin", r.by_origin}};
+    if (tok) j["text"] = text;
+    std::printf("%s\n", core::JsonText(j).c_str());
+  } else {
+    std::printf("\n%zu tokens; prefill %.1f ms, decode %.1f tok/s%s; %.2f tokens per step, %lld of %lld draft tokens accepted\n",
+                r.tokens.size(), r.prefill_seconds * 1e3, decode_tps, r.stopped ? ", ended on a stop token" : "", per_step,
+                static_cast<long long>(r.accepted), static_cast<long long>(r.drafted));
+  }
+}
+
 void RegisterGenerate(CLI::App& app) {
   struct Opts {
     ModelOptions model;
@@ -261,6 +297,7 @@ void RegisterGenerate(CLI::App& app) {
     std::string stop, prompt;
     bool json_out = false, chat = false;
     int n = 1;
+    EngineOptions engine;  // --speculate: through the serving engine
   };
   auto o = std::make_shared<Opts>();
   o->gen.max_tokens = 32;
@@ -281,6 +318,7 @@ void RegisterGenerate(CLI::App& app) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "print one JSON object");
+  AddSpeculateOptions(cmd, &o->engine);
   cmd->callback([o] {
     auto m = LoadFromOptions(o->model);
     ExitIfError(m.status());
@@ -315,6 +353,7 @@ void RegisterGenerate(CLI::App& app) {
     }
     core::ThreadPool pool(o->model.threads);
     if (o->n > 1) return GenerateSamples(model, pool, tok.get(), prompt, o->gen, o->n, KvDtypeOf(o->model), o->json_out);
+    if (o->engine.speculate != "off") return GenerateSpeculative(model, pool, tok.get(), prompt, o->gen, o->engine, KvDtypeOf(o->model), o->json_out);
     KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o->gen.max_tokens, KvDtypeOf(o->model));
     runner::Generator gen(model, pool, kv.store, kv.pool);
     std::unique_ptr<tokenizer::StreamDecoder> stream;
@@ -590,6 +629,9 @@ void RegisterBench(CLI::App& app) {
     // Cascade decode: decode_batch > 0 switches to it.
     int decode_batch = 0;
     std::string cascade = "on";
+    // Speculative decoding: --speculate given switches to it (one prompt through the engine).
+    EngineOptions engine;
+    std::string prompt, prompt_file;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run; "
@@ -614,7 +656,12 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--cascade", o->cascade, "with --decode-batch: cascade attention on | off")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  cmd->callback([o] {
+  AddSpeculateOptions(cmd, &o->engine);
+  CLI::Option* speculate = cmd->get_option("--speculate");
+  cmd->add_option("--prompt,-p", o->prompt, "with --speculate: the prompt text (else --prompt-tokens random ids)");
+  cmd->add_option("--prompt-file", o->prompt_file, "with --speculate: read the prompt text from this file");
+  AddTokenizerOptions(cmd, &o->model);
+  cmd->callback([o, speculate] {
     const auto t_load = std::chrono::steady_clock::now();
     auto m = LoadFromOptions(o->model);
     ExitIfError(m.status());
@@ -622,6 +669,25 @@ void RegisterBench(CLI::App& app) {
     auto& model = **m;
     const auto& c = model.config();
     core::ThreadPool pool(o->model.threads);
+    if (speculate->count() > 0) {
+      std::vector<int32_t> prompt;
+      std::string text = o->prompt;
+      if (!o->prompt_file.empty()) {
+        std::ifstream in(o->prompt_file, std::ios::binary);
+        if (!in) ExitIfError(core::NotFound(o->prompt_file + ": cannot open"));
+        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+      if (!text.empty()) {
+        auto tok = LoadTokenizer(o->model, c.vocab_size);
+        ExitIfError(tok.status());
+        prompt = (*tok)->Encode(text, /*add_special=*/true);
+      } else {
+        core::Rng rng(11);
+        for (int i = 0; i < o->prompt_tokens; ++i) prompt.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
+      }
+      BenchSpeculativeDecode(model, pool, prompt, o->gen_tokens, o->engine, KvDtypeOf(o->model), o->repeats, o->json_out);
+      return;
+    }
     if (o->decode_batch > 0) {
       BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",
                          o->json_out, KvDtypeOf(o->model));

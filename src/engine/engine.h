@@ -77,6 +77,9 @@ struct SpeculationCounts {
   int64_t accepted = 0;  // of which the model produced
 };
 
+// The name of EngineMetrics::speculation[i]'s draft origin ("context", "suffix", "radix").
+inline const char* SpeculationOrigin(size_t i) { return speculate::OriginName(static_cast<speculate::Origin>(i)); }
+
 struct EngineConfig {
   // kByteBudget: the executor stores nothing (a cost model) and the hybrid cache policy alone
   // decides hits (cache::Memory); the pool's size is then irrelevant.

@@ -148,6 +148,10 @@ void Server::Routes() {
                                   {"block_hash", "sha256_cbor, last 8 bytes big-endian"},
                                   {"snapshot", "/kv_cache/blocks"}})},
         {"cache_tiers", CacheTiers()},
+        {"speculate", ec.speculate.on() ? json({{"source", ec.speculate.source},
+                                                 {"draft_max", ec.speculate.draft_max},
+                                                 {"max_step_rows", ec.speculate.max_step_rows}})
+                                        : json(nullptr)},
         {"scoring", scoring_ != nullptr},
         {"chat", chat_format_.has_value()},
         {"limits",
@@ -486,6 +490,23 @@ std::string Server::MetricsText() const {
     metric("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because the write queue was full.",
            disk.skipped_stores, "{medium=\"disk\"}");
   }
+  // Speculative decoding, by where drafts came from (engine::SpeculateConfig).
+  if (engine_.config().speculate.on()) {
+    auto by_origin = [&](const char* name, const char* help, auto field) {
+      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+      for (size_t i = 0; i < m.speculation.size(); ++i)
+        o << name << "{origin=\"" << engine::SpeculationOrigin(i) << "\"} " << m.speculation[i].*field << "\n";
+    };
+    by_origin("radixlm_spec_verifications_total", "Decode steps of a request that verified a draft.", &engine::SpeculationCounts::steps);
+    by_origin("radixlm_spec_draft_tokens_total", "Draft tokens computed.", &engine::SpeculationCounts::drafted);
+    by_origin("radixlm_spec_accepted_tokens_total", "Draft tokens the model produced (kept).", &engine::SpeculationCounts::accepted);
+    o << "# HELP radixlm_spec_acceptance_rate Accepted / drafted tokens.\n# TYPE radixlm_spec_acceptance_rate gauge\n";
+    for (size_t i = 0; i < m.speculation.size(); ++i) {
+      const engine::SpeculationCounts& c = m.speculation[i];
+      o << "radixlm_spec_acceptance_rate{origin=\"" << engine::SpeculationOrigin(i) << "\"} "
+        << (c.drafted ? double(c.accepted) / c.drafted : 0.0) << "\n";
+    }
+  }
   // The same figures under vLLM's names, which fleet routers and dashboards read (vLLM v1:
   // gauges of requests and KV usage as a 0-1 fraction; prefix-cache counters in tokens).
   // Unlike vLLM's, the usage fraction counts cached blocks that no request holds as used.
@@ -500,6 +521,13 @@ std::string Server::MetricsText() const {
   vllm("vllm:num_preemptions_total", "counter", "Requests preempted.", m.preemptions);
   vllm("vllm:prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
   vllm("vllm:generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  if (engine_.config().speculate.on()) {
+    engine::SpeculationCounts all;
+    for (const engine::SpeculationCounts& c : m.speculation) all.steps += c.steps, all.drafted += c.drafted, all.accepted += c.accepted;
+    vllm("vllm:spec_decode_num_drafts_total", "counter", "Drafts verified.", all.steps);
+    vllm("vllm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.", all.drafted);
+    vllm("vllm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", all.accepted);
+  }
   if (scoring_) {
     const engine::ScoringStats st = scoring_->stats();
     metric("radixlm_scoring_inputs_total", "counter", "Inputs embedded or reranked.", st.sequences);
