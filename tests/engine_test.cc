@@ -1145,7 +1145,8 @@ TEST_F(EngineTest, SpeculationNeverChangesAnAnswer) {
     const Outcome plain = RunWorkload(*model_, w, off);
     for (const char* source : {"ngram", "tree"}) {
       engine::EngineConfig on = off;
-      on.speculate = {.source = source, .draft_max = 6, .min_match = 1};  // min_match 1: more drafts rejected
+      // Drafts as long as the source finds, from one-token matches: many are rejected.
+      on.speculate = {.source = source, .draft_max = 6, .min_match = 1, .adapt = false};
       engine::EngineConfig small = on;
       small.num_blocks = 18;
       const Outcome a = RunWorkload(*model_, w, on), b = RunWorkload(*model_, w, small),
@@ -1175,7 +1176,7 @@ TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
     off.scheduler.max_running = 6;
     off.scheduler.step_token_budget = 24;
     engine::EngineConfig on = off;
-    on.speculate = {.source = "tree", .draft_max = 6, .min_match = 1};
+    on.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
     const std::string policy = model->config().n_ssm_layers() > 0 ? "marconi" : "";
     const Outcome a = RunWorkload(*model, w, off, policy), b = RunWorkload(*model, w, on, policy);
     ExpectSameAnswers(w, a, b, spec);
@@ -1198,7 +1199,7 @@ TEST_F(EngineTest, SpeculationVerifiesDraftsAgainstARecordedContinuation) {
   Workload w{{p}, {0}};
   engine::EngineConfig off{.num_blocks = 64, .block_tokens = 8};
   engine::EngineConfig on = off;
-  on.speculate = {.source = "ngram", .draft_max = 8};
+  on.speculate = {.source = "ngram", .draft_max = 8, .adapt = false};
   const Outcome a = RunWorkload(*model_, w, off), b = RunWorkload(*model_, w, on);
   EXPECT_EQ(a.outputs.at(0), given);
   EXPECT_EQ(b.outputs.at(0), given);
@@ -1227,7 +1228,7 @@ TEST_F(EngineTest, SpeculativeSamplingKeepsTheModelsDistribution) {
     }
     engine::EngineConfig cfg{.num_blocks = 2048, .block_tokens = 8};
     cfg.scheduler.max_running = 16;
-    if (spec) cfg.speculate = {.source = "ngram", .draft_max = 3, .max_step_rows = 64};
+    if (spec) cfg.speculate = {.source = "ngram", .draft_max = 3, .max_step_rows = 64, .adapt = false};
     return RunWorkload(*model_, w, cfg);
   };
   const Outcome on = run(true, 0), off = run(false, 1000000);

@@ -296,13 +296,14 @@ void Engine::ProposeDrafts() {
   if (!drafter_) return;
   const SpeculateConfig& spec = config_.speculate;
   int64_t rows = static_cast<int64_t>(running_.size());  // a row each at least
+  double tokens = static_cast<double>(rows);             // ... and a token each
   const bool pool = config_.memory_mode == cache::MemoryMode::kBlockPool;
   int64_t free_tokens = pool ? int64_t{memory_.pool().num_free()} * config_.block_tokens : 0;
-  for (auto& p : running_) {
-    Req& r = *p;
+  for (auto& owner : running_) {
+    Req& r = *owner;
     const int64_t size = static_cast<int64_t>(r.tokens.size());
     if (r.drafted > 0 || size <= r.prompt_len || r.cancelled) continue;  // not decoding
-    int64_t k = std::min<int64_t>(r.draft_length.length(), r.params.max_tokens - (size - r.prompt_len) - 1);
+    int64_t k = std::min<int64_t>(spec.draft_max, r.params.max_tokens - (size - r.prompt_len) - 1);
     k = std::min<int64_t>(k, spec.max_step_rows - rows);
     // Within the blocks it holds and the pool's free ones (a draft evicts and preempts nobody).
     const int64_t held = static_cast<int64_t>(r.mem.block_table.size()) * config_.block_tokens;
@@ -310,15 +311,26 @@ void Engine::ProposeDrafts() {
     if (k <= 0 || (r.mem.state_slot >= 0 && memory_.DraftSlot(r.mem) < 0)) continue;
     speculate::Draft d;
     drafter_->Propose({.tokens = r.tokens, .prompt_len = r.prompt_len, .ns = r.mem.ns, .max_tokens = static_cast<int>(k),
-                       .min_match = r.draft_length.min_match()},
+                       .min_match = r.draft_policy.min_match()},
                       &d);
     if (d.tokens.empty()) continue;
-    if (static_cast<int64_t>(d.tokens.size()) > k) d.tokens.resize(static_cast<size_t>(k));
+    // The acceptance to expect: mostly that of drafts found by matches as long, some of this
+    // request's so far.
+    const double p = 0.75 * acceptance_.Estimate(d.match) + 0.25 * r.draft_policy.acceptance();
+    k = std::min<int64_t>(k, static_cast<int64_t>(d.tokens.size()));
+    if (spec.adapt) k = speculate::BestDraftLength(p, static_cast<int>(k), rows, tokens, step_cost_);
+    if (k == 0) {
+      r.draft_policy.Skipped();
+      continue;
+    }
+    d.tokens.resize(static_cast<size_t>(k));
     free_tokens -= std::max<int64_t>(size + static_cast<int64_t>(d.tokens.size()) - std::max(held, size), 0);
     r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
     r.drafted = static_cast<int64_t>(d.tokens.size());
     r.draft_origin = d.origin;
+    r.draft_match = d.match;
     rows += r.drafted;
+    tokens += speculate::ExpectedTokens(p, static_cast<int>(r.drafted)) - 1;
   }
 }
 
@@ -334,7 +346,8 @@ void Engine::SettleDraft(Req& r, const Produced& produced) {
   while (accepted < r.drafted && accepted < static_cast<int64_t>(produced.tokens.size()) &&
          produced.tokens[static_cast<size_t>(accepted)].token == r.tokens[static_cast<size_t>(real_end + accepted)])
     ++accepted;
-  r.draft_length.Update(static_cast<int>(r.drafted), static_cast<int>(accepted));
+  r.draft_policy.Verified(static_cast<int>(r.drafted), static_cast<int>(accepted));
+  acceptance_.Observe(r.draft_match, static_cast<int>(r.drafted), static_cast<int>(accepted));
   {
     std::lock_guard<std::mutex> lock(mu_);
     SpeculationCounts& c = metrics_.speculation[static_cast<size_t>(r.draft_origin)];
@@ -527,6 +540,10 @@ bool Engine::Step() {
   if (config_.sampling_pool && sampling.size() > 1) config_.sampling_pool->ParallelFor(static_cast<int64_t>(sampling.size()), sample_rows);
   else sample_rows(0, 0, static_cast<int64_t>(sampling.size()));
   int64_t generated_now = 0;
+  // A step of decodes only (one new token and its draft per sequence) teaches the draft
+  // lengths what rows cost.
+  bool decode_only = drafter_ != nullptr;
+  for (const Planned& p : planned) decode_only = decode_only && p.n == 1 + p.r->drafted;
   for (size_t k = 0; k < planned.size(); ++k) {
     Req& r = *planned[k].r;
     r.computed += planned[k].n;
@@ -548,7 +565,9 @@ bool Engine::Step() {
     EmitTokens(*owner, produced[k]);
   }
   compact(running_);
-  PublishMetrics(computed_now, generated_now, clock_->Now() - t0);
+  const double step_seconds = clock_->Now() - t0;
+  if (decode_only) step_cost_.Observe(computed_now, step_seconds);
+  PublishMetrics(computed_now, generated_now, step_seconds);
   return true;
 }
 

@@ -61,12 +61,18 @@ using KvEvent = cache::KvEvent;
 // rows of the next step.
 struct SpeculateConfig {
   std::string source = "off";  // off | a row of speculate::Sources()
-  int draft_max = 8;           // tokens per draft at most (speculate::DraftLength adapts below it)
+  // Tokens per draft at most. Below it, each draft's length maximises the step's expected
+  // tokens per second (speculate::BestDraftLength): the request's acceptance so far
+  // (speculate::DraftPolicy) against what steps of so many rows took on this machine
+  // (speculate::StepCost, learned from the engine's own steps), so a draft is made only where
+  // it pays: not when the batch already keeps the CPU busy, nor for text that does not repeat.
+  int draft_max = 8;
   int min_match = 2;           // context tokens a draft's place must share at least
   // Drafts only while the step's decode rows stay within this: past it the batch alone keeps
   // the CPU's arithmetic busy, and verifying a draft costs as much as computing a token.
   int max_step_rows = 16;
   int64_t suffix_index_tokens = 1 << 20;  // the tree source's index of recent sequences
+  bool adapt = true;  // false: every draft as long as its source gives (tests, measurements)
   bool on() const { return source != "off"; }
 };
 
@@ -200,9 +206,9 @@ class Engine {
     // Speculative decoding: the last `drafted` of `tokens` are this step's draft.
     int64_t drafted = 0;
     speculate::Origin draft_origin = speculate::Origin::kContext;
-    speculate::DraftLength draft_length;
-    Req(const sampling::SamplingParams& s, const SpeculateConfig& spec)
-        : sampler(s), draft_length(spec.draft_max, spec.min_match) {}
+    int draft_match = 0;  // the context match that found the draft
+    speculate::DraftPolicy draft_policy;
+    Req(const sampling::SamplingParams& s, const SpeculateConfig& spec) : sampler(s), draft_policy(spec.min_match) {}
   };
   // A token a step produced for a request, with what its event carries.
   struct Emitted {
@@ -268,6 +274,8 @@ class Engine {
   std::function<void(std::vector<cache::KvEvent>)> kv_sink_;
   bool kv_states_ = false;
   std::unique_ptr<speculate::DraftSource> drafter_;  // null: no speculative decoding
+  speculate::StepCost step_cost_;                    // decode steps' durations by rows
+  speculate::AcceptanceByMatch acceptance_;          // draft tokens accepted, by match length
 };
 
 }  // namespace radixlm::engine

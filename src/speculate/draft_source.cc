@@ -17,12 +17,81 @@ const char* OriginName(Origin o) {
   return "?";
 }
 
-void DraftLength::Update(int drafted, int accepted) {
+void DraftPolicy::Verified(int drafted, int accepted) {
   if (drafted <= 0) return;
-  if (accepted >= drafted) k_ = std::min(max_, 2 * k_);
-  else k_ = std::max(1, accepted + 1);
+  constexpr double kRate = 0.15;  // weight of one trial in the average
+  for (int i = 0; i < accepted; ++i) p_ += kRate * (1.0 - p_);
+  if (accepted < drafted) p_ -= kRate * p_;
   if (accepted == 0) min_match_ = std::min(min_match_ + 1, 8);
   else min_match_ = std::max(floor_, min_match_ - 1);
+}
+
+void DraftPolicy::Skipped() { p_ += 0.02 * (prior_ - p_); }
+
+int AcceptanceByMatch::Bucket(int match) {
+  if (match <= 0) return 0;
+  if (match <= 3) return match;
+  if (match <= 5) return 4;
+  if (match <= 8) return 5;
+  return match <= 15 ? 6 : 7;
+}
+
+double AcceptanceByMatch::Estimate(int match) const {
+  // The prior (worth 4 trials): the longer the match, the likelier the draft, so an unseen
+  // long match is tried (looping or copied text) while short ones must earn it.
+  static constexpr std::array<double, 8> kPrior = {0.3, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+  const int b = Bucket(match);
+  return (success_[b] + 4.0 * kPrior[b]) / (trials_[b] + 4.0);
+}
+
+void AcceptanceByMatch::Observe(int match, int drafted, int accepted) {
+  if (drafted <= 0) return;
+  const int b = Bucket(match);
+  // Recent verifications weigh more: the counts decay once they pass a few hundred trials.
+  if (trials_[b] > 512) success_[b] *= 0.5, trials_[b] *= 0.5;
+  success_[b] += accepted;
+  trials_[b] += accepted + (accepted < drafted ? 1 : 0);
+}
+
+void StepCost::Observe(int64_t rows, double seconds) {
+  if (rows < 1 || rows > kMaxRows || !(seconds > 0)) return;
+  const size_t r = static_cast<size_t>(rows);
+  if (count_[r] == 0) seen_.insert(std::lower_bound(seen_.begin(), seen_.end(), static_cast<int>(rows)), static_cast<int>(rows));
+  // A running mean over the first 8 steps, then an exponential average (machines change pace).
+  count_[r] = std::min(count_[r] + 1, 8);
+  mean_[r] += (seconds - mean_[r]) / count_[r];
+}
+
+double StepCost::Seconds(int64_t rows) const {
+  if (seen_.empty()) return 0;
+  rows = std::clamp<int64_t>(rows, 1, kMaxRows);
+  const auto hi = std::lower_bound(seen_.begin(), seen_.end(), static_cast<int>(rows));
+  if (hi != seen_.end() && *hi == rows) return mean_[static_cast<size_t>(rows)];
+  const double unit = mean_[static_cast<size_t>(seen_.front())] / seen_.front();  // one row's share, for the prior slope
+  if (hi == seen_.begin()) return mean_[static_cast<size_t>(*hi)] * rows / *hi;
+  const int a = *(hi - 1);
+  if (hi == seen_.end()) return mean_[static_cast<size_t>(a)] + 0.1 * unit * static_cast<double>(rows - a);
+  const int b = *hi;
+  return mean_[static_cast<size_t>(a)] + (mean_[static_cast<size_t>(b)] - mean_[static_cast<size_t>(a)]) * double(rows - a) / (b - a);
+}
+
+double ExpectedTokens(double p, int k) {
+  double e = 1, term = 1;
+  for (int i = 0; i < k; ++i) e += term *= p;
+  return e;
+}
+
+int BestDraftLength(double p, int k_max, int64_t rows, double tokens, const StepCost& cost) {
+  if (!cost.known()) return k_max;
+  // A draft must promise at least 1% over none: rows also cost what the average hides
+  // (a rollback, a recurrent model's recomputed rows, noise in the measured costs).
+  int best = 0;
+  double best_rate = 1.01 * tokens / cost.Seconds(rows);
+  for (int k = 1; k <= k_max; ++k) {
+    const double rate = (tokens - 1 + ExpectedTokens(p, k)) / cost.Seconds(rows + k);
+    if (rate > best_rate) best = k, best_rate = rate;
+  }
+  return best;
 }
 
 void FindPlaces(std::span<const int32_t> context, std::span<const int32_t> text, int64_t end, int min_match,

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -81,20 +82,66 @@ std::span<const SourceRow> Sources();
 // "off" gives null; an unknown name an InvalidArgument listing the choices.
 core::StatusOr<std::unique_ptr<DraftSource>> MakeSource(std::string_view name, const SourceContext& context);
 
-// The draft length of one sequence, adapted to what it accepted: doubles after a fully
-// accepted draft, shrinks to what was accepted plus one after a partial one; a draft of which
-// nothing was accepted raises the match length the next draft needs (text that does not
-// repeat stops drafting), an accepted one lowers it again.
-class DraftLength {
+// What one sequence's drafts have been worth: the probability that a draft token is accepted
+// (an average over the recent verifications, each accepted token a success and the first
+// rejected one a failure), and the match length its next draft needs (raised by a draft of
+// which nothing was accepted, so text that does not repeat stops drafting; lowered again by an
+// accepted one). Steps without a draft let the estimate drift back towards the prior, so a
+// sequence that starts repeating itself later is tried again.
+class DraftPolicy {
  public:
-  DraftLength(int max, int min_match) : max_(max), k_(std::min(max, 4)), floor_(min_match), min_match_(min_match) {}
-  int length() const { return k_; }
+  explicit DraftPolicy(int min_match, double prior = 0.6) : floor_(min_match), min_match_(min_match), prior_(prior), p_(prior) {}
+  double acceptance() const { return p_; }
   int min_match() const { return min_match_; }
-  void Update(int drafted, int accepted);
+  void Verified(int drafted, int accepted);
+  void Skipped();
 
  private:
-  int max_, k_, floor_, min_match_;
+  int floor_, min_match_;
+  double prior_, p_;
 };
+
+// How often draft tokens were accepted, by the length of the context match that found the
+// draft (SuffixDecoding scores a draft by such statistics): a draft found by a long match is
+// usually right, one found by a two-token match often is not. Learned from every
+// verification of the engine (per-token acceptance, as DraftPolicy counts it), from a prior
+// that rises with the match length (0.3 for one token to 0.9 for 16 or more).
+class AcceptanceByMatch {
+ public:
+  double Estimate(int match) const;
+  void Observe(int match, int drafted, int accepted);
+
+ private:
+  static int Bucket(int match);  // 1, 2, 3, 4-5, 6-8, 9-15, 16+ (0: unknown)
+  std::array<double, 8> success_{}, trials_{};
+};
+
+// A step's duration by the rows it computes, learned from the steps the engine runs (an
+// average per row count). A row count never seen is interpolated between seen ones, or
+// extrapolated from the largest with a prior slope (a tenth of one row's step per row: cheap
+// enough that longer drafts get tried, and once tried, measured).
+class StepCost {
+ public:
+  static constexpr int kMaxRows = 256;
+  void Observe(int64_t rows, double seconds);
+  double Seconds(int64_t rows) const;  // 0 before any step was seen
+  bool known() const { return !seen_.empty(); }
+
+ private:
+  std::vector<double> mean_ = std::vector<double>(kMaxRows + 1, 0.0);
+  std::vector<int> count_ = std::vector<int>(kMaxRows + 1, 0);
+  std::vector<int> seen_;  // row counts observed, ascending
+};
+
+// 1 + p + ... + p^k: the tokens a step yields for a draft of k tokens each accepted with
+// probability p (the first rejection ends it; the model's own next token always comes).
+double ExpectedTokens(double p, int k);
+
+// The draft length (0 .. k_max) that maximises a step's tokens per second when the step
+// already computes `rows` rows yielding `tokens` tokens (this sequence's own next row and
+// token included): (tokens - 1 + ExpectedTokens(p, k)) / cost(rows + k), where a draft must
+// beat none by 1%. Without a measured cost, k_max.
+int BestDraftLength(double p, int k_max, int64_t rows, double tokens, const StepCost& cost);
 
 // Candidate places for a draft: the positions right after an occurrence of the context's
 // suffix, in one text, with the suffix length that occurrence shares.

@@ -122,23 +122,41 @@ TEST(SpeculateTest, TreeSourceDraftsTheRadixContinuationThenTheSuffixIndex) {
   EXPECT_TRUE(Propose(**src, {9, 9, 41, 42, 43}, 8, 2, /*ns=*/3).tokens.empty());
 }
 
-TEST(SpeculateTest, DraftLengthAdaptsToAcceptance) {
-  DraftLength len(8, 2);
-  EXPECT_EQ(len.length(), 4);
-  len.Update(4, 4);
-  EXPECT_EQ(len.length(), 8);
-  len.Update(8, 8);
-  EXPECT_EQ(len.length(), 8);
-  len.Update(8, 2);
-  EXPECT_EQ(len.length(), 3);
-  len.Update(3, 0);
-  EXPECT_EQ(len.length(), 1);
-  EXPECT_EQ(len.min_match(), 3);
-  len.Update(1, 0);
-  EXPECT_EQ(len.min_match(), 4);
-  len.Update(1, 1);
-  EXPECT_EQ(len.min_match(), 3);
-  EXPECT_EQ(len.length(), 2);
+TEST(SpeculateTest, DraftPolicyFollowsAcceptance) {
+  DraftPolicy policy(2, 0.6);
+  for (int i = 0; i < 20; ++i) policy.Verified(4, 4);
+  EXPECT_GT(policy.acceptance(), 0.95);
+  EXPECT_EQ(policy.min_match(), 2);
+  for (int i = 0; i < 20; ++i) policy.Verified(4, 0);
+  EXPECT_LT(policy.acceptance(), 0.1);
+  EXPECT_EQ(policy.min_match(), 8);  // raised per fruitless draft, at most 8
+  for (int i = 0; i < 200; ++i) policy.Skipped();
+  EXPECT_GT(policy.acceptance(), 0.55);  // back towards the prior
+  policy.Verified(2, 1);
+  EXPECT_EQ(policy.min_match(), 7);
+}
+
+TEST(SpeculateTest, ExpectedTokensIsTheGeometricSum) {
+  EXPECT_DOUBLE_EQ(ExpectedTokens(0.5, 0), 1.0);
+  EXPECT_DOUBLE_EQ(ExpectedTokens(0.5, 3), 1.875);
+  EXPECT_DOUBLE_EQ(ExpectedTokens(1.0, 4), 5.0);
+}
+
+TEST(SpeculateTest, TheDraftLengthPaysForItsRows) {
+  StepCost cost;
+  EXPECT_EQ(BestDraftLength(0.9, 8, 1, 1, cost), 8);  // nothing measured yet: try the longest
+  // A memory-bound step: rows up to 4 cost nearly nothing more, then each costs a full row.
+  for (int r = 1; r <= 12; ++r) cost.Observe(r, r <= 4 ? 1.0 + 0.02 * r : 1.0 * (r - 3));
+  EXPECT_NEAR(cost.Seconds(3), 1.06, 1e-12);
+  EXPECT_EQ(BestDraftLength(0.9, 8, 1, 1, cost), 3);   // 1 + 3 drafts: the free rows
+  EXPECT_EQ(BestDraftLength(0.02, 8, 1, 1, cost), 0);  // text that does not repeat: no draft
+  EXPECT_EQ(BestDraftLength(0.9, 8, 4, 4, cost), 0);   // a batch of 4 already fills the free rows
+  // Interpolated between measured row counts, extrapolated past the largest.
+  StepCost sparse;
+  sparse.Observe(1, 1.0);
+  sparse.Observe(5, 3.0);
+  EXPECT_NEAR(sparse.Seconds(3), 2.0, 1e-12);
+  EXPECT_NEAR(sparse.Seconds(7), 3.2, 1e-12);
 }
 
 TEST(SpeculateTest, UnknownSourcesAreRefusedWithTheChoices) {
