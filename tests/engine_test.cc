@@ -57,6 +57,48 @@ Workload MakeWorkload(uint64_t seed, int64_t vocab) {
   return w;
 }
 
+// Speculative decoding's workload: prompts that repeat themselves (a pattern twice, so prompt
+// lookup finds drafts), exact repeats of earlier prompts submitted later (the radix tree then
+// holds what followed, so the tree source drafts whole answers), long enough outputs; greedy
+// and seeded sampling, stop ids, min_tokens, penalties, log-probabilities.
+Workload MakeSpeculationWorkload(uint64_t seed, int64_t vocab) {
+  core::Rng rng(seed);
+  std::vector<std::vector<int32_t>> bases;
+  for (int b = 0; b < 4; ++b) {
+    std::vector<int32_t> pattern(6 + rng.Below(10));
+    for (auto& x : pattern) x = static_cast<int32_t>(rng.Below(vocab));
+    std::vector<int32_t> t = pattern;
+    for (int k = 0; k < 2; ++k) t.insert(t.end(), pattern.begin(), pattern.end());
+    bases.push_back(t);
+  }
+  Workload w;
+  for (int i = 0; i < 20; ++i) {
+    engine::RequestParams p;
+    if (i >= 10 && rng.Below(2) == 0) {  // an earlier request again, later
+      const int j = static_cast<int>(rng.Below(10));
+      p = w.requests[static_cast<size_t>(j)];
+      w.requests.push_back(p);
+      w.submit_step.push_back(w.submit_step[static_cast<size_t>(j)] + 40 + static_cast<int>(rng.Below(20)));
+      continue;
+    }
+    const auto& base = bases[rng.Below(bases.size())];
+    p.prompt.assign(base.begin(), base.begin() + 4 + rng.Below(base.size() - 3));
+    for (int k = static_cast<int>(rng.Below(4)); k > 0; --k) p.prompt.push_back(static_cast<int32_t>(rng.Below(vocab)));
+    p.max_tokens = 8 + static_cast<int>(rng.Below(32));
+    p.cumulative_logprob = true;
+    switch (rng.Below(5)) {
+      case 0: p.sampling.temperature = 0.9f, p.sampling.seed = 100 + i; break;
+      case 1: p.stop_ids = {p.prompt[rng.Below(p.prompt.size())]}, p.min_tokens = 3; break;
+      case 2: p.sampling.frequency_penalty = 0.5f, p.sampling.repetition_penalty = 1.1f; break;
+      case 3: p.top_logprobs = 3; break;
+      default: break;
+    }
+    w.requests.push_back(p);
+    w.submit_step.push_back(static_cast<int>(rng.Below(20)));
+  }
+  return w;
+}
+
 // policy: for a model with Mamba2 layers, the hybrid cache policy ("" = no prefix reuse).
 // compaction: intra-step prefix dedup in the executor (threshold 0 = off).
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
@@ -105,6 +147,17 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   // The tree, the block pool and every state slot (free or held by exactly one checkpoint).
   EXPECT_EQ(eng.memory().CheckInvariants(), "");
   return out;
+}
+
+int64_t Accepted(const engine::EngineMetrics& m) {
+  int64_t a = 0;
+  for (const engine::SpeculationCounts& c : m.speculation) a += c.accepted;
+  return a;
+}
+int64_t Drafted(const engine::EngineMetrics& m) {
+  int64_t d = 0;
+  for (const engine::SpeculationCounts& c : m.speculation) d += c.drafted;
+  return d;
 }
 
 class EngineTest : public ::testing::Test {
@@ -466,6 +519,47 @@ TEST(ConstrainedEngineTest, BatchingChunkingAndPreemptionNeverChangeAConstrained
     EXPECT_EQ(outcomes[2].outputs.at(static_cast<int>(i)), outcomes[0].outputs.at(static_cast<int>(i))) << "small pool, request " << i;
   }
   EXPECT_GT(outcomes[2].metrics.preemptions, 0);
+}
+
+// A stateful constraint over a small alphabet (tokens 5..10, never the previous token again):
+// outputs repeat, so drafts are made; a draft token the constraint forbids is never kept, and
+// the constraint sees exactly the kept tokens, in order.
+class SmallAlphabetConstraint : public sampling::TokenConstraint {
+ public:
+  void Mask(std::span<float> logits) override {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (i < 5 || i > 10 || (!accepted.empty() && static_cast<int32_t>(i) == accepted.back()))
+        logits[i] = -std::numeric_limits<float>::infinity();
+  }
+  void Accept(int32_t token) override { accepted.push_back(token); }
+  std::vector<int32_t> accepted;
+};
+
+TEST(ConstrainedEngineTest, SpeculationNeverChangesAConstrainedAnswer) {
+  auto model = models::LoadModel("random:tiny").value();
+  std::vector<Outcome> outcomes;
+  for (bool spec : {false, true}) {
+    Workload w;
+    std::vector<std::shared_ptr<SmallAlphabetConstraint>> constraints;
+    for (int i = 0; i < 6; ++i) {
+      engine::RequestParams p;
+      p.prompt = {5, 6, 7, 5, 6, 7, 8, 9, static_cast<int32_t>(100 + i)};
+      p.max_tokens = 30;
+      if (i % 2) p.sampling = {.temperature = 0.8f, .seed = static_cast<uint64_t>(i)};
+      constraints.push_back(std::make_shared<SmallAlphabetConstraint>());
+      p.constraint = constraints.back();
+      w.requests.push_back(p);
+      w.submit_step.push_back(i);
+    }
+    engine::EngineConfig cfg{.num_blocks = 256, .block_tokens = 8};
+    if (spec) cfg.speculate = {.source = "ngram", .draft_max = 4, .min_match = 1, .adapt = false};
+    outcomes.push_back(RunWorkload(*model, w, cfg));
+    for (size_t i = 0; i < w.requests.size(); ++i) EXPECT_EQ(constraints[i]->accepted, outcomes.back().outputs.at(static_cast<int>(i)));
+  }
+  for (size_t i = 0; i < outcomes[0].outputs.size(); ++i)
+    EXPECT_EQ(outcomes[1].outputs.at(static_cast<int>(i)), outcomes[0].outputs.at(static_cast<int>(i))) << "request " << i;
+  EXPECT_GT(Accepted(outcomes[1].metrics), 0);
+  EXPECT_GT(Drafted(outcomes[1].metrics), Accepted(outcomes[1].metrics));
 }
 
 // With the hybrid cache, requests restore checkpoints (branch points found by speculative
@@ -1068,58 +1162,6 @@ TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPr
   }
 }
 
-// Speculative decoding's workload: prompts that repeat themselves (a pattern twice, so prompt
-// lookup finds drafts), exact repeats of earlier prompts submitted later (the radix tree then
-// holds what followed, so the tree source drafts whole answers), long enough outputs; greedy
-// and seeded sampling, stop ids, min_tokens, penalties, log-probabilities.
-Workload MakeSpeculationWorkload(uint64_t seed, int64_t vocab) {
-  core::Rng rng(seed);
-  std::vector<std::vector<int32_t>> bases;
-  for (int b = 0; b < 4; ++b) {
-    std::vector<int32_t> pattern(6 + rng.Below(10));
-    for (auto& x : pattern) x = static_cast<int32_t>(rng.Below(vocab));
-    std::vector<int32_t> t = pattern;
-    for (int k = 0; k < 2; ++k) t.insert(t.end(), pattern.begin(), pattern.end());
-    bases.push_back(t);
-  }
-  Workload w;
-  for (int i = 0; i < 20; ++i) {
-    engine::RequestParams p;
-    if (i >= 10 && rng.Below(2) == 0) {  // an earlier request again, later
-      const int j = static_cast<int>(rng.Below(10));
-      p = w.requests[static_cast<size_t>(j)];
-      w.requests.push_back(p);
-      w.submit_step.push_back(w.submit_step[static_cast<size_t>(j)] + 40 + static_cast<int>(rng.Below(20)));
-      continue;
-    }
-    const auto& base = bases[rng.Below(bases.size())];
-    p.prompt.assign(base.begin(), base.begin() + 4 + rng.Below(base.size() - 3));
-    for (int k = static_cast<int>(rng.Below(4)); k > 0; --k) p.prompt.push_back(static_cast<int32_t>(rng.Below(vocab)));
-    p.max_tokens = 8 + static_cast<int>(rng.Below(32));
-    p.cumulative_logprob = true;
-    switch (rng.Below(5)) {
-      case 0: p.sampling.temperature = 0.9f, p.sampling.seed = 100 + i; break;
-      case 1: p.stop_ids = {p.prompt[rng.Below(p.prompt.size())]}, p.min_tokens = 3; break;
-      case 2: p.sampling.frequency_penalty = 0.5f, p.sampling.repetition_penalty = 1.1f; break;
-      case 3: p.top_logprobs = 3; break;
-      default: break;
-    }
-    w.requests.push_back(p);
-    w.submit_step.push_back(static_cast<int>(rng.Below(20)));
-  }
-  return w;
-}
-
-int64_t Accepted(const engine::EngineMetrics& m) {
-  int64_t a = 0;
-  for (const engine::SpeculationCounts& c : m.speculation) a += c.accepted;
-  return a;
-}
-int64_t Drafted(const engine::EngineMetrics& m) {
-  int64_t d = 0;
-  for (const engine::SpeculationCounts& c : m.speculation) d += c.drafted;
-  return d;
-}
 
 void ExpectSameAnswers(const Workload& w, const Outcome& a, const Outcome& b, const std::string& what) {
   ASSERT_EQ(a.outputs.size(), b.outputs.size()) << what;

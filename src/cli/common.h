@@ -58,6 +58,7 @@ struct EngineOptions {
   std::string speculate = "off";
   int draft_max = 8;
   int spec_max_rows = 16;
+  bool spec_fixed = false;  // drafts as long as found (no cost model)
 };
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);

@@ -62,6 +62,9 @@ void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o) {
                   "speculative decoding: no drafts once a step's decode rows reach this (the batch is compute-bound)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  cmd->add_flag("--spec-fixed", o->spec_fixed,
+                "speculative decoding: every draft as long as its source finds (up to --draft-max), not the length the "
+                "measured step costs and acceptance make pay (measurements of the sources themselves)");
 }
 
 void ChatServingDefaults(EngineOptions* o) {
@@ -97,7 +100,7 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
   c.checkpoint_slots = o.checkpoint_slots;
   c.prompt_end_checkpoints = o.prompt_end_checkpoints;
   c.prompt_end_min_gap = o.prompt_end_min_gap;
-  c.speculate = {.source = o.speculate, .draft_max = o.draft_max, .max_step_rows = o.spec_max_rows};
+  c.speculate = {.source = o.speculate, .draft_max = o.draft_max, .max_step_rows = o.spec_max_rows, .adapt = !o.spec_fixed};
   return c;
 }
 

@@ -46,6 +46,7 @@ namespace fs = std::filesystem;
 
 struct Turn {
   std::vector<tokenizer::ChatMessage> history;  // for SWE-agent: the real history before the turn
+  std::string recorded;                          // SWE-agent: the assistant message the trajectory recorded
 };
 struct Conversation {
   std::string name;
@@ -98,7 +99,7 @@ core::StatusOr<std::vector<Conversation>> LoadWorkload(const std::string& name, 
       std::vector<tokenizer::ChatMessage> history;
       for (const json& m : j["history"]) {
         const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "user";
-        if (role == "assistant" && !history.empty()) c.turns.push_back({history});
+        if (role == "assistant" && !history.empty()) c.turns.push_back({history, ContentText(m.value("content", json()))});
         history.push_back({role == "system" || role == "user" || role == "assistant" ? role : "tool", ContentText(m.value("content", json()))});
       }
       if (static_cast<int>(c.turns.size()) > max_turns) c.turns.resize(max_turns);
@@ -286,6 +287,72 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
   return result;
 }
 
+json RecordedReport(const engine::EngineMetrics& m, int64_t requests, int64_t skipped, int64_t prompt_tokens,
+                    int64_t completion, int64_t decode_steps, double decode_seconds, double seconds);
+
+// --recorded: every SWE-agent turn's recorded answer replayed as the request's continuation
+// (the engine computes its KV as if it had generated it, and checks drafts against it as
+// against sampled tokens), one request at a time in trajectory order on one engine: what
+// speculation would accept on real agent output, and what it saves in engine steps and time.
+json RunRecorded(engine::Engine& eng, const std::vector<Conversation>& convs, const tokenizer::Tokenizer& tok,
+                 const tokenizer::ChatTemplate& format, int max_tokens) {
+  int64_t requests = 0, prompt_tokens = 0, completion = 0, decode_steps = 0, skipped = 0;
+  double decode_seconds = 0;
+  const double t0 = engine::NowSeconds();
+  for (const Conversation& c : convs)
+    for (const Turn& turn : c.turns) {
+      auto text = format.RenderMessages(turn.history, true);
+      if (!text.ok()) continue;
+      engine::RequestParams p;
+      p.prompt = tok.Encode(*text);
+      std::vector<int32_t> answer = tok.Encode(turn.recorded);
+      if (answer.size() > static_cast<size_t>(max_tokens)) answer.resize(static_cast<size_t>(max_tokens));
+      if (answer.size() < 2 || static_cast<int64_t>(p.prompt.size() + answer.size()) > eng.max_request_tokens()) {
+        ++skipped;
+        continue;
+      }
+      p.continuation = answer;
+      double first = 0;
+      int64_t steps_at_first = 0;
+      bool done = false;
+      ExitIfError(eng.Submit(p, [&](const engine::TokenEvent& ev) {
+                       if (ev.token >= 0 && first == 0) first = engine::NowSeconds(), steps_at_first = eng.Metrics().steps + 1;
+                       if (ev.finish != engine::FinishReason::kNone) done = true;
+                     }).status());
+      while (!done && eng.Step()) {
+      }
+      decode_seconds += engine::NowSeconds() - first;
+      decode_steps += eng.Metrics().steps - steps_at_first;
+      ++requests;
+      prompt_tokens += static_cast<int64_t>(p.prompt.size());
+      completion += static_cast<int64_t>(answer.size());
+    }
+  return RecordedReport(eng.Metrics(), requests, skipped, prompt_tokens, completion, decode_steps, decode_seconds,
+                        engine::NowSeconds() - t0);
+}
+
+json RecordedReport(const engine::EngineMetrics& m, int64_t requests, int64_t skipped, int64_t prompt_tokens,
+                    int64_t completion, int64_t decode_steps, double decode_seconds, double seconds) {
+  json origins = json::object();
+  engine::SpeculationCounts all;
+  for (size_t i = 0; i < m.speculation.size(); ++i) {
+    const engine::SpeculationCounts& c = m.speculation[i];
+    all.steps += c.steps, all.drafted += c.drafted, all.accepted += c.accepted;
+    origins[engine::SpeculationOrigin(i)] = {
+        {"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted},
+        {"acceptance_rate", c.drafted ? double(c.accepted) / c.drafted : 0.0},
+        {"tokens_per_verification", c.steps ? double(c.steps + c.accepted) / c.steps : 0.0}};
+  }
+  const int64_t decode_tokens = completion - requests;  // each request's first token comes with its prefill
+  return {{"requests", requests}, {"skipped", skipped}, {"prompt_tokens", prompt_tokens}, {"recorded_tokens", completion},
+          {"cached_tokens", m.cached_prompt_tokens}, {"decode_steps", decode_steps},
+          {"tokens_per_decode_step", decode_steps ? double(decode_tokens) / decode_steps : 0.0},
+          {"decode_seconds", decode_seconds}, {"decode_tokens_per_s", decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0},
+          {"seconds", seconds}, {"drafted", all.drafted}, {"accepted", all.accepted},
+          {"acceptance_rate", all.drafted ? double(all.accepted) / all.drafted : 0.0},
+          {"accepted_per_step", decode_steps ? double(all.accepted) / decode_steps : 0.0}, {"by_origin", origins}};
+}
+
 }  // namespace
 
 void RegisterReplay(CLI::App& app) {
@@ -294,7 +361,7 @@ void RegisterReplay(CLI::App& app) {
     EngineOptions engine;
     std::string workload = "swe-agent", data_dir, chat_template, trace_out, system_prompt;
     int clients = 4, max_tokens = 16, conversations = 1000, turns = 1000;
-    bool compare = false, json_out = false;
+    bool compare = false, json_out = false, recorded = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("replay", "replay multi-turn workloads through the HTTP server (in-process, loopback)");
@@ -314,6 +381,9 @@ void RegisterReplay(CLI::App& app) {
   cmd->add_option("--trace-out", o->trace_out, "write the requests as served (token ids) as a Marconi-schema trace for `simulate`");
   cmd->add_flag("--compare", o->compare, "run again with the prefix cache off and report both");
   cmd->add_flag("--json", o->json_out, "print one JSON object");
+  cmd->add_flag("--recorded", o->recorded,
+                "swe-agent: replay each turn's recorded answer as the output (no HTTP; one request at a time), reporting "
+                "what speculative decoding (--speculate) accepts; --max-tokens caps an answer");
   cmd->callback([o] {
     auto convs = LoadWorkload(o->workload, o->data_dir, o->conversations, o->turns);
     ExitIfError(convs.status());
@@ -327,6 +397,15 @@ void RegisterReplay(CLI::App& app) {
     core::ThreadPool pool(o->model.threads);
     json report = {{"model", model.config().name}, {"workload", o->workload}, {"conversations", convs->size()},
                    {"clients", o->clients}, {"max_tokens", o->max_tokens}, {"kv_tokens", o->engine.kv_tokens}};
+    if (o->recorded) {
+      if (o->workload != "swe-agent") ExitIfError(core::InvalidArgument("--recorded replays the swe-agent workload's answers"));
+      ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model);
+      report["speculate"] = o->engine.speculate;
+      report["draft_max"] = o->engine.draft_max;
+      report["recorded"] = RunRecorded(serving.engine(), *convs, tok, *format, o->max_tokens);
+      std::printf("%s\n", core::JsonText(report, o->json_out ? -1 : 2).c_str());
+      return;
+    }
     for (const bool cache_on : {true, false}) {
       // --compare runs both; otherwise the one --no-prefix-cache asks for.
       if (!o->compare && cache_on == o->engine.no_prefix_cache) continue;
