@@ -435,7 +435,12 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
     const Outcome evicting = RunWorkload(model, w, small, "", {.threshold = 0}, kv);
     const Outcome trie = RunWorkload(model, w, on, "", {.threshold = 1.0, .trie_attention = true}, kv);
     const Outcome gather = RunWorkload(model, w, off, "", {.threshold = 1.0, .trie_attention = false}, kv);
+    engine::EngineConfig speculative = on;  // drafts from one-token matches: int8 rows verified in batches
+    speculative.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
+    const Outcome spec = RunWorkload(model, w, speculative, "", {.threshold = 0}, kv);
+    EXPECT_GT(Drafted(spec.metrics), 0);
     for (size_t i = 0; i < w.requests.size(); ++i) {
+      EXPECT_EQ(spec.outputs.at(i), plain.outputs.at(i)) << "speculative, request " << i;
       EXPECT_EQ(cached.outputs.at(i), plain.outputs.at(i)) << "cache on, request " << i;
       EXPECT_EQ(evicting.outputs.at(i), plain.outputs.at(i)) << "small pool, request " << i;
       EXPECT_EQ(trie.outputs.at(i), plain.outputs.at(i)) << "trie dedup, request " << i;

@@ -632,6 +632,7 @@ void RegisterBench(CLI::App& app) {
     // Speculative decoding: --speculate given switches to it (one prompt through the engine).
     EngineOptions engine;
     std::string prompt, prompt_file;
+    sampling::SamplingParams sampling;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run; "
@@ -660,6 +661,8 @@ void RegisterBench(CLI::App& app) {
   CLI::Option* speculate = cmd->get_option("--speculate");
   cmd->add_option("--prompt,-p", o->prompt, "with --speculate: the prompt text (else --prompt-tokens random ids)");
   cmd->add_option("--prompt-file", o->prompt_file, "with --speculate: read the prompt text from this file");
+  cmd->add_option("--temperature", o->sampling.temperature, "with --speculate: 0 = greedy")->capture_default_str();
+  cmd->add_option("--seed", o->sampling.seed, "with --speculate and a temperature: run r samples with seed + r");
   AddTokenizerOptions(cmd, &o->model);
   cmd->callback([o, speculate] {
     const auto t_load = std::chrono::steady_clock::now();
@@ -685,7 +688,8 @@ void RegisterBench(CLI::App& app) {
         core::Rng rng(11);
         for (int i = 0; i < o->prompt_tokens; ++i) prompt.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
       }
-      BenchSpeculativeDecode(model, pool, prompt, o->gen_tokens, o->engine, KvDtypeOf(o->model), o->repeats, o->json_out);
+      BenchSpeculativeDecode(model, pool, prompt, o->gen_tokens, o->sampling, o->engine, KvDtypeOf(o->model), o->repeats,
+                             o->json_out);
       return;
     }
     if (o->decode_batch > 0) {

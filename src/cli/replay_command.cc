@@ -339,7 +339,7 @@ json RecordedReport(const engine::EngineMetrics& m, int64_t requests, int64_t sk
     const engine::SpeculationCounts& c = m.speculation[i];
     all.steps += c.steps, all.drafted += c.drafted, all.accepted += c.accepted;
     origins[engine::SpeculationOrigin(i)] = {
-        {"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted},
+        {"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted}, {"recomputed", c.recomputed},
         {"acceptance_rate", c.drafted ? double(c.accepted) / c.drafted : 0.0},
         {"tokens_per_verification", c.steps ? double(c.steps + c.accepted) / c.steps : 0.0}};
   }

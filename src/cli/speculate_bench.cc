@@ -120,13 +120,15 @@ SpeculativeRun RunSpeculative(models::Transformer& model, core::ThreadPool& pool
     run.drafted += c.drafted;
     run.accepted += c.accepted;
     if (c.drafted > 0)
-      run.by_origin[engine::SpeculationOrigin(i)] = {{"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted}};
+      run.by_origin[engine::SpeculationOrigin(i)] = {
+          {"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted}, {"recomputed", c.recomputed}};
   }
   return run;
 }
 
 void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, const std::vector<int32_t>& prompt,
-                            int gen_tokens, const EngineOptions& eo, core::DType kv_dtype, int repeats, bool json_out) {
+                            int gen_tokens, const sampling::SamplingParams& sampling, const EngineOptions& eo,
+                            core::DType kv_dtype, int repeats, bool json_out) {
   if (gen_tokens < 2) ExitIfError(core::InvalidArgument("--gen-tokens must be at least 2"));
   if (static_cast<int64_t>(prompt.size()) + gen_tokens > model.config().max_context)
     ExitIfError(core::InvalidArgument("prompt of " + std::to_string(prompt.size()) + " tokens plus --gen-tokens " +
@@ -134,9 +136,11 @@ void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, 
                                       std::to_string(model.config().max_context)));
   runner::GenerateOptions gen;
   gen.max_tokens = gen_tokens;  // no stop: every run decodes gen_tokens
+  gen.sampling = sampling;
   std::vector<double> rates;
   SpeculativeRun run;
   for (int r = 0; r < repeats; ++r) {
+    gen.sampling.seed = sampling.seed + static_cast<uint64_t>(r);
     run = RunSpeculative(model, pool, prompt, gen, eo, kv_dtype);
     rates.push_back(run.decode_seconds > 0 ? (run.tokens.size() - 1) / run.decode_seconds : 0);
   }
@@ -157,6 +161,7 @@ void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, 
                   {"draft_max", eo.draft_max},
                   {"prompt_tokens", prompt.size()},
                   {"gen_tokens", gen_tokens},
+                  {"temperature", sampling.temperature},
                   {"repeats", repeats},
                   {"decode_tokens_per_s", MedianOf(rates)},
                   {"decode_tokens_per_s_runs", rates},

@@ -39,7 +39,9 @@ SpeculativeRun RunSpeculative(models::Transformer& model, core::ThreadPool& pool
 // cost: the forward time of r = 1 .. draft_max + 1 rows of one sequence at the prompt's end
 // over the time of one row (what a step that verifies a draft of r - 1 tokens costs), with the
 // speed-up those costs and the measured acceptance imply. Prints one JSON object.
+// sampling: greedy by default; with a temperature, run r uses seed + r.
 void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, const std::vector<int32_t>& prompt,
-                            int gen_tokens, const EngineOptions& eo, core::DType kv_dtype, int repeats, bool json_out);
+                            int gen_tokens, const sampling::SamplingParams& sampling, const EngineOptions& eo,
+                            core::DType kv_dtype, int repeats, bool json_out);
 
 }  // namespace radixlm::cli

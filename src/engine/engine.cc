@@ -354,6 +354,7 @@ void Engine::SettleDraft(Req& r, const Produced& produced) {
     ++c.steps;
     c.drafted += r.drafted;
     c.accepted += accepted;
+    if (accepted < r.drafted && r.mem.state_slot >= 0) c.recomputed += accepted;
   }
   // KV: rows past the accepted tokens are garbage nobody reads (the tree never sees them);
   // a recurrent state ran over the whole draft, so it goes back to the state before it and the
@@ -405,62 +406,49 @@ bool Engine::EmitTokens(std::unique_ptr<Req>& owner, Produced& produced) {
   return true;
 }
 
-bool Engine::Step() {
-  DrainInbox();
-  // Cancellations first: they free resources for everyone else.
-  for (auto* list : {&waiting_, &running_})
-    for (auto& r : *list)
-      if (r && r->cancelled) Finish(r, r->end_early ? FinishReason::kStop : FinishReason::kCancelled);
-  auto compact = [](std::vector<std::unique_ptr<Req>>& v) { v.erase(std::remove(v.begin(), v.end(), nullptr), v.end()); };
-  compact(waiting_);
-  compact(running_);
-  if (waiting_.empty() && running_.empty()) {
-    PublishMetrics(0, 0, 0);
-    return false;
+// The adapter through which the scheduler asks memory for room (engine-private access).
+class Engine::PlanRoom : public scheduler::Room {
+ public:
+  PlanRoom(Engine& engine, std::unordered_map<RequestId, Req*>& reqs, std::vector<BlockCopy>& copies)
+      : e_(engine), reqs_(reqs), copies_(copies) {}
+  bool Grow(int64_t id, int64_t upto) override { return e_.memory_.Grow(&reqs_.at(id)->mem, upto); }
+  void Preempt(int64_t id) override { e_.Preempt(*reqs_.at(id)); }
+  int64_t CachedPrefix(int64_t id) const override {
+    const Req& r = *reqs_.at(id);
+    return e_.memory_.CachedPrefix(r.tokens, r.mem);
   }
-  const double t0 = clock_->Now();
-  ProposeDrafts();
+  bool Admit(int64_t id, bool alone, int64_t* computed) override {
+    Req& r = *reqs_.at(id);
+    if (!e_.Admit(r, &copies_, alone)) return false;
+    *computed = r.computed;
+    return true;
+  }
+  bool ShareAhead(int64_t id, int64_t at) override {
+    Req& r = *reqs_.at(id);
+    return e_.memory_.ShareAhead(&r.mem, r.computed, at);
+  }
 
-  // 1-2. The scheduler plans the step (chunks, preemptions, admissions), asking memory for room
-  // through this adapter.
-  std::unordered_map<RequestId, Req*> by_id;
+ private:
+  Engine& e_;
+  std::unordered_map<RequestId, Req*>& reqs_;
+  std::vector<BlockCopy>& copies_;
+};
+
+scheduler::StepPlan Engine::PlanAndReorder(std::unordered_map<RequestId, Req*>* by_id, std::vector<BlockCopy>* copies) {
   std::vector<scheduler::SeqView> run_views, wait_views;
   for (const auto& r : running_) {
-    by_id[r->id] = r.get();
+    (*by_id)[r->id] = r.get();
     run_views.push_back({static_cast<int64_t>(r->id), r->tokens, r->computed, r->arrival, r->waited_steps, r->mem.ns, r->drafted});
   }
   for (const auto& r : waiting_) {
-    by_id[r->id] = r.get();
+    (*by_id)[r->id] = r.get();
     wait_views.push_back({static_cast<int64_t>(r->id), r->tokens, 0, r->arrival, r->waited_steps, r->mem.ns});
   }
-  std::vector<BlockCopy> copies;
-  struct EngineRoom : scheduler::Room {
-    Engine& e;
-    std::unordered_map<RequestId, Req*>& reqs;
-    std::vector<BlockCopy>& copies;
-    EngineRoom(Engine& engine, std::unordered_map<RequestId, Req*>& r, std::vector<BlockCopy>& c)
-        : e(engine), reqs(r), copies(c) {}
-    bool Grow(int64_t id, int64_t upto) override { return e.memory_.Grow(&reqs.at(id)->mem, upto); }
-    void Preempt(int64_t id) override { e.Preempt(*reqs.at(id)); }
-    int64_t CachedPrefix(int64_t id) const override {
-      const Req& r = *reqs.at(id);
-      return e.memory_.CachedPrefix(r.tokens, r.mem);
-    }
-    bool Admit(int64_t id, bool alone, int64_t* computed) override {
-      Req& r = *reqs.at(id);
-      if (!e.Admit(r, &copies, alone)) return false;
-      *computed = r.computed;
-      return true;
-    }
-    bool ShareAhead(int64_t id, int64_t at) override {
-      Req& r = *reqs.at(id);
-      return e.memory_.ShareAhead(&r.mem, r.computed, at);
-    }
-  } room(*this, by_id, copies);
+  PlanRoom room(*this, *by_id, *copies);
   const scheduler::PlannerConfig planner{.scheduler = config_.scheduler,
                                          .alignment = executor_.prefill_alignment(),
                                          .shares_step_prefixes = executor_.shares_step_prefixes()};
-  const scheduler::StepPlan plan = scheduler::PlanStep(planner, run_views, wait_views, room);
+  scheduler::StepPlan plan = scheduler::PlanStep(planner, run_views, wait_views, room);
   // The new running and waiting orders.
   std::unordered_map<RequestId, std::unique_ptr<Req>> owned;
   for (auto* list : {&running_, &waiting_})
@@ -472,30 +460,11 @@ bool Engine::Step() {
     waiting_.push_back(std::move(owned.at(plan.waiting[k])));
     waiting_.back()->waited_steps = plan.waited_steps[k];
   }
-  if (plan.chunks.empty()) {
-    PublishMetrics(0, 0, 0);
-    return false;
-  }
+  return plan;
+}
 
-  // 3. Execute. Drafts the plan does not reach go back first.
-  struct Planned { Req* r; int64_t n; };
-  std::vector<Planned> planned;
-  std::unordered_map<Req*, int64_t> chunk_end;
-  for (const scheduler::StepPlan::Chunk& c : plan.chunks) {
-    Req* r = by_id.at(c.id);
-    RADIXLM_CHECK(r->computed == c.from);
-    planned.push_back({r, c.n});
-    chunk_end[r] = c.from + c.n;
-  }
-  if (drafter_)
-    for (auto* list : {&running_, &waiting_})
-      for (auto& r : *list) {
-        const auto it = chunk_end.find(r.get());
-        const int64_t real_end = static_cast<int64_t>(r->tokens.size()) - r->drafted;
-        DropDraft(*r, it == chunk_end.end() ? 0 : std::max<int64_t>(it->second - real_end, 0));
-      }
+std::vector<StepSequence> Engine::BuildSequences(std::span<const Planned> planned) {
   std::vector<StepSequence> seqs;
-  int64_t computed_now = 0;
   for (const Planned& p : planned) {
     Req& r = *p.r;
     StepSequence s;
@@ -516,14 +485,13 @@ bool Engine::Step() {
       std::ranges::sort(s.checkpoints, {}, &StepSequence::Checkpoint::after_tokens);
     }
     seqs.push_back(s);
-    computed_now += p.n;
   }
-  executor_.Execute(copies, seqs, &logits_);
+  return seqs;
+}
 
-  // 4. Sample every request's logit rows (requests in parallel on the sampling pool), then
-  // settle drafts, advance, stream and finish in plan order.
+void Engine::SampleAll(std::span<const Planned> planned, std::span<const StepSequence> seqs, std::vector<Produced>* produced) {
   const int64_t vocab = executor_.vocab_size();
-  std::vector<Produced> produced(planned.size());
+  produced->assign(planned.size(), {});
   std::vector<std::pair<size_t, int64_t>> sampling;  // (planned index, first logits row)
   int64_t logit_row = 0;
   for (size_t k = 0; k < planned.size(); ++k) {
@@ -534,36 +502,86 @@ bool Engine::Step() {
   auto sample_rows = [&](int, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const auto [k, row] = sampling[static_cast<size_t>(i)];
-      SampleRows(*planned[k].r, logits_.data() + row * vocab, seqs[k].logit_rows, &produced[k]);
+      SampleRows(*planned[k].r, logits_.data() + row * vocab, seqs[k].logit_rows, &(*produced)[k]);
     }
   };
   if (config_.sampling_pool && sampling.size() > 1) config_.sampling_pool->ParallelFor(static_cast<int64_t>(sampling.size()), sample_rows);
   else sample_rows(0, 0, static_cast<int64_t>(sampling.size()));
-  int64_t generated_now = 0;
-  // A step of decodes only (one new token and its draft per sequence) teaches the draft
-  // lengths what rows cost.
+}
+
+int64_t Engine::Advance(Req& r, int64_t n, Produced& produced) {
+  r.computed += n;
+  const bool reached_end = r.computed == static_cast<int64_t>(r.tokens.size());
+  if (reached_end && r.params.continuation) ContinueRecorded(r, &produced);
+  if (r.drafted > 0) SettleDraft(r, produced);
+  for (const cache::StateCopy& c : memory_.PublishAhead(r.tokens, r.computed, &r.mem)) executor_.CopyState(c.src, c.dst);
+  if (!r.prompt_inserted && r.computed >= r.prompt_len) {
+    memory_.Publish(r.tokens, r.prompt_len, &r.mem);  // share the prompt with concurrent requests
+    r.prompt_inserted = true;
+  } else if (!r.prompt_inserted) {
+    memory_.PublishComputed(r.tokens, r.computed, &r.mem);  // ... and its full blocks as they are done
+  }
+  StoreToTier();
+  if (!reached_end) return 0;  // prefill goes on
+  auto owner = std::ranges::find_if(running_, [&](const std::unique_ptr<Req>& p) { return p.get() == &r; });
+  RADIXLM_CHECK(owner != running_.end());
+  const int64_t generated = static_cast<int64_t>(produced.tokens.size());
+  EmitTokens(*owner, produced);
+  return generated;
+}
+
+bool Engine::Step() {
+  DrainInbox();
+  // Cancellations first: they free resources for everyone else.
+  for (auto* list : {&waiting_, &running_})
+    for (auto& r : *list)
+      if (r && r->cancelled) Finish(r, r->end_early ? FinishReason::kStop : FinishReason::kCancelled);
+  auto compact = [](std::vector<std::unique_ptr<Req>>& v) { v.erase(std::remove(v.begin(), v.end(), nullptr), v.end()); };
+  compact(waiting_);
+  compact(running_);
+  if (waiting_.empty() && running_.empty()) {
+    PublishMetrics(0, 0, 0);
+    return false;
+  }
+  const double t0 = clock_->Now();
+  ProposeDrafts();
+  // 1-2. The scheduler plans the step (chunks, preemptions, admissions).
+  std::unordered_map<RequestId, Req*> by_id;
+  std::vector<BlockCopy> copies;
+  const scheduler::StepPlan plan = PlanAndReorder(&by_id, &copies);
+  if (plan.chunks.empty()) {
+    PublishMetrics(0, 0, 0);
+    return false;
+  }
+  // 3. Execute. Drafts the plan does not reach go back first.
+  std::vector<Planned> planned;
+  std::unordered_map<Req*, int64_t> chunk_end;
+  int64_t computed_now = 0;
+  for (const scheduler::StepPlan::Chunk& c : plan.chunks) {
+    Req* r = by_id.at(c.id);
+    RADIXLM_CHECK(r->computed == c.from);
+    planned.push_back({r, c.n});
+    chunk_end[r] = c.from + c.n;
+    computed_now += c.n;
+  }
+  if (drafter_)
+    for (auto* list : {&running_, &waiting_})
+      for (auto& r : *list) {
+        const auto it = chunk_end.find(r.get());
+        const int64_t real_end = static_cast<int64_t>(r->tokens.size()) - r->drafted;
+        DropDraft(*r, it == chunk_end.end() ? 0 : std::max<int64_t>(it->second - real_end, 0));
+      }
+  const std::vector<StepSequence> seqs = BuildSequences(planned);
+  executor_.Execute(copies, seqs, &logits_);
+  // 4. Sample every request's logit rows, then settle drafts, advance, stream and finish in
+  // plan order. A step of decodes only (one new token and its draft per sequence) teaches the
+  // draft lengths what rows cost.
+  std::vector<Produced> produced;
+  SampleAll(planned, seqs, &produced);
   bool decode_only = drafter_ != nullptr;
   for (const Planned& p : planned) decode_only = decode_only && p.n == 1 + p.r->drafted;
-  for (size_t k = 0; k < planned.size(); ++k) {
-    Req& r = *planned[k].r;
-    r.computed += planned[k].n;
-    const bool reached_end = r.computed == static_cast<int64_t>(r.tokens.size());
-    if (reached_end && r.params.continuation) ContinueRecorded(r, &produced[k]);
-    if (r.drafted > 0) SettleDraft(r, produced[k]);
-    for (const cache::StateCopy& c : memory_.PublishAhead(r.tokens, r.computed, &r.mem)) executor_.CopyState(c.src, c.dst);
-    if (!r.prompt_inserted && r.computed >= r.prompt_len) {
-      memory_.Publish(r.tokens, r.prompt_len, &r.mem);  // share the prompt with concurrent requests
-      r.prompt_inserted = true;
-    } else if (!r.prompt_inserted) {
-      memory_.PublishComputed(r.tokens, r.computed, &r.mem);  // ... and its full blocks as they are done
-    }
-    StoreToTier();
-    if (!reached_end) continue;  // prefill goes on
-    auto owner = std::ranges::find_if(running_, [&](const std::unique_ptr<Req>& p) { return p.get() == &r; });
-    RADIXLM_CHECK(owner != running_.end());
-    generated_now += static_cast<int64_t>(produced[k].tokens.size());
-    EmitTokens(*owner, produced[k]);
-  }
+  int64_t generated_now = 0;
+  for (size_t k = 0; k < planned.size(); ++k) generated_now += Advance(*planned[k].r, planned[k].n, produced[k]);
   compact(running_);
   const double step_seconds = clock_->Now() - t0;
   if (decode_only) step_cost_.Observe(computed_now, step_seconds);

@@ -81,6 +81,9 @@ struct SpeculationCounts {
   int64_t steps = 0;     // verifications: a request's step that computed a draft
   int64_t drafted = 0;   // draft tokens computed
   int64_t accepted = 0;  // of which the model produced
+  // Recurrent models: accepted tokens computed again after a rollback (the state went back to
+  // before the draft; they are rows of the next step).
+  int64_t recomputed = 0;
 };
 
 // The name of EngineMetrics::speculation[i]'s draft origin ("context", "suffix", "radix").
@@ -236,6 +239,21 @@ class Engine {
   void SettleDraft(Req& r, const Produced& produced);
   // Emits r's produced tokens in order (events, stop, length); false when r finished.
   bool EmitTokens(std::unique_ptr<Req>& owner, Produced& produced);
+  // The pieces of a step. Planned: a request and the tokens the step computes for it.
+  struct Planned {
+    Req* r;
+    int64_t n;
+  };
+  class PlanRoom;
+  // The scheduler's plan (chunks, preemptions, admissions); the running and waiting lists in
+  // its order. by_id: every request of the step; copies: the block copies admissions made.
+  scheduler::StepPlan PlanAndReorder(std::unordered_map<RequestId, Req*>* by_id, std::vector<BlockCopy>* copies);
+  std::vector<StepSequence> BuildSequences(std::span<const Planned> planned);
+  // Every planned request's tokens from its logit rows (requests in parallel on the sampling pool).
+  void SampleAll(std::span<const Planned> planned, std::span<const StepSequence> seqs, std::vector<Produced>* produced);
+  // After the step: r computed n more tokens; settles its draft, publishes, emits what it
+  // produced. Returns the tokens emitted.
+  int64_t Advance(Req& r, int64_t n, Produced& produced);
   void DrainInbox();
   // alone: no other request holds memory.
   bool Admit(Req& r, std::vector<BlockCopy>* copies, bool alone);

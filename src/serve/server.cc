@@ -500,6 +500,8 @@ std::string Server::MetricsText() const {
     by_origin("radixlm_spec_verifications_total", "Decode steps of a request that verified a draft.", &engine::SpeculationCounts::steps);
     by_origin("radixlm_spec_draft_tokens_total", "Draft tokens computed.", &engine::SpeculationCounts::drafted);
     by_origin("radixlm_spec_accepted_tokens_total", "Draft tokens the model produced (kept).", &engine::SpeculationCounts::accepted);
+    by_origin("radixlm_spec_recomputed_tokens_total", "Recurrent models: accepted tokens computed again after a rollback.",
+              &engine::SpeculationCounts::recomputed);
     o << "# HELP radixlm_spec_acceptance_rate Accepted / drafted tokens.\n# TYPE radixlm_spec_acceptance_rate gauge\n";
     for (size_t i = 0; i < m.speculation.size(); ++i) {
       const engine::SpeculationCounts& c = m.speculation[i];
