@@ -71,8 +71,13 @@ double StepCost::Seconds(int64_t rows) const {
   if (hi == seen_.begin()) return mean_[static_cast<size_t>(*hi)] * rows / *hi;
   const int a = *(hi - 1);
   if (hi == seen_.end()) return mean_[static_cast<size_t>(a)] + 0.1 * unit * static_cast<double>(rows - a);
+  // Between two seen counts: the straight line, unless the prior slope from below is cheaper
+  // (a step's cost is flat while the weights' read hides the rows, then steep: a line from 1
+  // row to 9 overstates 3 rows, which would then never be tried and measured).
   const int b = *hi;
-  return mean_[static_cast<size_t>(a)] + (mean_[static_cast<size_t>(b)] - mean_[static_cast<size_t>(a)]) * double(rows - a) / (b - a);
+  const double line = mean_[static_cast<size_t>(a)] +
+                      (mean_[static_cast<size_t>(b)] - mean_[static_cast<size_t>(a)]) * double(rows - a) / (b - a);
+  return std::min(line, mean_[static_cast<size_t>(a)] + 0.1 * unit * static_cast<double>(rows - a));
 }
 
 double ExpectedTokens(double p, int k) {

@@ -117,9 +117,9 @@ class AcceptanceByMatch {
 };
 
 // A step's duration by the rows it computes, learned from the steps the engine runs (an
-// average per row count). A row count never seen is interpolated between seen ones, or
-// extrapolated from the largest with a prior slope (a tenth of one row's step per row: cheap
-// enough that longer drafts get tried, and once tried, measured).
+// average per row count). A row count never seen is estimated optimistically, so that it gets
+// tried and measured: from the largest seen count below it with a prior slope (a tenth of one
+// row's step per row), or the line to the next seen count where that is cheaper.
 class StepCost {
  public:
   static constexpr int kMaxRows = 256;

@@ -155,8 +155,12 @@ TEST(SpeculateTest, TheDraftLengthPaysForItsRows) {
   StepCost sparse;
   sparse.Observe(1, 1.0);
   sparse.Observe(5, 3.0);
-  EXPECT_NEAR(sparse.Seconds(3), 2.0, 1e-12);
+  EXPECT_NEAR(sparse.Seconds(3), 1.2, 1e-12);  // the prior slope: cheaper than the line (2.0)
   EXPECT_NEAR(sparse.Seconds(7), 3.2, 1e-12);
+  sparse.Observe(2, 1.01);
+  EXPECT_NEAR(sparse.Seconds(4), 1.01 + 0.2, 1e-12);
+  sparse.Observe(9, 3.4);
+  EXPECT_NEAR(sparse.Seconds(7), std::min(3.0 + 0.2, 3.0 + 0.4 * 2 / 4), 1e-12);
 }
 
 TEST(SpeculateTest, UnknownSourcesAreRefusedWithTheChoices) {
