@@ -99,6 +99,13 @@ int BestDraftLength(double p, int k_max, int64_t rows, double tokens, const Step
   return best;
 }
 
+int32_t ContinuationAt(const Place& p, int64_t depth, std::span<const int32_t> draft) {
+  const int64_t i = p.next + depth, n = static_cast<int64_t>(p.text.size());
+  if (i < n) return p.text[static_cast<size_t>(i)];
+  if (p.overlaps && i - n < static_cast<int64_t>(draft.size())) return draft[static_cast<size_t>(i - n)];
+  return -1;
+}
+
 void FindPlaces(std::span<const int32_t> context, std::span<const int32_t> text, int64_t end, int min_match,
                 int max_match, int want, std::vector<Place>* out) {
   const int64_t n = static_cast<int64_t>(context.size());
@@ -111,7 +118,7 @@ void FindPlaces(std::span<const int32_t> context, std::span<const int32_t> text,
     int m = 1;
     while (m < max_match && m < n && m <= j && text[static_cast<size_t>(j - m)] == context[static_cast<size_t>(n - 1 - m)]) ++m;
     if (m < min_match) continue;
-    out->push_back({text, j + 1, m});
+    out->push_back({text, j + 1, m, text.data() == context.data() && text.size() == context.size()});
     longest += m == max_match;
   }
   // Longest match first, the most recent first among equals; keep `want`.
@@ -122,6 +129,8 @@ void FindPlaces(std::span<const int32_t> context, std::span<const int32_t> text,
 
 void FrequentPath(std::span<const Place> places, int max_tokens, double min_score, std::vector<int32_t>* out) {
   if (places.empty()) return;
+  const size_t first = out->size();
+  auto draft = [&] { return std::span<const int32_t>(out->data() + first, out->size() - first); };
   const int best = std::max_element(places.begin(), places.end(), [](const Place& a, const Place& b) { return a.match < b.match; })->match;
   std::vector<const Place*> alive;
   for (const Place& p : places)
@@ -131,9 +140,9 @@ void FrequentPath(std::span<const Place> places, int max_tokens, double min_scor
   for (int d = 0; d < max_tokens && !alive.empty(); ++d) {
     counts.clear();
     for (int i = 0; i < static_cast<int>(alive.size()); ++i) {
-      const Place& p = *alive[static_cast<size_t>(i)];
-      if (p.next + d >= static_cast<int64_t>(p.text.size())) continue;
-      auto [it, added] = counts.try_emplace(p.text[static_cast<size_t>(p.next + d)], 0, i);
+      const int32_t t = ContinuationAt(*alive[static_cast<size_t>(i)], d, draft());
+      if (t < 0) continue;
+      auto [it, added] = counts.try_emplace(t, 0, i);
       ++it->second.first;
     }
     if (counts.empty()) break;
@@ -144,10 +153,8 @@ void FrequentPath(std::span<const Place> places, int max_tokens, double min_scor
     score *= double(top->second.first) / double(alive.size());
     if (score < min_score) break;
     const int32_t token = top->first;
+    std::erase_if(alive, [&](const Place* p) { return ContinuationAt(*p, d, draft()) != token; });
     out->push_back(token);
-    std::erase_if(alive, [&](const Place* p) {
-      return p->next + d >= static_cast<int64_t>(p->text.size()) || p->text[static_cast<size_t>(p->next + d)] != token;
-    });
   }
 }
 
@@ -164,8 +171,11 @@ class NgramSource : public DraftSource {
     FindPlaces(q.tokens, q.tokens, static_cast<int64_t>(q.tokens.size()) - 1, q.min_match, kMaxMatch, 1, &places_);
     if (places_.empty()) return;
     const Place& p = places_.front();
-    for (int64_t i = p.next; i < static_cast<int64_t>(p.text.size()) && static_cast<int>(out->tokens.size()) < q.max_tokens; ++i)
-      out->tokens.push_back(p.text[static_cast<size_t>(i)]);
+    for (int64_t d = 0; static_cast<int>(out->tokens.size()) < q.max_tokens; ++d) {
+      const int32_t t = ContinuationAt(p, d, out->tokens);
+      if (t < 0) break;
+      out->tokens.push_back(t);
+    }
     out->origin = Origin::kContext;
     out->match = p.match;
   }

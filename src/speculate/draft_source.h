@@ -149,11 +149,18 @@ struct Place {
   std::span<const int32_t> text;
   int64_t next = 0;  // text[next] is the first continuation token
   int match = 0;
+  // The text is the context itself: a continuation that runs into its end goes on with the
+  // draft being made (a copy that overlaps itself, as LZ77's: a loop of period p drafts whole
+  // periods, not just the p tokens before the end).
+  bool overlaps = false;
 };
+// The token at `depth` of place p's continuation, given the draft so far (-1: none).
+int32_t ContinuationAt(const Place& p, int64_t depth, std::span<const int32_t> draft);
 
 // The last `want` places (most recent first) in `text` [0, end) where the final tokens of
 // `context` occur with at least `min_match` tokens matched (at most `max_match` compared).
-// text may be the context itself (then end = its size - 1 excludes the trivial match).
+// text may be the context itself (then end = its size - 1 excludes the trivial match, and the
+// places overlap: Place::overlaps).
 void FindPlaces(std::span<const int32_t> context, std::span<const int32_t> text, int64_t end, int min_match,
                 int max_match, int want, std::vector<Place>* out);
 

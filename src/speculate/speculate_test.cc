@@ -28,7 +28,10 @@ TEST(SpeculateTest, NgramDraftsWhatFollowedTheLongestLatestMatch) {
   EXPECT_EQ(d.origin, Origin::kContext);
   EXPECT_TRUE(Propose(**src, {1, 2, 3, 4}, 4).tokens.empty());              // nothing repeats
   EXPECT_TRUE(Propose(**src, {1, 2, 3, 9, 3}, 4, /*min_match=*/2).tokens.empty());  // "9 3" never seen
-  EXPECT_EQ(Propose(**src, {1, 2, 3, 9, 3}, 4, /*min_match=*/1).tokens, (std::vector<int32_t>{9, 3}));
+  // A continuation that runs into the end goes on with itself: loops draft whole periods.
+  EXPECT_EQ(Propose(**src, {1, 2, 3, 9, 3}, 4, /*min_match=*/1).tokens, (std::vector<int32_t>{9, 3, 9, 3}));
+  EXPECT_EQ(Propose(**src, {7, 8, 8, 8, 8}, 5).tokens, (std::vector<int32_t>{8, 8, 8, 8, 8}));
+  EXPECT_EQ(Propose(**src, {4, 1, 2, 3, 1, 2, 3, 1, 2}, 5).tokens, (std::vector<int32_t>{3, 1, 2, 3, 1}));
 }
 
 TEST(SpeculateTest, FindPlacesAgreesWithABruteForceScan) {
