@@ -334,10 +334,9 @@ json RunRecorded(engine::Engine& eng, const std::vector<Conversation>& convs, co
 json RecordedReport(const engine::EngineMetrics& m, int64_t requests, int64_t skipped, int64_t prompt_tokens,
                     int64_t completion, int64_t decode_steps, double decode_seconds, double seconds) {
   json origins = json::object();
-  engine::SpeculationCounts all;
+  const engine::SpeculationCounts all = m.SpeculationTotal();
   for (size_t i = 0; i < m.speculation.size(); ++i) {
     const engine::SpeculationCounts& c = m.speculation[i];
-    all.steps += c.steps, all.drafted += c.drafted, all.accepted += c.accepted;
     origins[engine::SpeculationOrigin(i)] = {
         {"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted}, {"recomputed", c.recomputed},
         {"acceptance_rate", c.drafted ? double(c.accepted) / c.drafted : 0.0},

@@ -114,11 +114,12 @@ SpeculativeRun RunSpeculative(models::Transformer& model, core::ThreadPool& pool
   const engine::EngineMetrics m = eng.Metrics();
   run.decode_steps = m.steps - steps_at_first;
   run.by_origin = json::object();
+  const engine::SpeculationCounts all = m.SpeculationTotal();
+  run.verifications = all.steps;
+  run.drafted = all.drafted;
+  run.accepted = all.accepted;
   for (size_t i = 0; i < m.speculation.size(); ++i) {
     const engine::SpeculationCounts& c = m.speculation[i];
-    run.verifications += c.steps;
-    run.drafted += c.drafted;
-    run.accepted += c.accepted;
     if (c.drafted > 0)
       run.by_origin[engine::SpeculationOrigin(i)] = {
           {"verifications", c.steps}, {"drafted", c.drafted}, {"accepted", c.accepted}, {"recomputed", c.recomputed}};

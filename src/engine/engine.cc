@@ -261,13 +261,13 @@ void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_t
   r.reset();
 }
 
-void Engine::SampleRows(Req& r, const float* logits, int32_t rows, Produced* out) {
+void Engine::SampleRows(Req& r, float* logits, int32_t rows, Produced* out) {
   const int64_t vocab = executor_.vocab_size();
   const int64_t real_end = static_cast<int64_t>(r.tokens.size()) - r.drafted;
   for (int32_t i = 0; i < rows; ++i) {
     Emitted e;
     // The row is r's alone: the processors may write it.
-    std::span<float> row(const_cast<float*>(logits) + int64_t{i} * vocab, static_cast<size_t>(vocab));
+    std::span<float> row(logits + int64_t{i} * vocab, static_cast<size_t>(vocab));
     SampleRow(r, row, real_end - r.prompt_len + i, &e.token, &e.logprob, &e.info);
     if (e.token < 0) {
       out->no_token = true;

@@ -126,6 +126,12 @@ struct EngineMetrics {
   double tier_load_seconds = 0;  // wall time the engine waited for loads (on its clock)
   double step_seconds_total = 0;
   std::array<SpeculationCounts, speculate::kOrigins> speculation{};  // by speculate::Origin
+  SpeculationCounts SpeculationTotal() const {
+    SpeculationCounts t;
+    for (const SpeculationCounts& c : speculation)
+      t.steps += c.steps, t.drafted += c.drafted, t.accepted += c.accepted, t.recomputed += c.recomputed;
+    return t;
+  }
   double TokenHitRate() const { return prompt_tokens ? double(cached_prompt_tokens) / prompt_tokens : 0; }
   double RequestHitRate() const { return admitted_requests ? double(hit_requests) / admitted_requests : 0; }
 };
@@ -229,7 +235,7 @@ class Engine {
   void SampleRow(Req& r, std::span<float> logits, int64_t generated, int32_t* token, double* cumulative, SampledInfo* info);
   // r's tokens from its logit rows (its next token, then one per draft token while the draft
   // agrees with what was drawn), or from its recorded continuation.
-  void SampleRows(Req& r, const float* logits, int32_t rows, Produced* out);
+  void SampleRows(Req& r, float* logits, int32_t rows, Produced* out);
   void ContinueRecorded(const Req& r, Produced* out) const;
   // Speculative decoding: appends drafts to the running requests before the step is planned;
   // after planning, takes back the draft tokens a request's chunk does not reach; after the

@@ -524,8 +524,7 @@ std::string Server::MetricsText() const {
   vllm("vllm:prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
   vllm("vllm:generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
   if (engine_.config().speculate.on()) {
-    engine::SpeculationCounts all;
-    for (const engine::SpeculationCounts& c : m.speculation) all.steps += c.steps, all.drafted += c.drafted, all.accepted += c.accepted;
+    const engine::SpeculationCounts all = m.SpeculationTotal();
     vllm("vllm:spec_decode_num_drafts_total", "counter", "Drafts verified.", all.steps);
     vllm("vllm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.", all.drafted);
     vllm("vllm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", all.accepted);
