@@ -276,13 +276,12 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
   const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
-  const int n_threads = pool.size();
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
-  // Items are dealt round-robin: causal tiles grow in cost with position, so contiguous
-  // ranges would leave one thread with the expensive end of every prompt.
-  pool.RunOnAll([&](int t) {
+  // One item per chunk: causal tiles grow in cost with position, and threads that come free
+  // take the items left, so none is left with the expensive end of every prompt.
+  pool.ParallelFor(n_items, [&](int, int64_t item_begin, int64_t item_end) {
     TileRow rows[kTileVectors];
-    for (int64_t i = t; i < n_items; i += n_threads) {
+    for (int64_t i = item_begin; i < item_end; ++i) {
       const Tile& tile = tiles[i / p.n_kv_heads];
       const int kv_head = static_cast<int>(i % p.n_kv_heads);
       for (int64_t k = 0; k < tile.n_rows; ++k) {
@@ -299,7 +298,7 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
         default: AttendTile<DType::kF32>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
       }
     }
-  });
+  }, n_items);
 }
 
 void MergeAttentionStates(int64_t n_rows, int n_heads, int head_dim, float* out, float* lse, const float* out_b,

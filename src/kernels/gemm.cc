@@ -379,9 +379,9 @@ void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx,
       }
     }
   }
-  const int parts = static_cast<int>(std::min<int64_t>(pool.size(), static_cast<int64_t>(items.size())));
-  pool.RunOnAll([&](int t) {
-    if (t >= parts) return;
+  // Parts of about equal cost, claimed by the threads as they come free.
+  const int64_t parts = std::min<int64_t>(pool.size() * core::ThreadPool::kChunksPerThread, static_cast<int64_t>(items.size()));
+  auto run_part = [&](int64_t t) {
     // Items whose cost interval starts in [total * t / parts, total * (t + 1) / parts).
     const int64_t lo = total * t / parts, hi = total * (t + 1) / parts;
     auto start_of = [&](int64_t c) -> int64_t {  // first item whose cost interval starts at >= c
@@ -400,7 +400,12 @@ void GemmGrouped(core::ThreadPool& pool, const float* x, int64_t M, int64_t ldx,
                 seg.row_begin - gr.out_begin);
       i = j;
     }
-  });
+  };
+  pool.ParallelFor(
+      parts, [&](int, int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) run_part(t);
+      },
+      parts);
 }
 
 void GemmReference(const float* x, int64_t M, int64_t ldx, const PackedWeight& w, float* y, int64_t ldy) {
