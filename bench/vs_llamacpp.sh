@@ -4,18 +4,22 @@
 #
 #   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe]
 #                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
+#                        [--prepare-only] [--isa native|avx2]
 #
 # 1. Builds llama.cpp from the source bundled in the npm package node-llama-cpp@3.22.1
 #    (llama/gitRelease.bundle, llama.cpp v0.5.0): CPU release build, native ISA; llama-bench,
 #    llama-quantize, llama-tokenize, llama-server, bench/llamacpp_logits.cc (logits for given
 #    ids) and bench/llamacpp_tokenize.cc (llama_tokenize over a JSONL of texts). --build-only
 #    stops here (other benchmarks and tests use these binaries).
+#    --isa avx2 measures the AVX2 path of both engines on any x86-64 CPU: llama.cpp built a second
+#    time (in DIR/llama.cpp-avx2) with GGML_NATIVE=OFF, AVX/AVX2/FMA/F16C/BMI2 on and every AVX-512
+#    (and AVX-VNNI, AMX) option off, and radixlm run with RADIXLM_ISA=avx2; the table says so.
 # 2. Makes the models: `radixlm export` writes random-weight BF16 GGUFs (with their tokenizer,
 #    so llama.cpp loads them) of the Qwen3-0.6B shape (dense), the Granite-4.0-H-layout 0.4B
 #    hybrid, Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention) and, with --models moe,
 #    Qwen3-30B-A3B's layer shape cut to 8 of its 48 blocks (qwen3moe: 128 experts, 8 used, 5.6B
 #    parameters, 0.9B active; an 11 GB BF16 file, so not among the defaults); llama-quantize makes
-#    Q8_0, Q4_0 and Q4_K_M from them.
+#    Q8_0, Q4_0 and Q4_K_M from them. --prepare-only stops here (bench/contention.sh uses them).
 # 3. For each round, file and engine, alternating which engine runs first: llama-bench
 #    -p 512 -n 64 -d 0,512 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
 #    radixlm's decode runs after its 512-token prompt, so it is compared with llama.cpp's tg64 at
@@ -31,7 +35,7 @@
 # build/vs_llamacpp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 THREADS=2 MODELS=dense,hybrid,qwen35 TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1 BUILD_ONLY=0
+ROUNDS=3 THREADS=2 MODELS=dense,hybrid,qwen35 TYPES=bf16,q8_0,q4_0,q4_k_m WORK=build/vs_llamacpp LOGITS=1 BUILD_ONLY=0 PREPARE_ONLY=0 ISA=native
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -41,6 +45,8 @@ while [ $# -gt 0 ]; do
     --work) WORK=$2; shift 2 ;;
     --no-logits) LOGITS=0; shift ;;
     --build-only) BUILD_ONLY=1; shift ;;
+    --prepare-only) PREPARE_ONLY=1; shift ;;
+    --isa) ISA=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -51,8 +57,17 @@ RADIXLM=$PWD/build/src/cli/radixlm
 PY=/usr/bin/python3
 
 # ---- 1. llama.cpp ----------------------------------------------------------------------------
-LL=$WORK/llama.cpp
-if [ ! -x "$LL/build/bin/llama-server" ] || [ ! -x "$WORK/llamacpp_logits" ]; then
+case "$ISA" in
+  native) LL=$WORK/llama.cpp LL_ISA_FLAGS="-DGGML_NATIVE=ON" ;;
+  avx2) LL=$WORK/llama.cpp-avx2 LL_ISA_FLAGS="-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+          -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+          -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+        export RADIXLM_ISA=avx2 ;;
+  *) echo "--isa native|avx2" >&2; exit 2 ;;
+esac
+LOGITS_BIN=$WORK/llamacpp_logits TOKENIZE_BIN=$WORK/llamacpp_tokenize
+[ "$ISA" = native ] || LOGITS_BIN=$WORK/llamacpp_logits-$ISA TOKENIZE_BIN=$WORK/llamacpp_tokenize-$ISA
+if [ ! -x "$LL/build/bin/llama-server" ] || [ ! -x "$LOGITS_BIN" ]; then
   echo "building llama.cpp (node-llama-cpp@3.22.1's bundle) in $LL ..." >&2
   tmp=$(mktemp -d)
   (cd "$tmp" && npm pack --silent node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz)
@@ -60,15 +75,16 @@ if [ ! -x "$LL/build/bin/llama-server" ] || [ ! -x "$WORK/llamacpp_logits" ]; th
   git clone -q "$tmp/package/llama/gitRelease.bundle" "$LL" 2>/dev/null
   cp "$tmp/package/llama/llama.cpp.info.json" "$LL/" 2>/dev/null || true
   rm -rf "$tmp"
-  cmake -S "$LL" -B "$LL/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  # shellcheck disable=SC2086
+  cmake -S "$LL" -B "$LL/build" -DCMAKE_BUILD_TYPE=Release $LL_ISA_FLAGS -DLLAMA_CURL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$LL/build" -j "$(nproc)" --target llama-bench llama-quantize llama-tokenize llama-server >/dev/null
   g++ -O2 -std=c++17 bench/llamacpp_logits.cc -I"$LL/include" -I"$LL/ggml/include" -L"$LL/build/bin" \
-      -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$WORK/llamacpp_logits"
+      -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$LOGITS_BIN"
 fi
-if [ ! -x "$WORK/llamacpp_tokenize" ]; then
+if [ ! -x "$TOKENIZE_BIN" ]; then
   g++ -O2 -std=c++17 bench/llamacpp_tokenize.cc -I"$LL/include" -I"$LL/ggml/include" -L"$LL/build/bin" \
-      -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$WORK/llamacpp_tokenize"
+      -lllama -lggml -lggml-base -Wl,-rpath,"$LL/build/bin" -o "$TOKENIZE_BIN"
 fi
 export LD_LIBRARY_PATH="$LL/build/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 LL_VERSION=$(cat "$LL/llama.cpp.info.json" 2>/dev/null | tr -d '\n ' || echo '{}')
@@ -89,8 +105,11 @@ for m in ${MODELS//,/ }; do
   done
 done
 
+[ "$PREPARE_ONLY" = 1 ] && exit 0
+
 # ---- 3. speed, alternating -------------------------------------------------------------------
 RESULTS=$WORK/results.jsonl
+[ "$ISA" = native ] || RESULTS=$WORK/results-$ISA.jsonl
 : > "$RESULTS"
 for r in $(seq 1 "$ROUNDS"); do
   for m in ${MODELS//,/ }; do
@@ -121,7 +140,7 @@ if [ "$LOGITS" = 1 ]; then
     ids=$($PY -c "import random; random.seed(2); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
     for t in ${TYPES//,/ }; do
       f=$WORK/$m-$t.gguf
-      "$WORK/llamacpp_logits" "$f" "$ids" "$WORK/l_llama.f32" "$THREADS" 2>/dev/null
+      "$LOGITS_BIN" "$f" "$ids" "$WORK/l_llama.f32" "$THREADS" 2>/dev/null
       "$RADIXLM" logits -m "$f" --ids "$ids" --out "$WORK/l_radixlm.f32" --threads "$THREADS"
       "$RADIXLM" logits -m "$f" --ids "$ids" --out "$WORK/l_exact.f32" --threads "$THREADS" --dtype f32 --kv-dtype f32
       $PY - "$WORK" "$m" "$t" >> "$RESULTS" <<'EOF'
@@ -142,13 +161,17 @@ fi
 # ---- 5. the table ------------------------------------------------------------------------------
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_bf16|avx512_vnni)$' | tr '\n' ' ')
-$PY - "$RESULTS" "$CPU" "$FLAGS" "$THREADS" "$ROUNDS" "$LL_VERSION" <<'EOF' | tee "$WORK/table.md"
+TABLE=$WORK/table.md
+[ "$ISA" = native ] || TABLE=$WORK/table-$ISA.md
+$PY - "$RESULTS" "$CPU" "$FLAGS" "$THREADS" "$ROUNDS" "$LL_VERSION" "$ISA" <<'EOF' | tee "$TABLE"
 import json, statistics, sys
-path, cpu, flags, threads, rounds, version = sys.argv[1:7]
+path, cpu, flags, threads, rounds, version, isa = sys.argv[1:8]
 rows = [json.loads(l) for l in open(path)]
 speed = [r for r in rows if not r.get("logits")]
 logits = {(r["model"], r["type"]): r for r in rows if r.get("logits")}
-print(f"CPU: {cpu} ({flags.strip()}), {threads} threads; llama.cpp {version}; {rounds} rounds, engines alternated; "
+isa_note = ("native builds" if isa == "native" else
+            f"ISA {isa} in both: radixlm RADIXLM_ISA={isa}, llama.cpp built with GGML_NATIVE=OFF, AVX2/FMA/F16C on, AVX-512 off")
+print(f"CPU: {cpu} ({flags.strip()}), {threads} threads; {isa_note}; llama.cpp {version}; {rounds} rounds, engines alternated; "
       "tokens/s of prefill 512 and of decode 64 after a 512-token context (llama.cpp -d 512; its decode from an "
       "empty context in brackets); ratio = median over rounds of radixlm / llama.cpp (in brackets: against "
       "llama.cpp's empty-context decode)\n")
