@@ -442,7 +442,7 @@ core::Isa TierOf(const WeightSegment& seg, core::Isa isa) {
 
 int MaxRows(const WeightSegment& seg, core::Isa tier) {
   if (tier == core::Isa::kAvx512) return 8;
-  if (tier == core::Isa::kAvx2) return core::IsQuantized(seg.storage) ? 4 : 6;
+  if (tier == core::Isa::kAvx2) return 6;
   return 4;
 }
 

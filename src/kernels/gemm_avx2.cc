@@ -27,34 +27,36 @@ RADIXLM_AVX2_FMA void FloatMicro(const MicroArgs& a) {
   const uint8_t* pan[NP];
 #pragma GCC unroll 4
   for (int p = 0; p < NP; ++p) pan[p] = a.seg->panel(a.p0 + p);
-  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-  for (int64_t k = 0; k < a.K; ++k) {
-    __m256 b[NC];
+  [[maybe_unused]] const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  // bf16: pairs (k even, k odd) per lane, loaded once per pair, the even k's half shifted up
+  // and the odd k's masked (no branch on k's parity); an odd K ends with a lone even step.
+  const int64_t step = BF16 ? 2 : 1;
+  for (int64_t k0 = 0; k0 < a.K; k0 += step) {
+#pragma GCC unroll 2
+    for (int64_t j = 0; j < step; ++j) {
+      const int64_t k = k0 + j;
+      if (BF16 && j == 1 && k == a.K) break;
+      __m256 b[NC];
 #pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) {
-      if constexpr (BF16) {
-        // Pairs (k even, k odd) per lane: k's half, widened.
-        const uint8_t* v = pan[p] + (k / 2) * 64;
-        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
-        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32));
-        if (k & 1) {
-          b[2 * p] = _mm256_castsi256_ps(_mm256_and_si256(lo, hi_mask));
-          b[2 * p + 1] = _mm256_castsi256_ps(_mm256_and_si256(hi, hi_mask));
+      for (int p = 0; p < NP; ++p) {
+        if constexpr (BF16) {
+          const uint8_t* v = pan[p] + (k0 / 2) * 64;
+          const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
+          const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32));
+          b[2 * p] = _mm256_castsi256_ps(j ? _mm256_and_si256(lo, hi_mask) : _mm256_slli_epi32(lo, 16));
+          b[2 * p + 1] = _mm256_castsi256_ps(j ? _mm256_and_si256(hi, hi_mask) : _mm256_slli_epi32(hi, 16));
         } else {
-          b[2 * p] = _mm256_castsi256_ps(_mm256_slli_epi32(lo, 16));
-          b[2 * p + 1] = _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+          const float* w = reinterpret_cast<const float*>(pan[p]) + k * kPanelCols;
+          b[2 * p] = _mm256_loadu_ps(w);
+          b[2 * p + 1] = _mm256_loadu_ps(w + 8);
         }
-      } else {
-        const float* w = reinterpret_cast<const float*>(pan[p]) + k * kPanelCols;
-        b[2 * p] = _mm256_loadu_ps(w);
-        b[2 * p + 1] = _mm256_loadu_ps(w + 8);
       }
-    }
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      const __m256 x = _mm256_broadcast_ss(a.xf + r * a.ldx + k);
+      for (int r = 0; r < MR; ++r) {
+        const __m256 x = _mm256_broadcast_ss(a.xf + r * a.ldx + k);
 #pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) acc[r * NC + c] = _mm256_fmadd_ps(x, b[c], acc[r * NC + c]);
+        for (int c = 0; c < NC; ++c) acc[r * NC + c] = _mm256_fmadd_ps(x, b[c], acc[r * NC + c]);
+      }
     }
   }
 #pragma GCC unroll 24
@@ -86,6 +88,22 @@ RADIXLM_AVX2_FMA inline __m256i GroupCodes(const uint8_t* chunk, int g, int half
   return v;
 }
 
+// Groups of 4 codes whose vpmaddubsw products can be summed in int16 before vpmaddwd widens
+// them: each int16 lane holds two products of a code u <= 2^bits - 1 and an activation
+// |q| <= 128, so kI16 groups stay below 2^15 (4-bit codes: 8 groups, a whole sub-block of 32;
+// 5-bit: 4; 6-bit: 2). The sum is exact either way, so the sequence of f32 operations per
+// sub-block is unchanged. 8-bit codes go through the sign trick (|w| up to 128): 1 group.
+template <DType T>
+constexpr int I16Groups() {
+  constexpr core::QuantFormat F = core::FormatOf(T);
+  if constexpr (F.bits == 8) return 1;
+  constexpr int by_range = 32767 / (2 * ((1 << F.bits) - 1) * 128);
+  return by_range < F.sub / 4 ? by_range : F.sub / 4;
+}
+
+// Rows [0, MR) x panels [p0, p0 + NP): one half-panel (8 outputs, one ymm per row) at a time
+// over all of K, so the f32 accumulators, the int sums and the int16 partial sums of MR rows
+// fit the 16 ymm registers; each decoded group of codes is reused by all MR rows.
 template <DType T, int MR, int NP>
 RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
   constexpr QuantLayout L = LayoutOf(T);
@@ -93,58 +111,69 @@ RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
   constexpr int kNs = F.n_subs();
   constexpr int kSubsPerChunk = 32 / F.sub;
   constexpr int kGroupsPerSub = F.sub / 4;
+  constexpr int kI16 = I16Groups<T>();
+  static_assert(kGroupsPerSub % kI16 == 0);
   const int64_t n_blocks = a.K / F.block;
   const int64_t ldd = a.ldq / 32;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[MR * NP * 2];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR * NP * 2; ++i) acc[i] = _mm256_setzero_ps();
   for (int p = 0; p < NP; ++p) {
     const uint8_t* pan = a.seg->panel(a.p0 + p);
-    for (int64_t bi = 0; bi < n_blocks; ++bi) {
-      const uint8_t* blk = pan + bi * L.block_bytes;
-      for (int c = 0; c < F.block / 32; ++c) {
-        const uint8_t* chunk = blk + L.header_bytes + c * L.chunk_bytes;
-        for (int s = 0; s < kSubsPerChunk; ++s) {
-          const int si = c * kSubsPerChunk + s;
-          const int64_t e0 = bi * F.block + c * 32 + s * F.sub;
-          const int64_t sub_index = e0 / F.sub;
+#pragma GCC unroll 1
+    for (int half = 0; half < 2; ++half) {
+      __m256 acc[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+      for (int64_t bi = 0; bi < n_blocks; ++bi) {
+        const uint8_t* blk = pan + bi * L.block_bytes;
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
+        __m256 dmv = _mm256_setzero_ps();  // m (block-min) or dmin (super-min)
+        if constexpr (F.has_min())
+          dmv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
+        for (int c = 0; c < F.block / 32; ++c) {
+          const uint8_t* chunk = blk + L.header_bytes + c * L.chunk_bytes;
 #pragma GCC unroll 2
-          for (int half = 0; half < 2; ++half) {
-            const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
-            __m256 ws = dv, mv = _mm256_setzero_ps();
-            if constexpr (F.scales == QuantScales::kBlockMin)
-              mv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
+          for (int s = 0; s < kSubsPerChunk; ++s) {
+            const int si = c * kSubsPerChunk + s;
+            const int64_t e0 = bi * F.block + c * 32 + s * F.sub;
+            const int64_t sub_index = e0 / F.sub;
+            __m256i isum[MR];
+#pragma GCC unroll 8
+            for (int gc = 0; gc < kGroupsPerSub; gc += kI16) {
+              __m256i part[MR];
+#pragma GCC unroll 8
+              for (int g = gc; g < gc + kI16; ++g) {
+                __m256i w = GroupCodes<T>(chunk, s * kGroupsPerSub + g, half);
+                __m256i sign_src = w;
+                if constexpr (F.bits == 8) {  // u8 = q + 128: back to signed, then |q| x sign(q) * x
+                  sign_src = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+                  w = _mm256_abs_epi8(sign_src);
+                }
+#pragma GCC unroll 8
+                for (int r = 0; r < MR; ++r) {
+                  int32_t x4;
+                  std::memcpy(&x4, a.xq + r * a.ldq + e0 + 4 * g, 4);
+                  __m256i x = _mm256_set1_epi32(x4);
+                  if constexpr (F.bits == 8) x = _mm256_sign_epi8(x, sign_src);
+                  const __m256i prod = _mm256_maddubs_epi16(w, x);
+                  part[r] = g == gc ? prod : _mm256_add_epi16(part[r], prod);
+                }
+              }
+#pragma GCC unroll 8
+              for (int r = 0; r < MR; ++r) {
+                const __m256i wide = _mm256_madd_epi16(part[r], ones);
+                isum[r] = gc == 0 ? wide : _mm256_add_epi32(isum[r], wide);
+              }
+            }
+            __m256 ws = dv, mv = dmv;
             if constexpr (F.scales == QuantScales::kSuperMin) {
-              const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
               ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 64 + si * 16 + 8 * half)))));
-              mv = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                                           reinterpret_cast<const __m128i*>(blk + 64 + (kNs + si) * 16 + 8 * half)))));
+              mv = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                          reinterpret_cast<const __m128i*>(blk + 64 + (kNs + si) * 16 + 8 * half)))));
             }
             if constexpr (F.scales == QuantScales::kSuperSigned)
               ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 32 + si * 16 + 8 * half)))));
-            __m256i isum[MR];
-#pragma GCC unroll 8
-            for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int g = 0; g < kGroupsPerSub; ++g) {
-              __m256i w = GroupCodes<T>(chunk, s * kGroupsPerSub + g, half);
-              __m256i sign_src = w;
-              if constexpr (F.bits == 8) {  // u8 = q + 128: back to signed, then |q| x sign(q) * x
-                sign_src = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
-                w = _mm256_abs_epi8(sign_src);
-              }
-#pragma GCC unroll 8
-              for (int r = 0; r < MR; ++r) {
-                int32_t x4;
-                std::memcpy(&x4, a.xq + r * a.ldq + e0 + 4 * g, 4);
-                __m256i x = _mm256_set1_epi32(x4);
-                if constexpr (F.bits == 8) x = _mm256_sign_epi8(x, sign_src);
-                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-              }
-            }
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
               __m256i is = isum[r];
@@ -152,24 +181,19 @@ RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
               if constexpr (F.offset != 0 && F.bits != 8)
                 is = _mm256_sub_epi32(is, _mm256_set1_epi32(a.corr[r * a.ld_terms + sub_index]));
               const __m256 scale = _mm256_mul_ps(ws, _mm256_set1_ps(a.xd[r * ldd + e0 / 32]));
-              __m256& out = acc[(r * NP + p) * 2 + half];
-              out = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), scale, out);
+              acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), scale, acc[r]);
               if constexpr (F.scales == QuantScales::kBlockMin)
-                out = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), out);
+                acc[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), acc[r]);
               if constexpr (F.scales == QuantScales::kSuperMin)
-                out = _mm256_fnmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), out);
+                acc[r] = _mm256_fnmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), acc[r]);
             }
           }
         }
       }
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) _mm256_storeu_ps(a.y + r * a.ldy + p * kPanelCols + 8 * half, acc[r]);
     }
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-    for (int p = 0; p < NP; ++p) {
-      _mm256_storeu_ps(a.y + r * a.ldy + p * kPanelCols, acc[(r * NP + p) * 2]);
-      _mm256_storeu_ps(a.y + r * a.ldy + p * kPanelCols + 8, acc[(r * NP + p) * 2 + 1]);
-    }
 }
 
 // Float types: rows 1..6 with 1 panel, and 1 x 4, 2 x 3, 3 x 2 for decode.
@@ -185,13 +209,14 @@ MicroFn FloatTable(int mr, int np) {
   return nullptr;
 }
 
-// Quantised types: rows 1..4 with 1 panel, and 1 x 2 for decode.
+// Quantised types: rows 1..kAvx2QuantRows with 1 panel, and 1 x 2 for decode.
 template <DType T>
 MicroFn QuantTable(int mr, int np) {
 #define RADIXLM_CASE(R, P) \
   case R * 16 + P: return &QuantMicro<T, R, P>;
   switch (mr * 16 + np) {
-    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1) RADIXLM_CASE(1, 2)
+    RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1) RADIXLM_CASE(5, 1)
+    RADIXLM_CASE(6, 1) RADIXLM_CASE(1, 2)
   }
 #undef RADIXLM_CASE
   return nullptr;
