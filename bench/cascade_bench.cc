@@ -17,6 +17,7 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/peak.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   const k::AttentionParams p{heads, kv_heads, hd, 1.0f / std::sqrt(float(hd))};
   radixlm::core::ThreadPool pool(threads);
   radixlm::core::Rng rng(1);
+  const double fma_peak = k::MeasureFmaPeakGflops(pool);
   for (int batch : {8, 32, 64})
     for (int prefix : {1024, 4096, 16384})
       for (int suffix : {64, 512}) {
@@ -76,7 +78,19 @@ int main(int argc, char** argv) {
         for (int r = 0; r < batch; ++r) seqs.push_back({r, 1, tables[r]});
         std::vector<float> q(size_t(batch) * heads * hd), out(q.size()), lse(size_t(batch) * heads);
         for (float& x : q) x = static_cast<float>(rng.Normal(0, 1));
-        std::vector<double> plain_s, cascade_s;
+        // The grouped pass: one sequence of the B rows over the shared blocks, per split chunk.
+        std::vector<int32_t> group_pos(batch);
+        std::vector<float> group_out(out.size()), group_lse(lse.size());
+        auto time_group = [&] {
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int64_t c0 = 0; c0 < prefix; c0 += kSplit) {
+            std::fill(group_pos.begin(), group_pos.end(), static_cast<int32_t>(std::min<int64_t>(prefix, c0 + kSplit) - 1));
+            const k::AttentionSeq g{0, batch, shared, c0};
+            k::PagedAttention(pool, p, kv, {&g, 1}, group_pos.data(), q.data(), group_out.data(), group_lse.data());
+          }
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        };
+        std::vector<double> plain_s, cascade_s, group_s;
         auto time = [&](bool cascade) {
           const auto t0 = std::chrono::steady_clock::now();
           if (cascade) k::CascadeAttention(pool, p, kv, seqs, pos.data(), q.data(), {&group, 1}, kSplit, out.data(), lse.data());
@@ -88,19 +102,23 @@ int main(int argc, char** argv) {
         for (int i = 0; i < repeats; ++i) {
           plain_s.push_back(mode != "cascade" ? time(false) : 1.0);
           cascade_s.push_back(mode != "plain" ? time(true) : 1.0);
+          group_s.push_back(mode != "plain" ? time_group() : 1.0);
         }
         // K and V of a token, all kv heads, bf16.
         const double token_bytes = 2.0 * kv_heads * hd * 2;
         const int tiles = (batch + (k::CascadeTileRows(heads / kv_heads)) - 1) / k::CascadeTileRows(heads / kv_heads);
         const double plain_bytes = token_bytes * batch * double(prefix + suffix);
         const double cascade_bytes = token_bytes * (double(prefix) * tiles + double(batch) * suffix);
-        const double tp = Median(plain_s), tc = Median(cascade_s);
+        const double tp = Median(plain_s), tc = Median(cascade_s), tg = Median(group_s);
+        const double group_gflop = 4.0 * batch * heads * double(prefix) * hd / 1e9;
         const double ideal = plain_bytes / cascade_bytes, speedup = tp / tc;
         std::printf("{\"isa\":\"%s\",\"threads\":%d,\"batch\":%d,\"shared_prefix\":%d,\"suffix\":%d,"
                     "\"plain_ms\":%.3f,\"cascade_ms\":%.3f,\"speedup\":%.2f,\"kv_bytes_plain\":%.0f,"
-                    "\"kv_bytes_cascade\":%.0f,\"ideal\":%.2f,\"of_ideal\":%.2f,\"plain_gb_s\":%.1f}\n",
+                    "\"kv_bytes_cascade\":%.0f,\"ideal\":%.2f,\"of_ideal\":%.2f,\"plain_gb_s\":%.1f,\"group_ms\":%.3f,"
+                    "\"group_gflop_s\":%.1f,\"fma_peak_gflop_s\":%.1f,\"group_of_peak\":%.2f}\n",
                     radixlm::core::IsaName(radixlm::core::ActiveIsa()), threads, batch, prefix, suffix, tp * 1e3,
-                    tc * 1e3, speedup, plain_bytes, cascade_bytes, ideal, speedup / ideal, plain_bytes / tp / 1e9);
+                    tc * 1e3, speedup, plain_bytes, cascade_bytes, ideal, speedup / ideal, plain_bytes / tp / 1e9, tg * 1e3,
+                    group_gflop / tg, fma_peak, group_gflop / tg / fma_peak);
         std::fflush(stdout);
       }
   return 0;

@@ -11,14 +11,13 @@
 #include "core/cpu_features.h"
 #include "core/status.h"
 #include "kernels/attention_internal.h"
-#include "kernels/vec_avx2.h"
 
 namespace radixlm::kernels {
 namespace {
 
 using core::DType;
 
-// The element type of a KV dtype and its conversion to f32 (scalar and 8 lanes).
+// The element type of a KV dtype and its conversion to f32.
 template <DType D>
 using KvElem = std::conditional_t<D == DType::kF32, float, uint16_t>;
 
@@ -27,18 +26,6 @@ inline float LoadKv(const KvElem<D>* p) {
   if constexpr (D == DType::kF32) return *p;
   else if constexpr (D == DType::kBF16) return core::Bf16ToF32(*p);
   else return core::F16ToF32(*p);
-}
-
-template <DType D>
-RADIXLM_AVX2 inline __m256 LoadKv8(const KvElem<D>* p) {
-  if constexpr (D == DType::kF32) {
-    return _mm256_loadu_ps(p);
-  } else if constexpr (D == DType::kBF16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  } else {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
 }
 
 using attn::kMaxGroup;
@@ -59,85 +46,6 @@ void ScoresScalar(const float* const* q, int n_q, const KvElem<D>* kt, int d, in
     }
 }
 
-template <DType D, int NQ, int NC>
-RADIXLM_AVX2 void ScoresAvx2(const float* const* q, const KvElem<D>* kt, int d, int bt, float* out) {
-  __m256 acc[NQ * NC];
-#pragma GCC unroll 16
-  for (int x = 0; x < NQ * NC; ++x) acc[x] = _mm256_setzero_ps();
-  for (int i = 0; i < d; ++i) {
-    __m256 kr[NC];
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) kr[c] = LoadKv8<D>(kt + i * bt + c * 8);
-#pragma GCC unroll 4
-    for (int vq = 0; vq < NQ; ++vq) {
-      const __m256 qb = _mm256_broadcast_ss(q[vq] + i);
-#pragma GCC unroll 4
-      for (int c = 0; c < NC; ++c) acc[vq * NC + c] = _mm256_fmadd_ps(qb, kr[c], acc[vq * NC + c]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int x = 0; x < NQ * NC; ++x) _mm256_storeu_ps(out + (x / NC) * bt + (x % NC) * 8, acc[x]);
-}
-
-template <DType D, int NC>
-void ScoresAvx2Chunk(const float* const* q, int n_q, const KvElem<D>* kt, int d, int bt, float* out) {
-  switch (n_q) {
-    case 1: return ScoresAvx2<D, 1, NC>(q, kt, d, bt, out);
-    case 2: return ScoresAvx2<D, 2, NC>(q, kt, d, bt, out);
-    case 3: return ScoresAvx2<D, 3, NC>(q, kt, d, bt, out);
-    default: return ScoresAvx2<D, 4, NC>(q, kt, d, bt, out);
-  }
-}
-
-// Vectorised when a block is 8, 16, 24 or 32 tokens (a configuration constant, so the choice
-// never depends on the batch); otherwise the scalar chain.
-bool VectorScores(int bt) { return bt % 8 == 0 && bt <= 32; }
-
-template <DType D>
-void Scores(const float* const* q, int n_q, const KvElem<D>* kt, int d, int bt, float* out, bool avx2) {
-  if (!avx2 || !VectorScores(bt)) return ScoresScalar<D>(q, n_q, kt, d, bt, out);
-  for (int v0 = 0; v0 < n_q; v0 += 4) {
-    const int n = std::min(4, n_q - v0);
-    switch (bt / 8) {
-      case 1: ScoresAvx2Chunk<D, 1>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-      case 2: ScoresAvx2Chunk<D, 2>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-      case 3: ScoresAvx2Chunk<D, 3>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-      default: ScoresAvx2Chunk<D, 4>(q + v0, n, kt, d, bt, out + v0 * bt); break;
-    }
-  }
-}
-
-// acc = acc * scale + sum_j p[j] * v_j, 64 dims at a time so 8 independent chains run per
-// value row (the per-element order, j ascending, is the scalar path's).
-template <DType D>
-RADIXLM_AVX2 void ScaleAccumulateAvx2(float* acc, float scale, const float* p, const KvElem<D>* const* v,
-                                      int n_v, int d) {
-  const __m256 vs = _mm256_set1_ps(scale);
-  int i = 0;
-  for (; i + 64 <= d; i += 64) {
-    __m256 a[8];
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) a[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + i + c * 8), vs);
-    for (int j = 0; j < n_v; ++j) {
-      const __m256 pj = _mm256_set1_ps(p[j]);
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(pj, LoadKv8<D>(v[j] + i + c * 8), a[c]);
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + i + c * 8, a[c]);
-  }
-  for (; i + 8 <= d; i += 8) {
-    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + i), vs);
-    for (int j = 0; j < n_v; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), LoadKv8<D>(v[j] + i), a);
-    _mm256_storeu_ps(acc + i, a);
-  }
-  for (; i < d; ++i) {
-    float a = acc[i] * scale;
-    for (int j = 0; j < n_v; ++j) a += p[j] * LoadKv<D>(v[j] + i);
-    acc[i] = a;
-  }
-}
-
 template <DType D>
 void ScaleAccumulateScalar(float* acc, float scale, const float* p, const KvElem<D>* const* v, int n_v, int d) {
   for (int i = 0; i < d; ++i) {
@@ -147,20 +55,16 @@ void ScaleAccumulateScalar(float* acc, float scale, const float* p, const KvElem
   }
 }
 
-RADIXLM_AVX2 void ExpSubAvx2(float* s, int n, float m) {
-  int i = 0;
-  const __m256 vm = _mm256_set1_ps(m);
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), vm)));
-  for (; i < n; ++i) s[i] = std::exp(s[i] - m);
-}
-
 // A tile of query rows of one sequence, one kv head, the `group` q heads that share it. KV
 // blocks are the outer loop so each block is read from memory once per tile, not once per
 // row (long prompts were bandwidth-bound on K/V otherwise). Each row's arithmetic is exactly
-// the single-row sequence: a row's result does not depend on the tile it is in.
+// the single-row sequence: a row's result does not depend on the tile it is in. This is the
+// scalar path; on AVX2 the tile goes to attention_avx2.cc (chunks of >= 64 keys as two
+// register-blocked matrix products), on AVX-512 to attention_avx512.cc.
 template <DType D>
 void AttendTile(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
                 const TileRow* rows, int n_rows, bool avx2) {
+  if (avx2) return attn::AttendTileAvx2(p, kv, seq, kv_head, rows, n_rows);
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
   const KvElem<D>* keys = static_cast<const KvElem<D>*>(kv.k);
   const KvElem<D>* values = static_cast<const KvElem<D>*>(kv.v);
@@ -189,7 +93,7 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
     for (int r = 0; r < n_rows; ++r)
       if (rows[r].position >= start)
         for (int g = 0; g < group; ++g) qv[n_q++] = rows[r].q + (kv_head * group + g) * d;
-    Scores<D>(qv, n_q, keys + kv.KeyIndex(block, 0, kv_head, 0), d, bt, block_scores, avx2);
+    ScoresScalar<D>(qv, n_q, keys + kv.KeyIndex(block, 0, kv_head, 0), d, bt, block_scores);
     int vq = 0;
     for (int r = 0; r < n_rows; ++r) {
       const int n = static_cast<int>(std::min<int64_t>(bt, static_cast<int64_t>(rows[r].position) + 1 - start));
@@ -202,18 +106,13 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
         float bm = mg;
         for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
         const float correction = std::exp(mg - bm);  // exp(-inf) = 0 on the first block
-        if (avx2) {
-          ExpSubAvx2(scores[g], n, bm);
-        } else {
-          for (int j = 0; j < n; ++j) scores[g][j] = std::exp(scores[g][j] - bm);
-        }
+        for (int j = 0; j < n; ++j) scores[g][j] = std::exp(scores[g][j] - bm);
         float bs = 0;
         for (int j = 0; j < n; ++j) bs += scores[g][j];
         lg = lg * correction + bs;
         mg = bm;
         float* acc = rows[r].out + (kv_head * group + g) * d;
-        if (avx2) ScaleAccumulateAvx2<D>(acc, correction, scores[g], vptr, n, d);
-        else ScaleAccumulateScalar<D>(acc, correction, scores[g], vptr, n, d);
+        ScaleAccumulateScalar<D>(acc, correction, scores[g], vptr, n, d);
       }
     }
   }

@@ -1,5 +1,5 @@
-// Internals of kernels/attention shared by the driver (attention.cc) and the AVX-512 kernel
-// (attention_avx512.cc). Not part of the kernels' interface.
+// Internals of kernels/attention shared by the driver (attention.cc) and the AVX2 and AVX-512
+// kernels (attention_avx2.cc, attention_avx512.cc). Not part of the kernels' interface.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +28,12 @@ inline int TileRows(int group) { return kTileVectors / group; }
 // so a row's arithmetic depends only on its position and its sequence's KV: batch-invariant.
 void AttendTileAvx512(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
                       const TileRow* rows, int n_rows);
+
+// The AVX2 tile kernel (any KV dtype, block size and head_dim). Softmax runs over chunks of
+// whole KV blocks of at least 64 keys, aligned to the sequence's first position; scores and
+// weighted values are register-blocked products over the tile's query vectors whose per-element
+// order of operations does not depend on the tile: batch-invariant.
+void AttendTileAvx2(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
+                    const TileRow* rows, int n_rows);
 
 }  // namespace radixlm::kernels::attn

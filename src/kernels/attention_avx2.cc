@@ -1,0 +1,349 @@
+// AVX2 paged attention for a tile (attention_internal.h). Per chunk of >= 64 keys, the tile's
+// query vectors (rows x group heads) meet the chunk as two register-blocked matrix products:
+// scores S = Q K^T (6 query vectors x 16 keys of ymm accumulators, each K load shared by 6
+// vectors), an online-softmax update per vector and chunk, then O = O * corr + P V (6 vectors x
+// 16 dims, each V load shared by 6 vectors). A cascade group's rows all sit at one position past
+// a shared prefix, so its tile is exactly these products, compute-bound once the prefix is read
+// once per tile (docs/cascade.md).
+//
+// The order of f32 operations of one output element is fixed by its row's position and the
+// sequence's KV alone, never by the tile: a score is one FMA chain over head_dim (dims in order)
+// times the scale; a chunk's max and sum are 8-lane vector folds over its keys in order, reduced
+// by HMax / HSum; an output element is acc * corr, then one FMA chain over the chunk's valid keys
+// in order. Which vectors share a register block changes none of these (a block's vectors with
+// more valid keys than its shortest continue their chains alone), so a row alone, in a prefill
+// tile or in a cascade group of 127 others gives the same bits (tests: attention_test.cc).
+// K/V are read in the store's dtype and widened in registers; blocks whose size is not a
+// multiple of 8 are first staged into a contiguous f32 chunk.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/attention_internal.h"
+#include "kernels/vec_avx2.h"
+
+namespace radixlm::kernels::attn {
+namespace {
+
+using core::DType;
+
+template <DType D>
+using Elem = std::conditional_t<D == DType::kF32, float, uint16_t>;
+
+template <DType D>
+RADIXLM_AVX2 inline __m256 Load8(const Elem<D>* p) {
+  if constexpr (D == DType::kF32) {
+    return _mm256_loadu_ps(p);
+  } else if constexpr (D == DType::kBF16) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+template <DType D>
+inline float Load1(const Elem<D>* p) {
+  if constexpr (D == DType::kF32) return *p;
+  else if constexpr (D == DType::kBF16) return core::Bf16ToF32(*p);
+  else return core::F16ToF32(*p);
+}
+
+// All ones in lanes [0, n).
+RADIXLM_AVX2 inline __m256 FirstN(int n) {
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+// 8 consecutive keys of a chunk (never across a block): dim 0's pointer and the dim stride.
+template <DType D>
+struct KeyGroup {
+  const Elem<D>* k;
+  int64_t stride;
+};
+
+// Register blocks: NQ query vectors x N groups of 8 lanes, at most 12 accumulators of the 16
+// ymm registers (the rest hold the shared K or V loads and one broadcast).
+constexpr int LanesFor(int nq) { return nq == 1 ? 8 : nq == 2 ? 4 : nq == 3 ? 3 : 2; }
+
+// scores[v][8 g + j] = (q_v . k_j) * scale for NQ query vectors and NK key groups.
+template <DType D, int NQ, int NK>
+RADIXLM_AVX2 void ScoreBlock(const float* const* q, const KeyGroup<D>* groups, int d, float scale, float* scores,
+                             int64_t ld_scores) {
+  __m256 acc[NQ * NK];
+#pragma GCC unroll 16
+  for (int x = 0; x < NQ * NK; ++x) acc[x] = _mm256_setzero_ps();
+  for (int i = 0; i < d; ++i) {
+    __m256 k[NK];
+#pragma GCC unroll 8
+    for (int g = 0; g < NK; ++g) k[g] = Load8<D>(groups[g].k + i * groups[g].stride);
+#pragma GCC unroll 6
+    for (int v = 0; v < NQ; ++v) {
+      const __m256 b = _mm256_broadcast_ss(q[v] + i);
+#pragma GCC unroll 8
+      for (int g = 0; g < NK; ++g) acc[v * NK + g] = _mm256_fmadd_ps(b, k[g], acc[v * NK + g]);
+    }
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+#pragma GCC unroll 6
+  for (int v = 0; v < NQ; ++v)
+#pragma GCC unroll 8
+    for (int g = 0; g < NK; ++g) _mm256_storeu_ps(scores + v * ld_scores + 8 * g, _mm256_mul_ps(acc[v * NK + g], s));
+}
+
+// The last n (< NK) key groups of a row of blocks.
+template <DType D, int NQ, int NK>
+void ScoreTail(int n, const float* const* q, const KeyGroup<D>* groups, int d, float scale, float* scores,
+               int64_t ld_scores) {
+  if (n == NK) return ScoreBlock<D, NQ, NK>(q, groups, d, scale, scores, ld_scores);
+  if constexpr (NK > 1) ScoreTail<D, NQ, NK - 1>(n, q, groups, d, scale, scores, ld_scores);
+}
+
+template <DType D, int NQ>
+void ScoreGroupsNq(const float* const* q, const KeyGroup<D>* groups, int n_groups, int d, float scale, float* scores,
+                   int64_t ld_scores) {
+  constexpr int kNk = LanesFor(NQ);
+  for (int g = 0; g < n_groups; g += kNk)
+    ScoreTail<D, NQ, kNk>(std::min(kNk, n_groups - g), q, groups + g, d, scale, scores + 8 * g, ld_scores);
+}
+
+template <DType D>
+void ScoreGroups(const float* const* q, int n_q, const KeyGroup<D>* groups, int n_groups, int d, float scale,
+                 float* scores, int64_t ld_scores) {
+  for (int v = 0; v < n_q; v += 6) {
+    const float* const* qv = q + v;
+    float* out = scores + v * ld_scores;
+    switch (std::min(6, n_q - v)) {
+      case 1: ScoreGroupsNq<D, 1>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+      case 2: ScoreGroupsNq<D, 2>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+      case 3: ScoreGroupsNq<D, 3>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+      case 4: ScoreGroupsNq<D, 4>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+      case 5: ScoreGroupsNq<D, 5>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+      default: ScoreGroupsNq<D, 6>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+    }
+  }
+}
+
+// acc_q[i] = acc_q[i] * corr_q + sum_{j0 <= j < j1} p_q[j] * v_j[i] for QV query vectors over
+// dims [i0, i0 + 8 DV): one FMA chain per element, keys in order.
+template <DType D, int QV, int DV>
+RADIXLM_AVX2 void ValueBlock(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
+                             int j0, int j1, int i0) {
+  __m256 a[QV * DV];
+#pragma GCC unroll 6
+  for (int q = 0; q < QV; ++q)
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c)
+      a[q * DV + c] = _mm256_mul_ps(_mm256_loadu_ps(acc[q] + i0 + 8 * c), _mm256_set1_ps(corr[q]));
+  for (int j = j0; j < j1; ++j) {
+    __m256 x[DV];
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) x[c] = Load8<D>(v[j] + i0 + 8 * c);
+#pragma GCC unroll 6
+    for (int q = 0; q < QV; ++q) {
+      const __m256 pj = _mm256_broadcast_ss(p[q] + j);
+#pragma GCC unroll 8
+      for (int c = 0; c < DV; ++c) a[q * DV + c] = _mm256_fmadd_ps(pj, x[c], a[q * DV + c]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int q = 0; q < QV; ++q)
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) _mm256_storeu_ps(acc[q] + i0 + 8 * c, a[q * DV + c]);
+}
+
+template <DType D, int QV, int DV>
+void ValueTail(int n, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
+               int j1, int i0) {
+  if (n == DV) return ValueBlock<D, QV, DV>(acc, corr, p, v, j0, j1, i0);
+  if constexpr (DV > 1) ValueTail<D, QV, DV - 1>(n, acc, corr, p, v, j0, j1, i0);
+}
+
+// The same over all d dims (the last d % 8 one scalar chain each, in the same order).
+template <DType D, int QV>
+RADIXLM_AVX2 void ValueRows(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
+                            int j0, int j1, int d) {
+  constexpr int kDv = LanesFor(QV);
+  const int d8 = d / 8;
+  for (int c = 0; c < d8; c += kDv) ValueTail<D, QV, kDv>(std::min(kDv, d8 - c), acc, corr, p, v, j0, j1, 8 * c);
+  for (int q = 0; q < QV; ++q)
+    for (int i = 8 * d8; i < d; ++i) {
+      float a = acc[q][i] * corr[q];
+      for (int j = j0; j < j1; ++j) a = std::fma(p[q][j], Load1<D>(v[j] + i), a);
+      acc[q][i] = a;
+    }
+}
+
+template <DType D>
+void ValuesOf(int n_q, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
+              int j1, int d) {
+  switch (n_q) {
+    case 1: return ValueRows<D, 1>(acc, corr, p, v, j0, j1, d);
+    case 2: return ValueRows<D, 2>(acc, corr, p, v, j0, j1, d);
+    case 3: return ValueRows<D, 3>(acc, corr, p, v, j0, j1, d);
+    case 4: return ValueRows<D, 4>(acc, corr, p, v, j0, j1, d);
+    case 5: return ValueRows<D, 5>(acc, corr, p, v, j0, j1, d);
+    default: return ValueRows<D, 6>(acc, corr, p, v, j0, j1, d);
+  }
+}
+
+// The weighted values of n_q query vectors, 6 to a register block. Each vector sums over its own
+// causal keys only: a block runs to its shortest vector's last key, and the longer ones go on
+// alone (never 0 x a later key's value: an overflowed f16 value is inf, and 0 x inf would leak
+// NaN into earlier rows of the tile).
+template <DType D>
+void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
+                    const Elem<D>* const* v, int d) {
+  static constexpr float kOne = 1.0f;  // x * 1 = x: a chain continued, not rescaled again
+  for (int w = 0; w < n_q; w += 6) {
+    const int nb = std::min(6, n_q - w);
+    const int lo = *std::min_element(valid + w, valid + w + nb);
+    ValuesOf<D>(nb, acc + w, corr + w, p + w, v, 0, lo, d);
+    for (int x = w; x < w + nb; ++x)
+      if (valid[x] > lo) ValueRows<D, 1>(acc + x, &kOne, p + x, v, lo, valid[x], d);
+  }
+}
+
+// Softmax update of one query vector over a chunk's scores s[0, n) (n valid keys): returns the
+// correction for its accumulator and leaves exp(s_j - m_new) in s.
+RADIXLM_AVX2 float SoftmaxChunk(float* s, int n, float* m, float* l) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 mx = ninf;
+  for (int j = 0; j < n; j += 8) mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + j), FirstN(n - j)));
+  const float m_new = std::max(*m, avx2::HMax(mx));
+  const float corr = std::exp(*m - m_new);  // exp(-inf) = 0 on the first chunk
+  const __m256 mn = _mm256_set1_ps(m_new);
+  __m256 sum = _mm256_setzero_ps();
+  for (int j = 0; j < n; j += 8) {
+    const __m256 e = _mm256_and_ps(FirstN(n - j), avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), mn)));
+    _mm256_storeu_ps(s + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  *l = *l * corr + avx2::HSum(sum);
+  *m = m_new;
+  return corr;
+}
+
+// Key groups of a chunk: a chunk is at most 256 keys (blocks of at most 256 tokens, checked by
+// PagedAttention; smaller blocks make chunks of under 128).
+constexpr int kMaxChunkGroups = 32;
+
+struct Workspace {
+  std::vector<float> scores, staged_k, staged_v;
+  std::vector<const void*> vptr;
+};
+
+template <DType D>
+void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head, const TileRow* rows,
+            int n_rows) {
+  static thread_local Workspace ws;
+  const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
+  // Chunks of whole blocks, at least 64 keys; blocks of a multiple of 8 keys are read in place.
+  const int blocks_per_chunk = std::max(1, (64 + bt - 1) / bt);
+  const int chunk = blocks_per_chunk * bt, chunk_pad = (chunk + 7) / 8 * 8;
+  const bool direct = bt % 8 == 0;
+  const int n_vec = n_rows * group;
+  ws.scores.resize(static_cast<size_t>(n_vec) * chunk_pad);
+  ws.vptr.resize(chunk);
+  if (!direct) {
+    ws.staged_k.assign(static_cast<size_t>(d) * chunk_pad, 0.0f);
+    ws.staged_v.resize(static_cast<size_t>(chunk) * d);
+  }
+  const Elem<D>* keys = static_cast<const Elem<D>*>(kv.k);
+  const Elem<D>* values = static_cast<const Elem<D>*>(kv.v);
+
+  float m[kTileVectors], l[kTileVectors], corr[kTileVectors];
+  const float* qv[kTileVectors];
+  float* acc[kTileVectors];
+  const float* sv[kTileVectors];
+  int valid_keys[kTileVectors], vec_of[kTileVectors];
+  int32_t max_pos = -1;
+  for (int r = 0; r < n_rows; ++r) {
+    max_pos = std::max(max_pos, rows[r].position);
+    for (int g = 0; g < group; ++g) {
+      const int v = r * group + g;
+      m[v] = -std::numeric_limits<float>::infinity();
+      l[v] = 0;
+      std::memset(rows[r].out + (kv_head * group + g) * d, 0, d * sizeof(float));
+    }
+  }
+  KeyGroup<D> kg[kMaxChunkGroups];
+  KeyGroup<DType::kF32> kgs[kMaxChunkGroups];
+  // Chunks are aligned to the first position attended (a split's suffix starts at kv_begin).
+  for (int64_t c0 = seq.kv_begin; c0 <= max_pos; c0 += chunk) {
+    const int n_keys = static_cast<int>(std::min<int64_t>(chunk, max_pos + 1 - c0));
+    const int n_groups = (n_keys + 7) / 8;
+    // Query vectors of rows that reach this chunk (a row's vectors are consecutive).
+    int n_active = 0;
+    for (int r = 0; r < n_rows; ++r) {
+      if (rows[r].position < c0) continue;
+      const int valid = static_cast<int>(std::min<int64_t>(n_keys, rows[r].position - c0 + 1));
+      for (int g = 0; g < group; ++g, ++n_active) {
+        qv[n_active] = rows[r].q + (kv_head * group + g) * d;
+        acc[n_active] = rows[r].out + (kv_head * group + g) * d;
+        valid_keys[n_active] = valid;
+        vec_of[n_active] = r * group + g;
+      }
+    }
+    if (direct) {
+      for (int j = 0; j < n_keys; ++j) {
+        const int64_t pos = c0 + j;
+        ws.vptr[j] = values + kv.ValueIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head);
+      }
+      for (int g = 0; g < n_groups; ++g) {
+        const int64_t pos = c0 + 8 * g;
+        kg[g] = {keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0), bt};
+      }
+      ScoreGroups<D>(qv, n_active, kg, n_groups, d, p.scale, ws.scores.data(), chunk_pad);
+    } else {
+      for (int j = 0; j < n_keys; ++j) {
+        const int64_t pos = c0 + j;
+        const int32_t block = seq.block_table[pos / bt];
+        for (int i = 0; i < d; ++i) ws.staged_k[i * chunk_pad + j] = kv.KeyAt(block, static_cast<int>(pos % bt), kv_head, i);
+        for (int i = 0; i < d; ++i) ws.staged_v[j * d + i] = kv.ValueAt(block, static_cast<int>(pos % bt), kv_head, i);
+        ws.vptr[j] = ws.staged_v.data() + j * d;
+      }
+      for (int g = 0; g < n_groups; ++g) kgs[g] = {ws.staged_k.data() + 8 * g, chunk_pad};
+      ScoreGroups<DType::kF32>(qv, n_active, kgs, n_groups, d, p.scale, ws.scores.data(), chunk_pad);
+    }
+    // Softmax per active vector over its causal keys, then the weighted values.
+    for (int v = 0; v < n_active; ++v) {
+      float* s = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
+      corr[v] = SoftmaxChunk(s, valid_keys[v], &m[vec_of[v]], &l[vec_of[v]]);
+      sv[v] = s;
+    }
+    if (direct) {
+      WeightedValues<D>(n_active, acc, corr, sv, valid_keys, reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d);
+    } else {
+      WeightedValues<DType::kF32>(n_active, acc, corr, sv, valid_keys,
+                                  reinterpret_cast<const float* const*>(ws.vptr.data()), d);
+    }
+  }
+  for (int r = 0; r < n_rows; ++r)
+    for (int g = 0; g < group; ++g) {
+      const int vec = r * group + g;
+      float* out = rows[r].out + (kv_head * group + g) * d;
+      // Nothing attended (a split's empty part): out stays 0, lse = -inf, the merge's identity.
+      const float inv = l[vec] > 0 ? 1.0f / l[vec] : 0.0f;
+      for (int i = 0; i < d; ++i) out[i] *= inv;
+      if (rows[r].lse)
+        rows[r].lse[kv_head * group + g] = l[vec] > 0 ? m[vec] + std::log(l[vec]) : -std::numeric_limits<float>::infinity();
+    }
+}
+
+}  // namespace
+
+void AttendTileAvx2(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
+                    const TileRow* rows, int n_rows) {
+  switch (kv.dtype) {
+    case DType::kBF16: return Attend<DType::kBF16>(p, kv, seq, kv_head, rows, n_rows);
+    case DType::kF16: return Attend<DType::kF16>(p, kv, seq, kv_head, rows, n_rows);
+    default: return Attend<DType::kF32>(p, kv, seq, kv_head, rows, n_rows);
+  }
+}
+
+}  // namespace radixlm::kernels::attn
