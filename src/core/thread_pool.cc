@@ -87,12 +87,11 @@ void ThreadPool::RunChunk(int thread, int64_t chunk) {
   fn(thread, n * chunk / chunks, n * (chunk + 1) / chunks);
 }
 
-int64_t ThreadPool::Work(int thread, uint64_t generation) {
+void ThreadPool::Work(int thread, uint64_t generation) {
   // A claim word names its region, so a worker holding a word of a finished region can never
   // take a chunk of the next one; the region's parameters are read only after a claim of it
   // succeeded, while it cannot end.
   const uint64_t tag = generation & kGenerationMask;
-  int64_t ran = 0;
   for (int k = 0; k < n_threads_; ++k) {
     const int victim = (thread + k) % n_threads_;
     Home& h = homes_[victim];
@@ -104,11 +103,9 @@ int64_t ThreadPool::Work(int thread, uint64_t generation) {
       if (victim != thread) stolen_.fetch_add(1, std::memory_order_relaxed);
       RunChunk(thread, static_cast<int64_t>(idx));
       done_.fetch_add(1, std::memory_order_acq_rel);
-      ++ran;
       c = h.claim.load(std::memory_order_acquire);
     }
   }
-  return ran;
 }
 
 void ThreadPool::RunOnAll(const std::function<void(int)>& fn) {

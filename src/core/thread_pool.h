@@ -71,8 +71,8 @@ class ThreadPool {
 
   void WorkerLoop(int index);
   void WaitForRegion(uint64_t seen);
-  // Claims and runs chunks of region `generation` until none is left; returns how many it ran.
-  int64_t Work(int thread, uint64_t generation);
+  // Claims and runs chunks of region `generation` until none is left.
+  void Work(int thread, uint64_t generation);
   void RunChunk(int thread, int64_t chunk);
 
   int n_threads_;

@@ -342,16 +342,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     }
     pf.Rest();
   }
-  for (int r = 0; r < n_rows; ++r)
-    for (int g = 0; g < group; ++g) {
-      const int vec = r * group + g;
-      float* out = rows[r].out + (kv_head * group + g) * d;
-      // Nothing attended (a split's empty part): out stays 0, lse = -inf, the merge's identity.
-      const float inv = l[vec] > 0 ? 1.0f / l[vec] : 0.0f;
-      for (int i = 0; i < d; ++i) out[i] *= inv;
-      if (rows[r].lse)
-        rows[r].lse[kv_head * group + g] = l[vec] > 0 ? m[vec] + std::log(l[vec]) : -std::numeric_limits<float>::infinity();
-    }
+  FinishTile(rows, n_rows, group, kv_head, d, m, l);
 }
 
 }  // namespace

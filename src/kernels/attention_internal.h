@@ -2,7 +2,9 @@
 // kernels (attention_avx2.cc, attention_avx512.cc). Not part of the kernels' interface.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/attention.h"
 
@@ -22,6 +24,21 @@ inline constexpr int kTileVectors = 256;  // query vectors (rows x group) sharin
 // Rows per tile: as many as the vector budget allows, so a cascade group of decode rows (all at
 // one position over a shared prefix) reads each K/V block once for up to 256 / group rows.
 inline int TileRows(int group) { return kTileVectors / group; }
+
+// A tile's last step: each query vector's output divided by its softmax sum l, and its lse
+// (m + log l) written where asked. Nothing attended (a split's empty part): out stays 0 and
+// lse = -inf, the merge's identity.
+inline void FinishTile(const TileRow* rows, int n_rows, int group, int kv_head, int d, const float* m, const float* l) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int g = 0; g < group; ++g) {
+      const int vec = r * group + g;
+      float* out = rows[r].out + (kv_head * group + g) * d;
+      const float inv = l[vec] > 0 ? 1.0f / l[vec] : 0.0f;
+      for (int i = 0; i < d; ++i) out[i] *= inv;
+      if (rows[r].lse)
+        rows[r].lse[kv_head * group + g] = l[vec] > 0 ? m[vec] + std::log(l[vec]) : -std::numeric_limits<float>::infinity();
+    }
+}
 
 // The AVX-512 tile kernel (any KV dtype, block size and head_dim <= 256). Softmax runs over
 // chunks of whole KV blocks of at least 64 keys, aligned to the sequence's first position,
