@@ -37,11 +37,11 @@ void ConvStateAt(const Mamba2Dims& d, int64_t after, const float* in, int64_t ld
 // so the compiler vectorises them without reordering any sum: the AVX2 build and the baseline
 // build compute bitwise-identical results.
 template <bool kUnused>
-inline void ConvBody(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in,
+inline void ConvBody(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
                      const float* w, const float* bias, const float* conv_state, float* out) {
   const int64_t cd = d.conv_dim();
   const int k1 = d.d_conv - 1;
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = t_begin; t < t_end; ++t) {
     float* o = out + t * cd;
     if (bias) {
       for (int64_t c = 0; c < cd; ++c) o[c] = bias[c];
@@ -58,19 +58,19 @@ inline void ConvBody(const Mamba2Dims& d, int64_t n_tokens, const float* in, int
   }
 }
 
-__attribute__((target("avx2,fma"), flatten)) void ConvAvx2(const Mamba2Dims& d, int64_t n, const float* in,
-                                                           int64_t ld, const float* w, const float* b,
-                                                           const float* s, float* o) {
-  ConvBody<true>(d, n, in, ld, w, b, s, o);
+__attribute__((target("avx2,fma"), flatten)) void ConvAvx2(const Mamba2Dims& d, int64_t t0, int64_t t1,
+                                                           const float* in, int64_t ld, const float* w,
+                                                           const float* b, const float* s, float* o) {
+  ConvBody<true>(d, t0, t1, in, ld, w, b, s, o);
 }
 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void ConvAvx512(
-    const Mamba2Dims& d, int64_t n, const float* in, int64_t ld, const float* w, const float* b, const float* s,
-    float* o) {
-  ConvBody<true>(d, n, in, ld, w, b, s, o);
+    const Mamba2Dims& d, int64_t t0, int64_t t1, const float* in, int64_t ld, const float* w, const float* b,
+    const float* s, float* o) {
+  ConvBody<true>(d, t0, t1, in, ld, w, b, s, o);
 }
-void ConvScalar(const Mamba2Dims& d, int64_t n, const float* in, int64_t ld, const float* w, const float* b,
-                const float* s, float* o) {
-  ConvBody<false>(d, n, in, ld, w, b, s, o);
+void ConvScalar(const Mamba2Dims& d, int64_t t0, int64_t t1, const float* in, int64_t ld, const float* w,
+                const float* b, const float* s, float* o) {
+  ConvBody<false>(d, t0, t1, in, ld, w, b, s, o);
 }
 
 struct ChunkScratch {
@@ -247,7 +247,8 @@ void ScanChunkScalar(const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs
 
 // ---- The exact recurrence ---------------------------------------------------------------------
 // Per head, token by token, one fixed sequence of roundings per state element and output:
-//   s_t[n, p] = fma(dt_t * B_t[n], x_t[p], exp(dt_t * A) * s_{t-1}[n, p])
+//   coef_t    = dt_t * B_t[n]
+//   s_t[n, p] = fma(coef_t, x_t[p], exp(dt_t * A) * s_{t-1}[n, p])
 //   acc_t[p]  = fma(C_t[n], s_t[n, p], acc_t[p])   for n = 0 .. N-1, from 0
 //   y_t[p]    = fma(D, x_t[p], acc_t[p])
 // Every element's chain is the same whether its tokens come in one call or in many, so a
@@ -255,132 +256,207 @@ void ScanChunkScalar(const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs
 // form's results depend on where a chunk starts). Loop order keeps a state row in registers
 // across a block of tokens (x and the accumulators stream from L1); every ISA computes the same
 // chains (scalar with std::fma), so the builds agree bit for bit.
+//
+// A block's operands are packed before the loops: B and C transposed to [N, T] once per group,
+// then per head x [T, P] and the accumulators [T, P] contiguous and coef [N, T]. In place, a token's x, B and C sit one
+// activation row apart (conv_dim floats, 9 KB at hybrid-0.4b's widths), a stride that maps
+// every fourth token to the same few L1 sets: the block did not stay in L1 and the scan ran
+// at ~1/5 of its FMA rate (kernels_bench Mamba2Scan/exact, measured). Packing copies values,
+// so the chains above are unchanged.
 struct RecurScratch {
-  std::vector<float> dt, decay, acc;
+  std::vector<float> b, c;       // [N, T] of the block's group (B and C transposed)
+  std::vector<float> dt, decay;  // [T] of the head
+  std::vector<float> coef;       // [N, T] of the head: dt * B
+  std::vector<float> x, acc;     // [T, P] of the head
 };
 
-inline void RecurTokenScalars(const ScanInputs& in, int h, int64_t T, RecurScratch& sc) {
+// B and C of group g for a block, transposed: once per group, shared by its heads.
+void RecurPackGroup(const ScanInputs& in, int g, int N, int64_t T, RecurScratch& sc) {
+  sc.b.resize(T * N);
+  sc.c.resize(T * N);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* b = in.B + t * in.ld + int64_t{g} * N;
+    const float* c = in.C + t * in.ld + int64_t{g} * N;
+    for (int n = 0; n < N; ++n) {
+      sc.b[n * T + t] = b[n];
+      sc.c[n * T + t] = c[n];
+    }
+  }
+}
+
+// Head h's operands for a block (after RecurPackGroup of its group).
+void RecurPackHead(const ScanInputs& in, int h, int N, int P, int64_t T, RecurScratch& sc) {
   sc.dt.resize(T);
   sc.decay.resize(T);
+  sc.coef.resize(T * N);
+  sc.x.resize(T * P);
+  sc.acc.assign(T * P, 0.0f);
   for (int64_t t = 0; t < T; ++t) {
     sc.dt[t] = Softplus(in.dt[t * in.ld_dt + h] + in.dt_bias[h]);
     sc.decay[t] = std::exp(sc.dt[t] * in.A[h]);
+    std::memcpy(sc.x.data() + t * P, in.x + t * in.ld + int64_t{h} * P, P * sizeof(float));
   }
+  for (int n = 0; n < N; ++n)
+    for (int64_t t = 0; t < T; ++t) sc.coef[n * T + t] = sc.dt[t] * sc.b[n * T + t];
 }
 
 inline void RecurFinish(const ScanInputs& in, int h, int64_t T, int P, const RecurScratch& sc, float* y, int64_t ld_y) {
   const float Dh = in.D[h];
   for (int64_t t = 0; t < T; ++t) {
-    const float* x = in.x + t * in.ld + int64_t{h} * P;
+    const float* x = sc.x.data() + t * P;
+    const float* a = sc.acc.data() + t * P;
     float* yt = y + t * ld_y + int64_t{h} * P;
-    for (int p = 0; p < P; ++p) yt[p] = std::fma(Dh, x[p], sc.acc[t * P + p]);
+    for (int p = 0; p < P; ++p) yt[p] = std::fma(Dh, x[p], a[p]);
   }
 }
 
 // Columns [p0, p1) of one state row n over all T tokens, scalar (the oracle of the vector ones).
-inline void RecurColumnsScalar(const ScanInputs& in, int h, int g, int N, int P, int n, int p0, int p1, int64_t T,
-                               RecurScratch& sc, float* S) {
+inline void RecurColumnsScalar(int P, int n, int p0, int p1, int64_t T, RecurScratch& sc, float* S) {
+  const float* coef = sc.coef.data() + n * T;
+  const float* cn = sc.c.data() + n * T;
   for (int p = p0; p < p1; ++p) {
     float sv = S[int64_t{n} * P + p];
     for (int64_t t = 0; t < T; ++t) {
-      const float coef = sc.dt[t] * in.B[t * in.ld + int64_t{g} * N + n];
-      sv = std::fma(coef, in.x[t * in.ld + int64_t{h} * P + p], sc.decay[t] * sv);
+      sv = std::fma(coef[t], sc.x[t * P + p], sc.decay[t] * sv);
       float& a = sc.acc[t * P + p];
-      a = std::fma(in.C[t * in.ld + int64_t{g} * N + n], sv, a);
+      a = std::fma(cn[t], sv, a);
     }
     S[int64_t{n} * P + p] = sv;
   }
 }
 
-void RecurHeadScalar(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int g, int h, float* S, float* y,
+void RecurHeadScalar(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int h, float* S, float* y,
                      int64_t ld_y, RecurScratch& sc) {
   const int N = d.d_state, P = d.head_dim;
-  RecurTokenScalars(in, h, T, sc);
-  sc.acc.assign(T * P, 0.0f);
-  for (int n = 0; n < N; ++n) RecurColumnsScalar(in, h, g, N, P, n, 0, P, T, sc, S);
+  RecurPackHead(in, h, N, P, T, sc);
+  for (int n = 0; n < N; ++n) RecurColumnsScalar(P, n, 0, P, T, sc, S);
   RecurFinish(in, h, T, P, sc, y, ld_y);
 }
 
-// K vectors of 8 columns of state row n, held in registers across the T tokens.
-template <int K>
-__attribute__((target("avx2,fma"), always_inline)) inline void RecurColumnsAvx2(const ScanInputs& in, int h, int g, int N,
-                                                                               int P, int n, int p0, int64_t T,
+// K vectors of 8 columns of state rows n .. n + R - 1, held in registers across the T tokens.
+// The R rows share each load of x and each load and store of an accumulator: row n's fma into
+// acc comes before row n + 1's, as in the chain above, so the result does not depend on R.
+template <int K, int R>
+__attribute__((target("avx2,fma"), always_inline)) inline void RecurColumnsAvx2(int P, int n, int p0, int64_t T,
                                                                                RecurScratch& sc, float* S) {
-  __m256 s[K];
-  float* row = S + int64_t{n} * P + p0;
+  __m256 s[R * K];
+  // Plain pointers: through the scratch's vectors gcc reloads them every token.
+  const float* decay = sc.decay.data();
+  const float* coef = sc.coef.data() + int64_t{n} * T;
+  const float* cn = sc.c.data() + int64_t{n} * T;
+  const float* xs = sc.x.data() + p0;
+  float* acc = sc.acc.data() + p0;
 #pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) s[k] = _mm256_loadu_ps(row + 8 * k);
+  for (int i = 0; i < R * K; ++i) s[i] = _mm256_loadu_ps(S + int64_t{n + i / K} * P + p0 + 8 * (i % K));
   for (int64_t t = 0; t < T; ++t) {
-    const __m256 coef = _mm256_set1_ps(sc.dt[t] * in.B[t * in.ld + int64_t{g} * N + n]);
-    const __m256 decay = _mm256_set1_ps(sc.decay[t]);
-    const __m256 c = _mm256_set1_ps(in.C[t * in.ld + int64_t{g} * N + n]);
-    const float* x = in.x + t * in.ld + int64_t{h} * P + p0;
-    float* a = sc.acc.data() + t * P + p0;
+    const __m256 dc = _mm256_broadcast_ss(decay + t);
+    __m256 cf[R], c[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      cf[r] = _mm256_broadcast_ss(coef + r * T + t);
+      c[r] = _mm256_broadcast_ss(cn + r * T + t);
+    }
+    const float* x = xs + t * P;
+    float* a = acc + t * P;
 #pragma GCC unroll 8
     for (int k = 0; k < K; ++k) {
-      s[k] = _mm256_fmadd_ps(coef, _mm256_loadu_ps(x + 8 * k), _mm256_mul_ps(decay, s[k]));
-      _mm256_storeu_ps(a + 8 * k, _mm256_fmadd_ps(c, s[k], _mm256_loadu_ps(a + 8 * k)));
+      const __m256 xv = _mm256_loadu_ps(x + 8 * k);
+      __m256 av = _mm256_loadu_ps(a + 8 * k);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        s[r * K + k] = _mm256_fmadd_ps(cf[r], xv, _mm256_mul_ps(dc, s[r * K + k]));
+        av = _mm256_fmadd_ps(c[r], s[r * K + k], av);
+      }
+      _mm256_storeu_ps(a + 8 * k, av);
     }
   }
 #pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) _mm256_storeu_ps(row + 8 * k, s[k]);
+  for (int i = 0; i < R * K; ++i) _mm256_storeu_ps(S + int64_t{n + i / K} * P + p0 + 8 * (i % K), s[i]);
 }
 
-__attribute__((target("avx2,fma"))) void RecurHeadAvx2(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int g, int h,
+// Rows n .. n + R - 1 over every column: vector blocks of 32 and 8, a scalar tail.
+template <int R>
+__attribute__((target("avx2,fma"))) void RecurRowsAvx2(int P, int n, int64_t T, RecurScratch& sc, float* S) {
+  int p = 0;
+  for (; p + 32 <= P; p += 32) RecurColumnsAvx2<4, R>(P, n, p, T, sc, S);
+  for (; p + 8 <= P; p += 8) RecurColumnsAvx2<1, R>(P, n, p, T, sc, S);
+  if (p < P)
+    for (int r = 0; r < R; ++r) RecurColumnsScalar(P, n + r, p, P, T, sc, S);
+}
+
+__attribute__((target("avx2,fma"))) void RecurHeadAvx2(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int h,
                                                        float* S, float* y, int64_t ld_y, RecurScratch& sc) {
   const int N = d.d_state, P = d.head_dim;
-  RecurTokenScalars(in, h, T, sc);
-  sc.acc.assign(T * P, 0.0f);
-  for (int n = 0; n < N; ++n) {
-    int p = 0;
-    for (; p + 64 <= P; p += 64) RecurColumnsAvx2<8>(in, h, g, N, P, n, p, T, sc, S);
-    for (; p + 32 <= P; p += 32) RecurColumnsAvx2<4>(in, h, g, N, P, n, p, T, sc, S);
-    for (; p + 8 <= P; p += 8) RecurColumnsAvx2<1>(in, h, g, N, P, n, p, T, sc, S);
-    if (p < P) RecurColumnsScalar(in, h, g, N, P, n, p, P, T, sc, S);
-  }
+  RecurPackHead(in, h, N, P, T, sc);
+  int n = 0;
+  for (; n + 2 <= N; n += 2) RecurRowsAvx2<2>(P, n, T, sc, S);
+  for (; n < N; ++n) RecurRowsAvx2<1>(P, n, T, sc, S);
   RecurFinish(in, h, T, P, sc, y, ld_y);
 }
 
-template <int K>
-__attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void RecurColumnsAvx512(
-    const ScanInputs& in, int h, int g, int N, int P, int n, int p0, int64_t T, RecurScratch& sc, float* S) {
-  __m512 s[K];
-  float* row = S + int64_t{n} * P + p0;
-#pragma GCC unroll 4
-  for (int k = 0; k < K; ++k) s[k] = _mm512_loadu_ps(row + 16 * k);
+// The AVX-512 form of RecurColumnsAvx2: K vectors of 16 columns of rows n .. n + R - 1.
+template <int K, int R>
+__attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void RecurColumnsAvx512(int P, int n, int p0,
+                                                                                             int64_t T, RecurScratch& sc,
+                                                                                             float* S) {
+  __m512 s[R * K];
+  const float* decay = sc.decay.data();
+  const float* coef = sc.coef.data() + int64_t{n} * T;
+  const float* cn = sc.c.data() + int64_t{n} * T;
+  const float* xs = sc.x.data() + p0;
+  float* acc = sc.acc.data() + p0;
+#pragma GCC unroll 8
+  for (int i = 0; i < R * K; ++i) s[i] = _mm512_loadu_ps(S + int64_t{n + i / K} * P + p0 + 16 * (i % K));
   for (int64_t t = 0; t < T; ++t) {
-    const __m512 coef = _mm512_set1_ps(sc.dt[t] * in.B[t * in.ld + int64_t{g} * N + n]);
-    const __m512 decay = _mm512_set1_ps(sc.decay[t]);
-    const __m512 c = _mm512_set1_ps(in.C[t * in.ld + int64_t{g} * N + n]);
-    const float* x = in.x + t * in.ld + int64_t{h} * P + p0;
-    float* a = sc.acc.data() + t * P + p0;
+    const __m512 dc = _mm512_set1_ps(decay[t]);
+    __m512 cf[R], c[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      cf[r] = _mm512_set1_ps(coef[r * T + t]);
+      c[r] = _mm512_set1_ps(cn[r * T + t]);
+    }
+    const float* x = xs + t * P;
+    float* a = acc + t * P;
 #pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
-      s[k] = _mm512_fmadd_ps(coef, _mm512_loadu_ps(x + 16 * k), _mm512_mul_ps(decay, s[k]));
-      _mm512_storeu_ps(a + 16 * k, _mm512_fmadd_ps(c, s[k], _mm512_loadu_ps(a + 16 * k)));
+      const __m512 xv = _mm512_loadu_ps(x + 16 * k);
+      __m512 av = _mm512_loadu_ps(a + 16 * k);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        s[r * K + k] = _mm512_fmadd_ps(cf[r], xv, _mm512_mul_ps(dc, s[r * K + k]));
+        av = _mm512_fmadd_ps(c[r], s[r * K + k], av);
+      }
+      _mm512_storeu_ps(a + 16 * k, av);
     }
   }
-#pragma GCC unroll 4
-  for (int k = 0; k < K; ++k) _mm512_storeu_ps(row + 16 * k, s[k]);
+#pragma GCC unroll 8
+  for (int i = 0; i < R * K; ++i) _mm512_storeu_ps(S + int64_t{n + i / K} * P + p0 + 16 * (i % K), s[i]);
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512vl,fma"))) void RecurRowsAvx512(int P, int n, int64_t T, RecurScratch& sc,
+                                                                    float* S) {
+  int p = 0;
+  for (; p + 64 <= P; p += 64) RecurColumnsAvx512<4, R>(P, n, p, T, sc, S);
+  for (; p + 16 <= P; p += 16) RecurColumnsAvx512<1, R>(P, n, p, T, sc, S);
+  if (p < P)
+    for (int r = 0; r < R; ++r) RecurColumnsScalar(P, n + r, p, P, T, sc, S);
 }
 
 __attribute__((target("avx512f,avx512vl,fma"))) void RecurHeadAvx512(const Mamba2Dims& d, int64_t T, const ScanInputs& in,
-                                                                     int g, int h, float* S, float* y, int64_t ld_y,
+                                                                     int h, float* S, float* y, int64_t ld_y,
                                                                      RecurScratch& sc) {
   const int N = d.d_state, P = d.head_dim;
-  RecurTokenScalars(in, h, T, sc);
-  sc.acc.assign(T * P, 0.0f);
-  for (int n = 0; n < N; ++n) {
-    int p = 0;
-    for (; p + 64 <= P; p += 64) RecurColumnsAvx512<4>(in, h, g, N, P, n, p, T, sc, S);
-    for (; p + 16 <= P; p += 16) RecurColumnsAvx512<1>(in, h, g, N, P, n, p, T, sc, S);
-    if (p < P) RecurColumnsScalar(in, h, g, N, P, n, p, P, T, sc, S);
-  }
+  RecurPackHead(in, h, N, P, T, sc);
+  int n = 0;
+  for (; n + 2 <= N; n += 2) RecurRowsAvx512<2>(P, n, T, sc, S);
+  for (; n < N; ++n) RecurRowsAvx512<1>(P, n, T, sc, S);
   RecurFinish(in, h, T, P, sc, y, ld_y);
 }
 
-// Tokens per block: the accumulators of a block (kRecurBlock x head_dim floats) stay in L1.
-constexpr int64_t kRecurBlock = 64;
+// Tokens per block: a block's packed x and accumulators (2 x kRecurBlock x head_dim floats,
+// 16 KB at head_dim 64) stay in L1 beside the streamed coef and C rows.
+constexpr int64_t kRecurBlock = 32;
 
 void CaptureHeads(const Mamba2Dims& d, const float* state, float* dst, int h0, int h1) {
   const int64_t per_head = int64_t{d.d_state} * d.head_dim;
@@ -389,21 +465,33 @@ void CaptureHeads(const Mamba2Dims& d, const float* state, float* dst, int h0, i
 
 }  // namespace
 
-void CausalConv1dSilu(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in, const float* w,
-                      const float* bias, float* conv_state, float* out, std::span<const StateCapture> captures) {
+void CausalConv1dSiluRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
+                          const float* w, const float* bias, const float* conv_state, float* out) {
+  if (t_begin >= t_end) return;
+  if (core::ActiveIsa() >= core::Isa::kAvx512) {
+    ConvAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  } else if (core::ActiveIsa() >= core::Isa::kAvx2) {
+    ConvAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  } else {
+    ConvScalar(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  }
+}
+
+void AdvanceConvState(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in, float* conv_state,
+                      std::span<const StateCapture> captures) {
   if (n_tokens <= 0) return;
   for (const StateCapture& c : captures)
     if (c.conv) ConvStateAt(d, c.after_tokens, in, ld_in, conv_state, c.conv);
-  if (core::ActiveIsa() >= core::Isa::kAvx512) {
-    ConvAvx512(d, n_tokens, in, ld_in, w, bias, conv_state, out);
-  } else if (core::ActiveIsa() >= core::Isa::kAvx2) {
-    ConvAvx2(d, n_tokens, in, ld_in, w, bias, conv_state, out);
-  } else {
-    ConvScalar(d, n_tokens, in, ld_in, w, bias, conv_state, out);
-  }
-  std::vector<float> next(d.conv_state_floats());
+  thread_local std::vector<float> next;
+  next.resize(d.conv_state_floats());
   ConvStateAt(d, n_tokens, in, ld_in, conv_state, next.data());
   std::memcpy(conv_state, next.data(), next.size() * sizeof(float));
+}
+
+void CausalConv1dSilu(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in, const float* w,
+                      const float* bias, float* conv_state, float* out, std::span<const StateCapture> captures) {
+  CausalConv1dSiluRows(d, 0, n_tokens, in, ld_in, w, bias, conv_state, out);
+  AdvanceConvState(d, n_tokens, in, ld_in, conv_state, captures);
 }
 
 void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, int chunk, const ScanInputs& in,
@@ -465,10 +553,11 @@ void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
     float* yb = y + s * ld_y;
     for (int h = head_begin; h < head_end; ++h) {
       float* S = state + h * per_head;
-      const int g = h / heads_per_group;
-      if (isa >= core::Isa::kAvx512) RecurHeadAvx512(d, e - s, block, g, h, S, yb, ld_y, scratch);
-      else if (isa >= core::Isa::kAvx2) RecurHeadAvx2(d, e - s, block, g, h, S, yb, ld_y, scratch);
-      else RecurHeadScalar(d, e - s, block, g, h, S, yb, ld_y, scratch);
+      if (h == head_begin || h % heads_per_group == 0)
+        RecurPackGroup(block, h / heads_per_group, d.d_state, e - s, scratch);
+      if (isa >= core::Isa::kAvx512) RecurHeadAvx512(d, e - s, block, h, S, yb, ld_y, scratch);
+      else if (isa >= core::Isa::kAvx2) RecurHeadAvx2(d, e - s, block, h, S, yb, ld_y, scratch);
+      else RecurHeadScalar(d, e - s, block, h, S, yb, ld_y, scratch);
     }
     for (const StateCapture& c : captures)
       if (c.after_tokens == e && c.ssm) CaptureHeads(d, state, c.ssm, head_begin, head_end);

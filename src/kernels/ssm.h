@@ -47,6 +47,13 @@ struct StateCapture {
 void CausalConv1dSilu(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in,
                       const float* w, const float* bias, float* conv_state, float* out,
                       std::span<const StateCapture> captures);
+// CausalConv1dSilu in two parts, so one call's rows can be spread over threads: rows
+// [t_begin, t_end) of `out` (row 0 = in[0]) from the inputs and the untouched conv_state; then,
+// once every row is done, AdvanceConvState copies the captures' windows and advances the state.
+void CausalConv1dSiluRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
+                          const float* w, const float* bias, const float* conv_state, float* out);
+void AdvanceConvState(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in, float* conv_state,
+                      std::span<const StateCapture> captures);
 
 struct ScanInputs {
   const float* x;   // [n_tokens, n_heads * head_dim], row stride ld

@@ -187,6 +187,15 @@ TEST(CausalConv1d, MatchesTheDirectSumAndCarriesItsStateAcrossCalls) {
   CausalConv1dSilu(d, T - 6, in.data() + 6 * cd, cd, w.data(), bias.data(), ckpt.data(), rest.data(), {});
   EXPECT_TRUE(std::equal(rest.begin(), rest.end(), out.begin() + 6 * cd));
   EXPECT_EQ(ckpt, state);  // both hold the last d_conv - 1 inputs
+  // Rows in pieces (as threads run them) from the same old window, then the window advanced:
+  // the same rows and the same window, bitwise.
+  std::vector<float> state2(d.conv_state_floats(), 0.0f), pieces(T * cd);
+  for (int64_t t0 : {7, 0, 2})
+    CausalConv1dSiluRows(d, t0, t0 == 7 ? T : t0 == 2 ? 7 : 2, in.data(), cd, w.data(), bias.data(), state2.data(),
+                         pieces.data());
+  EXPECT_EQ(pieces, out);
+  AdvanceConvState(d, T, in.data(), cd, state2.data(), {});
+  EXPECT_EQ(state2, state);
 }
 
 TEST(GatedRmsNorm, NormalisesEachGroupAfterTheGate) {

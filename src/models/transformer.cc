@@ -465,18 +465,8 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
   const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
   const double t0 = profile_ ? Seconds() : 0;
   auto captures_for = [&](int64_t s, std::vector<kernels::StateCapture>* out) { CapturesFor(b, states, w.state_index, s, out); };
-  // Conv windows: one sequence per task.
-  pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {
-    std::vector<kernels::StateCapture> caps;
-    for (int64_t s = s0; s < s1; ++s) {
-      const kernels::AttentionSeq& seq = b.seqs[s];
-      captures_for(s, &caps);
-      for (auto& c : caps) c.ssm = nullptr;
-      kernels::CausalConv1dSilu(dims, seq.n_rows, zxbcdt_.data() + seq.row_begin * in_dim + di, in_dim,
-                                w.conv_w.data(), w.conv_b.empty() ? nullptr : w.conv_b.data(),
-                                states.Conv(b.ssm[s].slot, w.state_index), xbc_.data() + seq.row_begin * cd, caps);
-    }
-  });
+  ConvAllSequences(pool, dims, b, n, states, w.state_index, zxbcdt_.data() + di, in_dim, w.conv_w.data(),
+                   w.conv_b.empty() ? nullptr : w.conv_b.data(), xbc_.data());
   // Scan: (sequence, head) tasks; a task range runs contiguous heads of a sequence together so
   // heads of one group share the chunk's C.B^T.
   pool.ParallelFor(n_seqs * H, [&](int, int64_t t0, int64_t t1) {
@@ -502,8 +492,10 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
       t += h1 - h0;
     }
   });
-  kernels::GatedRmsNorm(ssm_y_.data(), di, zxbcdt_.data(), in_dim, w.gated_norm.data(), n, di,
-                        config_.ssm_norm_group_size(), config_.rms_eps);
+  pool.ParallelFor(n, [&](int, int64_t r0, int64_t r1) {
+    kernels::GatedRmsNorm(ssm_y_.data() + r0 * di, di, zxbcdt_.data() + r0 * in_dim, in_dim, w.gated_norm.data(),
+                          r1 - r0, di, config_.ssm_norm_group_size(), config_.rms_eps);
+  });
   if (profile_) profile_->ssm_s += Seconds() - t0;
   Gemm(pool, ssm_y_.data(), n, di, w.out_proj, xn_.data(), d);
   AddResidual(n);
@@ -519,6 +511,31 @@ static std::vector<int64_t> CaptureEnds(const std::vector<kernels::StateCapture>
   std::sort(ends.begin(), ends.end());
   ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
   return ends;
+}
+
+void Transformer::ConvAllSequences(core::ThreadPool& pool, const kernels::Mamba2Dims& dims, const ForwardBatch& b,
+                                   int64_t n, SsmStateStore& states, int state_index, const float* in, int64_t ld_in,
+                                   const float* w, const float* bias, float* out) const {
+  const int64_t cd = dims.conv_dim(), n_seqs = static_cast<int64_t>(b.seqs.size());
+  // Rows first (each reads its sequence's window before any is advanced), over all rows.
+  pool.ParallelFor(n, [&](int, int64_t r0, int64_t r1) {
+    for (const kernels::AttentionSeq& seq : b.seqs) {
+      const int64_t lo = std::max(r0, seq.row_begin), hi = std::min(r1, seq.row_begin + seq.n_rows);
+      if (lo >= hi) continue;
+      const int64_t s = &seq - b.seqs.data();
+      kernels::CausalConv1dSiluRows(dims, lo - seq.row_begin, hi - seq.row_begin, in + seq.row_begin * ld_in, ld_in,
+                                    w, bias, states.Conv(b.ssm[s].slot, state_index), out + seq.row_begin * cd);
+    }
+  });
+  pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {
+    std::vector<kernels::StateCapture> caps;
+    for (int64_t s = s0; s < s1; ++s) {
+      CapturesFor(b, states, state_index, s, &caps);
+      for (auto& c : caps) c.ssm = nullptr;
+      kernels::AdvanceConvState(dims, b.seqs[s].n_rows, in + b.seqs[s].row_begin * ld_in, ld_in,
+                                states.Conv(b.ssm[s].slot, state_index), caps);
+    }
+  });
 }
 
 void Transformer::CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
@@ -546,16 +563,8 @@ void Transformer::DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWe
   Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, qkv | z | b | a]
   const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
   const double t0 = profile_ ? Seconds() : 0;
-  pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {
-    std::vector<kernels::StateCapture> caps;
-    for (int64_t s = s0; s < s1; ++s) {
-      const kernels::AttentionSeq& seq = b.seqs[s];
-      CapturesFor(b, states, w.state_index, s, &caps);
-      for (auto& c : caps) c.ssm = nullptr;
-      kernels::CausalConv1dSilu(conv_dims, seq.n_rows, zxbcdt_.data() + seq.row_begin * in_dim, in_dim, w.conv_w.data(),
-                                nullptr, states.Conv(b.ssm[s].slot, w.state_index), xbc_.data() + seq.row_begin * cd, caps);
-    }
-  });
+  ConvAllSequences(pool, conv_dims, b, n, states, w.state_index, zxbcdt_.data(), in_dim, w.conv_w.data(), nullptr,
+                   xbc_.data());
   pool.ParallelFor(n_seqs * Hv, [&](int, int64_t t0, int64_t t1) {
     std::vector<kernels::StateCapture> caps;
     for (int64_t t = t0; t < t1;) {
@@ -589,7 +598,10 @@ void Transformer::DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWe
       t += h1 - h0;
     }
   });
-  kernels::DeltaNetOutputNorm(dims, ssm_y_.data(), vd, zxbcdt_.data() + cd, in_dim, w.out_norm.data(), n, config_.rms_eps);
+  pool.ParallelFor(n, [&](int, int64_t r0, int64_t r1) {
+    kernels::DeltaNetOutputNorm(dims, ssm_y_.data() + r0 * vd, vd, zxbcdt_.data() + r0 * in_dim + cd, in_dim,
+                                w.out_norm.data(), r1 - r0, config_.rms_eps);
+  });
   if (profile_) profile_->ssm_s += Seconds() - t0;
   Gemm(pool, ssm_y_.data(), n, vd, w.out_proj, xn_.data(), d);
   AddResidual(n);

@@ -172,6 +172,11 @@ class Transformer {
                       SsmStateStore& states, int64_t n);
   void DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWeights& w, const ForwardBatch& b,
                         SsmStateStore& states, int64_t n);
+  // The causal conv1d + SiLU of the batch's n rows: in [n, ld_in] -> out [n, conv_dim], the
+  // rows spread over the pool, then each sequence's conv window captured and advanced.
+  void ConvAllSequences(core::ThreadPool& pool, const kernels::Mamba2Dims& dims, const ForwardBatch& b, int64_t n,
+                        SsmStateStore& states, int state_index, const float* in, int64_t ld_in, const float* w,
+                        const float* bias, float* out) const;
   // The state captures of sequence s of the batch, for recurrent layer `state_index`.
   void CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
                    std::vector<kernels::StateCapture>* out) const;
