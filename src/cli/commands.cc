@@ -581,12 +581,15 @@ void BenchCascadeDecode(models::Transformer& model, core::ThreadPool& pool, int 
   int64_t steps = 0;
   while (first_tokens < batch) eng.Step();
   const int64_t cascade_rows_before = exec.cascade_rows();
+  models::ForwardProfile prof;  // where the timed steps' forwards go
+  model.set_profile(&prof);
   const auto t0 = std::chrono::steady_clock::now();
   while (finished < batch) {
     eng.Step();
     ++steps;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  model.set_profile(nullptr);
   const int64_t decode_tokens = static_cast<int64_t>(batch) * (gen_tokens - 1);
   // KV bytes the attention layers read in one decode step at the middle of the decode.
   const double token_bytes = 2.0 * c.n_kv_heads * c.head_dim * core::DTypeSize(kv_dtype) * c.n_attention_layers();
@@ -612,6 +615,11 @@ void BenchCascadeDecode(models::Transformer& model, core::ThreadPool& pool, int 
             {"decode_tokens", decode_tokens},
             {"decode_seconds", seconds},
             {"decode_tokens_per_s", decode_tokens / seconds},
+            // Seconds of the timed steps in forwards, their GEMMs (lm_head included) and their
+            // attention calls (the rest of a forward: norms, RoPE, K/V writes, copies).
+            {"decode_forward_s", prof.total_s},
+            {"decode_gemm_s", prof.gemm_s},
+            {"decode_attention_s", prof.attention_s},
             {"cascade_rows", exec.cascade_rows() - cascade_rows_before},
             {"kv_bytes_read_per_step", cascade ? cascade_bytes : plain_bytes},
             {"kv_bytes_ratio_plain_over_cascade", plain_bytes / cascade_bytes}};

@@ -59,33 +59,35 @@ RADIXLM_AVX2 inline __m256 FirstN(int n) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-// 8 consecutive keys of a chunk (never across a block): dim 0's pointer and the dim stride.
-template <DType D>
-struct KeyGroup {
-  const Elem<D>* k;
-  int64_t stride;
-};
-
 // Register blocks: NQ query vectors x N groups of 8 lanes, at most 12 accumulators of the 16
 // ymm registers (the rest hold the shared K or V loads and one broadcast).
 constexpr int LanesFor(int nq) { return nq == 1 ? 8 : nq == 2 ? 4 : nq == 3 ? 3 : 2; }
 
-// scores[v][8 g + j] = (q_v . k_j) * scale for NQ query vectors and NK key groups.
+// scores[v][8 g + j] = (q_v . k_j) * scale for NQ query vectors and NK groups of 8 keys.
+// qp: the NQ vectors packed dim-major [d][NQ] (one pointer, constant offsets: the loop keeps no
+// per-vector pointers in registers); k[g]: dim 0 of key group g (8 consecutive keys of one
+// block), every group's dims `stride` elements apart.
 template <DType D, int NQ, int NK>
-RADIXLM_AVX2 void ScoreBlock(const float* const* q, const KeyGroup<D>* groups, int d, float scale, float* scores,
-                             int64_t ld_scores) {
+RADIXLM_AVX2 void ScoreBlock(const float* qp, const Elem<D>* const* k, int64_t stride, int d, float scale,
+                             float* scores, int64_t ld_scores) {
   __m256 acc[NQ * NK];
 #pragma GCC unroll 16
   for (int x = 0; x < NQ * NK; ++x) acc[x] = _mm256_setzero_ps();
-  for (int i = 0; i < d; ++i) {
-    __m256 k[NK];
+  const Elem<D>* kp[NK];
 #pragma GCC unroll 8
-    for (int g = 0; g < NK; ++g) k[g] = Load8<D>(groups[g].k + i * groups[g].stride);
+  for (int g = 0; g < NK; ++g) kp[g] = k[g];
+  for (int i = 0; i < d; ++i, qp += NQ) {
+    __m256 kv[NK];
+#pragma GCC unroll 8
+    for (int g = 0; g < NK; ++g) {
+      kv[g] = Load8<D>(kp[g]);
+      kp[g] += stride;
+    }
 #pragma GCC unroll 6
     for (int v = 0; v < NQ; ++v) {
-      const __m256 b = _mm256_broadcast_ss(q[v] + i);
+      const __m256 b = _mm256_broadcast_ss(qp + v);
 #pragma GCC unroll 8
-      for (int g = 0; g < NK; ++g) acc[v * NK + g] = _mm256_fmadd_ps(b, k[g], acc[v * NK + g]);
+      for (int g = 0; g < NK; ++g) acc[v * NK + g] = _mm256_fmadd_ps(b, kv[g], acc[v * NK + g]);
     }
   }
   const __m256 s = _mm256_set1_ps(scale);
@@ -97,34 +99,46 @@ RADIXLM_AVX2 void ScoreBlock(const float* const* q, const KeyGroup<D>* groups, i
 
 // The last n (< NK) key groups of a row of blocks.
 template <DType D, int NQ, int NK>
-void ScoreTail(int n, const float* const* q, const KeyGroup<D>* groups, int d, float scale, float* scores,
+void ScoreTail(int n, const float* qp, const Elem<D>* const* k, int64_t stride, int d, float scale, float* scores,
                int64_t ld_scores) {
-  if (n == NK) return ScoreBlock<D, NQ, NK>(q, groups, d, scale, scores, ld_scores);
-  if constexpr (NK > 1) ScoreTail<D, NQ, NK - 1>(n, q, groups, d, scale, scores, ld_scores);
+  if (n == NK) return ScoreBlock<D, NQ, NK>(qp, k, stride, d, scale, scores, ld_scores);
+  if constexpr (NK > 1) ScoreTail<D, NQ, NK - 1>(n, qp, k, stride, d, scale, scores, ld_scores);
 }
 
 template <DType D, int NQ>
-void ScoreGroupsNq(const float* const* q, const KeyGroup<D>* groups, int n_groups, int d, float scale, float* scores,
-                   int64_t ld_scores) {
+void ScoreGroupsNq(const float* qp, const Elem<D>* const* k, int64_t stride, int n_groups, int d, float scale,
+                   float* scores, int64_t ld_scores) {
   constexpr int kNk = LanesFor(NQ);
   for (int g = 0; g < n_groups; g += kNk)
-    ScoreTail<D, NQ, kNk>(std::min(kNk, n_groups - g), q, groups + g, d, scale, scores + 8 * g, ld_scores);
+    ScoreTail<D, NQ, kNk>(std::min(kNk, n_groups - g), qp, k + g, stride, d, scale, scores + 8 * g, ld_scores);
 }
 
+// Scores of n_q query vectors, packed by PackQueries, against n_groups key groups.
 template <DType D>
-void ScoreGroups(const float* const* q, int n_q, const KeyGroup<D>* groups, int n_groups, int d, float scale,
-                 float* scores, int64_t ld_scores) {
+void ScoreGroups(const float* qpack, int n_q, const Elem<D>* const* k, int64_t stride, int n_groups, int d,
+                 float scale, float* scores, int64_t ld_scores) {
   for (int v = 0; v < n_q; v += 6) {
-    const float* const* qv = q + v;
+    const float* qp = qpack + static_cast<int64_t>(v) * d;
     float* out = scores + v * ld_scores;
     switch (std::min(6, n_q - v)) {
-      case 1: ScoreGroupsNq<D, 1>(qv, groups, n_groups, d, scale, out, ld_scores); break;
-      case 2: ScoreGroupsNq<D, 2>(qv, groups, n_groups, d, scale, out, ld_scores); break;
-      case 3: ScoreGroupsNq<D, 3>(qv, groups, n_groups, d, scale, out, ld_scores); break;
-      case 4: ScoreGroupsNq<D, 4>(qv, groups, n_groups, d, scale, out, ld_scores); break;
-      case 5: ScoreGroupsNq<D, 5>(qv, groups, n_groups, d, scale, out, ld_scores); break;
-      default: ScoreGroupsNq<D, 6>(qv, groups, n_groups, d, scale, out, ld_scores); break;
+      case 1: ScoreGroupsNq<D, 1>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
+      case 2: ScoreGroupsNq<D, 2>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
+      case 3: ScoreGroupsNq<D, 3>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
+      case 4: ScoreGroupsNq<D, 4>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
+      case 5: ScoreGroupsNq<D, 5>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
+      default: ScoreGroupsNq<D, 6>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
     }
+  }
+}
+
+// Query vectors in the register blocks' order: block b (vectors 6 b .. 6 b + nb - 1) at
+// out + 6 b d, dim-major [d][nb].
+void PackQueries(const float* const* q, int n_q, int d, float* out) {
+  for (int v0 = 0; v0 < n_q; v0 += 6) {
+    const int nb = std::min(6, n_q - v0);
+    float* blk = out + static_cast<int64_t>(v0) * d;
+    for (int v = 0; v < nb; ++v)
+      for (int i = 0; i < d; ++i) blk[i * nb + v] = q[v0 + v][i];
   }
 }
 
@@ -209,18 +223,26 @@ void WeightedValues(int n_q, float* const* acc, const float* corr, const float* 
 }
 
 // Softmax update of one query vector over a chunk's scores s[0, n) (n valid keys): returns the
-// correction for its accumulator and leaves exp(s_j - m_new) in s.
+// correction for its accumulator and leaves exp(s_j - m_new) in s. Whole groups of 8 go unmasked
+// (a mask of all ones changes no bit); only a last partial group is masked.
 RADIXLM_AVX2 float SoftmaxChunk(float* s, int n, float* m, float* l) {
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const int n8 = n / 8 * 8;
   __m256 mx = ninf;
-  for (int j = 0; j < n; j += 8) mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + j), FirstN(n - j)));
+  for (int j = 0; j < n8; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + j));
+  if (n8 < n) mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + n8), FirstN(n - n8)));
   const float m_new = std::max(*m, avx2::HMax(mx));
   const float corr = std::exp(*m - m_new);  // exp(-inf) = 0 on the first chunk
   const __m256 mn = _mm256_set1_ps(m_new);
   __m256 sum = _mm256_setzero_ps();
-  for (int j = 0; j < n; j += 8) {
-    const __m256 e = _mm256_and_ps(FirstN(n - j), avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), mn)));
+  for (int j = 0; j < n8; j += 8) {
+    const __m256 e = avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), mn));
     _mm256_storeu_ps(s + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (n8 < n) {
+    const __m256 e = _mm256_and_ps(FirstN(n - n8), avx2::Exp(_mm256_sub_ps(_mm256_loadu_ps(s + n8), mn)));
+    _mm256_storeu_ps(s + n8, e);
     sum = _mm256_add_ps(sum, e);
   }
   *l = *l * corr + avx2::HSum(sum);
@@ -233,7 +255,7 @@ RADIXLM_AVX2 float SoftmaxChunk(float* s, int n, float* m, float* l) {
 constexpr int kMaxChunkGroups = 32;
 
 struct Workspace {
-  std::vector<float> scores, staged_k, staged_v;
+  std::vector<float> scores, staged_k, staged_v, qpack;
   std::vector<const void*> vptr;
 };
 
@@ -248,6 +270,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   const bool direct = bt % 8 == 0;
   const int n_vec = n_rows * group;
   ws.scores.resize(static_cast<size_t>(n_vec) * chunk_pad);
+  ws.qpack.resize(static_cast<size_t>(n_vec) * d);
   ws.vptr.resize(chunk);
   if (!direct) {
     ws.staged_k.assign(static_cast<size_t>(d) * chunk_pad, 0.0f);
@@ -271,8 +294,9 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       std::memset(rows[r].out + (kv_head * group + g) * d, 0, d * sizeof(float));
     }
   }
-  KeyGroup<D> kg[kMaxChunkGroups];
-  KeyGroup<DType::kF32> kgs[kMaxChunkGroups];
+  const Elem<D>* kg[kMaxChunkGroups];
+  const float* kgs[kMaxChunkGroups];
+  int n_packed = -1;  // the active vectors only shrink from chunk to chunk: a count names them
   // Chunks are aligned to the first position attended (a split's suffix starts at kv_begin).
   for (int64_t c0 = seq.kv_begin; c0 <= max_pos; c0 += chunk) {
     const int n_keys = static_cast<int>(std::min<int64_t>(chunk, max_pos + 1 - c0));
@@ -289,6 +313,10 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
         vec_of[n_active] = r * group + g;
       }
     }
+    if (n_active != n_packed) {
+      PackQueries(qv, n_active, d, ws.qpack.data());
+      n_packed = n_active;
+    }
     if (direct) {
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;
@@ -296,9 +324,9 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       }
       for (int g = 0; g < n_groups; ++g) {
         const int64_t pos = c0 + 8 * g;
-        kg[g] = {keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0), bt};
+        kg[g] = keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0);
       }
-      ScoreGroups<D>(qv, n_active, kg, n_groups, d, p.scale, ws.scores.data(), chunk_pad);
+      ScoreGroups<D>(ws.qpack.data(), n_active, kg, bt, n_groups, d, p.scale, ws.scores.data(), chunk_pad);
     } else {
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;
@@ -307,8 +335,9 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
         for (int i = 0; i < d; ++i) ws.staged_v[j * d + i] = kv.ValueAt(block, static_cast<int>(pos % bt), kv_head, i);
         ws.vptr[j] = ws.staged_v.data() + j * d;
       }
-      for (int g = 0; g < n_groups; ++g) kgs[g] = {ws.staged_k.data() + 8 * g, chunk_pad};
-      ScoreGroups<DType::kF32>(qv, n_active, kgs, n_groups, d, p.scale, ws.scores.data(), chunk_pad);
+      for (int g = 0; g < n_groups; ++g) kgs[g] = ws.staged_k.data() + 8 * g;
+      ScoreGroups<DType::kF32>(ws.qpack.data(), n_active, kgs, chunk_pad, n_groups, d, p.scale, ws.scores.data(),
+                               chunk_pad);
     }
     // Softmax per active vector over its causal keys, then the weighted values.
     for (int v = 0; v < n_active; ++v) {

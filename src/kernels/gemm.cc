@@ -81,6 +81,17 @@ MicroArgs AtRow(const MicroArgs& base, int64_t m) {
   return a;
 }
 
+// Rows of the next register tile when `left` rows remain: full tiles, except that a last tile
+// of at most half the rows is merged with the one before into two near-equal tiles (32 rows on
+// AVX2: 6 6 6 6 4 4, not 6 6 6 6 6 2, whose 2-row tile has too few accumulators to hide the FMA
+// latency). An element's arithmetic never depends on its tile (batch invariance).
+int RowTile(int64_t left, int mr_max) {
+  if (left <= mr_max) return static_cast<int>(left);
+  const int64_t rem = left % mr_max;
+  if (left < 2 * mr_max && rem > 0 && rem <= mr_max / 2) return static_cast<int>((left + 1) / 2);
+  return mr_max;
+}
+
 // Runs panels [p0, p1) of `seg` for rows [m0, m1), panel p's outputs in columns col0 + 16 p of
 // y. The ragged last panel of a segment whose rows are not a multiple of 16 goes through a
 // 16-column tile.
@@ -117,11 +128,11 @@ void RunPanels(const WeightSegment& seg, core::Isa cap, const MicroArgs& base, i
     const int64_t me = std::min(m1, mb + kMBlock);
     for (int64_t p = p0; p < full_end;) {
       const int np = p + np_full <= full_end ? np_full : 1;
-      for (int64_t m = mb; m < me; m += mr_max) call(m, static_cast<int>(std::min<int64_t>(mr_max, me - m)), p, np);
+      for (int64_t m = mb, mr = 0; m < me; m += mr) call(m, static_cast<int>(mr = RowTile(me - m, mr_max)), p, np);
       p += np;
     }
     if (full_end < p1)
-      for (int64_t m = mb; m < me; m += mr_max) ragged(m, static_cast<int>(std::min<int64_t>(mr_max, me - m)));
+      for (int64_t m = mb, mr = 0; m < me; m += mr) ragged(m, static_cast<int>(mr = RowTile(me - m, mr_max)));
   }
 }
 
