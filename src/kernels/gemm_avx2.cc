@@ -124,48 +124,74 @@ constexpr int I16Groups() {
   return by_range < F.sub / 4 ? by_range : F.sub / 4;
 }
 
-// Rows [0, MR) x panels [p0, p0 + NP): one half-panel (8 outputs, one ymm per row) at a time
-// over all of K, so the f32 accumulators, the int sums and the int16 partial sums of MR rows
-// fit the 16 ymm registers; each decoded group of codes is reused by all MR rows.
-template <DType T, int MR, int NP>
-RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
+// 8 bytes as 8 f32 lanes.
+RADIXLM_AVX2_FMA inline __m256 U8Lanes(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// A sub-block's weight scale (and min scale, for the families with one) of the 8 lanes
+// `half` of a block's header: d, d * sc or dmin * mn as the scalar oracle forms them.
+template <DType T>
+RADIXLM_AVX2_FMA inline void SubScales(const uint8_t* blk, int si, int half, __m256* ws, __m256* mv) {
   constexpr QuantLayout L = LayoutOf(T);
   constexpr core::QuantFormat F = L.f;
   constexpr int kNs = F.n_subs();
+  const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
+  __m256 dmv = _mm256_setzero_ps();  // m (block-min) or dmin (super-min)
+  if constexpr (F.has_min()) dmv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
+  *ws = dv;
+  *mv = dmv;
+  if constexpr (F.scales == QuantScales::kSuperMin) {
+    *ws = _mm256_mul_ps(dv, U8Lanes(blk + 64 + si * 16 + 8 * half));
+    *mv = _mm256_mul_ps(dmv, U8Lanes(blk + 64 + (kNs + si) * 16 + 8 * half));
+  }
+  if constexpr (F.scales == QuantScales::kSuperSigned)
+    *ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 32 + si * 16 + 8 * half)))));
+}
+
+// Rows [0, MR) x panels [p0, p0 + NP) in units of half a panel (8 outputs, one ymm per row):
+// U units at a time over all of K, so the f32 accumulators, the int sums and the int16
+// partial sums of MR x U fit the 16 ymm registers; each decoded group of codes is reused by
+// all MR rows, each broadcast activation by all U units. Prefill takes 6 rows x 1 unit;
+// decode 1 row x 4 units (two whole panels: one pass over their bytes, a quarter of the
+// per-sub-block activation work).
+template <DType T, int MR, int NP, int U>
+RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
+  constexpr QuantLayout L = LayoutOf(T);
+  constexpr core::QuantFormat F = L.f;
   constexpr int kSubsPerChunk = 32 / F.sub;
   constexpr int kGroupsPerSub = F.sub / 4;
   constexpr int kI16 = I16Groups<T>();
-  static_assert(kGroupsPerSub % kI16 == 0);
+  static_assert(kGroupsPerSub % kI16 == 0 && (2 * NP) % U == 0);
   const int64_t n_blocks = a.K / F.block;
   const int64_t ldd = a.ldq / 32;
   const __m256i ones = _mm256_set1_epi16(1);
-  for (int p = 0; p < NP; ++p) {
-    const uint8_t* pan = a.seg->panel(a.p0 + p);
 #pragma GCC unroll 1
-    for (int half = 0; half < 2; ++half) {
-      __m256 acc[MR];
+  for (int u0 = 0; u0 < 2 * NP; u0 += U) {
+    const uint8_t* pan[U];
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) pan[u] = a.seg->panel(a.p0 + (u0 + u) / 2);
+    __m256 acc[MR * U];
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-      for (int64_t bi = 0; bi < n_blocks; ++bi) {
-        const uint8_t* blk = pan + bi * L.block_bytes;
-        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
-        __m256 dmv = _mm256_setzero_ps();  // m (block-min) or dmin (super-min)
-        if constexpr (F.has_min())
-          dmv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * half)));
-        for (int c = 0; c < F.block / 32; ++c) {
-          const uint8_t* chunk = blk + L.header_bytes + c * L.chunk_bytes;
+    for (int i = 0; i < MR * U; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t bi = 0; bi < n_blocks; ++bi) {
+      for (int c = 0; c < F.block / 32; ++c) {
 #pragma GCC unroll 2
-          for (int s = 0; s < kSubsPerChunk; ++s) {
-            const int si = c * kSubsPerChunk + s;
-            const int64_t e0 = bi * F.block + c * 32 + s * F.sub;
-            const int64_t sub_index = e0 / F.sub;
-            __m256i isum[MR];
+        for (int s = 0; s < kSubsPerChunk; ++s) {
+          const int si = c * kSubsPerChunk + s;
+          const int64_t e0 = bi * F.block + c * 32 + s * F.sub;
+          const int64_t sub_index = e0 / F.sub;
+          __m256i isum[MR * U];
 #pragma GCC unroll 8
-            for (int gc = 0; gc < kGroupsPerSub; gc += kI16) {
-              __m256i part[MR];
+          for (int gc = 0; gc < kGroupsPerSub; gc += kI16) {
+            __m256i part[MR * U];
 #pragma GCC unroll 8
-              for (int g = gc; g < gc + kI16; ++g) {
-                __m256i w = GroupCodes<T>(chunk, s * kGroupsPerSub + g, half);
+            for (int g = gc; g < gc + kI16; ++g) {
+#pragma GCC unroll 4
+              for (int u = 0; u < U; ++u) {
+                const uint8_t* chunk = pan[u] + bi * L.block_bytes + L.header_bytes + c * L.chunk_bytes;
+                __m256i w = GroupCodes<T>(chunk, s * kGroupsPerSub + g, (u0 + u) % 2);
                 __m256i sign_src = w;
                 if constexpr (F.bits == 8) {  // u8 = q + 128: back to signed, then |q| x sign(q) * x
                   sign_src = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -178,43 +204,42 @@ RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
                   __m256i x = _mm256_set1_epi32(x4);
                   if constexpr (F.bits == 8) x = _mm256_sign_epi8(x, sign_src);
                   const __m256i prod = _mm256_maddubs_epi16(w, x);
-                  part[r] = g == gc ? prod : _mm256_add_epi16(part[r], prod);
+                  part[r * U + u] = g == gc ? prod : _mm256_add_epi16(part[r * U + u], prod);
                 }
               }
+            }
 #pragma GCC unroll 8
-              for (int r = 0; r < MR; ++r) {
-                const __m256i wide = _mm256_madd_epi16(part[r], ones);
-                isum[r] = gc == 0 ? wide : _mm256_add_epi32(isum[r], wide);
-              }
+            for (int i = 0; i < MR * U; ++i) {
+              const __m256i wide = _mm256_madd_epi16(part[i], ones);
+              isum[i] = gc == 0 ? wide : _mm256_add_epi32(isum[i], wide);
             }
-            __m256 ws = dv, mv = dmv;
-            if constexpr (F.scales == QuantScales::kSuperMin) {
-              ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 64 + si * 16 + 8 * half)))));
-              mv = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                                          reinterpret_cast<const __m128i*>(blk + 64 + (kNs + si) * 16 + 8 * half)))));
-            }
-            if constexpr (F.scales == QuantScales::kSuperSigned)
-              ws = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 32 + si * 16 + 8 * half)))));
+          }
+#pragma GCC unroll 4
+          for (int u = 0; u < U; ++u) {
+            __m256 ws, mv;
+            SubScales<T>(pan[u] + bi * L.block_bytes, si, (u0 + u) % 2, &ws, &mv);
 #pragma GCC unroll 8
             for (int r = 0; r < MR; ++r) {
-              __m256i is = isum[r];
+              __m256i is = isum[r * U + u];
+              __m256& acc_ru = acc[r * U + u];
               // 8-bit codes were multiplied as signed values already: no offset to remove.
               if constexpr (F.offset != 0 && F.bits != 8)
                 is = _mm256_sub_epi32(is, _mm256_set1_epi32(a.corr[r * a.ld_terms + sub_index]));
               const __m256 scale = _mm256_mul_ps(ws, _mm256_set1_ps(a.xd[r * ldd + e0 / 32]));
-              acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), scale, acc[r]);
+              acc_ru = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), scale, acc_ru);
               if constexpr (F.scales == QuantScales::kBlockMin)
-                acc[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), acc[r]);
+                acc_ru = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), acc_ru);
               if constexpr (F.scales == QuantScales::kSuperMin)
-                acc[r] = _mm256_fnmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), acc[r]);
+                acc_ru = _mm256_fnmadd_ps(mv, _mm256_set1_ps(a.dsum[r * a.ld_terms + sub_index]), acc_ru);
             }
           }
         }
       }
+    }
 #pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) _mm256_storeu_ps(a.y + r * a.ldy + p * kPanelCols + 8 * half, acc[r]);
+    for (int i = 0; i < MR * U; ++i) {
+      const int r = i / U, u = u0 + i % U;
+      _mm256_storeu_ps(a.y + r * a.ldy + (u / 2) * kPanelCols + 8 * (u % 2), acc[i]);
     }
   }
 }
@@ -232,11 +257,12 @@ MicroFn FloatTable(int mr, int np) {
   return nullptr;
 }
 
-// Quantised types: rows 1..kAvx2QuantRows with 1 panel, and 1 x 2 for decode.
+// Quantised types: rows 1..6 with 1 panel a half at a time, and 1 x 2 for decode, its four
+// halves at once.
 template <DType T>
 MicroFn QuantTable(int mr, int np) {
 #define RADIXLM_CASE(R, P) \
-  case R * 16 + P: return &QuantMicro<T, R, P>;
+  case R * 16 + P: return &QuantMicro<T, R, P, R == 1 && P == 2 ? 4 : 1>;
   switch (mr * 16 + np) {
     RADIXLM_CASE(1, 1) RADIXLM_CASE(2, 1) RADIXLM_CASE(3, 1) RADIXLM_CASE(4, 1) RADIXLM_CASE(5, 1)
     RADIXLM_CASE(6, 1) RADIXLM_CASE(1, 2)
