@@ -150,6 +150,20 @@ RADIXLM_AVX2_FMA inline void SubScales(const uint8_t* blk, int si, int half, __m
                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 32 + si * 16 + 8 * half)))));
 }
 
+// Decode (one row) streams each panel from DRAM once, in runs of a few KB that the hardware
+// prefetchers, which stop at 4 KB pages, ramp up on again and again: each panel's bytes a
+// fixed distance ahead of chunk c of block bi are requested in software.
+constexpr int kPrefetchAhead = 2048;
+template <DType T, int U>
+RADIXLM_AVX2_FMA inline void PrefetchChunks(const uint8_t* const* pan, int64_t bi, int c) {
+  constexpr QuantLayout L = LayoutOf(T);
+#pragma GCC unroll 4
+  for (int u = 0; u < U; u += 2) {  // units 2j, 2j + 1 are the halves of one panel
+    const char* next = reinterpret_cast<const char*>(pan[u] + bi * L.block_bytes + L.header_bytes + c * L.chunk_bytes + kPrefetchAhead);
+    for (int i = 0; i < L.chunk_bytes; i += 64) _mm_prefetch(next + i, _MM_HINT_T0);
+  }
+}
+
 // Rows [0, MR) x panels [p0, p0 + NP) in units of half a panel (8 outputs, one ymm per row):
 // U units at a time over all of K, so the f32 accumulators, the int sums and the int16
 // partial sums of MR x U fit the 16 ymm registers; each decoded group of codes is reused by
@@ -177,6 +191,7 @@ RADIXLM_AVX2_FMA void QuantMicro(const MicroArgs& a) {
     for (int i = 0; i < MR * U; ++i) acc[i] = _mm256_setzero_ps();
     for (int64_t bi = 0; bi < n_blocks; ++bi) {
       for (int c = 0; c < F.block / 32; ++c) {
+        if constexpr (MR == 1) PrefetchChunks<T, U>(pan, bi, c);
 #pragma GCC unroll 2
         for (int s = 0; s < kSubsPerChunk; ++s) {
           const int si = c * kSubsPerChunk + s;
