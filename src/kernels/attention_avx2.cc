@@ -131,17 +131,6 @@ void ScoreGroups(const float* qpack, int n_q, const Elem<D>* const* k, int64_t s
   }
 }
 
-// Query vectors in the register blocks' order: block b (vectors 6 b .. 6 b + nb - 1) at
-// out + 6 b d, dim-major [d][nb].
-void PackQueries(const float* const* q, int n_q, int d, float* out) {
-  for (int v0 = 0; v0 < n_q; v0 += 6) {
-    const int nb = std::min(6, n_q - v0);
-    float* blk = out + static_cast<int64_t>(v0) * d;
-    for (int v = 0; v < nb; ++v)
-      for (int i = 0; i < d; ++i) blk[i * nb + v] = q[v0 + v][i];
-  }
-}
-
 // acc_q[i] = acc_q[i] * corr_q + sum_{j0 <= j < j1} p_q[j] * v_j[i] for QV query vectors over
 // dims [i0, i0 + 8 DV): one FMA chain per element, keys in order.
 template <DType D, int QV, int DV>

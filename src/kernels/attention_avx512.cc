@@ -6,6 +6,7 @@
 // size is not a multiple of 16 are first staged into a contiguous f32 chunk.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -69,8 +70,7 @@ struct Prefetcher {
   int64_t run_bytes = 0;
   int run = 0;
   int64_t off = 0;
-  int per_step = 0;  // lines per call of Next: all of them over one chunk's score and value loops
-  RADIXLM_AVX512 inline void Next() { Issue(per_step); }
+  int per_step = 0;  // lines per dim or key step: all of them over one chunk's score and value loops
   RADIXLM_AVX512 inline void Issue(int lines) {
     for (int i = 0; i < lines && run < n_runs; ++i) {
       _mm_prefetch(runs[run] + off, _MM_HINT_T0);
@@ -81,33 +81,41 @@ struct Prefetcher {
   RADIXLM_AVX512 void Rest() { Issue(1 << 30); }
 };
 
-// The keys of a chunk: groups of up to 16 keys, each with its dim-0 pointer and dim stride.
+// The keys of a chunk: groups of up to 16 keys, each with its dim-0 pointer and valid count;
+// every group's dims are one stride apart.
 template <DType D>
 struct KeyGroup {
   const Elem<D>* k;
-  int64_t stride;
   int n;
 };
 
-// scores[v][16 g + j] = scale * q_v . k_j for NQ query vectors and NK key groups; each score
-// is one FMA chain over the head dim, in order.
+// scores[v][16 g + j] = scale * q_v . k_j for NQ query vectors (packed by PackQueries: qp is
+// [d][NQ]) and NK key groups; each score is one FMA chain over the head dim, in order. The
+// next chunk's lines are prefetched every 8 dims (the prefetcher's state stays out of the loop).
 template <DType D, int NQ, int NK>
-RADIXLM_AVX512 void ScoreBlock(const float* const* q, const KeyGroup<D>* groups, int d, float scale, float* scores,
-                               int64_t ld_scores, Prefetcher* pf) {
+RADIXLM_AVX512 void ScoreBlock(const float* qp, const KeyGroup<D>* groups, int64_t stride, int d, float scale,
+                               float* scores, int64_t ld_scores, Prefetcher* pf) {
   __m512 acc[NQ * NK];
 #pragma GCC unroll 24
   for (int i = 0; i < NQ * NK; ++i) acc[i] = _mm512_setzero_ps();
   __mmask16 masks[NK];
+  const Elem<D>* kp[NK];
 #pragma GCC unroll 4
-  for (int g = 0; g < NK; ++g) masks[g] = FirstN(groups[g].n);
-  for (int i = 0; i < d; ++i) {
-    pf->Next();
+  for (int g = 0; g < NK; ++g) {
+    masks[g] = FirstN(groups[g].n);
+    kp[g] = groups[g].k;
+  }
+  for (int i = 0; i < d; ++i, qp += NQ) {
+    if ((i & 7) == 0) pf->Issue(8 * pf->per_step);
     __m512 k[NK];
 #pragma GCC unroll 4
-    for (int g = 0; g < NK; ++g) k[g] = Load16<D>(groups[g].k + i * groups[g].stride, masks[g]);
+    for (int g = 0; g < NK; ++g) {
+      k[g] = Load16<D>(kp[g], masks[g]);
+      kp[g] += stride;
+    }
 #pragma GCC unroll 6
     for (int v = 0; v < NQ; ++v) {
-      const __m512 b = _mm512_set1_ps(q[v][i]);
+      const __m512 b = _mm512_set1_ps(qp[v]);
 #pragma GCC unroll 4
       for (int g = 0; g < NK; ++g) acc[v * NK + g] = _mm512_fmadd_ps(b, k[g], acc[v * NK + g]);
     }
@@ -120,82 +128,115 @@ RADIXLM_AVX512 void ScoreBlock(const float* const* q, const KeyGroup<D>* groups,
 }
 
 template <DType D, int NQ>
-void ScoreGroupsNq(const float* const* q, const KeyGroup<D>* groups, int n_groups, int d, float scale, float* scores,
-                   int64_t ld_scores, Prefetcher* pf) {
+void ScoreGroupsNq(const float* qp, const KeyGroup<D>* groups, int64_t stride, int n_groups, int d, float scale,
+                   float* scores, int64_t ld_scores, Prefetcher* pf) {
   for (int g = 0; g < n_groups; g += 4) {
     float* out = scores + 16 * g;
     switch (std::min(4, n_groups - g)) {
-      case 1: ScoreBlock<D, NQ, 1>(q, groups + g, d, scale, out, ld_scores, pf); break;
-      case 2: ScoreBlock<D, NQ, 2>(q, groups + g, d, scale, out, ld_scores, pf); break;
-      case 3: ScoreBlock<D, NQ, 3>(q, groups + g, d, scale, out, ld_scores, pf); break;
-      default: ScoreBlock<D, NQ, 4>(q, groups + g, d, scale, out, ld_scores, pf); break;
+      case 1: ScoreBlock<D, NQ, 1>(qp, groups + g, stride, d, scale, out, ld_scores, pf); break;
+      case 2: ScoreBlock<D, NQ, 2>(qp, groups + g, stride, d, scale, out, ld_scores, pf); break;
+      case 3: ScoreBlock<D, NQ, 3>(qp, groups + g, stride, d, scale, out, ld_scores, pf); break;
+      default: ScoreBlock<D, NQ, 4>(qp, groups + g, stride, d, scale, out, ld_scores, pf); break;
     }
   }
 }
 
+// Scores of n_q query vectors, packed by PackQueries, against n_groups key groups.
 template <DType D>
-void ScoreGroups(const float* const* q, int n_q, const KeyGroup<D>* groups, int n_groups, int d, float scale,
-                 float* scores, int64_t ld_scores, Prefetcher* pf) {
+void ScoreGroups(const float* qpack, int n_q, const KeyGroup<D>* groups, int64_t stride, int n_groups, int d,
+                 float scale, float* scores, int64_t ld_scores, Prefetcher* pf) {
   for (int v = 0; v < n_q; v += 6) {
-    const float* const* qv = q + v;
+    const float* qp = qpack + static_cast<int64_t>(v) * d;
     float* out = scores + v * ld_scores;
     switch (std::min(6, n_q - v)) {
-      case 1: ScoreGroupsNq<D, 1>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
-      case 2: ScoreGroupsNq<D, 2>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
-      case 3: ScoreGroupsNq<D, 3>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
-      case 4: ScoreGroupsNq<D, 4>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
-      case 5: ScoreGroupsNq<D, 5>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
-      default: ScoreGroupsNq<D, 6>(qv, groups, n_groups, d, scale, out, ld_scores, pf); break;
+      case 1: ScoreGroupsNq<D, 1>(qp, groups, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 2: ScoreGroupsNq<D, 2>(qp, groups, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 3: ScoreGroupsNq<D, 3>(qp, groups, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 4: ScoreGroupsNq<D, 4>(qp, groups, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 5: ScoreGroupsNq<D, 5>(qp, groups, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      default: ScoreGroupsNq<D, 6>(qp, groups, stride, n_groups, d, scale, out, ld_scores, pf); break;
     }
   }
 }
 
-// acc_v[i] = acc_v[i] * corr_v + sum_j p_v[j] * v_j[i] for QV query vectors over dims
-// [i0, i0 + 16 DV) (the last vector masked to `d`): one FMA chain per element, keys in order.
+// acc_q[i] = acc_q[i] * corr_q + sum_{j0 <= j < j1} p_q[j] * v_j[i] for QV query vectors over
+// dims [i0, i0 + 16 DV) (the last vector masked to `d`): one FMA chain per element, keys in
+// order. Each widened V load feeds QV FMAs.
 template <DType D, int QV, int DV>
-RADIXLM_AVX512 void WeightedValues(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
-                                   int n_keys, int i0, int d, Prefetcher* pf) {
+RADIXLM_AVX512 void ValueBlock(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
+                               int j0, int j1, int i0, int d, Prefetcher* pf) {
   __m512 a[QV * DV];
   __mmask16 m[DV];
 #pragma GCC unroll 8
   for (int c = 0; c < DV; ++c) m[c] = FirstN(d - (i0 + 16 * c));
-#pragma GCC unroll 2
+#pragma GCC unroll 6
   for (int q = 0; q < QV; ++q)
 #pragma GCC unroll 8
     for (int c = 0; c < DV; ++c)
       a[q * DV + c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[c], acc[q] + i0 + 16 * c), _mm512_set1_ps(corr[q]));
-  for (int j = 0; j < n_keys; ++j) {
-    pf->Next();
+  for (int j = j0; j < j1; ++j) {
+    if (((j - j0) & 7) == 0) pf->Issue(8 * pf->per_step);
     __m512 x[DV];
 #pragma GCC unroll 8
     for (int c = 0; c < DV; ++c) x[c] = Load16<D>(v[j] + i0 + 16 * c, m[c]);
-#pragma GCC unroll 2
+#pragma GCC unroll 6
     for (int q = 0; q < QV; ++q) {
       const __m512 pj = _mm512_set1_ps(p[q][j]);
 #pragma GCC unroll 8
       for (int c = 0; c < DV; ++c) a[q * DV + c] = _mm512_fmadd_ps(pj, x[c], a[q * DV + c]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 6
   for (int q = 0; q < QV; ++q)
 #pragma GCC unroll 8
     for (int c = 0; c < DV; ++c) _mm512_mask_storeu_ps(acc[q] + i0 + 16 * c, m[c], a[q * DV + c]);
 }
 
+template <DType D, int QV, int DV>
+void ValueTail(int n, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
+               int j1, int i0, int d, Prefetcher* pf) {
+  if (n == DV) return ValueBlock<D, QV, DV>(acc, corr, p, v, j0, j1, i0, d, pf);
+  if constexpr (DV > 1) ValueTail<D, QV, DV - 1>(n, acc, corr, p, v, j0, j1, i0, d, pf);
+}
+
+// The same over all d dims: up to 24 accumulators of the 32 zmm (1-2 vectors x 128 dims,
+// 3-6 vectors x 64 dims).
 template <DType D, int QV>
-void WeightedValuesQv(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int n_keys,
-                      int d, Prefetcher* pf) {
-  for (int i0 = 0; i0 < d; i0 += 128) {
-    switch ((std::min(128, d - i0) + 15) / 16) {
-      case 1: WeightedValues<D, QV, 1>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      case 2: WeightedValues<D, QV, 2>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      case 3: WeightedValues<D, QV, 3>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      case 4: WeightedValues<D, QV, 4>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      case 5: WeightedValues<D, QV, 5>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      case 6: WeightedValues<D, QV, 6>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      case 7: WeightedValues<D, QV, 7>(acc, corr, p, v, n_keys, i0, d, pf); break;
-      default: WeightedValues<D, QV, 8>(acc, corr, p, v, n_keys, i0, d, pf); break;
-    }
+void ValueRows(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0, int j1,
+               int d, Prefetcher* pf) {
+  constexpr int kDv = QV <= 2 ? 8 : 4;
+  const int nz = (d + 15) / 16;
+  for (int c = 0; c < nz; c += kDv)
+    ValueTail<D, QV, kDv>(std::min(kDv, nz - c), acc, corr, p, v, j0, j1, 16 * c, d, pf);
+}
+
+template <DType D>
+void ValuesOf(int n_q, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
+              int j1, int d, Prefetcher* pf) {
+  switch (n_q) {
+    case 1: return ValueRows<D, 1>(acc, corr, p, v, j0, j1, d, pf);
+    case 2: return ValueRows<D, 2>(acc, corr, p, v, j0, j1, d, pf);
+    case 3: return ValueRows<D, 3>(acc, corr, p, v, j0, j1, d, pf);
+    case 4: return ValueRows<D, 4>(acc, corr, p, v, j0, j1, d, pf);
+    case 5: return ValueRows<D, 5>(acc, corr, p, v, j0, j1, d, pf);
+    default: return ValueRows<D, 6>(acc, corr, p, v, j0, j1, d, pf);
+  }
+}
+
+// The weighted values of n_q query vectors, 6 to a register block. Each vector sums over its own
+// causal keys only: a block runs to its shortest vector's last key, and the longer ones go on
+// alone (never 0 x a later key's value: an overflowed f16 value is inf, and 0 x inf would leak
+// NaN into earlier rows of the tile).
+template <DType D>
+void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
+                    const Elem<D>* const* v, int d, Prefetcher* pf) {
+  static constexpr float kOne = 1.0f;  // x * 1 = x: a chain continued, not rescaled again
+  for (int w = 0; w < n_q; w += 6) {
+    const int nb = std::min(6, n_q - w);
+    const int lo = *std::min_element(valid + w, valid + w + nb);
+    ValuesOf<D>(nb, acc + w, corr + w, p + w, v, 0, lo, d, pf);
+    for (int x = w; x < w + nb; ++x)
+      if (valid[x] > lo) ValueRows<D, 1>(acc + x, &kOne, p + x, v, lo, valid[x], d, pf);
   }
 }
 
@@ -220,7 +261,7 @@ RADIXLM_AVX512 float SoftmaxChunk(float* s, int n, float* m, float* l) {
 }
 
 struct Workspace {
-  std::vector<float> scores, staged_k, staged_v;
+  std::vector<float> scores, staged_k, staged_v, qpack;
   std::vector<const void*> vptr;
 };
 
@@ -232,9 +273,10 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   // Chunks of whole blocks, at least 64 keys; blocks of a multiple of 16 keys are read in place.
   const int blocks_per_chunk = std::max(1, (64 + bt - 1) / bt);
   const int chunk = blocks_per_chunk * bt, chunk_pad = (chunk + 15) / 16 * 16;
-  const bool direct = bt % 16 == 0;
   const int n_vec = n_rows * group;
+  const bool direct = bt % 16 == 0;
   ws.scores.resize(static_cast<size_t>(n_vec) * chunk_pad);
+  ws.qpack.resize(static_cast<size_t>(n_vec) * d);
   ws.vptr.resize(chunk);
   if (!direct) {
     ws.staged_k.resize(static_cast<size_t>(d) * chunk_pad);
@@ -262,6 +304,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     }
   }
   KeyGroup<D> kg[64];
+  int n_packed = -1;
   KeyGroup<DType::kF32> kgs[64];
   // Chunks are aligned to the first position attended (a split's suffix starts at kv_begin).
   for (int64_t c0 = seq.kv_begin; c0 <= max_pos; c0 += chunk) {
@@ -275,11 +318,9 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
           qv[n_active] = rows[r].q + (kv_head * group + g) * d;
           ++n_active;
         }
-    // Keys and value rows of the chunk.
-    for (int j = 0; j < n_keys; ++j) {
-      const int64_t pos = c0 + j;
-      const int32_t block = seq.block_table[pos / bt];
-      ws.vptr[j] = values + kv.ValueIndex(block, static_cast<int>(pos % bt), kv_head);
+    if (n_active != n_packed) {  // the active vectors only shrink from chunk to chunk
+      PackQueries(qv, n_active, d, ws.qpack.data());
+      n_packed = n_active;
     }
     // The next chunk's K and V runs of this head (each block is two contiguous runs).
     Prefetcher pf;
@@ -294,23 +335,28 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       const int64_t lines = pf.n_runs * ((pf.run_bytes + 63) / 64), steps = d + n_keys;
       pf.per_step = static_cast<int>((lines + steps - 1) / steps);
     }
-    if (direct) {
+    if (direct) {  // keys and value rows of the chunk in place
+      for (int j = 0; j < n_keys; ++j) {
+        const int64_t pos = c0 + j;
+        ws.vptr[j] = values + kv.ValueIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head);
+      }
       for (int g = 0; g < n_groups; ++g) {
         const int64_t pos = c0 + 16 * g;
-        kg[g] = {keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0), bt,
+        kg[g] = {keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0),
                  std::min(16, n_keys - 16 * g)};
       }
-      ScoreGroups<D>(qv, n_active, kg, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
+      ScoreGroups<D>(ws.qpack.data(), n_active, kg, bt, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
     } else {
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;
         const int32_t block = seq.block_table[pos / bt];
         for (int i = 0; i < d; ++i) ws.staged_k[i * chunk_pad + j] = kv.KeyAt(block, static_cast<int>(pos % bt), kv_head, i);
         for (int i = 0; i < d; ++i) ws.staged_v[j * d + i] = kv.ValueAt(block, static_cast<int>(pos % bt), kv_head, i);
-        ws.vptr[j] = ws.staged_v.data() + j * d;
       }
-      for (int g = 0; g < n_groups; ++g) kgs[g] = {ws.staged_k.data() + 16 * g, chunk_pad, std::min(16, n_keys - 16 * g)};
-      ScoreGroups<DType::kF32>(qv, n_active, kgs, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
+      for (int j = 0; j < n_keys; ++j) ws.vptr[j] = ws.staged_v.data() + j * d;
+      for (int g = 0; g < n_groups; ++g) kgs[g] = {ws.staged_k.data() + 16 * g, std::min(16, n_keys - 16 * g)};
+      ScoreGroups<DType::kF32>(ws.qpack.data(), n_active, kgs, chunk_pad, n_groups, d, p.scale, ws.scores.data(),
+                               chunk_pad, &pf);
     }
     // Softmax per active vector over its causal keys, then the weighted values.
     int v = 0;
@@ -325,20 +371,12 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
         valid_keys[v] = valid;
       }
     }
-    // Each vector sums over its own causal keys only (never 0 x a later key's value: an
-    // overflowed f16 value is inf, and 0 x inf would leak NaN into earlier rows of the tile).
-    for (int w = 0; w < n_active;) {
-      const int qv = w + 1 < n_active && valid_keys[w + 1] == valid_keys[w] ? 2 : 1;
-      if (direct) {
-        const Elem<D>* const* vp = reinterpret_cast<const Elem<D>* const*>(ws.vptr.data());
-        if (qv == 2) WeightedValuesQv<D, 2>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
-        else WeightedValuesQv<D, 1>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
-      } else {
-        const float* const* vp = reinterpret_cast<const float* const*>(ws.vptr.data());
-        if (qv == 2) WeightedValuesQv<DType::kF32, 2>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
-        else WeightedValuesQv<DType::kF32, 1>(acc + w, corr + w, sv + w, vp, valid_keys[w], d, &pf);
-      }
-      w += qv;
+    if (direct) {
+      WeightedValues<D>(n_active, acc, corr, sv, valid_keys, reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d,
+                        &pf);
+    } else {
+      WeightedValues<DType::kF32>(n_active, acc, corr, sv, valid_keys,
+                                  reinterpret_cast<const float* const*>(ws.vptr.data()), d, &pf);
     }
     pf.Rest();
   }

@@ -2,6 +2,7 @@
 // kernels (attention_avx2.cc, attention_avx512.cc). Not part of the kernels' interface.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -38,6 +39,18 @@ inline void FinishTile(const TileRow* rows, int n_rows, int group, int kv_head, 
       if (rows[r].lse)
         rows[r].lse[kv_head * group + g] = l[vec] > 0 ? m[vec] + std::log(l[vec]) : -std::numeric_limits<float>::infinity();
     }
+}
+
+// Query vectors in the register blocks' order for the tile kernels' score products: block b
+// (vectors 6 b .. 6 b + nb - 1) at out + 6 b d, dim-major [d][nb], so a block's broadcasts
+// are constant offsets from one pointer.
+inline void PackQueries(const float* const* q, int n_q, int d, float* out) {
+  for (int v0 = 0; v0 < n_q; v0 += 6) {
+    const int nb = std::min(6, n_q - v0);
+    float* blk = out + static_cast<int64_t>(v0) * d;
+    for (int v = 0; v < nb; ++v)
+      for (int i = 0; i < d; ++i) blk[i * nb + v] = q[v0 + v][i];
+  }
 }
 
 // The AVX-512 tile kernel (any KV dtype, block size and head_dim <= 256). Softmax runs over
