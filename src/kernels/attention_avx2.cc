@@ -14,7 +14,8 @@
 // more valid keys than its shortest continue their chains alone), so a row alone, in a prefill
 // tile or in a cascade group of 127 others gives the same bits (tests: attention_test.cc).
 // K/V are read in the store's dtype and widened in registers; blocks whose size is not a
-// multiple of 8 are first staged into a contiguous f32 chunk.
+// multiple of 8 are first staged into a contiguous f32 chunk. The next chunk's K/V runs are
+// prefetched from inside the loops (Prefetcher): decode streams them from DRAM.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -69,7 +70,7 @@ constexpr int LanesFor(int nq) { return nq == 1 ? 8 : nq == 2 ? 4 : nq == 3 ? 3 
 // block), every group's dims `stride` elements apart.
 template <DType D, int NQ, int NK>
 RADIXLM_AVX2 void ScoreBlock(const float* qp, const Elem<D>* const* k, int64_t stride, int d, float scale,
-                             float* scores, int64_t ld_scores) {
+                             float* scores, int64_t ld_scores, Prefetcher* pf) {
   __m256 acc[NQ * NK];
 #pragma GCC unroll 16
   for (int x = 0; x < NQ * NK; ++x) acc[x] = _mm256_setzero_ps();
@@ -77,6 +78,7 @@ RADIXLM_AVX2 void ScoreBlock(const float* qp, const Elem<D>* const* k, int64_t s
 #pragma GCC unroll 8
   for (int g = 0; g < NK; ++g) kp[g] = k[g];
   for (int i = 0; i < d; ++i, qp += NQ) {
+    if ((i & 7) == 0) pf->Issue(8 * pf->per_step);
     __m256 kv[NK];
 #pragma GCC unroll 8
     for (int g = 0; g < NK; ++g) {
@@ -100,33 +102,33 @@ RADIXLM_AVX2 void ScoreBlock(const float* qp, const Elem<D>* const* k, int64_t s
 // The last n (< NK) key groups of a row of blocks.
 template <DType D, int NQ, int NK>
 void ScoreTail(int n, const float* qp, const Elem<D>* const* k, int64_t stride, int d, float scale, float* scores,
-               int64_t ld_scores) {
-  if (n == NK) return ScoreBlock<D, NQ, NK>(qp, k, stride, d, scale, scores, ld_scores);
-  if constexpr (NK > 1) ScoreTail<D, NQ, NK - 1>(n, qp, k, stride, d, scale, scores, ld_scores);
+               int64_t ld_scores, Prefetcher* pf) {
+  if (n == NK) return ScoreBlock<D, NQ, NK>(qp, k, stride, d, scale, scores, ld_scores, pf);
+  if constexpr (NK > 1) ScoreTail<D, NQ, NK - 1>(n, qp, k, stride, d, scale, scores, ld_scores, pf);
 }
 
 template <DType D, int NQ>
 void ScoreGroupsNq(const float* qp, const Elem<D>* const* k, int64_t stride, int n_groups, int d, float scale,
-                   float* scores, int64_t ld_scores) {
+                   float* scores, int64_t ld_scores, Prefetcher* pf) {
   constexpr int kNk = LanesFor(NQ);
   for (int g = 0; g < n_groups; g += kNk)
-    ScoreTail<D, NQ, kNk>(std::min(kNk, n_groups - g), qp, k + g, stride, d, scale, scores + 8 * g, ld_scores);
+    ScoreTail<D, NQ, kNk>(std::min(kNk, n_groups - g), qp, k + g, stride, d, scale, scores + 8 * g, ld_scores, pf);
 }
 
 // Scores of n_q query vectors, packed by PackQueries, against n_groups key groups.
 template <DType D>
 void ScoreGroups(const float* qpack, int n_q, const Elem<D>* const* k, int64_t stride, int n_groups, int d,
-                 float scale, float* scores, int64_t ld_scores) {
+                 float scale, float* scores, int64_t ld_scores, Prefetcher* pf) {
   for (int v = 0; v < n_q; v += 6) {
     const float* qp = qpack + static_cast<int64_t>(v) * d;
     float* out = scores + v * ld_scores;
     switch (std::min(6, n_q - v)) {
-      case 1: ScoreGroupsNq<D, 1>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
-      case 2: ScoreGroupsNq<D, 2>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
-      case 3: ScoreGroupsNq<D, 3>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
-      case 4: ScoreGroupsNq<D, 4>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
-      case 5: ScoreGroupsNq<D, 5>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
-      default: ScoreGroupsNq<D, 6>(qp, k, stride, n_groups, d, scale, out, ld_scores); break;
+      case 1: ScoreGroupsNq<D, 1>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 2: ScoreGroupsNq<D, 2>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 3: ScoreGroupsNq<D, 3>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 4: ScoreGroupsNq<D, 4>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      case 5: ScoreGroupsNq<D, 5>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
+      default: ScoreGroupsNq<D, 6>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
     }
   }
 }
@@ -135,7 +137,7 @@ void ScoreGroups(const float* qpack, int n_q, const Elem<D>* const* k, int64_t s
 // dims [i0, i0 + 8 DV): one FMA chain per element, keys in order.
 template <DType D, int QV, int DV>
 RADIXLM_AVX2 void ValueBlock(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
-                             int j0, int j1, int i0) {
+                             int j0, int j1, int i0, Prefetcher* pf) {
   __m256 a[QV * DV];
 #pragma GCC unroll 6
   for (int q = 0; q < QV; ++q)
@@ -143,6 +145,7 @@ RADIXLM_AVX2 void ValueBlock(float* const* acc, const float* corr, const float* 
     for (int c = 0; c < DV; ++c)
       a[q * DV + c] = _mm256_mul_ps(_mm256_loadu_ps(acc[q] + i0 + 8 * c), _mm256_set1_ps(corr[q]));
   for (int j = j0; j < j1; ++j) {
+    if (((j - j0) & 7) == 0) pf->Issue(8 * pf->per_step);
     __m256 x[DV];
 #pragma GCC unroll 8
     for (int c = 0; c < DV; ++c) x[c] = Load8<D>(v[j] + i0 + 8 * c);
@@ -161,18 +164,18 @@ RADIXLM_AVX2 void ValueBlock(float* const* acc, const float* corr, const float* 
 
 template <DType D, int QV, int DV>
 void ValueTail(int n, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
-               int j1, int i0) {
-  if (n == DV) return ValueBlock<D, QV, DV>(acc, corr, p, v, j0, j1, i0);
-  if constexpr (DV > 1) ValueTail<D, QV, DV - 1>(n, acc, corr, p, v, j0, j1, i0);
+               int j1, int i0, Prefetcher* pf) {
+  if (n == DV) return ValueBlock<D, QV, DV>(acc, corr, p, v, j0, j1, i0, pf);
+  if constexpr (DV > 1) ValueTail<D, QV, DV - 1>(n, acc, corr, p, v, j0, j1, i0, pf);
 }
 
 // The same over all d dims (the last d % 8 one scalar chain each, in the same order).
 template <DType D, int QV>
 RADIXLM_AVX2 void ValueRows(float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v,
-                            int j0, int j1, int d) {
+                            int j0, int j1, int d, Prefetcher* pf) {
   constexpr int kDv = LanesFor(QV);
   const int d8 = d / 8;
-  for (int c = 0; c < d8; c += kDv) ValueTail<D, QV, kDv>(std::min(kDv, d8 - c), acc, corr, p, v, j0, j1, 8 * c);
+  for (int c = 0; c < d8; c += kDv) ValueTail<D, QV, kDv>(std::min(kDv, d8 - c), acc, corr, p, v, j0, j1, 8 * c, pf);
   for (int q = 0; q < QV; ++q)
     for (int i = 8 * d8; i < d; ++i) {
       float a = acc[q][i] * corr[q];
@@ -183,14 +186,14 @@ RADIXLM_AVX2 void ValueRows(float* const* acc, const float* corr, const float* c
 
 template <DType D>
 void ValuesOf(int n_q, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
-              int j1, int d) {
+              int j1, int d, Prefetcher* pf) {
   switch (n_q) {
-    case 1: return ValueRows<D, 1>(acc, corr, p, v, j0, j1, d);
-    case 2: return ValueRows<D, 2>(acc, corr, p, v, j0, j1, d);
-    case 3: return ValueRows<D, 3>(acc, corr, p, v, j0, j1, d);
-    case 4: return ValueRows<D, 4>(acc, corr, p, v, j0, j1, d);
-    case 5: return ValueRows<D, 5>(acc, corr, p, v, j0, j1, d);
-    default: return ValueRows<D, 6>(acc, corr, p, v, j0, j1, d);
+    case 1: return ValueRows<D, 1>(acc, corr, p, v, j0, j1, d, pf);
+    case 2: return ValueRows<D, 2>(acc, corr, p, v, j0, j1, d, pf);
+    case 3: return ValueRows<D, 3>(acc, corr, p, v, j0, j1, d, pf);
+    case 4: return ValueRows<D, 4>(acc, corr, p, v, j0, j1, d, pf);
+    case 5: return ValueRows<D, 5>(acc, corr, p, v, j0, j1, d, pf);
+    default: return ValueRows<D, 6>(acc, corr, p, v, j0, j1, d, pf);
   }
 }
 
@@ -200,14 +203,14 @@ void ValuesOf(int n_q, float* const* acc, const float* corr, const float* const*
 // NaN into earlier rows of the tile).
 template <DType D>
 void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
-                    const Elem<D>* const* v, int d) {
+                    const Elem<D>* const* v, int d, Prefetcher* pf) {
   static constexpr float kOne = 1.0f;  // x * 1 = x: a chain continued, not rescaled again
   for (int w = 0; w < n_q; w += 6) {
     const int nb = std::min(6, n_q - w);
     const int lo = *std::min_element(valid + w, valid + w + nb);
-    ValuesOf<D>(nb, acc + w, corr + w, p + w, v, 0, lo, d);
+    ValuesOf<D>(nb, acc + w, corr + w, p + w, v, 0, lo, d, pf);
     for (int x = w; x < w + nb; ++x)
-      if (valid[x] > lo) ValueRows<D, 1>(acc + x, &kOne, p + x, v, lo, valid[x], d);
+      if (valid[x] > lo) ValueRows<D, 1>(acc + x, &kOne, p + x, v, lo, valid[x], d, pf);
   }
 }
 
@@ -306,7 +309,9 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       PackQueries(qv, n_active, d, ws.qpack.data());
       n_packed = n_active;
     }
+    Prefetcher pf;
     if (direct) {
+      pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;
         ws.vptr[j] = values + kv.ValueIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head);
@@ -315,7 +320,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
         const int64_t pos = c0 + 8 * g;
         kg[g] = keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0);
       }
-      ScoreGroups<D>(ws.qpack.data(), n_active, kg, bt, n_groups, d, p.scale, ws.scores.data(), chunk_pad);
+      ScoreGroups<D>(ws.qpack.data(), n_active, kg, bt, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
     } else {
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;
@@ -326,7 +331,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       }
       for (int g = 0; g < n_groups; ++g) kgs[g] = ws.staged_k.data() + 8 * g;
       ScoreGroups<DType::kF32>(ws.qpack.data(), n_active, kgs, chunk_pad, n_groups, d, p.scale, ws.scores.data(),
-                               chunk_pad);
+                               chunk_pad, &pf);
     }
     // Softmax per active vector over its causal keys, then the weighted values.
     for (int v = 0; v < n_active; ++v) {
@@ -335,11 +340,13 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       sv[v] = s;
     }
     if (direct) {
-      WeightedValues<D>(n_active, acc, corr, sv, valid_keys, reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d);
+      WeightedValues<D>(n_active, acc, corr, sv, valid_keys, reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d,
+                        &pf);
     } else {
       WeightedValues<DType::kF32>(n_active, acc, corr, sv, valid_keys,
-                                  reinterpret_cast<const float* const*>(ws.vptr.data()), d);
+                                  reinterpret_cast<const float* const*>(ws.vptr.data()), d, &pf);
     }
+    pf.Rest();
   }
   FinishTile(rows, n_rows, group, kv_head, d, m, l);
 }

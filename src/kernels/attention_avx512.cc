@@ -60,27 +60,6 @@ RADIXLM_AVX512 inline __m512 Exp512(__m512 x) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), _mm512_mul_ps(q, _mm512_castsi512_ps(e)));
 }
 
-// Software prefetch of the next chunk's K and V runs, a few lines at a time from inside the
-// compute loops: decode attention streams the whole KV from DRAM, the hardware prefetcher
-// does not follow a block table, and a burst of hundreds of prefetches overflows the miss
-// buffers (they are dropped).
-struct Prefetcher {
-  const char* runs[64];
-  int n_runs = 0;
-  int64_t run_bytes = 0;
-  int run = 0;
-  int64_t off = 0;
-  int per_step = 0;  // lines per dim or key step: all of them over one chunk's score and value loops
-  RADIXLM_AVX512 inline void Issue(int lines) {
-    for (int i = 0; i < lines && run < n_runs; ++i) {
-      _mm_prefetch(runs[run] + off, _MM_HINT_T0);
-      off += 64;
-      if (off >= run_bytes) { off = 0; ++run; }
-    }
-  }
-  RADIXLM_AVX512 void Rest() { Issue(1 << 30); }
-};
-
 // The keys of a chunk: groups of up to 16 keys, each with its dim-0 pointer and valid count;
 // every group's dims are one stride apart.
 template <DType D>
@@ -322,19 +301,8 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       PackQueries(qv, n_active, d, ws.qpack.data());
       n_packed = n_active;
     }
-    // The next chunk's K and V runs of this head (each block is two contiguous runs).
     Prefetcher pf;
-    const int64_t next = c0 + chunk;
-    if (direct && next <= max_pos) {
-      pf.run_bytes = static_cast<int64_t>(bt) * d * sizeof(Elem<D>);
-      for (int64_t pos = next; pos < std::min<int64_t>(next + chunk, max_pos + 1) && pf.n_runs + 2 <= 64; pos += bt) {
-        const int32_t block = seq.block_table[pos / bt];
-        pf.runs[pf.n_runs++] = reinterpret_cast<const char*>(keys + kv.KeyIndex(block, 0, kv_head, 0));
-        pf.runs[pf.n_runs++] = reinterpret_cast<const char*>(values + kv.ValueIndex(block, 0, kv_head));
-      }
-      const int64_t lines = pf.n_runs * ((pf.run_bytes + 63) / 64), steps = d + n_keys;
-      pf.per_step = static_cast<int>((lines + steps - 1) / steps);
-    }
+    if (direct) pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
     if (direct) {  // keys and value rows of the chunk in place
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;

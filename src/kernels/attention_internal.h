@@ -2,6 +2,8 @@
 // kernels (attention_avx2.cc, attention_avx512.cc). Not part of the kernels' interface.
 #pragma once
 
+#include <xmmintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -40,6 +42,42 @@ inline void FinishTile(const TileRow* rows, int n_rows, int group, int kv_head, 
         rows[r].lse[kv_head * group + g] = l[vec] > 0 ? m[vec] + std::log(l[vec]) : -std::numeric_limits<float>::infinity();
     }
 }
+
+// Software prefetch of the next chunk's K and V runs, a few lines at a time from inside the
+// tile kernels' compute loops: decode attention streams the whole KV from DRAM, the hardware
+// prefetcher does not follow a block table (and stops at each 4 KB run's page), and a burst of
+// hundreds of prefetches overflows the miss buffers (they are dropped).
+struct Prefetcher {
+  const char* runs[64];
+  int n_runs = 0;
+  int64_t run_bytes = 0;
+  int run = 0;
+  int64_t off = 0;
+  int per_step = 0;  // lines per dim or key step: all of them over one chunk's score and value loops
+  // The K and V runs of kv head `kv_head` over positions [begin, end) (each block is two
+  // contiguous runs), spread over `steps` calls of Step. Nothing when begin >= end.
+  void PlanNextChunk(const KvLayerView& kv, const AttentionSeq& seq, int kv_head, int64_t begin, int64_t end,
+                     int steps) {
+    const int bt = kv.block_tokens;
+    const size_t elem = kv.elem_bytes();
+    run_bytes = static_cast<int64_t>(bt) * kv.head_dim * elem;
+    for (int64_t pos = begin; pos < end && n_runs + 2 <= 64; pos += bt) {
+      const int32_t block = seq.block_table[pos / bt];
+      runs[n_runs++] = static_cast<const char*>(kv.k) + kv.KeyIndex(block, 0, kv_head, 0) * elem;
+      runs[n_runs++] = static_cast<const char*>(kv.v) + kv.ValueIndex(block, 0, kv_head) * elem;
+    }
+    const int64_t lines = n_runs * ((run_bytes + 63) / 64);
+    per_step = static_cast<int>((lines + steps - 1) / steps);
+  }
+  void Issue(int lines) {
+    for (int i = 0; i < lines && run < n_runs; ++i) {
+      _mm_prefetch(runs[run] + off, _MM_HINT_T0);
+      off += 64;
+      if (off >= run_bytes) { off = 0; ++run; }
+    }
+  }
+  void Rest() { Issue(1 << 30); }
+};
 
 // Query vectors in the register blocks' order for the tile kernels' score products: block b
 // (vectors 6 b .. 6 b + nb - 1) at out + 6 b d, dim-major [d][nb], so a block's broadcasts

@@ -33,8 +33,9 @@ inline std::vector<core::DType> QuantisedTypes() {
           DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 }
 
-// Model shapes of Qwen3-0.6B (qkv, o, gate_up, down) at decode (M = 1) and prefill (M = 512),
-// plus ragged shapes that hit every micro-kernel and the ragged panel.
+// Model shapes of Qwen3-0.6B (qkv, o, gate_up, down) at decode (M = 1), a batch of 32 decode
+// rows (M = 32) and prefill (M = 512), plus ragged shapes that hit every micro-kernel and the
+// ragged panel.
 inline std::vector<GemmCase> GemmCases(bool include_large) {
   using core::DType;
   std::vector<GemmCase> cases;
@@ -53,7 +54,8 @@ inline std::vector<GemmCase> GemmCases(bool include_large) {
       }
     if (include_large) {
       for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-               {512, 4096, 1024}, {512, 1024, 2048}, {512, 6144, 1024}, {512, 1024, 3072}, {1, 6144, 1024}, {1, 1024, 3072}})
+               {512, 4096, 1024}, {512, 1024, 2048}, {512, 6144, 1024}, {512, 1024, 3072}, {32, 6144, 1024}, {32, 1024, 3072},
+               {1, 6144, 1024}, {1, 1024, 3072}})
         cases.push_back({m, n, k, kind.dt, kind.mode, kind.tol});
     }
   }
