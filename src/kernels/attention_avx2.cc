@@ -122,14 +122,9 @@ void ScoreGroups(const float* qpack, int n_q, const Elem<D>* const* k, int64_t s
   for (int v = 0; v < n_q; v += 6) {
     const float* qp = qpack + static_cast<int64_t>(v) * d;
     float* out = scores + v * ld_scores;
-    switch (std::min(6, n_q - v)) {
-      case 1: ScoreGroupsNq<D, 1>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
-      case 2: ScoreGroupsNq<D, 2>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
-      case 3: ScoreGroupsNq<D, 3>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
-      case 4: ScoreGroupsNq<D, 4>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
-      case 5: ScoreGroupsNq<D, 5>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
-      default: ScoreGroupsNq<D, 6>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf); break;
-    }
+    WithBlockVectors(n_q - v, [&](auto nq) {
+      ScoreGroupsNq<D, decltype(nq)::value>(qp, k, stride, n_groups, d, scale, out, ld_scores, pf);
+    });
   }
 }
 
@@ -185,33 +180,12 @@ RADIXLM_AVX2 void ValueRows(float* const* acc, const float* corr, const float* c
 }
 
 template <DType D>
-void ValuesOf(int n_q, float* const* acc, const float* corr, const float* const* p, const Elem<D>* const* v, int j0,
-              int j1, int d, Prefetcher* pf) {
-  switch (n_q) {
-    case 1: return ValueRows<D, 1>(acc, corr, p, v, j0, j1, d, pf);
-    case 2: return ValueRows<D, 2>(acc, corr, p, v, j0, j1, d, pf);
-    case 3: return ValueRows<D, 3>(acc, corr, p, v, j0, j1, d, pf);
-    case 4: return ValueRows<D, 4>(acc, corr, p, v, j0, j1, d, pf);
-    case 5: return ValueRows<D, 5>(acc, corr, p, v, j0, j1, d, pf);
-    default: return ValueRows<D, 6>(acc, corr, p, v, j0, j1, d, pf);
-  }
-}
-
-// The weighted values of n_q query vectors, 6 to a register block. Each vector sums over its own
-// causal keys only: a block runs to its shortest vector's last key, and the longer ones go on
-// alone (never 0 x a later key's value: an overflowed f16 value is inf, and 0 x inf would leak
-// NaN into earlier rows of the tile).
-template <DType D>
 void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
                     const Elem<D>* const* v, int d, Prefetcher* pf) {
-  static constexpr float kOne = 1.0f;  // x * 1 = x: a chain continued, not rescaled again
-  for (int w = 0; w < n_q; w += 6) {
-    const int nb = std::min(6, n_q - w);
-    const int lo = *std::min_element(valid + w, valid + w + nb);
-    ValuesOf<D>(nb, acc + w, corr + w, p + w, v, 0, lo, d, pf);
-    for (int x = w; x < w + nb; ++x)
-      if (valid[x] > lo) ValueRows<D, 1>(acc + x, &kOne, p + x, v, lo, valid[x], d, pf);
-  }
+  BlockedValues(n_q, acc, corr, p, valid,
+                [&](auto qv, float* const* a, const float* c, const float* const* pv, int j0, int j1) {
+                  ValueRows<D, decltype(qv)::value>(a, c, pv, v, j0, j1, d, pf);
+                });
 }
 
 // Softmax update of one query vector over a chunk's scores s[0, n) (n valid keys): returns the

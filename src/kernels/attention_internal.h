@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention.h"
 
@@ -78,6 +79,38 @@ struct Prefetcher {
   }
   void Rest() { Issue(1 << 30); }
 };
+
+// Calls f(std::integral_constant<int, N>{}) with N = n for n in 1..5 and N = 6 otherwise: a
+// register block's count of query vectors as a template argument of the ISA's kernel.
+template <class F>
+inline void WithBlockVectors(int n, F&& f) {
+  switch (n) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    default: return f(std::integral_constant<int, 6>{});
+  }
+}
+
+// The weighted values of n_q query vectors, 6 to a register block: rows(qv, acc, corr, p, j0,
+// j1) runs the ISA's value product for decltype(qv)::value vectors over keys [j0, j1). Each
+// vector sums over its own causal keys only: a block runs to its shortest vector's last key and
+// the longer ones go on alone (never 0 x a later key's value: an overflowed f16 value is inf, and
+// 0 x inf would leak NaN into earlier rows of the tile).
+template <class Rows>
+inline void BlockedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
+                          Rows&& rows) {
+  static constexpr float kOne = 1.0f;  // x * 1 = x: a chain continued, not rescaled again
+  for (int w = 0; w < n_q; w += 6) {
+    const int nb = std::min(6, n_q - w);
+    const int lo = *std::min_element(valid + w, valid + w + nb);
+    WithBlockVectors(nb, [&](auto qv) { rows(qv, acc + w, corr + w, p + w, 0, lo); });
+    for (int x = w; x < w + nb; ++x)
+      if (valid[x] > lo) rows(std::integral_constant<int, 1>{}, acc + x, &kOne, p + x, lo, valid[x]);
+  }
+}
 
 // Query vectors in the register blocks' order for the tile kernels' score products: block b
 // (vectors 6 b .. 6 b + nb - 1) at out + 6 b d, dim-major [d][nb], so a block's broadcasts
