@@ -54,9 +54,10 @@ struct Prefetcher {
   int64_t run_bytes = 0;
   int run = 0;
   int64_t off = 0;
-  int per_step = 0;  // lines per dim or key step: all of them over one chunk's score and value loops
-  // The K and V runs of kv head `kv_head` over positions [begin, end) (each block is two
-  // contiguous runs), spread over `steps` calls of Step. Nothing when begin >= end.
+  int per_step = 0;  // lines per step (a dim of a score loop, a key of a value loop)
+  // Plans the K and V runs of kv head `kv_head` over positions [begin, end) (each block is two
+  // contiguous runs) to be issued over `steps` loop steps; the kernels issue 8 steps' worth
+  // every 8 steps. Nothing when begin >= end.
   void PlanNextChunk(const KvLayerView& kv, const AttentionSeq& seq, int kv_head, int64_t begin, int64_t end,
                      int steps) {
     const int bt = kv.block_tokens;
