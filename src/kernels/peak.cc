@@ -64,20 +64,21 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) float Int8Loop(long iters
   return static_cast<float>(avx512::ReduceAddI32(s));
 }
 
-// Median over 5 runs of ops / second of `loop` on every thread, in units of 1e9.
+// The fastest of 9 runs of ops / second of `loop` on every thread, in units of 1e9. A ceiling
+// is the best the machine does: on a shared VM other work (or the host placing both vCPUs on
+// one core's two hyperthreads) only slows a run, and the median of 5 read half the peak at
+// times, which put kernels above "100% of peak".
 template <typename Loop>
-double MedianRate(core::ThreadPool& pool, Loop loop, long iters, double ops_per_iter) {
-  std::vector<double> runs;
+double BestRate(core::ThreadPool& pool, Loop loop, long iters, double ops_per_iter) {
+  double best = 0;
   std::vector<float> sinks(pool.size());
-  for (int r = 0; r < 5; ++r) {
+  for (int r = 0; r < 9; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.RunOnAll([&](int t) { sinks[t] += loop(iters); });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    runs.push_back(pool.size() * iters * ops_per_iter / s / 1e9);
+    best = std::max(best, pool.size() * iters * ops_per_iter / s / 1e9);
   }
-  if (sinks[0] == 12345.f) runs.push_back(0);  // keeps the loops observable
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
+  return best + (sinks[0] == 12345.f ? 1e-9 : 0);  // keeps the loops observable
 }
 
 RADIXLM_AVX2 float SumAvx2(const float* p, int64_t n) {
@@ -111,19 +112,19 @@ double MeasureReadBandwidthGBs(core::ThreadPool& pool) {
 }
 
 double MeasureFmaPeakGflops(core::ThreadPool& pool) {
-  if (core::ActiveIsa() >= core::Isa::kAvx512) return MedianRate(pool, FmaLoop512, kIters / 10, 16.0 * 16 * 2);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) return MedianRate(pool, FmaLoop, kIters / 10, 12.0 * 8 * 2);
+  if (core::ActiveIsa() >= core::Isa::kAvx512) return BestRate(pool, FmaLoop512, kIters / 10, 16.0 * 16 * 2);
+  if (core::ActiveIsa() >= core::Isa::kAvx2) return BestRate(pool, FmaLoop, kIters / 10, 12.0 * 8 * 2);
   return 0;
 }
 
 double MeasureBf16DotPeakGflops(core::ThreadPool& pool) {
   if (core::ActiveIsa() < core::Isa::kAvx512 || !core::DetectedCpu().avx512_bf16) return 0;
-  return MedianRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
+  return BestRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
 }
 
 double MeasureInt8DotPeakGops(core::ThreadPool& pool) {
   if (core::ActiveIsa() < core::Isa::kAvx512 || !core::DetectedCpu().avx512_vnni) return 0;
-  return MedianRate(pool, Int8Loop, kIters / 10, 16.0 * 64 * 2);
+  return BestRate(pool, Int8Loop, kIters / 10, 16.0 * 64 * 2);
 }
 
 }  // namespace radixlm::kernels

@@ -8,7 +8,8 @@
 namespace radixlm::kernels {
 
 // GFLOP/s (2 per multiply-add) of dependency-free f32 FMA chains on the widest vectors the
-// active ISA has (AVX-512: 16 zmm accumulators; AVX2: 12 ymm), all threads, median of 5.
+// active ISA has (AVX-512: 16 zmm accumulators; AVX2: 12 ymm), all threads, the fastest of 9
+// runs (interference only slows a run).
 double MeasureFmaPeakGflops(core::ThreadPool& pool);
 // The same for vdpbf16ps (bf16 pairs, f32 accumulate) and vpdpbusd (int8, i32 accumulate), in
 // G-multiply-adds x 2 per second; 0 where the CPU (under the ISA cap) lacks the instruction.
