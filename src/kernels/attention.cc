@@ -105,7 +105,7 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
         float& lg = l[r * group + g];
         float bm = mg;
         for (int j = 0; j < n; ++j) bm = std::max(bm, scores[g][j]);
-        const float correction = std::exp(mg - bm);  // exp(-inf) = 0 on the first block
+        const float correction = attn::Correction(mg, bm);
         for (int j = 0; j < n; ++j) scores[g][j] = std::exp(scores[g][j] - bm);
         float bs = 0;
         for (int j = 0; j < n; ++j) bs += scores[g][j];

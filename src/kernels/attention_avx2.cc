@@ -198,7 +198,7 @@ RADIXLM_AVX2 float SoftmaxChunk(float* s, int n, float* m, float* l) {
   for (int j = 0; j < n8; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + j));
   if (n8 < n) mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + n8), FirstN(n - n8)));
   const float m_new = std::max(*m, avx2::HMax(mx));
-  const float corr = std::exp(*m - m_new);  // exp(-inf) = 0 on the first chunk
+  const float corr = Correction(*m, m_new);
   const __m256 mn = _mm256_set1_ps(m_new);
   __m256 sum = _mm256_setzero_ps();
   for (int j = 0; j < n8; j += 8) {
@@ -286,10 +286,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     Prefetcher pf;
     if (direct) {
       pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
-      for (int j = 0; j < n_keys; ++j) {
-        const int64_t pos = c0 + j;
-        ws.vptr[j] = values + kv.ValueIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head);
-      }
+      ValueRowPointers(kv, seq, kv_head, values, c0, n_keys, ws.vptr.data());
       for (int g = 0; g < n_groups; ++g) {
         const int64_t pos = c0 + 8 * g;
         kg[g] = keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0);

@@ -205,7 +205,7 @@ RADIXLM_AVX512 float SoftmaxChunk(float* s, int n, float* m, float* l) {
   __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int j = 0; j < n; j += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, FirstN(n - j), s + j));
   const float m_new = std::max(*m, avx512::ReduceMax(mx));
-  const float corr = std::exp(*m - m_new);  // exp(-inf) = 0 on the first chunk
+  const float corr = Correction(*m, m_new);
   const __m512 mn = _mm512_set1_ps(m_new);
   __m512 sum = _mm512_setzero_ps();
   for (int j = 0; j < n; j += 16) {
@@ -284,10 +284,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     Prefetcher pf;
     if (direct) pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
     if (direct) {  // keys and value rows of the chunk in place
-      for (int j = 0; j < n_keys; ++j) {
-        const int64_t pos = c0 + j;
-        ws.vptr[j] = values + kv.ValueIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head);
-      }
+      ValueRowPointers(kv, seq, kv_head, values, c0, n_keys, ws.vptr.data());
       for (int g = 0; g < n_groups; ++g) {
         const int64_t pos = c0 + 16 * g;
         kg[g] = {keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0),

@@ -44,6 +44,28 @@ inline void FinishTile(const TileRow* rows, int n_rows, int group, int kv_head, 
     }
 }
 
+// The online softmax's rescale of a running sum and accumulator, exp(m_old - m_new): 1 when
+// the running max did not move, without the libm call (exp(0) is exactly 1, so no bit
+// changes; on a long shared prefix the max rarely moves after the first chunks). exp(-inf) = 0
+// on the first chunk; an infinite max goes through exp as before (inf - inf is NaN).
+inline float Correction(float m_old, float m_new) {
+  return m_old == m_new && std::isfinite(m_old) ? 1.0f : std::exp(m_old - m_new);
+}
+
+// Value row pointers of keys [c0, c0 + n) of kv head `kv_head`: one block-table lookup per
+// block, not a 64-bit division per key.
+template <class E>
+inline void ValueRowPointers(const KvLayerView& kv, const AttentionSeq& seq, int kv_head, const E* values, int64_t c0,
+                             int n, const void** out) {
+  const int bt = kv.block_tokens;
+  for (int j = 0; j < n;) {
+    const int64_t pos = c0 + j;
+    const int off = static_cast<int>(pos % bt);
+    const E* row = values + kv.ValueIndex(seq.block_table[pos / bt], off, kv_head);
+    for (const int end = j + std::min(bt - off, n - j); j < end; ++j, row += kv.head_dim) out[j] = row;
+  }
+}
+
 // Software prefetch of the next chunk's K and V runs, a few lines at a time from inside the
 // tile kernels' compute loops: decode attention streams the whole KV from DRAM, the hardware
 // prefetcher does not follow a block table (and stops at each 4 KB run's page), and a burst of
