@@ -754,7 +754,7 @@ void RegisterBench(CLI::App& app) {
       auto res = gen.Generate(prompt, go);
       ExitIfError(res.status());
       prefill.push_back(o->prompt_tokens / res->prefill_seconds);
-      decode.push_back(res->decode_steps / res->decode_seconds);
+      decode.push_back(res->decode_steps > 0 ? res->decode_steps / res->decode_seconds : 0);
     }
     const double prefill_tps = Median(prefill), decode_tps = Median(decode);
     // Where the time goes: one profiled prefill (max_tokens 1) and one profiled full run.
@@ -803,7 +803,9 @@ void RegisterBench(CLI::App& app) {
               {"decode_read_gb_per_token", read_gb}, {"read_bandwidth_gb_per_s", read_bw},
               {"decode_fraction_of_bandwidth", read_bw > 0 ? read_gb * decode_tps / read_bw : 0},
               {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats},
-              {"prefill_time_share", shares(p_prefill)}, {"decode_time_share", shares(p_decode)}};
+              {"prefill_time_share", shares(p_prefill)},
+              // --gen-tokens 1 has no decode step: no share (the difference of two prefills is noise).
+              {"decode_time_share", o->gen_tokens > 1 && p_decode.total_s > 0 ? shares(p_decode) : json(nullptr)}};
     if (o->json_out) {
       std::printf("%s\n", core::JsonText(j).c_str());
       return;
