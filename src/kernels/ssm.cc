@@ -333,126 +333,38 @@ void RecurHeadScalar(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int h
   RecurFinish(in, h, T, P, sc, y, ld_y);
 }
 
-// K vectors of 8 columns of state rows n .. n + R - 1, held in registers across the T tokens.
-// The R rows share each load of x and each load and store of an accumulator: row n's fma into
-// acc comes before row n + 1's, as in the chain above, so the result does not depend on R.
-template <int K, int R>
-__attribute__((target("avx2,fma"), always_inline)) inline void RecurColumnsAvx2(int P, int n, int p0, int64_t T,
-                                                                               RecurScratch& sc, float* S) {
-  __m256 s[R * K];
-  // Plain pointers: through the scratch's vectors gcc reloads them every token.
-  const float* decay = sc.decay.data();
-  const float* coef = sc.coef.data() + int64_t{n} * T;
-  const float* cn = sc.c.data() + int64_t{n} * T;
-  const float* xs = sc.x.data() + p0;
-  float* acc = sc.acc.data() + p0;
-#pragma GCC unroll 8
-  for (int i = 0; i < R * K; ++i) s[i] = _mm256_loadu_ps(S + int64_t{n + i / K} * P + p0 + 8 * (i % K));
-  for (int64_t t = 0; t < T; ++t) {
-    const __m256 dc = _mm256_broadcast_ss(decay + t);
-    __m256 cf[R], c[R];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      cf[r] = _mm256_broadcast_ss(coef + r * T + t);
-      c[r] = _mm256_broadcast_ss(cn + r * T + t);
-    }
-    const float* x = xs + t * P;
-    float* a = acc + t * P;
-#pragma GCC unroll 8
-    for (int k = 0; k < K; ++k) {
-      const __m256 xv = _mm256_loadu_ps(x + 8 * k);
-      __m256 av = _mm256_loadu_ps(a + 8 * k);
-#pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) {
-        s[r * K + k] = _mm256_fmadd_ps(cf[r], xv, _mm256_mul_ps(dc, s[r * K + k]));
-        av = _mm256_fmadd_ps(c[r], s[r * K + k], av);
-      }
-      _mm256_storeu_ps(a + 8 * k, av);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < R * K; ++i) _mm256_storeu_ps(S + int64_t{n + i / K} * P + p0 + 8 * (i % K), s[i]);
-}
+// The vector forms of the recurrence: ssm_recur_simd.inc's one body, compiled per ISA.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace recur_avx2 {
+struct V {
+  using T = __m256;
+  static constexpr int kWidth = 8;
+  static T Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T Set1(float x) { return _mm256_set1_ps(x); }
+  static T Mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T Fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+};
+#include "kernels/ssm_recur_simd.inc"
+}  // namespace recur_avx2
+#pragma GCC pop_options
 
-// Rows n .. n + R - 1 over every column: vector blocks of 32 and 8, a scalar tail.
-template <int R>
-__attribute__((target("avx2,fma"))) void RecurRowsAvx2(int P, int n, int64_t T, RecurScratch& sc, float* S) {
-  int p = 0;
-  for (; p + 32 <= P; p += 32) RecurColumnsAvx2<4, R>(P, n, p, T, sc, S);
-  for (; p + 8 <= P; p += 8) RecurColumnsAvx2<1, R>(P, n, p, T, sc, S);
-  if (p < P)
-    for (int r = 0; r < R; ++r) RecurColumnsScalar(P, n + r, p, P, T, sc, S);
-}
-
-__attribute__((target("avx2,fma"))) void RecurHeadAvx2(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int h,
-                                                       float* S, float* y, int64_t ld_y, RecurScratch& sc) {
-  const int N = d.d_state, P = d.head_dim;
-  RecurPackHead(in, h, N, P, T, sc);
-  int n = 0;
-  for (; n + 2 <= N; n += 2) RecurRowsAvx2<2>(P, n, T, sc, S);
-  for (; n < N; ++n) RecurRowsAvx2<1>(P, n, T, sc, S);
-  RecurFinish(in, h, T, P, sc, y, ld_y);
-}
-
-// The AVX-512 form of RecurColumnsAvx2: K vectors of 16 columns of rows n .. n + R - 1.
-template <int K, int R>
-__attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void RecurColumnsAvx512(int P, int n, int p0,
-                                                                                             int64_t T, RecurScratch& sc,
-                                                                                             float* S) {
-  __m512 s[R * K];
-  const float* decay = sc.decay.data();
-  const float* coef = sc.coef.data() + int64_t{n} * T;
-  const float* cn = sc.c.data() + int64_t{n} * T;
-  const float* xs = sc.x.data() + p0;
-  float* acc = sc.acc.data() + p0;
-#pragma GCC unroll 8
-  for (int i = 0; i < R * K; ++i) s[i] = _mm512_loadu_ps(S + int64_t{n + i / K} * P + p0 + 16 * (i % K));
-  for (int64_t t = 0; t < T; ++t) {
-    const __m512 dc = _mm512_set1_ps(decay[t]);
-    __m512 cf[R], c[R];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      cf[r] = _mm512_set1_ps(coef[r * T + t]);
-      c[r] = _mm512_set1_ps(cn[r * T + t]);
-    }
-    const float* x = xs + t * P;
-    float* a = acc + t * P;
-#pragma GCC unroll 4
-    for (int k = 0; k < K; ++k) {
-      const __m512 xv = _mm512_loadu_ps(x + 16 * k);
-      __m512 av = _mm512_loadu_ps(a + 16 * k);
-#pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) {
-        s[r * K + k] = _mm512_fmadd_ps(cf[r], xv, _mm512_mul_ps(dc, s[r * K + k]));
-        av = _mm512_fmadd_ps(c[r], s[r * K + k], av);
-      }
-      _mm512_storeu_ps(a + 16 * k, av);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < R * K; ++i) _mm512_storeu_ps(S + int64_t{n + i / K} * P + p0 + 16 * (i % K), s[i]);
-}
-
-template <int R>
-__attribute__((target("avx512f,avx512vl,fma"))) void RecurRowsAvx512(int P, int n, int64_t T, RecurScratch& sc,
-                                                                    float* S) {
-  int p = 0;
-  for (; p + 64 <= P; p += 64) RecurColumnsAvx512<4, R>(P, n, p, T, sc, S);
-  for (; p + 16 <= P; p += 16) RecurColumnsAvx512<1, R>(P, n, p, T, sc, S);
-  if (p < P)
-    for (int r = 0; r < R; ++r) RecurColumnsScalar(P, n + r, p, P, T, sc, S);
-}
-
-__attribute__((target("avx512f,avx512vl,fma"))) void RecurHeadAvx512(const Mamba2Dims& d, int64_t T, const ScanInputs& in,
-                                                                     int h, float* S, float* y, int64_t ld_y,
-                                                                     RecurScratch& sc) {
-  const int N = d.d_state, P = d.head_dim;
-  RecurPackHead(in, h, N, P, T, sc);
-  int n = 0;
-  for (; n + 2 <= N; n += 2) RecurRowsAvx512<2>(P, n, T, sc, S);
-  for (; n < N; ++n) RecurRowsAvx512<1>(P, n, T, sc, S);
-  RecurFinish(in, h, T, P, sc, y, ld_y);
-}
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,fma")
+namespace recur_avx512 {
+struct V {
+  using T = __m512;
+  static constexpr int kWidth = 16;
+  static T Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T Set1(float x) { return _mm512_set1_ps(x); }
+  static T Mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T Fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+};
+#include "kernels/ssm_recur_simd.inc"
+}  // namespace recur_avx512
+#pragma GCC pop_options
 
 // Tokens per block: a block's packed x and accumulators (2 x kRecurBlock x head_dim floats,
 // 16 KB at head_dim 64) stay in L1 beside the streamed coef and C rows.
@@ -555,8 +467,8 @@ void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
       float* S = state + h * per_head;
       if (h == head_begin || h % heads_per_group == 0)
         RecurPackGroup(block, h / heads_per_group, d.d_state, e - s, scratch);
-      if (isa >= core::Isa::kAvx512) RecurHeadAvx512(d, e - s, block, h, S, yb, ld_y, scratch);
-      else if (isa >= core::Isa::kAvx2) RecurHeadAvx2(d, e - s, block, h, S, yb, ld_y, scratch);
+      if (isa >= core::Isa::kAvx512) recur_avx512::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
+      else if (isa >= core::Isa::kAvx2) recur_avx2::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
       else RecurHeadScalar(d, e - s, block, h, S, yb, ld_y, scratch);
     }
     for (const StateCapture& c : captures)
