@@ -282,8 +282,8 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       n_packed = n_active;
     }
     Prefetcher pf;
-    if (direct) pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
     if (direct) {  // keys and value rows of the chunk in place
+      pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
       ValueRowPointers(kv, seq, kv_head, values, c0, n_keys, ws.vptr.data());
       for (int g = 0; g < n_groups; ++g) {
         const int64_t pos = c0 + 16 * g;
