@@ -49,12 +49,15 @@ int main(int argc, char** argv) {
   radixlm::core::ThreadPool pool(threads);
   radixlm::core::Rng rng(1);
   double fma_peak = k::MeasureFmaPeakGflops(pool);  // raised by a measurement after each shape
-  for (int batch : {8, 32, 64})
-    for (int prefix : {1024, 4096, 16384})
-      for (int suffix : {64, 512}) {
-        if ((only_batch && batch != only_batch) || (only_prefix && prefix != only_prefix) ||
-            (only_suffix && suffix != only_suffix))
-          continue;
+  // A value given on the command line replaces its sweep (any batch, prefix, suffix).
+  const auto sweep = [](int only, std::vector<int> all) { return only > 0 ? std::vector<int>{only} : all; };
+  if (only_prefix % bt != 0 || only_batch < 0 || only_prefix < 0 || only_suffix < 0) {
+    std::fprintf(stderr, "cascade_bench: --batch, --prefix, --suffix must be positive (the prefix a multiple of %d)\n", bt);
+    return 2;
+  }
+  for (int batch : sweep(only_batch, {8, 32, 64}))
+    for (int prefix : sweep(only_prefix, {1024, 4096, 16384}))
+      for (int suffix : sweep(only_suffix, {64, 512})) {
         const int prefix_blocks = prefix / bt, own_blocks = (suffix + bt - 1) / bt + 1;
         const int n_blocks = prefix_blocks + batch * own_blocks;
         const size_t elems = size_t(n_blocks) * bt * kv_heads * hd;
