@@ -135,26 +135,61 @@ struct Tile {
 
 }  // namespace
 
-void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const int32_t* positions,
-             const float* k, const float* v) {
+namespace {
+
+template <DType D>
+inline void StoreAs(KvElem<D>* dst, float x) {
+  if constexpr (D == DType::kBF16) *dst = core::F32ToBf16(x);
+  else if constexpr (D == DType::kF16) *dst = core::F32ToF16(x);
+  else *dst = x;
+}
+
+// WriteKv's rows for kv head h: its key (one element per dim, block_tokens apart) and its
+// value row (contiguous).
+template <DType D>
+void WriteKvHead(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const int32_t* positions, const float* k,
+                 const float* v, int h) {
   const int64_t row_elems = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  const int hd = kv.head_dim, bt = kv.block_tokens;
+  KvElem<D>* keys = static_cast<KvElem<D>*>(kv.k);
+  KvElem<D>* values = static_cast<KvElem<D>*>(kv.v);
   for (const AttentionSeq& s : seqs)
     for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r) {
+      const int32_t block = s.block_table[positions[r] / bt];
+      const int off = positions[r] % bt;
+      const float* kr = k + r * row_elems + h * hd;
+      const float* vr = v + r * row_elems + h * hd;
+      KvElem<D>* kd = keys + kv.KeyIndex(block, off, h, 0);
+      KvElem<D>* vd = values + kv.ValueIndex(block, off, h);
+      for (int i = 0; i < hd; ++i) StoreAs<D>(kd + static_cast<int64_t>(i) * bt, kr[i]);
+      for (int i = 0; i < hd; ++i) StoreAs<D>(vd + i, vr[i]);
+    }
+}
+
+}  // namespace
+
+void WriteKv(core::ThreadPool& pool, const KvLayerView& kv, std::span<const AttentionSeq> seqs,
+             const int32_t* positions, const float* k, const float* v) {
+  int64_t n_rows = 0;
+  for (const AttentionSeq& s : seqs)
+    for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r, ++n_rows) {
       const int32_t pos = positions[r];
       RADIXLM_CHECK(pos >= 0 && static_cast<size_t>(pos / kv.block_tokens) < s.block_table.size());
-      const int32_t block = s.block_table[pos / kv.block_tokens];
-      const int off = pos % kv.block_tokens;
-      for (int h = 0; h < kv.n_kv_heads; ++h)
-        for (int i = 0; i < kv.head_dim; ++i) kv.SetKey(block, off, h, i, k[r * row_elems + h * kv.head_dim + i]);
-      if (kv.dtype == DType::kF32) {
-        for (int h = 0; h < kv.n_kv_heads; ++h)
-          std::memcpy(static_cast<float*>(kv.v) + kv.ValueIndex(block, off, h), v + r * row_elems + h * kv.head_dim,
-                      kv.head_dim * 4);
-      } else {
-        for (int h = 0; h < kv.n_kv_heads; ++h)
-          for (int i = 0; i < kv.head_dim; ++i) kv.SetValue(block, off, h, i, v[r * row_elems + h * kv.head_dim + i]);
+    }
+  // Heads write disjoint parts of the store; rows within a head go in order (a position
+  // written twice keeps the later row, as on one thread).
+  auto heads = [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      switch (kv.dtype) {
+        case DType::kBF16: WriteKvHead<DType::kBF16>(kv, seqs, positions, k, v, static_cast<int>(h)); break;
+        case DType::kF16: WriteKvHead<DType::kF16>(kv, seqs, positions, k, v, static_cast<int>(h)); break;
+        default: WriteKvHead<DType::kF32>(kv, seqs, positions, k, v, static_cast<int>(h)); break;
       }
     }
+  };
+  // A decode step's few rows on this thread: a parallel region costs more than their work.
+  if (n_rows <= 16) heads(0, kv.n_kv_heads);
+  else pool.ParallelFor(kv.n_kv_heads, [&](int, int64_t h0, int64_t h1) { heads(h0, h1); });
 }
 
 void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,

@@ -86,8 +86,9 @@ struct AttentionParams {
 };
 
 // Writes k, v [n_tokens, n_kv_heads, head_dim] of each sequence's rows into the store at the
-// rows' positions, rounded to the store's dtype (round to nearest even).
-void WriteKv(const KvLayerView& kv, std::span<const AttentionSeq> seqs, const int32_t* positions,
+// rows' positions, rounded to the store's dtype (round to nearest even); the kv heads spread
+// over the pool when there are more than a decode step's few rows.
+void WriteKv(core::ThreadPool& pool, const KvLayerView& kv, std::span<const AttentionSeq> seqs, const int32_t* positions,
              const float* k, const float* v);
 
 // q: [n_tokens, n_heads, head_dim]; out: same shape; lse: [n_tokens, n_heads] or nullptr.

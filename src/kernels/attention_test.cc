@@ -225,10 +225,45 @@ TEST(PagedAttentionTest, WriteKvRoundsToTheStoreDtype) {
   Fixture f(1, 16, 1, 4, 23, core::DType::kBF16);
   const std::vector<float> k = {1.0f + 1.0f / 256, 2, 3, 4}, v = {1.0f + 3.0f / 256, -1, 0.5f, 0};
   const int32_t pos = 5;
-  WriteKv(f.View(), std::vector<AttentionSeq>{{0, 1, f.tables[0]}}, &pos, k.data(), v.data());
+  core::ThreadPool pool(1);
+  WriteKv(pool, f.View(), std::vector<AttentionSeq>{{0, 1, f.tables[0]}}, &pos, k.data(), v.data());
   EXPECT_EQ(f.View().KeyAt(f.tables[0][0], 5, 0, 0), 1.0f);  // ties round to even
   EXPECT_EQ(f.View().ValueAt(f.tables[0][0], 5, 0, 0), 1.0f + 4.0f / 256);
   EXPECT_EQ(f.View().KeyAt(f.tables[0][0], 5, 0, 3), 4.0f);
+}
+
+// Prefill-sized writes (the kv heads over the pool) put every element where the one-element
+// accessors say, in each dtype; a position written twice keeps the later row.
+TEST(PagedAttentionTest, WriteKvOfManyRowsOverThePoolMatchesTheAccessors) {
+  for (core::DType dt : {core::DType::kF32, core::DType::kBF16, core::DType::kF16}) {
+    Fixture f(2, 16, 4, 32, 29, dt);
+    const int rows = 60, elems = 4 * 32;
+    std::vector<float> k(rows * elems), v(rows * elems);
+    for (float& x : k) x = static_cast<float>(f.rng.Normal(0, 1));
+    for (float& x : v) x = static_cast<float>(f.rng.Normal(0, 1));
+    std::vector<int32_t> pos(rows);
+    for (int r = 0; r < 30; ++r) pos[r] = pos[30 + r] = 3 + r;
+    pos[29] = pos[28];  // seq 0 writes position 31 twice: row 29 wins
+    core::ThreadPool pool(2);
+    WriteKv(pool, f.View(), std::vector<AttentionSeq>{{0, 30, f.tables[0]}, {30, 30, f.tables[1]}}, pos.data(),
+            k.data(), v.data());
+    const KvLayerView view = f.View();
+    for (int r = 0; r < rows; ++r) {
+      if (r == 28) continue;
+      const std::vector<int32_t>& t = f.tables[r / 30];
+      const int32_t block = t[pos[r] / 16];
+      for (int h = 0; h < 4; ++h)
+        for (int i = 0; i < 32; ++i) {
+          const float ek = k[r * elems + h * 32 + i], ev = v[r * elems + h * 32 + i];
+          const float rk = dt == core::DType::kBF16 ? core::Bf16ToF32(core::F32ToBf16(ek))
+                           : dt == core::DType::kF16 ? core::F16ToF32(core::F32ToF16(ek)) : ek;
+          const float rv = dt == core::DType::kBF16 ? core::Bf16ToF32(core::F32ToBf16(ev))
+                           : dt == core::DType::kF16 ? core::F16ToF32(core::F32ToF16(ev)) : ev;
+          ASSERT_EQ(view.KeyAt(block, pos[r] % 16, h, i), rk) << core::DTypeName(dt) << " row " << r;
+          ASSERT_EQ(view.ValueAt(block, pos[r] % 16, h, i), rv) << core::DTypeName(dt) << " row " << r;
+        }
+    }
+  }
 }
 
 // Cascade attention: groups of rows share the first blocks of their sequences. On every ISA the

@@ -221,14 +221,24 @@ void Transformer::PlanTrieAttention(const ForwardBatch& b) {
   }
 }
 
-void Transformer::AddResidual(int64_t n) {
-  const int64_t count = n * config_.d_model;
-  if (config_.residual_multiplier == 1.0f) {
-    kernels::AddInPlace(x_.data(), xn_.data(), count);
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i) xn_[i] *= config_.residual_multiplier;
-  kernels::AddInPlace(x_.data(), xn_.data(), count);
+void Transformer::AddResidual(core::ThreadPool& pool, int64_t n) {
+  const int64_t d = config_.d_model;
+  const float mult = config_.residual_multiplier;
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    float* x = x_.data() + r0 * d;
+    float* y = xn_.data() + r0 * d;
+    const int64_t count = (r1 - r0) * d;
+    if (mult != 1.0f)
+      for (int64_t i = 0; i < count; ++i) y[i] *= mult;
+    kernels::AddInPlace(x, y, count);
+  });
+}
+
+void Transformer::NormRows(core::ThreadPool& pool, const float* x, const float* w, float* y, int64_t rows,
+                           int64_t dim) const {
+  ForRows(pool, rows, [&](int64_t r0, int64_t r1) {
+    kernels::RmsNorm(x + r0 * dim, w, y + r0 * dim, r1 - r0, dim, config_.rms_eps);
+  });
 }
 
 void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w,
@@ -239,10 +249,8 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   const int64_t q_in = gated ? 2 * q_dim : q_dim;  // with the gate: [q_h | gate_h] per head
   const int64_t qkv_dim = q_in + 2 * kv_dim;
   RADIXLM_CHECK_MSG(!gated || !b.compaction, "an attention output gate with prefix compaction");
-  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
-  if (!w.qkv_bias.empty())
-    for (int64_t t = 0; t < n; ++t) kernels::AddInPlace(qkv_.data() + t * qkv_dim, w.qkv_bias.data(), qkv_dim);
   // Split into contiguous q [n, n_heads, head_dim] and k, v [n, n_kv_heads, head_dim];
   // gate_up_ is free during attention, so k and v borrow it.
   Grow(gate_up_, n * 2 * kv_dim);
@@ -250,26 +258,32 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   float* k = gate_up_.data();
   float* v = gate_up_.data() + n * kv_dim;
   if (gated) Grow(gate_, n * q_dim);
-  for (int64_t t = 0; t < n; ++t) {
-    const float* row = qkv_.data() + t * qkv_dim;
-    if (gated) {
-      for (int64_t h = 0; h < config_.n_heads; ++h) {
-        std::memcpy(q + t * q_dim + h * hd, row + 2 * h * hd, hd * 4);
-        std::memcpy(gate_.data() + t * q_dim + h * hd, row + (2 * h + 1) * hd, hd * 4);
+  ForRows(pool, n, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* row = qkv_.data() + t * qkv_dim;
+      if (!w.qkv_bias.empty()) kernels::AddInPlace(row, w.qkv_bias.data(), qkv_dim);
+      if (gated) {
+        for (int64_t h = 0; h < config_.n_heads; ++h) {
+          std::memcpy(q + t * q_dim + h * hd, row + 2 * h * hd, hd * 4);
+          std::memcpy(gate_.data() + t * q_dim + h * hd, row + (2 * h + 1) * hd, hd * 4);
+        }
+      } else {
+        std::memcpy(q + t * q_dim, row, q_dim * 4);
       }
-    } else {
-      std::memcpy(q + t * q_dim, row, q_dim * 4);
+      std::memcpy(k + t * kv_dim, row + q_in, kv_dim * 4);
+      std::memcpy(v + t * kv_dim, row + q_in + kv_dim, kv_dim * 4);
     }
-    std::memcpy(k + t * kv_dim, row + q_in, kv_dim * 4);
-    std::memcpy(v + t * kv_dim, row + q_in + kv_dim, kv_dim * 4);
-  }
+  });
   if (!w.q_norm.empty()) {
-    kernels::RmsNorm(q, w.q_norm.data(), q, n * config_.n_heads, hd, config_.rms_eps);
-    kernels::RmsNorm(k, w.k_norm.data(), k, n * config_.n_kv_heads, hd, config_.rms_eps);
+    NormRows(pool, q, w.q_norm.data(), q, n * config_.n_heads, hd);
+    NormRows(pool, k, w.k_norm.data(), k, n * config_.n_kv_heads, hd);
   }
   if (config_.use_rope) {
-    kernels::ApplyRope(rope_, rope_cs_.data(), q, n, config_.n_heads, hd);
-    kernels::ApplyRope(rope_, rope_cs_.data(), k, n, config_.n_kv_heads, hd);
+    ForRows(pool, n, [&](int64_t t0, int64_t t1) {
+      const float* cs = rope_cs_.data() + t0 * rope_.rot_dim;
+      kernels::ApplyRope(rope_, cs, q + t0 * q_dim, t1 - t0, config_.n_heads, hd);
+      kernels::ApplyRope(rope_, cs, k + t0 * kv_dim, t1 - t0, config_.n_kv_heads, hd);
+    });
   }
 
   const kernels::KvLayerView layer = kv.Layer(w.kv_index);
@@ -281,21 +295,21 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
     // Every compact row writes its K/V once (through its creator's table) and attends through
     // that table; rows shared into a diverging block are copied there as well.
     const CompactionPlan& plan = *b.compaction;
-    kernels::WriteKv(layer, compact_seqs_, plan.compact_positions.data(), k, v);
+    kernels::WriteKv(pool, layer, compact_seqs_, plan.compact_positions.data(), k, v);
     if (!fix_rows_.empty()) {
       const int64_t nf = static_cast<int64_t>(fix_rows_.size());
       Grow(k_full_, nf * kv_dim);
       Grow(v_full_, nf * kv_dim);
       kernels::GatherRows(k, fix_rows_.data(), nf, kv_dim, k_full_.data());
       kernels::GatherRows(v, fix_rows_.data(), nf, kv_dim, v_full_.data());
-      kernels::WriteKv(layer, fix_seqs_, fix_positions_.data(), k_full_.data(), v_full_.data());
+      kernels::WriteKv(pool, layer, fix_seqs_, fix_positions_.data(), k_full_.data(), v_full_.data());
     }
     const double t0 = profile_ ? Seconds() : 0;
     kernels::CascadeAttention(pool, params, layer, compact_seqs_, plan.compact_positions.data(), q, {},
                               kernels::AttentionSplitTokens(layer.block_tokens), qkv_.data(), nullptr);
     if (profile_) profile_->attention_s += Seconds() - t0;
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
-    AddResidual(n);
+    AddResidual(pool, n);
     return;
   }
   // Compaction: attention runs in the original layout (each sequence's own KV blocks), so
@@ -316,7 +330,7 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
     v = v_full_.data();
     out = o_full_.data();
   }
-  kernels::WriteKv(layer, b.seqs, b.positions.data(), k, v);
+  kernels::WriteKv(pool, layer, b.seqs, b.positions.data(), k, v);
   const double t0 = profile_ ? Seconds() : 0;
   kernels::CascadeAttention(pool, params, layer, b.seqs, b.positions.data(), q, plan ? std::span<const kernels::CascadeGroup>{} : b.cascade,
                             kernels::AttentionSplitTokens(layer.block_tokens), out, nullptr);
@@ -325,30 +339,33 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   if (gated)  // Qwen3.5: attention output * sigmoid(gate), per element
     for (int64_t i = 0; i < n * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
-  AddResidual(n);
+  AddResidual(pool, n);
 }
 
 void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n) {
   const int64_t d = config_.d_model, f = config_.ffn_dim;
-  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   // gate | up into gate_up_ (relu^2: up, activated in place in act_).
   const bool gated = config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
   float* h = gated ? gate_up_.data() : act_.data();
   Gemm(pool, xn_.data(), n, d, w.gate_up, h, gated ? 2 * f : f);
-  Activate(h, act_.data(), n, f);
+  Activate(pool, h, act_.data(), n, f);
   Gemm(pool, act_.data(), n, f, w.down, xn_.data(), d);
-  AddResidual(n);
+  AddResidual(pool, n);
 }
 
-void Transformer::Activate(const float* h, float* y, int64_t n, int64_t f) const {
-  if (config_.mlp_act == ModelConfig::MlpAct::kSiluGated) {
-    kernels::SiluMul(h, y, n, f);
-    return;
-  }
-  for (int64_t i = 0; i < n * f; ++i) {
-    const float r = h[i] > 0.0f ? h[i] : 0.0f;
-    y[i] = r * r;
-  }
+void Transformer::Activate(core::ThreadPool& pool, const float* h, float* y, int64_t n, int64_t f) const {
+  const bool gated = config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    if (gated) {
+      kernels::SiluMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
+      return;
+    }
+    for (int64_t i = r0 * f; i < r1 * f; ++i) {
+      const float r = h[i] > 0.0f ? h[i] : 0.0f;
+      y[i] = r * r;
+    }
+  });
 }
 
 // Each row on its own (RouteRow: a row's choice never depends on the others).
@@ -400,7 +417,7 @@ void Transformer::SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w,
   Grow(gate_up_, n * sh);
   Grow(act_, n * sf);
   Gemm(pool, xn_.data(), n, d, w.shared_gate_up, gate_up_.data(), sh);
-  Activate(gate_up_.data(), act_.data(), n, sf);
+  Activate(pool, gate_up_.data(), act_.data(), n, sf);
   Gemm(pool, act_.data(), n, sf, w.shared_down, moe_shared_.data(), d);
   if (w.shared_gate.n_out() > 0) {
     Grow(moe_gate_, n);
@@ -416,7 +433,7 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
   const MoeConfig& m = config_.moe;
   const int64_t d = config_.d_model, K = m.used, f = m.ffn, rows = n * K;
   const int64_t h_cols = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * f : f;
-  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   Route(pool, w, n);
   std::vector<kernels::GemmGroup> up_groups, down_groups;
   GroupByExpert(pool, w, n, &up_groups, &down_groups);
@@ -425,7 +442,7 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
   Grow(moe_y_, rows * d);
   const double t0 = profile_ ? Seconds() : 0;
   kernels::GemmGrouped(pool, moe_x_.data(), rows, d, up_groups, moe_h_.data(), h_cols);
-  Activate(moe_h_.data(), moe_a_.data(), rows, f);
+  Activate(pool, moe_h_.data(), moe_a_.data(), rows, f);
   kernels::GemmGrouped(pool, moe_a_.data(), rows, f, down_groups, moe_y_.data(), d);
   if (profile_) profile_->gemm_s += Seconds() - t0;
   const bool shared = w.shared_gate_up.n_out() > 0, gated = w.shared_gate.n_out() > 0;
@@ -444,7 +461,7 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
       for (int64_t k = 0; k < d; ++k) out[k] += gated ? s[k] * g : s[k];
     }
   });
-  AddResidual(n);
+  AddResidual(pool, n);
 }
 
 // Mamba2 mixer: in_proj -> (z, xBC, dt); causal conv1d + SiLU on xBC with each sequence's conv
@@ -459,7 +476,7 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
   Grow(zxbcdt_, n * in_dim);
   Grow(xbc_, n * cd);
   Grow(ssm_y_, n * di);
-  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, z | xBC | dt]
 
   const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
@@ -498,7 +515,7 @@ void Transformer::Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeight
   });
   if (profile_) profile_->ssm_s += Seconds() - t0;
   Gemm(pool, ssm_y_.data(), n, di, w.out_proj, xn_.data(), d);
-  AddResidual(n);
+  AddResidual(pool, n);
 }
 
 // The ends of the pieces a sequence's rows split into at its captures: each capture's row count,
@@ -559,7 +576,7 @@ void Transformer::DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWe
   Grow(zxbcdt_, n * in_dim);
   Grow(xbc_, n * cd);
   Grow(ssm_y_, n * vd);
-  kernels::RmsNorm(x_.data(), w.norm.data(), xn_.data(), n, d, config_.rms_eps);
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), in_dim);  // [n, qkv | z | b | a]
   const int64_t n_seqs = static_cast<int64_t>(b.seqs.size());
   const double t0 = profile_ ? Seconds() : 0;
@@ -604,7 +621,7 @@ void Transformer::DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWe
   });
   if (profile_) profile_->ssm_s += Seconds() - t0;
   Gemm(pool, ssm_y_.data(), n, vd, w.out_proj, xn_.data(), d);
-  AddResidual(n);
+  AddResidual(pool, n);
 }
 
 }  // namespace radixlm::models

@@ -167,7 +167,7 @@ class Transformer {
                      std::vector<kernels::GemmGroup>* down);
   void SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   // y[n, ffn] = act(h) for one MLP's gate | up (or up) rows h [n, 2 ffn | ffn].
-  void Activate(const float* h, float* y, int64_t n, int64_t f) const;
+  void Activate(core::ThreadPool& pool, const float* h, float* y, int64_t n, int64_t f) const;
   void Mamba2Sublayer(core::ThreadPool& pool, const Mamba2LayerWeights& w, const ForwardBatch& b,
                       SsmStateStore& states, int64_t n);
   void DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWeights& w, const ForwardBatch& b,
@@ -180,7 +180,9 @@ class Transformer {
   // The state captures of sequence s of the batch, for recurrent layer `state_index`.
   void CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
                    std::vector<kernels::StateCapture>* out) const;
-  void AddResidual(int64_t n);  // x += residual_multiplier * xn
+  void AddResidual(core::ThreadPool& pool, int64_t n);  // x += residual_multiplier * xn
+  // y = RmsNorm(x) * w over `rows` rows of `dim`, the rows spread over the pool.
+  void NormRows(core::ThreadPool& pool, const float* x, const float* w, float* y, int64_t rows, int64_t dim) const;
   void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,
             int64_t n);  // kernels::Gemm, timed when profiling
   ForwardProfile* profile_ = nullptr;
