@@ -134,7 +134,9 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   Grow(gate_up_, n * 2 * config_.ffn_dim);
   Grow(act_, n * config_.ffn_dim);
   Grow(rope_cs_, n * rope_.rot_dim);
-  kernels::RopeCosSin(rope_, positions.data(), n, rope_cs_.data());
+  ForRows(pool, n, [&](int64_t t0, int64_t t1) {
+    kernels::RopeCosSin(rope_, positions.data() + t0, t1 - t0, rope_cs_.data() + t0 * rope_.rot_dim);
+  });
 
   Embed(ids);  // x: [n_tokens, d_model]
   if (plan && b.trie_attention) {
@@ -337,7 +339,9 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   if (profile_) profile_->attention_s += Seconds() - t0;
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
   if (gated)  // Qwen3.5: attention output * sigmoid(gate), per element
-    for (int64_t i = 0; i < n * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
+    ForRows(pool, n, [&](int64_t t0, int64_t t1) {
+      for (int64_t i = t0 * q_dim; i < t1 * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
+    });
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
   AddResidual(pool, n);
 }
