@@ -21,6 +21,58 @@ namespace {
 // SiLU with the vectorisable exp: the conv and the gated norm apply it to every channel.
 inline float Silu(float v) { return v / (1.0f + core::ExpVec(-v)); }
 
+// core::ExpVec on 8 lanes: its operations in its order (this file is built without FMA
+// contraction), so each lane is bitwise the scalar result, NaN and the clamps included. GCC
+// does not vectorise the scalar form (its float -> int conversion), and the SiLU loops ran one
+// element and one divide at a time.
+__attribute__((target("avx2,fma"))) inline __m256 ExpVec8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3365478515625f), hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_blendv_ps(x, lo, underflow);
+  x = _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  const __m256 big = _mm256_set1_ps(12582912.0f);
+  const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), big), big);
+  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+__attribute__((target("avx2,fma"))) inline __m256 Silu8(__m256 v) {
+  const __m256 neg = _mm256_xor_ps(v, _mm256_set1_ps(-0.0f));
+  return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), ExpVec8(neg)));
+}
+
+// The SiLU loops of the conv (o = silu(o)) and the gated norm (y *= silu(z)), per ISA.
+struct SiluScalar {
+  static void Row(float* o, int64_t n) {
+    for (int64_t c = 0; c < n; ++c) o[c] = Silu(o[c]);
+  }
+  static void MulRow(float* y, const float* z, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] *= Silu(z[i]);
+  }
+};
+struct SiluAvx2 {
+  __attribute__((target("avx2,fma"))) static void Row(float* o, int64_t n) {
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) _mm256_storeu_ps(o + c, Silu8(_mm256_loadu_ps(o + c)));
+    for (; c < n; ++c) o[c] = Silu(o[c]);
+  }
+  __attribute__((target("avx2,fma"))) static void MulRow(float* y, const float* z, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), Silu8(_mm256_loadu_ps(z + i))));
+    for (; i < n; ++i) y[i] *= Silu(z[i]);
+  }
+};
+
 // The state after `after` tokens of this call: the last d_conv - 1 inputs before that point.
 void ConvStateAt(const Mamba2Dims& d, int64_t after, const float* in, int64_t ld_in,
                  const float* old_state, float* dst) {
@@ -36,7 +88,7 @@ void ConvStateAt(const Mamba2Dims& d, int64_t after, const float* in, int64_t ld
 // Inner loops run along the contiguous channel / head_dim axis with no reductions across it,
 // so the compiler vectorises them without reordering any sum: the AVX2 build and the baseline
 // build compute bitwise-identical results.
-template <bool kUnused>
+template <class SiluRows>
 inline void ConvBody(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
                      const float* w, const float* bias, const float* conv_state, float* out) {
   const int64_t cd = d.conv_dim();
@@ -54,23 +106,23 @@ inline void ConvBody(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const 
       const float* wk = w + k * cd;
       for (int64_t c = 0; c < cd; ++c) o[c] += wk[c] * src[c];
     }
-    for (int64_t c = 0; c < cd; ++c) o[c] = Silu(o[c]);
+    SiluRows::Row(o, cd);
   }
 }
 
 __attribute__((target("avx2,fma"), flatten)) void ConvAvx2(const Mamba2Dims& d, int64_t t0, int64_t t1,
                                                            const float* in, int64_t ld, const float* w,
                                                            const float* b, const float* s, float* o) {
-  ConvBody<true>(d, t0, t1, in, ld, w, b, s, o);
+  ConvBody<SiluAvx2>(d, t0, t1, in, ld, w, b, s, o);
 }
 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void ConvAvx512(
     const Mamba2Dims& d, int64_t t0, int64_t t1, const float* in, int64_t ld, const float* w, const float* b,
     const float* s, float* o) {
-  ConvBody<true>(d, t0, t1, in, ld, w, b, s, o);
+  ConvBody<SiluAvx2>(d, t0, t1, in, ld, w, b, s, o);
 }
 void ConvScalar(const Mamba2Dims& d, int64_t t0, int64_t t1, const float* in, int64_t ld, const float* w,
                 const float* b, const float* s, float* o) {
-  ConvBody<false>(d, t0, t1, in, ld, w, b, s, o);
+  ConvBody<SiluScalar>(d, t0, t1, in, ld, w, b, s, o);
 }
 
 struct ChunkScratch {
@@ -507,12 +559,13 @@ void Mamba2ScanReference(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
 
 namespace {
 
+template <class SiluRows>
 inline void GatedRmsNormBody(float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n_tokens,
                              int64_t d_inner, int64_t group_size, float eps) {
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* yt = y + t * ld_y;
     const float* zt = z + t * ld_z;
-    for (int64_t i = 0; i < d_inner; ++i) yt[i] *= Silu(zt[i]);
+    SiluRows::MulRow(yt, zt, d_inner);
     for (int64_t g0 = 0; g0 < d_inner; g0 += group_size) {
       double ss = 0;
       for (int64_t i = g0; i < g0 + group_size; ++i) ss += double(yt[i]) * yt[i];
@@ -525,11 +578,11 @@ inline void GatedRmsNormBody(float* y, int64_t ld_y, const float* z, int64_t ld_
 __attribute__((target("avx2,fma"), flatten)) void GatedRmsNormAvx2(float* y, int64_t ld_y, const float* z,
                                                                    int64_t ld_z, const float* w, int64_t n,
                                                                    int64_t di, int64_t gs, float eps) {
-  GatedRmsNormBody(y, ld_y, z, ld_z, w, n, di, gs, eps);
+  GatedRmsNormBody<SiluAvx2>(y, ld_y, z, ld_z, w, n, di, gs, eps);
 }
 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void GatedRmsNormAvx512(
     float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n, int64_t di, int64_t gs, float eps) {
-  GatedRmsNormBody(y, ld_y, z, ld_z, w, n, di, gs, eps);
+  GatedRmsNormBody<SiluAvx2>(y, ld_y, z, ld_z, w, n, di, gs, eps);
 }
 
 }  // namespace
@@ -539,7 +592,7 @@ void GatedRmsNorm(float* y, int64_t ld_y, const float* z, int64_t ld_z, const fl
   RADIXLM_CHECK(group_size > 0 && d_inner % group_size == 0);
   if (core::ActiveIsa() >= core::Isa::kAvx512) GatedRmsNormAvx512(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
   else if (core::ActiveIsa() >= core::Isa::kAvx2) GatedRmsNormAvx2(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
-  else GatedRmsNormBody(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+  else GatedRmsNormBody<SiluScalar>(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
 }
 
 }  // namespace radixlm::kernels

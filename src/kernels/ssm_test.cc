@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -196,6 +198,47 @@ TEST(CausalConv1d, MatchesTheDirectSumAndCarriesItsStateAcrossCalls) {
   EXPECT_EQ(pieces, out);
   AdvanceConvState(d, T, in.data(), cd, state2.data(), {});
   EXPECT_EQ(state2, state);
+}
+
+// The conv's and the gated norm's SiLU run 8 lanes at a time on AVX2 and AVX-512: bitwise the
+// scalar path on every ISA the CPU has, for channel counts that leave a tail and for inputs
+// across exp's range, its clamps (|x| > 87) and the infinities.
+TEST(CausalConv1d, EveryIsaGivesTheScalarBitsForTheConvAndTheGatedNorm) {
+  Mamba2Dims d{20, 2, 5, 1, 4};  // conv_dim = 2 * 20 + 2 * 5 = 50: six vectors and a tail of 2
+  const int64_t cd = d.conv_dim(), T = 9, di = d.d_inner();
+  core::Rng rng(17);
+  std::vector<float> in(T * cd), w(d.d_conv * cd), bias(cd), z(T * di), y0(T * di), gw(di);
+  for (auto& v : in) v = rng.Normal(0.0f, 4.0f);
+  for (auto& v : w) v = rng.Normal(0.0f, 1.0f);
+  for (auto& v : bias) v = rng.Normal(0.0f, 0.1f);
+  for (auto& v : z) v = rng.Normal(0.0f, 30.0f);
+  for (auto& v : y0) v = rng.Normal(0.0f, 1.0f);
+  for (auto& v : gw) v = rng.Normal(1.0f, 0.1f);
+  const float edges[] = {0.0f, -0.0f, 87.0f, -87.0f, 87.5f, -87.5f, 88.5f, -88.5f, 100.0f, -100.0f, 1e-30f, -1e-30f,
+                         std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  for (size_t i = 0; i < std::size(edges); ++i) z[3 * i] = edges[i];
+  for (size_t i = 0; i < 8; ++i) bias[i] = edges[i] * 3.0f;  // conv outputs past the clamps
+  auto run = [&](std::vector<float>* conv, std::vector<float>* norm) {
+    std::vector<float> state(d.conv_state_floats(), 0.0f);
+    conv->assign(T * cd, 0.0f);
+    CausalConv1dSilu(d, T, in.data(), cd, w.data(), bias.data(), state.data(), conv->data(), {});
+    *norm = y0;
+    GatedRmsNorm(norm->data(), di, z.data(), di, gw.data(), T, di, 10, 1e-5f);
+  };
+  const core::Isa active = core::ActiveIsa();
+  core::SetIsaCap(core::Isa::kScalar);
+  std::vector<float> conv_ref, norm_ref;
+  run(&conv_ref, &norm_ref);
+  for (core::Isa isa : {core::Isa::kAvx2, core::Isa::kAvx512}) {
+    core::SetIsaCap(isa);
+    if (core::ActiveIsa() != isa) continue;  // not on this CPU
+    std::vector<float> conv, norm;
+    run(&conv, &norm);
+    core::SetIsaCap(active);
+    EXPECT_EQ(0, std::memcmp(conv.data(), conv_ref.data(), conv.size() * 4)) << core::IsaName(isa);
+    EXPECT_EQ(0, std::memcmp(norm.data(), norm_ref.data(), norm.size() * 4)) << core::IsaName(isa);
+  }
+  core::SetIsaCap(active);
 }
 
 TEST(GatedRmsNorm, NormalisesEachGroupAfterTheGate) {
