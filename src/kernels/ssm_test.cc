@@ -200,9 +200,9 @@ TEST(CausalConv1d, MatchesTheDirectSumAndCarriesItsStateAcrossCalls) {
   EXPECT_EQ(state2, state);
 }
 
-// The conv's and the gated norm's SiLU run 8 lanes at a time on AVX2 and AVX-512: bitwise the
-// scalar path on every ISA the CPU has, for channel counts that leave a tail and for inputs
-// across exp's range, its clamps (|x| > 87) and the infinities.
+// The conv's and the gated norm's SiLU run 8 lanes at a time on AVX2 (ExpVec8) and in GCC's zmm
+// vectorisation on AVX-512: bitwise the scalar path on every ISA the CPU has, for channel counts
+// that leave a tail and for inputs across exp's range, its clamps (|x| > 87) and the infinities.
 TEST(CausalConv1d, EveryIsaGivesTheScalarBitsForTheConvAndTheGatedNorm) {
   Mamba2Dims d{20, 2, 5, 1, 4};  // conv_dim = 2 * 20 + 2 * 5 = 50: six vectors and a tail of 2
   const int64_t cd = d.conv_dim(), T = 9, di = d.d_inner();
@@ -229,9 +229,11 @@ TEST(CausalConv1d, EveryIsaGivesTheScalarBitsForTheConvAndTheGatedNorm) {
   core::SetIsaCap(core::Isa::kScalar);
   std::vector<float> conv_ref, norm_ref;
   run(&conv_ref, &norm_ref);
+  int compared = 0;
   for (core::Isa isa : {core::Isa::kAvx2, core::Isa::kAvx512}) {
     core::SetIsaCap(isa);
     if (core::ActiveIsa() != isa) continue;  // not on this CPU
+    ++compared;
     std::vector<float> conv, norm;
     run(&conv, &norm);
     core::SetIsaCap(active);
@@ -239,6 +241,7 @@ TEST(CausalConv1d, EveryIsaGivesTheScalarBitsForTheConvAndTheGatedNorm) {
     EXPECT_EQ(0, std::memcmp(norm.data(), norm_ref.data(), norm.size() * 4)) << core::IsaName(isa);
   }
   core::SetIsaCap(active);
+  if (compared == 0) GTEST_SKIP() << "no AVX2 on this CPU: nothing to compare with the scalar path";
 }
 
 TEST(GatedRmsNorm, NormalisesEachGroupAfterTheGate) {

@@ -243,18 +243,16 @@ void Transformer::NormRows(core::ThreadPool& pool, const float* x, const float* 
   });
 }
 
-void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w,
-                                    const ForwardBatch& b, KvStore& kv, int64_t n) {
-  const int64_t d = config_.d_model, hd = config_.head_dim;
-  const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
+// Splits qkv_ [n, q | k | v] (bias added) into contiguous q [n, n_heads, head_dim] (and the
+// gate) and k, v [n, n_kv_heads, head_dim], then the q/k norms and RoPE: all per token, the
+// tokens spread over the pool. gate_up_ is free during attention, so k and v borrow it.
+void Transformer::SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& w, int64_t n, float** q_out,
+                           float** k_out, float** v_out) {
+  const int64_t hd = config_.head_dim, n_heads = config_.n_heads, n_kv = config_.n_kv_heads;
+  const int64_t q_dim = n_heads * hd, kv_dim = n_kv * hd;
   const bool gated = config_.attn_output_gate;
   const int64_t q_in = gated ? 2 * q_dim : q_dim;  // with the gate: [q_h | gate_h] per head
   const int64_t qkv_dim = q_in + 2 * kv_dim;
-  RADIXLM_CHECK_MSG(!gated || !b.compaction, "an attention output gate with prefix compaction");
-  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
-  Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
-  // Split into contiguous q [n, n_heads, head_dim] and k, v [n, n_kv_heads, head_dim];
-  // gate_up_ is free during attention, so k and v borrow it.
   Grow(gate_up_, n * 2 * kv_dim);
   float* q = attn_.data();
   float* k = gate_up_.data();
@@ -265,7 +263,7 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
       float* row = qkv_.data() + t * qkv_dim;
       if (!w.qkv_bias.empty()) kernels::AddInPlace(row, w.qkv_bias.data(), qkv_dim);
       if (gated) {
-        for (int64_t h = 0; h < config_.n_heads; ++h) {
+        for (int64_t h = 0; h < n_heads; ++h) {
           std::memcpy(q + t * q_dim + h * hd, row + 2 * h * hd, hd * 4);
           std::memcpy(gate_.data() + t * q_dim + h * hd, row + (2 * h + 1) * hd, hd * 4);
         }
@@ -275,18 +273,33 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
       std::memcpy(k + t * kv_dim, row + q_in, kv_dim * 4);
       std::memcpy(v + t * kv_dim, row + q_in + kv_dim, kv_dim * 4);
     }
-  });
-  if (!w.q_norm.empty()) {
-    NormRows(pool, q, w.q_norm.data(), q, n * config_.n_heads, hd);
-    NormRows(pool, k, w.k_norm.data(), k, n * config_.n_kv_heads, hd);
-  }
-  if (config_.use_rope) {
-    ForRows(pool, n, [&](int64_t t0, int64_t t1) {
+    if (!w.q_norm.empty()) {
+      kernels::RmsNorm(q + t0 * q_dim, w.q_norm.data(), q + t0 * q_dim, (t1 - t0) * n_heads, hd, config_.rms_eps);
+      kernels::RmsNorm(k + t0 * kv_dim, w.k_norm.data(), k + t0 * kv_dim, (t1 - t0) * n_kv, hd, config_.rms_eps);
+    }
+    if (config_.use_rope) {
       const float* cs = rope_cs_.data() + t0 * rope_.rot_dim;
       kernels::ApplyRope(rope_, cs, q + t0 * q_dim, t1 - t0, config_.n_heads, hd);
       kernels::ApplyRope(rope_, cs, k + t0 * kv_dim, t1 - t0, config_.n_kv_heads, hd);
-    });
-  }
+    }
+  });
+  *q_out = q;
+  *k_out = k;
+  *v_out = v;
+}
+
+void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w,
+                                    const ForwardBatch& b, KvStore& kv, int64_t n) {
+  const int64_t d = config_.d_model, hd = config_.head_dim;
+  const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
+  const bool gated = config_.attn_output_gate;
+  const int64_t q_in = gated ? 2 * q_dim : q_dim;  // with the gate: [q_h | gate_h] per head
+  const int64_t qkv_dim = q_in + 2 * kv_dim;
+  RADIXLM_CHECK_MSG(!gated || !b.compaction, "an attention output gate with prefix compaction");
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
+  Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
+  float *q, *k, *v;
+  SplitQkv(pool, w, n, &q, &k, &v);
 
   const kernels::KvLayerView layer = kv.Layer(w.kv_index);
   const kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
@@ -339,8 +352,8 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   if (profile_) profile_->attention_s += Seconds() - t0;
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
   if (gated)  // Qwen3.5: attention output * sigmoid(gate), per element
-    ForRows(pool, n, [&](int64_t t0, int64_t t1) {
-      for (int64_t i = t0 * q_dim; i < t1 * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
+    ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * q_dim; i < r1 * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
     });
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
   AddResidual(pool, n);

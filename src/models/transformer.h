@@ -159,6 +159,7 @@ class Transformer {
  private:
   void AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w, const ForwardBatch& b,
                          KvStore& kv, int64_t n);
+  void SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& w, int64_t n, float** q, float** k, float** v);
   void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
   void MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   // Router: each row's chosen experts (moe_ids_) and weights (moe_w_), [n, used].
