@@ -4,7 +4,8 @@
 // both alike), the KV bytes each reads, and the ideal speed-up (bytes plain / bytes cascade).
 // Shape: Qwen3-0.6B's attention (16 q heads, 8 kv heads x 128), bf16 KV, blocks of 16.
 // Usage: cascade_bench [--threads 2] [--repeats 9] [--batch B --prefix P --suffix S] [--mode both|plain|cascade]
-// (one JSON line per configuration; B, P, S pick one instead of the sweep)
+// (one JSON line per configuration; B, P, S pick one instead of the sweep; P a multiple of the
+// 1024-token split, since cascade groups whole split chunks)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
