@@ -248,19 +248,20 @@ TEST(PagedAttentionTest, WriteKvOfManyRowsOverThePoolMatchesTheAccessors) {
     WriteKv(pool, f.View(), std::vector<AttentionSeq>{{0, 30, f.tables[0]}, {30, 30, f.tables[1]}}, pos.data(),
             k.data(), v.data());
     const KvLayerView view = f.View();
+    auto stored = [dt](float x) {  // x rounded to the store's dtype
+      if (dt == core::DType::kBF16) return core::Bf16ToF32(core::F32ToBf16(x));
+      if (dt == core::DType::kF16) return core::F16ToF32(core::F32ToF16(x));
+      return x;
+    };
     for (int r = 0; r < rows; ++r) {
       if (r == 28) continue;
       const std::vector<int32_t>& t = f.tables[r / 30];
       const int32_t block = t[pos[r] / 16];
       for (int h = 0; h < 4; ++h)
         for (int i = 0; i < 32; ++i) {
-          const float ek = k[r * elems + h * 32 + i], ev = v[r * elems + h * 32 + i];
-          const float rk = dt == core::DType::kBF16 ? core::Bf16ToF32(core::F32ToBf16(ek))
-                           : dt == core::DType::kF16 ? core::F16ToF32(core::F32ToF16(ek)) : ek;
-          const float rv = dt == core::DType::kBF16 ? core::Bf16ToF32(core::F32ToBf16(ev))
-                           : dt == core::DType::kF16 ? core::F16ToF32(core::F32ToF16(ev)) : ev;
-          ASSERT_EQ(view.KeyAt(block, pos[r] % 16, h, i), rk) << core::DTypeName(dt) << " row " << r;
-          ASSERT_EQ(view.ValueAt(block, pos[r] % 16, h, i), rv) << core::DTypeName(dt) << " row " << r;
+          const int64_t e = r * elems + h * 32 + i;
+          ASSERT_EQ(view.KeyAt(block, pos[r] % 16, h, i), stored(k[e])) << core::DTypeName(dt) << " row " << r;
+          ASSERT_EQ(view.ValueAt(block, pos[r] % 16, h, i), stored(v[e])) << core::DTypeName(dt) << " row " << r;
         }
     }
   }

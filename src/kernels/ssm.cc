@@ -63,13 +63,13 @@ struct SiluAvx2 {
   __attribute__((target("avx2,fma"))) static void Row(float* o, int64_t n) {
     int64_t c = 0;
     for (; c + 8 <= n; c += 8) _mm256_storeu_ps(o + c, Silu8(_mm256_loadu_ps(o + c)));
-    for (; c < n; ++c) o[c] = Silu(o[c]);
+    SiluScalar::Row(o + c, n - c);
   }
   __attribute__((target("avx2,fma"))) static void MulRow(float* y, const float* z, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
       _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), Silu8(_mm256_loadu_ps(z + i))));
-    for (; i < n; ++i) y[i] *= Silu(z[i]);
+    SiluScalar::MulRow(y + i, z + i, n - i);
   }
 };
 
