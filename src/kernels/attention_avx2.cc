@@ -78,7 +78,7 @@ RADIXLM_AVX2 void ScoreBlock(const float* qp, const Elem<D>* const* k, int64_t s
 #pragma GCC unroll 8
   for (int g = 0; g < NK; ++g) kp[g] = k[g];
   for (int i = 0; i < d; ++i, qp += NQ) {
-    if ((i & 7) == 0) pf->Issue(8 * pf->per_step);
+    if ((i & 7) == 0) pf->Issue(pf->per8);
     __m256 kv[NK];
 #pragma GCC unroll 8
     for (int g = 0; g < NK; ++g) {
@@ -140,7 +140,7 @@ RADIXLM_AVX2 void ValueBlock(float* const* acc, const float* corr, const float* 
     for (int c = 0; c < DV; ++c)
       a[q * DV + c] = _mm256_mul_ps(_mm256_loadu_ps(acc[q] + i0 + 8 * c), _mm256_set1_ps(corr[q]));
   for (int j = j0; j < j1; ++j) {
-    if (((j - j0) & 7) == 0) pf->Issue(8 * pf->per_step);
+    if (((j - j0) & 7) == 0) pf->Issue(pf->per8);
     __m256 x[DV];
 #pragma GCC unroll 8
     for (int c = 0; c < DV; ++c) x[c] = Load8<D>(v[j] + i0 + 8 * c);
@@ -220,6 +220,18 @@ RADIXLM_AVX2 float SoftmaxChunk(float* s, int n, float* m, float* l) {
 // PagedAttention; smaller blocks make chunks of under 128).
 constexpr int kMaxChunkGroups = 32;
 
+// Query vectors (two register blocks) whose scores, softmax and weighted values run back to
+// back for a chunk: their scores are still in L1 for the softmax and the values, and the
+// chunk's K and V stay in cache from block to block.
+constexpr int kInner = 12;
+
+// Loop steps of a chunk's score and value loops for n_q vectors (the prefetcher spreads the
+// next chunk's lines over them): per register block of 6, d steps per 16 keys and n_keys steps
+// per 16 dims.
+inline int ChunkSteps(int n_q, int n_keys, int d) {
+  return (n_q + 5) / 6 * (d * ((n_keys + 15) / 16) + n_keys * ((d + 15) / 16));
+}
+
 struct Workspace {
   std::vector<float> scores, staged_k, staged_v, qpack;
   std::vector<const void*> vptr;
@@ -285,13 +297,13 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     }
     Prefetcher pf;
     if (direct) {
-      pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1), d + n_keys);
+      pf.PlanNextChunk(kv, seq, kv_head, c0 + chunk, std::min<int64_t>(c0 + 2 * chunk, max_pos + 1),
+                       ChunkSteps(n_active, n_keys, d));
       ValueRowPointers(kv, seq, kv_head, values, c0, n_keys, ws.vptr.data());
       for (int g = 0; g < n_groups; ++g) {
         const int64_t pos = c0 + 8 * g;
         kg[g] = keys + kv.KeyIndex(seq.block_table[pos / bt], static_cast<int>(pos % bt), kv_head, 0);
       }
-      ScoreGroups<D>(ws.qpack.data(), n_active, kg, bt, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
     } else {
       for (int j = 0; j < n_keys; ++j) {
         const int64_t pos = c0 + j;
@@ -301,21 +313,27 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
         ws.vptr[j] = ws.staged_v.data() + j * d;
       }
       for (int g = 0; g < n_groups; ++g) kgs[g] = ws.staged_k.data() + 8 * g;
-      ScoreGroups<DType::kF32>(ws.qpack.data(), n_active, kgs, chunk_pad, n_groups, d, p.scale, ws.scores.data(),
-                               chunk_pad, &pf);
     }
-    // Softmax per active vector over its causal keys, then the weighted values.
-    for (int v = 0; v < n_active; ++v) {
-      float* s = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
-      corr[v] = SoftmaxChunk(s, valid_keys[v], &m[vec_of[v]], &l[vec_of[v]]);
-      sv[v] = s;
-    }
-    if (direct) {
-      WeightedValues<D>(n_active, acc, corr, sv, valid_keys, reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d,
-                        &pf);
-    } else {
-      WeightedValues<DType::kF32>(n_active, acc, corr, sv, valid_keys,
-                                  reinterpret_cast<const float* const*>(ws.vptr.data()), d, &pf);
+    // Per few register blocks: scores, softmax over each vector's causal keys, weighted values,
+    // while the chunk's K and V stay in L1.
+    for (int b0 = 0; b0 < n_active; b0 += kInner) {
+      const int nb = std::min(kInner, n_active - b0);
+      const float* qp = ws.qpack.data() + static_cast<int64_t>(b0) * d;
+      float* s0 = ws.scores.data() + static_cast<int64_t>(b0) * chunk_pad;
+      if (direct) ScoreGroups<D>(qp, nb, kg, bt, n_groups, d, p.scale, s0, chunk_pad, &pf);
+      else ScoreGroups<DType::kF32>(qp, nb, kgs, chunk_pad, n_groups, d, p.scale, s0, chunk_pad, &pf);
+      for (int v = b0; v < b0 + nb; ++v) {
+        float* s = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
+        corr[v] = SoftmaxChunk(s, valid_keys[v], &m[vec_of[v]], &l[vec_of[v]]);
+        sv[v] = s;
+      }
+      if (direct) {
+        WeightedValues<D>(nb, acc + b0, corr + b0, sv + b0, valid_keys + b0,
+                          reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d, &pf);
+      } else {
+        WeightedValues<DType::kF32>(nb, acc + b0, corr + b0, sv + b0, valid_keys + b0,
+                                    reinterpret_cast<const float* const*>(ws.vptr.data()), d, &pf);
+      }
     }
     pf.Rest();
   }

@@ -76,9 +76,9 @@ struct Prefetcher {
   int64_t run_bytes = 0;
   int run = 0;
   int64_t off = 0;
-  int per_step = 0;  // lines per step (a dim of a score loop, a key of a value loop)
+  int per8 = 0;  // lines per 8 steps (a step: a dim of a score loop, a key of a value loop)
   // Plans the K and V runs of kv head `kv_head` over positions [begin, end) (each block is two
-  // contiguous runs) to be issued over `steps` loop steps; the kernels issue 8 steps' worth
+  // contiguous runs) to be issued over `steps` loop steps; the kernels issue `per8` lines
   // every 8 steps. Nothing when begin >= end.
   void PlanNextChunk(const KvLayerView& kv, const AttentionSeq& seq, int kv_head, int64_t begin, int64_t end,
                      int steps) {
@@ -91,7 +91,7 @@ struct Prefetcher {
       runs[n_runs++] = static_cast<const char*>(kv.v) + kv.ValueIndex(block, 0, kv_head) * elem;
     }
     const int64_t lines = n_runs * ((run_bytes + 63) / 64);
-    per_step = static_cast<int>((lines + steps - 1) / steps);
+    per8 = static_cast<int>((8 * lines + steps - 1) / steps);
   }
   void Issue(int lines) {
     for (int i = 0; i < lines && run < n_runs; ++i) {
