@@ -80,11 +80,12 @@ void BM_AttentionDecodeStep(benchmark::State& state, int ctx, core::DType dtype)
   state.counters["KV_GB/s"] = benchmark::Counter(2.0 * layers * bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-// The matrix products of one decode step of Qwen3-0.6B (28 x qkv, o, gate_up, down at M = 1,
+// The matrix products of one decode step of Qwen3-0.6B (28 x qkv, o, gate_up, down at M rows,
 // then the tied lm_head), all resident at once as in the model, in `layer_type` with the
-// lm_head in `head_type` (a Q4_K_M file's layers are Q4_K, its lm_head Q6_K). Counter: weight
-// GB/s, the decode ceiling's measure.
-void BM_DecodeStepGemm(benchmark::State& state, core::DType layer_type, core::DType head_type) {
+// lm_head in `head_type` (a Q4_K_M file's layers are Q4_K, its lm_head Q6_K). Counters: weight
+// GB/s, the decode ceiling's measure at M = 1; GFLOP/s at M = 32 (a batch of 32 decode rows:
+// the GEMM part of `radixlm bench --decode-batch 32` on random:qwen3-0.6b's f32 weights).
+void BM_DecodeStepGemm(benchmark::State& state, core::DType layer_type, core::DType head_type, int64_t m) {
   struct Shape { int64_t n, k; };
   const std::vector<Shape> shapes = {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}};
   std::vector<PackedWeight> weights;
@@ -93,13 +94,16 @@ void BM_DecodeStepGemm(benchmark::State& state, core::DType layer_type, core::DT
   weights.push_back(PackCase({1, 151936, 1024, head_type, Bf16Mode::kExact, 0}, 7));
   size_t bytes = 0;
   for (const PackedWeight& w : weights) bytes += w.nbytes();
-  std::vector<float> x(3072, 0.5f), y(151936);
+  std::vector<float> x(m * 3072, 0.5f), y(m * 151936);
+  double flops = 0;
+  for (const PackedWeight& w : weights) flops += 2.0 * m * w.n_in() * w.n_out();
   for (auto _ : state)
     for (const PackedWeight& w : weights) {
-      Gemm(Pool(), x.data(), 1, w.n_in(), w, y.data(), w.n_out());
+      Gemm(Pool(), x.data(), m, w.n_in(), w, y.data(), w.n_out());
       benchmark::DoNotOptimize(y.data());
     }
   state.counters["weight_GB/s"] = benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["MB"] = static_cast<double>(bytes) / 1e6;
 }
 
@@ -158,8 +162,11 @@ const int kRegistered = [] {
            {core::DType::kBF16, core::DType::kBF16}, {core::DType::kQ8_0, core::DType::kQ8_0},
            {core::DType::kQ4_0, core::DType::kQ6_K}, {core::DType::kQ4_K, core::DType::kQ6_K}})
     benchmark::RegisterBenchmark(("DecodeStepGemm/" + std::string(core::DTypeName(layer)) + "+" + std::string(core::DTypeName(head))).c_str(),
-                                 BM_DecodeStepGemm, layer, head)
+                                 BM_DecodeStepGemm, layer, head, int64_t{1})
         ->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("DecodeStepGemm/f32+f32/M32", BM_DecodeStepGemm, core::DType::kF32, core::DType::kF32,
+                               int64_t{32})
+      ->Unit(benchmark::kMillisecond)->UseRealTime();
   for (int ctx : {512, 4096})
     for (core::DType dt : {core::DType::kF32, core::DType::kBF16})
       benchmark::RegisterBenchmark(("AttentionDecodeStep/" + std::string(core::DTypeName(dt)) + "/ctx" + std::to_string(ctx)).c_str(),
