@@ -1,5 +1,6 @@
 // AVX2 paged attention for a tile (attention_internal.h). Per chunk of >= 64 keys, the tile's
-// query vectors (rows x group heads) meet the chunk as two register-blocked matrix products:
+// query vectors (rows x group heads), 12 at a time, meet the chunk as two register-blocked
+// matrix products:
 // scores S = Q K^T (6 query vectors x 16 keys of ymm accumulators, each K load shared by 6
 // vectors), an online-softmax update per vector and chunk, then O = O * corr + P V (6 vectors x
 // 16 dims, each V load shared by 6 vectors). A cascade group's rows all sit at one position past
