@@ -1,11 +1,10 @@
 // AVX2 paged attention for a tile (attention_internal.h). Per chunk of >= 64 keys, the tile's
 // query vectors (rows x group heads), 12 at a time, meet the chunk as two register-blocked
-// matrix products:
-// scores S = Q K^T (6 query vectors x 16 keys of ymm accumulators, each K load shared by 6
-// vectors), an online-softmax update per vector and chunk, then O = O * corr + P V (6 vectors x
-// 16 dims, each V load shared by 6 vectors). A cascade group's rows all sit at one position past
-// a shared prefix, so its tile is exactly these products, compute-bound once the prefix is read
-// once per tile (docs/cascade.md).
+// matrix products: scores S = Q K^T (6 query vectors x 16 keys of ymm accumulators, each K load
+// shared by 6 vectors), an online-softmax update per vector and chunk, then O = O * corr + P V
+// (6 vectors x 16 dims, each V load shared by 6 vectors). A cascade group's rows all sit at one
+// position past a shared prefix, so its tile is exactly these products, compute-bound once the
+// prefix is read once per tile (docs/cascade.md).
 //
 // The order of f32 operations of one output element is fixed by its row's position and the
 // sequence's KV alone, never by the tile: a score is one FMA chain over head_dim (dims in order)
@@ -222,15 +221,21 @@ RADIXLM_AVX2 float SoftmaxChunk(float* s, int n, float* m, float* l) {
 constexpr int kMaxChunkGroups = 32;
 
 // Query vectors (two register blocks) whose scores, softmax and weighted values run back to
-// back for a chunk: their scores are still in L1 for the softmax and the values, and the
-// chunk's K and V stay in cache from block to block.
+// back for a chunk: their scores (one 3 KB buffer) are still in L1 for the softmax and the
+// values, and the chunk's K and V stay in cache from block to block.
 constexpr int kInner = 12;
 
 // Loop steps of a chunk's score and value loops for n_q vectors (the prefetcher spreads the
-// next chunk's lines over them): per register block of 6, d steps per 16 keys and n_keys steps
-// per 16 dims.
+// next chunk's lines over them), per register block as ScoreGroupsNq and ValueRows run it: d
+// steps per LanesFor(nq) groups of 8 keys, n_keys steps per LanesFor(nq) x 8 dims.
 inline int ChunkSteps(int n_q, int n_keys, int d) {
-  return (n_q + 5) / 6 * (d * ((n_keys + 15) / 16) + n_keys * ((d + 15) / 16));
+  const int n_groups = (n_keys + 7) / 8, d8 = (d + 7) / 8;
+  int steps = 0;
+  for (int v = 0; v < n_q; v += 6) {
+    const int lanes = LanesFor(std::min(6, n_q - v));
+    steps += d * ((n_groups + lanes - 1) / lanes) + n_keys * ((d8 + lanes - 1) / lanes);
+  }
+  return std::max(1, steps);
 }
 
 struct Workspace {
@@ -248,7 +253,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   const int chunk = blocks_per_chunk * bt, chunk_pad = (chunk + 7) / 8 * 8;
   const bool direct = bt % 8 == 0;
   const int n_vec = n_rows * group;
-  ws.scores.resize(static_cast<size_t>(n_vec) * chunk_pad);
+  ws.scores.resize(static_cast<size_t>(std::min(n_vec, kInner)) * chunk_pad);
   ws.qpack.resize(static_cast<size_t>(n_vec) * d);
   ws.vptr.resize(chunk);
   if (!direct) {
@@ -320,11 +325,10 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     for (int b0 = 0; b0 < n_active; b0 += kInner) {
       const int nb = std::min(kInner, n_active - b0);
       const float* qp = ws.qpack.data() + static_cast<int64_t>(b0) * d;
-      float* s0 = ws.scores.data() + static_cast<int64_t>(b0) * chunk_pad;
-      if (direct) ScoreGroups<D>(qp, nb, kg, bt, n_groups, d, p.scale, s0, chunk_pad, &pf);
-      else ScoreGroups<DType::kF32>(qp, nb, kgs, chunk_pad, n_groups, d, p.scale, s0, chunk_pad, &pf);
+      if (direct) ScoreGroups<D>(qp, nb, kg, bt, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
+      else ScoreGroups<DType::kF32>(qp, nb, kgs, chunk_pad, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
       for (int v = b0; v < b0 + nb; ++v) {
-        float* s = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
+        float* s = ws.scores.data() + static_cast<int64_t>(v - b0) * chunk_pad;
         corr[v] = SoftmaxChunk(s, valid_keys[v], &m[vec_of[v]], &l[vec_of[v]]);
         sv[v] = s;
       }

@@ -221,17 +221,23 @@ RADIXLM_AVX512 float SoftmaxChunk(float* s, int n, float* m, float* l) {
 }
 
 // Query vectors (two register blocks) whose scores, softmax and weighted values run back to
-// back for a chunk: their scores are still in L1 for the softmax and the values, and the
-// chunk's K and V stay in L1 from block to block (all the chunk's scores first, then all its
-// values, pushed K and V out between the two passes).
+// back for a chunk: their scores (one 3 KB buffer) are still in L1 for the softmax and the
+// values, and the chunk's K and V stay in L1 from block to block. (Before, all of a tile's
+// scores came first and all its value products after, with up to 64 KB of scores and
+// accumulators passing through L1 in between.)
 constexpr int kInner = 12;
 
 // Loop steps of a chunk's score and value loops for n_q vectors (the prefetcher spreads the
-// next chunk's lines over them): per register block of 6, d steps per 4 key groups and n_keys
-// steps per 64 dims.
+// next chunk's lines over them), per register block as ScoreGroupsNq and ValueRows run it: d
+// steps per 4 key groups, and n_keys steps per 64 dims (128 for blocks of 1-2 vectors).
 inline int ChunkSteps(int n_q, int n_keys, int d) {
-  const int n_groups = (n_keys + 15) / 16;
-  return (n_q + 5) / 6 * (d * ((n_groups + 3) / 4) + n_keys * ((d + 63) / 64));
+  const int n_groups = (n_keys + 15) / 16, nz = (d + 15) / 16;
+  int steps = 0;
+  for (int v = 0; v < n_q; v += 6) {
+    const int dv = std::min(6, n_q - v) <= 2 ? 8 : 4;
+    steps += d * ((n_groups + 3) / 4) + n_keys * ((nz + dv - 1) / dv);
+  }
+  return std::max(1, steps);
 }
 
 struct Workspace {
@@ -249,7 +255,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   const int chunk = blocks_per_chunk * bt, chunk_pad = (chunk + 15) / 16 * 16;
   const int n_vec = n_rows * group;
   const bool direct = bt % 16 == 0;
-  ws.scores.resize(static_cast<size_t>(n_vec) * chunk_pad);
+  ws.scores.resize(static_cast<size_t>(std::min(n_vec, kInner)) * chunk_pad);
   ws.qpack.resize(static_cast<size_t>(n_vec) * d);
   ws.vptr.resize(chunk);
   if (!direct) {
@@ -272,9 +278,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       const int v = r * group + g;
       m[v] = -std::numeric_limits<float>::infinity();
       l[v] = 0;
-      qv[v] = rows[r].q + (kv_head * group + g) * d;
-      acc[v] = rows[r].out + (kv_head * group + g) * d;
-      std::memset(acc[v], 0, d * sizeof(float));
+      std::memset(rows[r].out + (kv_head * group + g) * d, 0, d * sizeof(float));
     }
   }
   KeyGroup<D> kg[64];
@@ -322,7 +326,7 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       const int valid = static_cast<int>(std::min<int64_t>(n_keys, rows[r].position - c0 + 1));
       for (int g = 0; g < group; ++g, ++v) {
         vec_of[v] = r * group + g;
-        sv[v] = ws.scores.data() + static_cast<int64_t>(v) * chunk_pad;
+        sv[v] = ws.scores.data() + static_cast<int64_t>(v % kInner) * chunk_pad;  // a block's rows
         acc[v] = rows[r].out + (kv_head * group + g) * d;
         valid_keys[v] = valid;
       }
