@@ -293,11 +293,9 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   const int64_t d = config_.d_model, hd = config_.head_dim;
   const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
   const bool gated = config_.attn_output_gate;
-  const int64_t q_in = gated ? 2 * q_dim : q_dim;  // with the gate: [q_h | gate_h] per head
-  const int64_t qkv_dim = q_in + 2 * kv_dim;
   RADIXLM_CHECK_MSG(!gated || !b.compaction, "an attention output gate with prefix compaction");
   NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
-  Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), qkv_dim);  // [n, q | k | v]
+  Gemm(pool, xn_.data(), n, d, w.qkv, qkv_.data(), w.qkv.n_out());  // [n, q | k | v] (SplitQkv's layout)
   float *q, *k, *v;
   SplitQkv(pool, w, n, &q, &k, &v);
 
