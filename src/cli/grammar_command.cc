@@ -33,6 +33,7 @@ struct GrammarOpts {
   int samples = 0, max_tokens = 512, runs = 1;
   uint64_t seed = 1;
   double stop_bias = 0.5;
+  int64_t fuel = grammar::kStepFuel;  // work budget per mask and per token
 };
 
 core::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -65,20 +66,23 @@ std::shared_ptr<const grammar::Vocabulary> VocabularyOf(const tokenizer::Tokeniz
 struct Walk {
   std::vector<int32_t> tokens;
   std::vector<double> mask_us;
+  int64_t max_mask_units = 0;  // the costliest mask's work units (grammar/matcher.h: kStepFuel)
   bool stopped = false;
 };
 
 // A random document: each step fills the mask and takes a uniformly random allowed token,
 // except that a stop token, when allowed, is taken with probability stop_bias.
 Walk RandomWalk(grammar::Matcher& m, std::mt19937_64& rng, const GrammarOpts& o) {
+  m.set_fuel(o.fuel);
   const int32_t v = m.grammar().vocab().size();
   std::vector<uint32_t> mask((v + 31) / 32);
   std::vector<int32_t> allowed;
   Walk w;
   while (static_cast<int>(w.tokens.size()) < o.max_tokens && !m.IsTerminated()) {
     const auto t0 = Clock::now();
-    m.FillNextTokenMask(mask);
+    if (!m.FillNextTokenMask(mask)) ExitIfError(core::ResourceExhausted("grammar: a mask exceeded the work budget"));
     w.mask_us.push_back(Ms(t0, Clock::now()) * 1000);
+    w.max_mask_units = std::max(w.max_mask_units, m.last_mask_units());
     allowed.clear();
     for (size_t i = 0; i < mask.size(); ++i) {
       for (uint32_t bits = mask[i]; bits; bits &= bits - 1) allowed.push_back(static_cast<int32_t>(i * 32 + __builtin_ctz(bits)));
@@ -113,7 +117,8 @@ void PrintSamples(const std::shared_ptr<const grammar::CompiledGrammar>& g, int 
     Walk w = RandomWalk(m, rng, o);
     std::string doc;
     for (int32_t id : w.tokens) doc += g->vocab().bytes(id);
-    json line = {{"document", doc + m.ShortestCompletion()}, {"completed", m.IsCompleted()}, {"tokens", w.tokens.size()}};
+    json line = {{"document", doc + m.ShortestCompletion()}, {"completed", m.IsCompleted()}, {"tokens", w.tokens.size()},
+                 {"max_mask_units", w.max_mask_units}};
     if (index >= 0) line["index"] = index;
     std::printf("%s\n", core::JsonText(line).c_str());
   }
@@ -196,10 +201,11 @@ void Run(const GrammarOpts& o) {
     return;
   }
   std::vector<double> us;
-  int64_t tokens = 0, completed = 0;
+  int64_t tokens = 0, completed = 0, max_units = 0;
   for (int r = 0; r < o.runs; ++r) {
     grammar::Matcher m(*g);
     Walk w = RandomWalk(m, rng, o);
+    max_units = std::max(max_units, w.max_mask_units);
     us.insert(us.end(), w.mask_us.begin(), w.mask_us.end());
     tokens += static_cast<int64_t>(w.tokens.size());
     completed += m.IsCompleted();
@@ -209,7 +215,8 @@ void Run(const GrammarOpts& o) {
               {"runs", o.runs},                         {"tokens", tokens},
               {"documents_completed", completed},       {"mask_us_median", Percentile(us, 0.5)},
               {"mask_us_p99", Percentile(us, 0.99)},    {"mask_us_max", Percentile(us, 1.0)},
-              {"mask_us_mean", us.empty() ? 0.0 : std::accumulate(us.begin(), us.end(), 0.0) / us.size()}};
+              {"mask_us_mean", us.empty() ? 0.0 : std::accumulate(us.begin(), us.end(), 0.0) / us.size()},
+              {"mask_units_max", max_units}};
   std::printf("%s\n", core::JsonText(out).c_str());
 }
 
@@ -231,6 +238,7 @@ void RegisterGrammar(CLI::App& app) {
   cmd->add_option("--check", o->check, "JSONL of strings: print {\"prefix\", \"complete\"} per line (accepted as a prefix / a whole document)");
   cmd->add_option("--runs", o->runs, "--bench: random documents to time (default 1)");
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
+  cmd->add_option("--fuel", o->fuel, "work units a mask or a token may cost (default: the server's budget)");
   cmd->add_option("--stop-bias", o->stop_bias, "probability of taking a stop token when allowed (default 0.5)");
   auto* m = cmd->add_option("--model,-m", o->model.model, "take the tokenizer from this model");
   AddTokenizerOptions(cmd, &o->model);

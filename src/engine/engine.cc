@@ -399,7 +399,8 @@ bool Engine::EmitTokens(std::unique_ptr<Req>& owner, Produced& produced) {
     if (r.callback) r.callback(ev);
   }
   if (produced.no_token) {
-    r.error = "the output constraint (grammar) allows no token at this point";
+    const std::string why = r.params.constraint ? r.params.constraint->failure() : "";
+    r.error = why.empty() ? "the output constraint (grammar) allows no token at this point" : why;
     Finish(owner, FinishReason::kError);
     return false;
   }

@@ -22,7 +22,7 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : s_(text) {
+  Parser(std::string_view text, const GrammarLimits& limits) : s_(text), limits_(limits) {
     // Every word of the text, so auxiliary names never take a name defined further down.
     for (size_t i = 0; i < s_.size();) {
       size_t e = i;
@@ -65,6 +65,8 @@ class Parser {
   int32_t SymbolId(const std::string& name) {
     auto [it, inserted] = ids_.emplace(name, static_cast<int32_t>(g_.rules.size()));
     if (inserted) {
+      if (g_.rules.size() >= limits_.max_rules)
+        Fail("the grammar has more than " + std::to_string(limits_.max_rules) + " rules (groups and repetitions count)", 0);
       g_.rules.push_back({name, {}});
       defined_.push_back(false);
     }
@@ -163,6 +165,12 @@ class Parser {
   }
 
   size_t ParseSequence(size_t p, const std::string& name, std::vector<Symbol>& seq, bool nested);
+  // Counts n more symbols against the limit.
+  void AddSymbols(uint64_t n, size_t p) {
+    symbols_ += n;
+    if (symbols_ > limits_.max_symbols)
+      Fail("the grammar has more than " + std::to_string(limits_.max_symbols) + " symbols (repetitions expanded) at ", p);
+  }
   void Repeat(std::vector<Symbol>& seq, size_t last_start, uint64_t& n_prev, const std::string& name,
               uint64_t min, uint64_t max, size_t p);
   size_t ParseLiteral(size_t p, std::vector<Symbol>& seq);
@@ -170,6 +178,9 @@ class Parser {
   size_t ParseBraces(size_t p, uint64_t* min, uint64_t* max, bool nested);
 
   std::string_view s_;
+  const GrammarLimits& limits_;
+  uint64_t symbols_ = 0;
+  int nesting_ = 0;
   Grammar g_;
   std::vector<bool> defined_;
   std::unordered_map<std::string, int32_t> ids_;
@@ -183,6 +194,7 @@ size_t Parser::ParseLiteral(size_t p, std::vector<Symbol>& seq) {
   while (At(p) != '"') {
     if (p >= s_.size()) Fail("unexpected end of input", p);
     uint32_t cp = ParseChar(p);
+    AddSymbols(1, p);
     Symbol s;
     s.ranges = {{cp, cp}};
     s.literal = lit;
@@ -210,6 +222,7 @@ size_t Parser::ParseClass(size_t p, std::vector<Symbol>& seq) {
     }
     s.ranges.push_back({lo, hi});
   }
+  AddSymbols(1, p);
   seq.push_back(std::move(s));
   return p + 1;
 }
@@ -259,12 +272,13 @@ void Parser::Repeat(std::vector<Symbol>& seq, size_t last_start, uint64_t& n_pre
     Fail("number of rules that are going to be repeated multiplied by the new repetition exceeds sane "
          "defaults, please reduce the number of repetitions or rule complexity", p);
   }
+  const uint64_t n_opt = no_max ? 1 : max - min;
+  AddSymbols(prev.size() * (min + n_opt) + 2 * n_opt, p);
   if (min == 0) {
     seq.resize(last_start);
   } else {
     for (uint64_t i = 1; i < min; ++i) seq.insert(seq.end(), prev.begin(), prev.end());
   }
-  const uint64_t n_opt = no_max ? 1 : max - min;
   int32_t last_rec = -1;
   for (uint64_t i = 0; i < n_opt; ++i) {
     int32_t rec = NewSymbol(name);
@@ -306,19 +320,25 @@ size_t Parser::ParseSequence(size_t p, const std::string& name, std::vector<Symb
       Symbol ref;
       ref.kind = Symbol::Kind::kRule;
       ref.rule = SymbolId(std::string(s_.substr(p, e - p)));
+      AddSymbols(1, p);
       last_start = seq.size();
       n_prev = 1;
       seq.push_back(ref);
       p = SkipSpace(e, nested);
     } else if (c == '(') {
+      // The one recursion of the parser: bounded, so no text can exhaust the stack.
+      if (++nesting_ > limits_.max_nesting)
+        Fail("groups ( ) nest more than " + std::to_string(limits_.max_nesting) + " deep at ", p);
       const size_t n_before = g_.rules.size();
       int32_t sub = NewSymbol(name);
       p = ParseAlternates(SkipSpace(p + 1, true), name, sub, true);
+      --nesting_;
       n_prev = std::max<uint64_t>(1, g_.rules.size() - n_before);
       last_start = seq.size();
       Symbol ref;
       ref.kind = Symbol::Kind::kRule;
       ref.rule = sub;
+      AddSymbols(1, p);
       seq.push_back(ref);
       if (At(p) != ')') Fail("expecting ')' at ", p);
       p = SkipSpace(p + 1, nested);
@@ -327,6 +347,7 @@ size_t Parser::ParseSequence(size_t p, const std::string& name, std::vector<Symb
       n_prev = 1;
       Symbol any;
       any.any = true;
+      AddSymbols(1, p);
       seq.push_back(any);
       p = SkipSpace(p + 1, nested);
     } else if (c == '*' || c == '+' || c == '?') {
@@ -347,21 +368,36 @@ size_t Parser::ParseSequence(size_t p, const std::string& name, std::vector<Symb
   return p;
 }
 
-// Rules that can match the empty string (fixpoint).
+// Rules that can match the empty string: a worklist over the reverse references, linear in
+// the symbols (a fixpoint sweep over the rules would be quadratic on a chain of rules).
 std::vector<bool> NullableRules(const Grammar& g) {
-  std::vector<bool> nullable(g.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.rules.size(); ++r) {
-      if (nullable[r]) continue;
-      for (const auto& alt : g.rules[r].alternatives) {
-        bool all = std::all_of(alt.begin(), alt.end(), [&](const Symbol& s) {
-          return s.kind == Symbol::Kind::kRule && nullable[s.rule];
-        });
-        if (all) {
-          nullable[r] = changed = true;
-          break;
-        }
+  const size_t n = g.rules.size();
+  std::vector<bool> nullable(n, false);
+  // Per alternative: how many of its symbols are not yet known nullable (a character symbol
+  // never is); per rule: the alternatives that reference it, once per reference.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> users(n);
+  std::vector<std::vector<int32_t>> missing(n);
+  std::vector<int32_t> work;
+  for (size_t r = 0; r < n; ++r) {
+    missing[r].resize(g.rules[r].alternatives.size());
+    for (size_t a = 0; a < g.rules[r].alternatives.size(); ++a) {
+      const auto& alt = g.rules[r].alternatives[a];
+      missing[r][a] = static_cast<int32_t>(alt.size());
+      for (const Symbol& s : alt)
+        if (s.kind == Symbol::Kind::kRule) users[s.rule].push_back({static_cast<int32_t>(r), static_cast<int32_t>(a)});
+      if (alt.empty() && !nullable[r]) {
+        nullable[r] = true;
+        work.push_back(static_cast<int32_t>(r));
+      }
+    }
+  }
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    for (auto [user, alt] : users[r]) {
+      if (--missing[user][alt] == 0 && !nullable[user]) {
+        nullable[user] = true;
+        work.push_back(user);
       }
     }
   }
@@ -426,10 +462,13 @@ std::string Position(std::string_view text, size_t pos) {
 
 }  // namespace
 
-core::StatusOr<Grammar> ParseGbnf(std::string_view text, std::string_view root) {
+core::StatusOr<Grammar> ParseGbnf(std::string_view text, std::string_view root, const GrammarLimits& limits) {
+  if (text.size() > limits.max_text_bytes)
+    return core::InvalidArgument("grammar: the text is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                                 std::to_string(limits.max_text_bytes));
   Grammar g;
   try {
-    g = Parser(text).Parse(root);
+    g = Parser(text, limits).Parse(root);
   } catch (const ParseError& e) {
     std::string msg = e.what();
     if (!msg.empty() && msg.back() == ' ') msg += Position(text, e.pos);  // "... at line L, column C: <text>"

@@ -62,8 +62,22 @@ struct Grammar {
 // The largest repetition count, as llama.cpp's MAX_REPETITION_THRESHOLD.
 inline constexpr uint64_t kMaxRepetition = 2000;
 
+// What a grammar may weigh. A grammar comes from a request (GBNF, a schema, tools), so every
+// pass over it is bounded by these, and past them ParseGbnf refuses with an error naming the
+// bound (a client's 400), never a crash or a stall. The parser recurses once per nesting level
+// of ( ) groups, so max_nesting bounds its stack; every later pass (nullable rules, left
+// recursion, lowering, shortest derivations) is iterative and linear in the symbols.
+// The largest JSONSchemaBench schema compiles to 2,858 rules, 14,467 symbols and 131 KB of
+// GBNF, far inside these.
+struct GrammarLimits {
+  size_t max_text_bytes = 2u << 20;  // GBNF text
+  int max_nesting = 128;             // ( ) groups inside each other
+  size_t max_rules = 100000;         // rules, auxiliary ones (groups, repetitions) included
+  size_t max_symbols = 1000000;      // symbols over all alternatives, repetitions expanded
+};
+
 // Parses GBNF text. `root` names the start rule.
-core::StatusOr<Grammar> ParseGbnf(std::string_view text, std::string_view root = "root");
+core::StatusOr<Grammar> ParseGbnf(std::string_view text, std::string_view root = "root", const GrammarLimits& limits = {});
 
 // The code points a kChars symbol matches, as sorted disjoint ranges (negation and `.` applied,
 // surrogates D800-DFFF never included: they cannot appear in UTF-8 text).

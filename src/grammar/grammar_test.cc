@@ -174,9 +174,12 @@ TEST(MatcherTest, ShortestCompletion) {
   EXPECT_EQ(m.ShortestCompletion(), "a]");
   ASSERT_TRUE(m.AcceptBytes("a]"));
   EXPECT_EQ(m.ShortestCompletion(), "");
-  auto endless = CompiledGrammar::FromGbnf("root ::= \"x\" root", vocab);  // no finite text
-  ASSERT_TRUE(endless.ok());
-  EXPECT_EQ(Matcher(*endless).ShortestCompletion(), "");
+  // Too long to write: the empty string.
+  auto deep = CompiledGrammar::FromGbnf("root ::= \"[\" item \"]\"\nitem ::= [a-z]{2000}", vocab);
+  ASSERT_TRUE(deep.ok());
+  Matcher d(*deep);
+  EXPECT_EQ(d.ShortestCompletion(/*max_bytes=*/100), "");
+  EXPECT_EQ(d.ShortestCompletion().size(), 2002u);
 }
 
 TEST(MatcherTest, TerminatedWhenNothingCanFollow) {

@@ -2,6 +2,8 @@
 // objects and arrays. Strings, numbers and regexes are in json_schema_text.cc / _regex.cc.
 #include "grammar/json_schema.h"
 
+#include "core/json_text.h"
+
 #include "grammar/json_schema_compiler.h"
 
 namespace radixlm::grammar::schema_internal {
@@ -57,6 +59,7 @@ std::string Compiler::Visit(const Json& s, const std::string& path) {
     Empty(path, "the schema false (no value is valid)");
   }
   if (!s.is_object()) Fail(path, "a schema must be an object or a boolean");
+  if (++visits_ > kMaxVisits) Fail(path, "more than " + std::to_string(kMaxVisits) + " subschemas to compile: too costly");
   if (++depth_ > 200) Fail(path, "schema nesting too deep");
   struct Leave {
     int& d;
@@ -237,8 +240,16 @@ std::string Compiler::EnumRule(const Json& s, const std::set<std::string>& types
     Fail(path, e.what());
   }
   if (values.empty()) Empty(path, "no value of 'enum'/'const' satisfies the schema");
-  std::string body;
-  for (const Json& v : values) body += (body.empty() ? "" : " | ") + ValueLiteral(v);
+  // Many strings: one trie of their literals (a state then holds a stack per distinct next
+  // character, not per value: an enum of 30,000 names costs what a few dozen do).
+  constexpr size_t kTrieFrom = 9;
+  std::vector<std::string> strings;
+  for (const Json& v : values)
+    if (v.is_string()) strings.push_back(v.get<std::string>());
+  const bool trie = strings.size() >= kTrieFrom;
+  std::string body = trie ? JsonStringLiteralTrie(strings, Definer()) : "";
+  for (const Json& v : values)
+    if (!trie || !v.is_string()) body += (body.empty() ? "" : " | ") + ValueLiteral(v);
   return Rule("enum", "(" + body + ") " + Builtin("space"));
 }
 
@@ -248,12 +259,10 @@ namespace radixlm::grammar {
 
 core::StatusOr<Grammar> JsonSchemaToGrammar(std::string_view schema_json, std::string* gbnf,
                                             const JsonSchemaOptions& options) {
-  schema_internal::Json schema;
-  try {
-    schema = schema_internal::Json::parse(schema_json);
-  } catch (const std::exception& e) {
-    return core::InvalidArgument(std::string("json schema: not valid JSON: ") + e.what());
-  }
+  // Linear in the text (nlohmann's own ordered parse is quadratic in an object's keys).
+  core::JsonParse doc = core::ParseJsonBounded(schema_json, {}, /*ordered=*/true);
+  if (doc.error != core::JsonParseError::kNone) return core::InvalidArgument("json schema: not valid JSON (or nested over 128 deep)");
+  const schema_internal::Json schema = std::move(doc.ordered_value);
   try {
     *gbnf = schema_internal::Compiler(schema, options.rule_prefix).Run();
   } catch (const schema_internal::SchemaError& e) {

@@ -24,6 +24,10 @@ inline const std::set<std::string> kRefusedFormats = {"hostname", "idn-hostname"
                                                       "uri-template", "json-pointer", "relative-json-pointer",
                                                       "regex", "duration"};
 
+// The most subschema visits one schema may take: far above the largest JSONSchemaBench schema
+// (a few thousand), bounding compile time for schemas built to blow up.
+inline constexpr int64_t kMaxVisits = 100000;
+
 class Compiler {
  public:
   Compiler(const Json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)), merger_(root) {
@@ -52,7 +56,13 @@ class Compiler {
   }
   std::string Reserve(const std::string& hint) {
     std::string base = prefix_ + Sanitize(hint), name = base;
-    for (int i = 2; names_.count(name) || name == prefix_ + "root"; ++i) name = base + "-" + std::to_string(i);
+    // Numbered from where this base's last name stopped (a count from 2 each time would make n
+    // rules of one hint cost n^2).
+    int& next = next_suffix_[base];
+    for (int i = std::max(next, 2); names_.count(name) || name == prefix_ + "root"; ++i) {
+      name = base + "-" + std::to_string(i);
+      next = i + 1;
+    }
     names_.insert(name);
     return name;
   }
@@ -62,6 +72,10 @@ class Compiler {
     auto it = by_body_.find(body);
     if (it != by_body_.end()) return it->second;
     std::string name = Reserve(hint);
+    // The grammar may not outgrow what ParseGbnf accepts: stop before building more of it.
+    text_bytes_ += name.size() + body.size() + 6;
+    if (text_bytes_ > GrammarLimits{}.max_text_bytes)
+      Fail("#", "the schema's grammar would exceed " + std::to_string(GrammarLimits{}.max_text_bytes) + " bytes");
     rules_.push_back({name, body.empty() ? "\"\"" : body});
     by_body_.emplace(body, name);
     return name;
@@ -100,9 +114,12 @@ class Compiler {
   std::vector<std::pair<std::string, std::string>> rules_;
   std::unordered_map<std::string, std::string> by_body_;
   std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, int> next_suffix_;  // per base name: the next number to try
   std::unordered_set<std::string> builtins_;  // built-in rules already defined
   std::unordered_map<std::string, std::string> ref_rules_;
   int depth_ = 0;
+  int64_t visits_ = 0;   // subschemas compiled (each $ref use and union alternative counts)
+  size_t text_bytes_ = 0;  // the rules' GBNF so far
 };
 
 }  // namespace radixlm::grammar::schema_internal

@@ -312,6 +312,8 @@ Json Merger::MergeAllOf(const Json& s) {
 }
 
 Json Merger::Merge(const Json& a0, const Json& b0) {
+  if (++merges_ > kMaxMerges)
+    throw SchemaError("'allOf' needs more than " + std::to_string(kMaxMerges) + " merges (unions multiply out): too costly");
   if (++depth_ > 64) {
     depth_ = 0;
     throw SchemaError("merge nesting too deep");

@@ -3,6 +3,7 @@
 // needs, enum filtering and a conservative disjointness test for oneOf.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,6 +64,10 @@ class Merger {
   const Json& root_;
   bool old_draft_ = false;
   int depth_ = 0;
+  int64_t merges_ = 0;  // Merge calls so far: unions distributed over each other multiply
 };
+
+// The most Merge calls one schema may take (allOf over anyOfs distributes: k^n alternatives).
+inline constexpr int64_t kMaxMerges = 20000;
 
 }  // namespace radixlm::grammar::schema_internal

@@ -48,9 +48,18 @@ class Regex {
         start = true;
         ++i_;
       }
-      std::string body = Concat(/*top=*/true, &end);
+      std::vector<Item> items;
+      std::string body = Concat(/*top=*/true, &end, start, &items);
       const std::string any = "(" + CharRule({{0, kMax}}, "re-any") + ")*";
-      alts.push_back((start ? "" : any + " ") + body + (end ? "" : " " + any));
+      if ((!start || !end) && items.empty()) {
+        body = start && end ? "\"\"" : any;  // any text (one loop, not two side by side)
+      } else if (!start && !end && items.size() == 1 && items[0].one_char && !items[0].quantified) {
+        // One character X anywhere: text up to the first X, X, then anything (unambiguous).
+        body = "(" + CharRule(Complement(items[0].set), "re-not") + ")* " + items[0].atom + " " + any;
+      } else {
+        body = (start ? "" : any + " ") + body + (end ? "" : " " + any);
+      }
+      alts.push_back(body);
     } while (Eat('|'));
     if (i_ != p_.size()) Fail("unbalanced ')'");
     if (alts.size() == 1) return alts[0];
@@ -60,6 +69,15 @@ class Regex {
   }
 
  private:
+  // One atom of a sequence with its repetition count [lo, hi] (hi UINT64_MAX: unbounded).
+  struct Item {
+    std::string atom;
+    bool one_char = false;  // matches exactly one character (a subset of re-any), of `set`
+    std::vector<CharRange> set;
+    uint64_t lo = 1, hi = 1;
+    bool quantified = false;
+  };
+
   [[noreturn]] void Fail(const std::string& what) const {
     throw SchemaError("pattern '" + std::string(p_) + "': " + what);
   }
@@ -76,15 +94,47 @@ class Regex {
 
   std::string Alternation() {
     std::vector<std::string> alts;
-    do alts.push_back(Concat(false, nullptr)); while (Eat('|'));
+    do alts.push_back(Concat(false, nullptr, true)); while (Eat('|'));
     std::string out = "(";
     for (size_t k = 0; k < alts.size(); ++k) out += (k ? " | " : "") + alts[k];
     return out + ")";
   }
 
-  // A sequence up to `|`, `)` or the end. At the top level a final `$` sets *end.
-  std::string Concat(bool top, bool* end) {
-    std::string out;
+  // A top-level sequence next to the search's implicit any-text: a repeated single character
+  // there is absorbed by it (X ⊆ any, so `any* X{lo,hi}` = `any* X{lo}` and the same at the
+  // end), which keeps the grammar unambiguous. Without this, `^.+` (= `.+ any*`) leaves two
+  // parses of every character and its masks cost ~1000x more. The language is unchanged.
+  static void Absorb(std::vector<Item>& items, bool any_before, bool any_after) {
+    auto cut = [](Item& it) {
+      it.hi = it.lo;
+      return it.lo == 0;  // nothing left
+    };
+    while (any_after && !items.empty() && items.back().one_char && items.back().quantified) {
+      if (!cut(items.back())) break;
+      items.pop_back();
+    }
+    while (any_before && !items.empty() && items.front().one_char && items.front().quantified) {
+      if (!cut(items.front())) break;
+      items.erase(items.begin());
+    }
+    for (Item& it : items)  // {1} is the atom itself
+      if (it.quantified && it.lo == 1 && it.hi == 1) it.quantified = false;
+  }
+
+  static std::string Render(const Item& it) {
+    if (!it.quantified || (it.lo == 1 && it.hi == 1)) return it.atom;
+    std::string q;
+    if (it.lo == 0 && it.hi == UINT64_MAX) q = "*";
+    else if (it.lo == 1 && it.hi == UINT64_MAX) q = "+";
+    else if (it.lo == 0 && it.hi == 1) q = "?";
+    else q = "{" + std::to_string(it.lo) + (it.hi == it.lo ? "" : "," + (it.hi == UINT64_MAX ? "" : std::to_string(it.hi))) + "}";
+    return "(" + it.atom + ")" + q;
+  }
+
+  // A sequence up to `|`, `)` or the end. At the top level a final `$` sets *end; `start`: the
+  // top-level alternative began with ^; *out (top level): its items after Absorb.
+  std::string Concat(bool top, bool* end, bool start, std::vector<Item>* out_items = nullptr) {
+    std::vector<Item> items;
     while (i_ < p_.size() && At() != '|' && At() != ')') {
       if (At() == '$') {
         ++i_;
@@ -93,10 +143,15 @@ class Regex {
         break;
       }
       if (At() == '^') Fail("'^' is supported only at the start");
-      std::string atom = Atom();
-      atom = Quantified(atom);
-      out += (out.empty() ? "" : " ") + atom;
+      Item it;
+      it.atom = Atom(&it.one_char, &it.set);
+      Quantifier(&it);
+      items.push_back(std::move(it));
     }
+    if (top) Absorb(items, !start, !*end);
+    std::string out;
+    for (const Item& it : items) out += (out.empty() ? "" : " ") + Render(it);
+    if (out_items) *out_items = std::move(items);
     return out.empty() ? "\"\"" : "(" + out + ")";
   }
 
@@ -121,26 +176,33 @@ class Regex {
   }
 
   // A quantifier after an atom (a second one is "nothing to repeat" at the next Atom()).
-  std::string Quantified(const std::string& atom) {
-    std::string q;
+  void Quantifier(Item* it) {
     const char c = At();
     uint64_t lo = 0, hi = 0;
     if (c == '*' || c == '+' || c == '?') {
-      q = std::string(1, c);
+      lo = c == '+' ? 1 : 0;
+      hi = c == '?' ? 1 : UINT64_MAX;
       ++i_;
     } else if (c == '{' && Braces(&lo, &hi)) {
       if (lo > kMaxRepetition || (hi != UINT64_MAX && hi > kMaxRepetition)) Fail("repetition count above 2000");
       if (hi < lo) Fail("repetition {n,m} with m < n");
-      q = "{" + std::to_string(lo) + (hi == lo ? "" : "," + (hi == UINT64_MAX ? "" : std::to_string(hi))) + "}";
     } else {
-      return atom;
+      return;
     }
     Eat('?');  // lazy: matches the same strings
-    return "(" + atom + ")" + q;
+    it->quantified = true;
+    it->lo = lo;
+    it->hi = hi;
   }
 
-  std::string Atom() {
+  // *one_char: the atom matches exactly one character, of *set.
+  std::string Atom(bool* one_char, std::vector<CharRange>* set) {
     const char c = p_[i_];
+    *one_char = c != '(';
+    auto chars = [&](std::vector<CharRange> cps, const std::string& hint) {
+      *set = cps;
+      return CharRule(cps, hint);
+    };
     if (c == '(') {
       ++i_;
       if (Eat('?')) {
@@ -156,18 +218,18 @@ class Regex {
       if (!Eat(')')) Fail("missing ')'");
       return inner;
     }
-    if (c == '[') return CharRule(Class(), "re-class");
+    if (c == '[') return chars(Class(), "re-class");
     if (c == '.') {
       ++i_;
-      return CharRule(Complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}), "re-dot");
+      return chars(Complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}), "re-dot");
     }
     if (c == '*' || c == '+' || c == '?') Fail("nothing to repeat");
-    if (c == '\\') return CharRule(Escape(false), "re-char");
+    if (c == '\\') return chars(Escape(false), "re-char");
     if (c == '{') {
       uint64_t lo, hi;
       if (Braces(&lo, &hi)) Fail("nothing to repeat");
     }
-    return CharRule(Single(Utf8()), "re-char");
+    return chars(Single(Utf8()), "re-char");
   }
 
   // One UTF-8 code point at i_ as a range {cp, cp} (the second field is filled by the caller).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace radixlm::grammar::schema_internal {
 namespace {
@@ -202,36 +203,104 @@ std::string JsonCharExpr(const std::vector<CharRange>& set, bool canonical) {
   return Join(alts);
 }
 
+namespace {
+
+// The code point at utf8[*i] (advancing *i), as JsonStringLiteral decodes.
+uint32_t NextCodePoint(std::string_view utf8, size_t* i) {
+  const auto c = static_cast<unsigned char>(utf8[*i]);
+  uint32_t cp = c;
+  int len = 1;
+  if (c >= 0xF0) {
+    cp = c & 0x07, len = 4;
+  } else if (c >= 0xE0) {
+    cp = c & 0x0F, len = 3;
+  } else if (c >= 0xC0) {
+    cp = c & 0x1F, len = 2;
+  }
+  for (int k = 1; k < len && *i + k < utf8.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(utf8[*i + k]) & 0x3F);
+  *i += len;
+  return cp;
+}
+
+bool RawAscii(uint32_t cp) { return cp >= 0x20 && cp < 0x7F && cp != '"' && cp != '\\'; }
+
+// Code points as GBNF: printable ASCII runs as one literal, the rest in their canonical encodings.
+class PieceWriter {
+ public:
+  explicit PieceWriter(std::string* out) : out_(out) {}
+  void Add(uint32_t cp) {
+    if (RawAscii(cp)) {
+      run_ += static_cast<char>(cp);
+      return;
+    }
+    Flush();
+    *out_ += " " + JsonCharExpr({{cp, cp}}, /*canonical=*/true);
+  }
+  void Flush() {
+    if (!run_.empty()) *out_ += " " + GbnfLiteral(run_);
+    run_.clear();
+  }
+
+ private:
+  std::string* out_;
+  std::string run_;
+};
+
+}  // namespace
+
 std::string JsonStringLiteral(std::string_view utf8) {
   std::string out = "\"\\\"\"";
-  std::string run;  // printable ASCII collected into one literal
-  auto flush = [&] {
-    if (!run.empty()) out += " " + GbnfLiteral(run);
-    run.clear();
-  };
-  for (size_t i = 0; i < utf8.size();) {
-    const auto c = static_cast<unsigned char>(utf8[i]);
-    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-      run += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    uint32_t cp = c;
-    int len = 1;
-    if (c >= 0xF0) {
-      cp = c & 0x07, len = 4;
-    } else if (c >= 0xE0) {
-      cp = c & 0x0F, len = 3;
-    } else if (c >= 0xC0) {
-      cp = c & 0x1F, len = 2;
-    }
-    for (int k = 1; k < len && i + k < utf8.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(utf8[i + k]) & 0x3F);
-    i += len;
-    flush();
-    out += " " + JsonCharExpr({{cp, cp}}, /*canonical=*/true);
-  }
-  flush();
+  PieceWriter w(&out);
+  for (size_t i = 0; i < utf8.size();) w.Add(NextCodePoint(utf8, &i));
+  w.Flush();
   return out + " \"\\\"\"";
+}
+
+std::string JsonStringLiteralTrie(const std::vector<std::string>& utf8_values, const RuleDefiner& define) {
+  struct Node {
+    std::map<uint32_t, int32_t> kids;
+    bool end = false;  // a value ends here
+  };
+  std::vector<Node> trie(1);
+  for (const std::string& v : utf8_values) {
+    int32_t n = 0;
+    for (size_t i = 0; i < v.size();) {
+      const uint32_t cp = NextCodePoint(v, &i);
+      auto [it, added] = trie[n].kids.emplace(cp, static_cast<int32_t>(trie.size()));
+      if (added) trie.emplace_back();
+      n = it->second;
+    }
+    trie[n].end = true;
+  }
+  const std::string close = "\"\\\"\"";
+  // A rule per branch point (the root, a node with several ways on, or an end with more after
+  // it); unary chains between them are written inline. Children have larger indices than their
+  // parents, so walking the nodes backwards defines every rule before its first use, and each
+  // node is written once: linear in the values' total length, with no recursion.
+  auto leaf = [&](int32_t n) { return trie[n].end && trie[n].kids.empty(); };
+  auto branch = [&](int32_t n) { return n == 0 || (!leaf(n) && (trie[n].end || trie[n].kids.size() != 1)); };
+  std::vector<std::string> name(trie.size());
+  for (int32_t b = static_cast<int32_t>(trie.size()) - 1; b >= 0; --b) {
+    if (!branch(b)) continue;
+    std::string body;
+    if (trie[b].end) body = close;
+    for (const auto& [cp, kid] : trie[b].kids) {
+      std::string alt;
+      PieceWriter w(&alt);
+      w.Add(cp);
+      int32_t m = kid;
+      while (!branch(m) && !leaf(m)) {
+        const auto& [next_cp, next] = *trie[m].kids.begin();
+        w.Add(next_cp);
+        m = next;
+      }
+      w.Flush();
+      alt += " " + (leaf(m) ? close : name[m]);
+      body += (body.empty() ? "" : " | ") + alt.substr(1);
+    }
+    name[b] = define("enum-str", body);
+  }
+  return "\"\\\"\" " + name[0];
 }
 
 std::string IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {

@@ -40,6 +40,12 @@ std::string JsonCharExpr(const std::vector<CharRange>& set, bool canonical = fal
 // (printable ASCII raw; `"` `\` and controls escaped; other characters raw or \u-escaped).
 std::string JsonStringLiteral(std::string_view utf8);
 
+// The same for a set of values, as one expression: their literals merged into a trie of rules
+// (through `define`), so N values sharing prefixes cost rules per branch point and a parser
+// state holds one stack per distinct next character, not one per value. REQUIRES: non-empty.
+using RuleDefiner = std::function<std::string(const std::string& hint, const std::string& body)>;
+std::string JsonStringLiteralTrie(const std::vector<std::string>& utf8_values, const RuleDefiner& define);
+
 // The integers in [lo, hi] (absent = unbounded), written without sign for >= 0 and with "-"
 // below; no leading zeros, no "-0".
 std::string IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi);
@@ -49,7 +55,6 @@ std::string NumberRange(std::optional<int64_t> lo, bool lo_excl, std::optional<i
 // The body of a JSON string (between the quotes) whose decoded value matches the ECMAScript
 // regular expression `pattern` as JSON Schema's `pattern` does (unanchored search; ^ and $ anchor).
 // Character sets become rules through `define` (hint, body) -> rule name, so each is written once.
-using RuleDefiner = std::function<std::string(const std::string& hint, const std::string& body)>;
 std::string RegexBody(std::string_view pattern, const RuleDefiner& define);
 // The body of a JSON string with `format` (date, time, date-time, uuid, email, ipv4); empty when
 // the format is not one of them.

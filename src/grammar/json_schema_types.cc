@@ -17,7 +17,12 @@ std::optional<uint64_t> Count(const Json& s, const char* key, const std::string&
   if (!v.is_number() || v.get<double>() < 0 || std::floor(v.get<double>()) != v.get<double>()) {
     throw SchemaError(path + ": '" + key + "' must be a non-negative integer");
   }
-  return static_cast<uint64_t>(v.get<double>());
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) return static_cast<uint64_t>(v.get<int64_t>());
+  // An integral float (1e9, or 18446744073709551616, which no integer type holds): any count
+  // from 2^63 on is beyond every real document, so it saturates there (never wraps to 0).
+  const double d = v.get<double>();
+  return d >= 9.2e18 ? uint64_t{1} << 63 : static_cast<uint64_t>(d);
 }
 
 std::string Repeat(uint64_t lo, std::optional<uint64_t> hi) {
@@ -77,7 +82,8 @@ std::string Compiler::StringRule(const Json& s, const std::string& path) {
   } else if (length) {
     const uint64_t lo = min.value_or(0);
     if (max && *max < lo) Empty(path, "'maxLength' below 'minLength'");
-    if (lo > kMaxRepetition || (max && *max > kMaxRepetition)) Fail(path, "unsupported keyword 'maxLength': above 2000");
+    if (lo > kMaxRepetition) Fail(path, "unsupported keyword 'minLength': above 2000");
+    if (max && *max > kMaxRepetition) Fail(path, "unsupported keyword 'maxLength': above 2000");
     body = Builtin("char") + Repeat(lo, max);
   } else {
     return Builtin("string");
@@ -298,7 +304,8 @@ std::string Compiler::ArrayRule(const Json& s, const std::string& path) {
   std::optional<uint64_t> max = Count(s, "maxItems", path);
   if (!rest_allowed) max = max ? std::min<uint64_t>(*max, n) : n;
   if (max && *max < min) Empty(path, "'maxItems' below 'minItems' (or a closed tuple shorter than 'minItems')");
-  if (min > kMaxRepetition || (max && *max > kMaxRepetition && n < *max)) Fail(path, "unsupported keyword 'maxItems': above 2000");
+  if (min > kMaxRepetition) Fail(path, "unsupported keyword 'minItems': above 2000");
+  if (max && *max > kMaxRepetition && n < *max) Fail(path, "unsupported keyword 'maxItems': above 2000");
   if (n == 0 && min == 0 && !max && IsTrivialSchema(rest)) return Builtin("array");
   const std::string sp = Builtin("space");
   // seq: the elements from index i on, element i present.

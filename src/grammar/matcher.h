@@ -23,6 +23,18 @@
 // sequence and one thread at a time; Fork() copies it for n > 1 / best_of.
 // Costs: a mask is O(V/32) words to clear and OR, plus the uncertain tokens' bytes
 // (typically a few hundred tokens of a few bytes); AcceptToken is O(token bytes x stacks).
+//
+// Bounds (a grammar comes from a request): every mask and every accepted token runs on a work
+// budget of kStepFuel units (a stack node made, a grammar position expanded, a stack top keyed,
+// a vocabulary trie node walked for a new mask entry: each about 5-30 ns, so a step costs at
+// most a few tens of milliseconds of one core). A step that would cost more stops, and the
+// matcher is then over_budget(): the sequence must end (the server reports it; it never stalls
+// the other sequences of the step loop). CheckCost() runs the first mask at compile time, so
+// a grammar whose very first mask is over budget, or whose language is empty, is refused before
+// it runs. A grammar's mask entry cache holds at most kMaxEntryBytes; past that it starts
+// afresh (entries in use live on). Alternatives that can never complete (an empty character
+// class, a rule with no finite text) are dropped when the grammar is compiled, so every live
+// stack can still be completed: a constrained sample never reaches a dead end.
 #pragma once
 
 #include <array>
@@ -40,6 +52,12 @@
 #include "grammar/vocabulary.h"
 
 namespace radixlm::grammar {
+
+// Work units a mask or an accepted token may cost (see the file comment). Measured on the
+// JSONSchemaBench schemas with Qwen3's vocabulary, the costliest mask of a random walk (new
+// entries included) takes ~1.6M units; the budget leaves room above that.
+inline constexpr int64_t kStepFuel = 8'000'000;
+inline constexpr size_t kMaxEntryBytes = size_t{256} << 20;
 
 class CompiledGrammar {
  public:
@@ -63,6 +81,10 @@ class CompiledGrammar {
   // kBoundary when the stack goes deeper, else kRootParent.
   static constexpr int kContext = 3;
   using ContextKey = std::array<int32_t, kContext + 1>;
+  struct KeyHash {
+    size_t operator()(const ContextKey& k) const;
+    size_t operator()(const std::vector<int32_t>& k) const;
+  };
 
   // The split of the vocabulary for one context (see the file comment). Token ids: accepted as
   // a bitset over ids (dense) or a list (sparse); uncertain in trie order, with the length of
@@ -73,39 +95,48 @@ class CompiledGrammar {
     std::vector<int32_t> uncertain;
     std::vector<uint16_t> uncertain_lcp;
   };
-  // Computed on first use (thread-safe). REQUIRES: key[0] is a byte-set position.
-  const MaskEntry& Entry(const ContextKey& key) const;
+  // Computed on first use (thread-safe), burning units of *fuel (the walk's cost; nothing when
+  // cached); nullptr when the fuel ran out first. REQUIRES: key[0] is a byte-set position.
+  std::shared_ptr<const MaskEntry> Entry(const ContextKey& key, int64_t* fuel) const;
+
+  // The first mask computed within `fuel` units: an error when it would cost more, or when the
+  // grammar allows nothing at the start (its language is empty). Warms the entry cache.
+  core::Status CheckCost(int64_t fuel = kStepFuel) const;
 
   // The uncertain tokens a whole parser state (all its stacks, as position lists) accepted,
   // remembered per state so a long string does not recheck them every token. Thread-safe.
   bool LookupState(const std::vector<int32_t>& state, std::vector<int32_t>* ids) const;
   void StoreState(const std::vector<int32_t>& state, const std::vector<int32_t>& ids) const;
 
-  // The shortest text rule r derives (the lowest byte of each set), appended to *out.
-  void AppendShortest(int32_t rule, std::string* out) const;
-  // The shortest text completing the rest of position pos's alternative, and its length
-  // (>= INT64_MAX / 4 when no finite text does).
-  void AppendShortestFrom(int32_t pos, std::string* out) const;
+  // The shortest text completing the rest of position pos's alternative (the lowest byte of each
+  // set), appended to *out; false (and *out as it was) when it would exceed max_bytes.
+  bool AppendShortestFrom(int32_t pos, std::string* out, size_t max_bytes) const;
+  // Its length, saturated at kNoText (no finite text, or too long to matter).
   int64_t ShortestFrom(int32_t pos) const;
+  static constexpr int64_t kNoText = INT64_MAX / 4;
 
+  // Drops the alternatives that derive no finite text (see the file comment).
   CompiledGrammar(ByteGrammar g, std::string gbnf, std::shared_ptr<const Vocabulary> vocab);
+  // False when the start rule derives no text at all.
+  bool nonempty() const { return shortest_len_[g_.root] < kNoText; }
 
  private:
-  std::vector<int64_t> shortest_len_;  // per rule
-  std::vector<int32_t> shortest_alt_;  // per rule: the alternative giving it
+  // Shortest derivations (Knuth's generalisation of Dijkstra's algorithm to grammars), then the
+  // dead alternatives dropped.
+  void ComputeShortest();
+  std::vector<int64_t> shortest_len_;    // per rule
+  std::vector<int32_t> shortest_start_;  // per rule: the start position of the alternative giving it
 
-  struct KeyHash {
-    size_t operator()(const ContextKey& k) const;
-    size_t operator()(const std::vector<int32_t>& k) const;
-  };
-  std::unique_ptr<MaskEntry> ComputeEntry(const ContextKey& key) const;
-  void WalkTrie(const ContextKey& key, std::vector<int32_t>* accepted, std::vector<int32_t>* uncertain) const;
+  std::shared_ptr<MaskEntry> ComputeEntry(const ContextKey& key, int64_t* fuel) const;
+  bool WalkTrie(const ContextKey& key, std::vector<int32_t>* accepted, std::vector<int32_t>* uncertain,
+                int64_t* fuel) const;
 
   ByteGrammar g_;
   std::string gbnf_;
   std::shared_ptr<const Vocabulary> vocab_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<ContextKey, std::unique_ptr<MaskEntry>, KeyHash> entries_;
+  mutable std::unordered_map<ContextKey, std::shared_ptr<const MaskEntry>, KeyHash> entries_;
+  mutable size_t entry_bytes_ = 0;
   mutable std::mutex state_mu_;
   mutable std::unordered_map<std::vector<int32_t>, std::vector<int32_t>, KeyHash> states_;
 };
@@ -115,12 +146,18 @@ class Matcher {
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
 
   // Sets bit i of `bitmask` (word i / 32, bit i % 32) iff token i may come next; every other
-  // bit is cleared. Once terminated, only the stop ids are set.
+  // bit is cleared. Once terminated, only the stop ids are set. False when the step's work
+  // budget ran out: the mask is then all clear and the matcher over_budget().
   // REQUIRES: bitmask.size() >= ceil(V / 32) (larger masks, for padded logits, are cleared).
-  void FillNextTokenMask(std::span<uint32_t> bitmask);
+  bool FillNextTokenMask(std::span<uint32_t> bitmask);
 
-  // Advances by one token; false (and no change) when the grammar does not allow it.
+  // Advances by one token; false (and no change) when the grammar does not allow it, or when
+  // the step's work budget ran out (then over_budget()).
   bool AcceptToken(int32_t id);
+  // A step ran out of its work budget (kStepFuel, or set_fuel's): the sequence must end.
+  bool over_budget() const { return over_budget_; }
+  void set_fuel(int64_t units) { fuel_ = units; }  // tests: a smaller budget per step
+  int64_t last_mask_units() const { return last_mask_units_; }  // what the last mask cost
   // Advances by raw bytes as one step (tests, forced text); false and no change when rejected.
   bool AcceptBytes(std::string_view bytes);
 
@@ -135,9 +172,9 @@ class Matcher {
 
   Matcher Fork() const { return *this; }
   // The shortest byte string that completes the grammar from here ("" when complete, or when
-  // no finite completion exists): e.g. to close a JSON document cut by max_tokens. Not
+  // none of at most max_bytes exists): e.g. to close a JSON document cut by max_tokens. Not
   // necessarily one token sequence of the vocabulary.
-  std::string ShortestCompletion() const;
+  std::string ShortestCompletion(size_t max_bytes = 1 << 16) const;
   const CompiledGrammar& grammar() const { return *grammar_; }
 
  private:
@@ -151,9 +188,11 @@ class Matcher {
   bool Advance(std::span<const int32_t> tops, std::string_view bytes);
   bool SpecialAllowedAt(int32_t pos, const std::string& text) const;
   CompiledGrammar::ContextKey KeyOf(int32_t top) const;
-  // Appends to `ok` the uncertain tokens of e that the full stack under `top` accepts.
-  void CheckUncertain(int32_t top, const CompiledGrammar::MaskEntry& e, std::span<const uint32_t> accepted,
+  // Appends to `ok` the uncertain tokens of e that the full stack under `top` accepts; false
+  // when the fuel ran out.
+  bool CheckUncertain(int32_t top, const CompiledGrammar::MaskEntry& e, std::span<const uint32_t> accepted,
                       std::vector<int32_t>* ok);
+  bool FillMask(std::span<uint32_t> bitmask);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   StackArena arena_;
@@ -163,6 +202,9 @@ class Matcher {
   std::vector<int32_t> walk_tops_, walk_next_;
   std::vector<size_t> walk_off_, walk_mark_;
   std::vector<int32_t> state_key_, uncertain_ok_;
+  int64_t fuel_ = kStepFuel;
+  int64_t last_mask_units_ = 0;
+  bool over_budget_ = false;
 };
 
 }  // namespace radixlm::grammar

@@ -2,6 +2,7 @@
 #include "grammar/pda.h"
 
 #include <map>
+#include <tuple>
 
 namespace radixlm::grammar {
 namespace {
@@ -174,11 +175,13 @@ uint64_t HashPair(int32_t pos, int32_t parent) {
 
 ByteGrammar ByteGrammar::Lower(const Grammar& g) { return Lowerer(g).Run(); }
 
-StackArena::StackArena(bool persistent) : table_(256), persistent_(persistent) {}
+StackArena::StackArena(bool persistent) : table_(256), visited_(64), persistent_(persistent) {}
 
 void StackArena::BeginStep() {
+  visited_used_ = 0;
   if (++top_step_ == 0) {  // wrapped: forget every stamp
     std::fill(top_gen_.begin(), top_gen_.end(), 0);
+    for (Slot& v : visited_) v.gen = 0;
     top_step_ = 1;
   }
   if (persistent_) return;
@@ -218,6 +221,33 @@ int32_t StackArena::Make(int32_t pos, int32_t parent) {
   return s->id;
 }
 
+bool StackArena::FirstVisit(int32_t pos, int32_t parent) {
+  if ((visited_used_ + 1) * 2 > visited_.size()) {  // grow, keeping this step's stamps
+    std::vector<Slot> old;
+    old.swap(visited_);
+    visited_.assign(old.size() * 2, Slot{});
+    for (const Slot& v : old) {
+      if (v.gen != top_step_) continue;
+      for (size_t i = HashPair(v.pos, v.parent) & (visited_.size() - 1);; i = (i + 1) & (visited_.size() - 1)) {
+        if (visited_[i].gen != top_step_) {
+          visited_[i] = v;
+          break;
+        }
+      }
+    }
+  }
+  const size_t mask = visited_.size() - 1;
+  for (size_t i = HashPair(pos, parent) & mask;; i = (i + 1) & mask) {
+    Slot& v = visited_[i];
+    if (v.gen != top_step_) {
+      v = {top_step_, pos, parent, 0};
+      ++visited_used_;
+      return true;
+    }
+    if (v.pos == pos && v.parent == parent) return false;
+  }
+}
+
 bool StackArena::MarkTop(int32_t id) {
   if (static_cast<size_t>(id) >= top_gen_.size()) top_gen_.resize(nodes_.size(), 0);
   if (top_gen_[id] == top_step_) return false;
@@ -227,31 +257,46 @@ bool StackArena::MarkTop(int32_t id) {
 
 void Closure(const ByteGrammar& g, StackArena& arena, int32_t pos, int32_t parent, std::vector<int32_t>* out,
              StepFlags* flags) {
-  for (;;) {
-    const ByteGrammar::Elem e = g.elems[pos];
-    if (e.kind == ByteGrammar::Kind::kBytes) {
-      const int32_t id = arena.Make(pos, parent);
-      if (arena.MarkTop(id)) out->push_back(id);
-      return;
-    }
-    if (e.kind == ByteGrammar::Kind::kEnd) {
-      if (parent < 0) {
-        (parent == kRootParent ? flags->completed : flags->boundary) = true;
+  // Depth first, alternatives in order (the order of the tops is what a recursion would give):
+  // the first alternative continues at once, the others wait on the work stack.
+  auto& work = arena.work();
+  const size_t base = work.size();
+  work.push_back({pos, parent});
+  while (work.size() > base) {
+    std::tie(pos, parent) = work.back();
+    work.pop_back();
+    for (;;) {
+      if (!arena.Burn()) {
+        work.resize(base);
         return;
       }
-      const StackNode p = arena[parent];
-      pos = p.pos;
-      parent = p.parent;
-      continue;  // pop: continue in the parent rule
+      const ByteGrammar::Elem e = g.elems[pos];
+      if (e.kind == ByteGrammar::Kind::kBytes) {
+        const int32_t id = arena.Make(pos, parent);
+        if (arena.MarkTop(id)) out->push_back(id);
+        break;
+      }
+      // Expanded already in this step: everything it reaches is reached.
+      if (!arena.FirstVisit(pos, parent)) break;
+      if (e.kind == ByteGrammar::Kind::kEnd) {
+        if (parent < 0) {
+          (parent == kRootParent ? flags->completed : flags->boundary) = true;
+          break;
+        }
+        const StackNode p = arena[parent];
+        pos = p.pos;
+        parent = p.parent;
+        continue;  // pop: continue in the parent rule
+      }
+      // A reference: push the return position unless it is the end (tail call).
+      const bool tail = g.elems[pos + 1].kind == ByteGrammar::Kind::kEnd;
+      const int32_t ret = tail ? parent : arena.Make(pos + 1, parent);
+      const auto& alts = g.alternatives[e.arg];
+      if (alts.empty()) break;
+      for (size_t i = alts.size() - 1; i > 0; --i) work.push_back({alts[i], ret});
+      pos = alts[0];
+      parent = ret;
     }
-    // A reference: push the return position unless it is the end (tail call).
-    const bool tail = g.elems[pos + 1].kind == ByteGrammar::Kind::kEnd;
-    const int32_t ret = tail ? parent : arena.Make(pos + 1, parent);
-    const auto& alts = g.alternatives[e.arg];
-    if (alts.empty()) return;
-    for (size_t i = 0; i + 1 < alts.size(); ++i) Closure(g, arena, alts[i], ret, out, flags);
-    pos = alts.back();
-    parent = ret;
   }
 }
 
@@ -268,6 +313,7 @@ StepFlags StepByte(const ByteGrammar& g, StackArena& arena, std::span<const int3
   for (int32_t t : tops) {
     const StackNode n = arena[t];
     if (g.Test(n.pos, b)) Closure(g, arena, n.pos + 1, n.parent, out, &flags);
+    if (arena.exhausted()) break;
   }
   return flags;
 }

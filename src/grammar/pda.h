@@ -15,6 +15,14 @@
 // truncation of the arena (rollback, and the trie walks of token masks).
 // A reference in tail position does not push a return node (its rule would only end there),
 // so right-recursive repetitions (`x ::= a x |`) keep stacks flat.
+// Closure is iterative (an explicit work stack, not the C++ stack: a chain of 100k rules
+// cannot overflow it) and expands each (position, parent) pair once per step, so nullable
+// repetitions side by side cost their sum, not their product.
+//
+// Cost bound: the arena carries a fuel budget (Refuel). Every node made and every position a
+// closure expands burns one unit; once it is spent, Closure and StepByte stop early and
+// exhausted() is true: the caller must then discard the step (the tops are incomplete). A
+// request's grammar cannot make a step cost more than the budget its caller sets.
 //
 // Parent sentinels: kRootParent below the root rule (popping it = the root is complete), and
 // kBoundary below a lone position (popping it = that position's rule ended: the token mask cache
@@ -24,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -73,6 +82,16 @@ class StackArena {
   // REQUIRES for a persistent arena: no Truncate.
   explicit StackArena(bool persistent = false);
   void BeginStep();
+  // The work budget from now on (units: nodes made plus positions expanded); unlimited at first.
+  void Refuel(int64_t units) { fuel_ = units; }
+  int64_t fuel() const { return fuel_; }
+  bool exhausted() const { return fuel_ < 0; }
+  // Spends n units; false once the budget is spent.
+  bool Burn(int64_t n = 1) { return (fuel_ -= n) >= 0; }
+  // True the first time (pos, parent) is expanded in this step (Closure's pruning).
+  bool FirstVisit(int32_t pos, int32_t parent);
+  // Closure's work stack (scratch, reused).
+  std::vector<std::pair<int32_t, int32_t>>& work() { return work_; }
   // The node for (pos, parent), made in this step if new.
   int32_t Make(int32_t pos, int32_t parent);
   bool MarkTop(int32_t id);  // false when id was already a top in this step
@@ -93,6 +112,10 @@ class StackArena {
   std::vector<StackNode> nodes_;
   std::vector<uint32_t> top_gen_;  // per node: the step in which it was last marked a top
   std::vector<Slot> table_;
+  std::vector<Slot> visited_;  // (pos, parent) pairs expanded in this step (stamped top_step_)
+  size_t visited_used_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> work_;
+  int64_t fuel_ = INT64_MAX;
   uint32_t gen_ = 1;       // table generation (per step unless persistent)
   uint32_t top_step_ = 1;  // MarkTop generation (per step)
   size_t used_ = 0;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace radixlm::sampling {
 
@@ -18,6 +19,9 @@ class TokenConstraint {
   virtual void Mask(std::span<float> logits) = 0;
   // The token appended to the sequence (one Mask allowed).
   virtual void Accept(int32_t token) = 0;
+  // Why the last Mask left no token, when the constraint knows (a work budget ran out, say);
+  // empty: the constraint's language simply allows nothing here.
+  virtual std::string failure() const { return {}; }
 };
 
 }  // namespace radixlm::sampling

@@ -29,6 +29,13 @@ void GrammarConstraint::Mask(std::span<float> logits) {
   for (size_t i = n; i < logits.size(); ++i) logits[i] = kOff;  // padding rows past the tokenizer
 }
 
+std::string GrammarConstraint::failure() const {
+  if (matcher_ && matcher_->over_budget())
+    return "the output grammar's token mask exceeded its work budget (" + std::to_string(grammar::kStepFuel) +
+           " units per token): the grammar is too costly to follow";
+  return {};
+}
+
 void GrammarConstraint::Accept(int32_t token) {
   if (matcher_ && !matcher_->AcceptToken(token)) failed_ = true;
 }

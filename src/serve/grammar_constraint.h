@@ -1,6 +1,6 @@
 // The grammar module's matcher behind the engine's constraint seam (sampling/constraint.h):
-// each sequence gets one GrammarConstraint over a compiled grammar that may still be compiling
-// (GrammarCache::GetAsync) while its prompt prefills; the first Mask waits for it.
+// each sequence gets one GrammarConstraint over a compiled grammar (GrammarCache::GetAsync; the
+// server waits for the compile before it submits, so Mask never waits on the step loop).
 // Also the server's compile step: a request's output format (response_format, grammar,
 // tool_choice) as GBNF text, refused with the compiler's message before anything runs.
 #pragma once
@@ -23,6 +23,7 @@ class GrammarConstraint : public sampling::TokenConstraint {
   // the request with an error).
   void Mask(std::span<float> logits) override;
   void Accept(int32_t token) override;
+  std::string failure() const override;
 
  private:
   std::shared_future<grammar::GrammarCache::Result> compiled_;

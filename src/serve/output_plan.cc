@@ -55,46 +55,51 @@ std::shared_ptr<const grammar::Vocabulary> OutputShaper::Vocab() {
   return vocab_;
 }
 
-bool OutputShaper::GrammarText(const CompletionRequest& r, const ChoiceSetup& s, std::string* gbnf, ApiError* err) {
+bool OutputShaper::GrammarJob(const CompletionRequest& r, const ChoiceSetup& s, GrammarWork* work, ApiError* err) {
   const bool calls = r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed;
   if (calls && r.format != OutputFormat::kText)
     return Bad(err, "tool_choice \"required\" or a named function already constrains the output; drop response_format / grammar",
                "tool_choice");
-  grammar::JsonSchemaOptions inner;
-  inner.rule_prefix = "out-";
-  std::string body;  // rules whose start is out-root (or root for a user grammar)
-  switch (r.format) {
-    case OutputFormat::kText: break;
-    case OutputFormat::kJsonObject: body = grammar::JsonObjectGbnf(inner); break;
-    case OutputFormat::kJsonSchema: {
-      auto g = grammar::JsonSchemaToGbnf(r.format_text, inner);
-      if (!g.ok()) return Bad(err, "response_format json_schema: " + g.status().message(), "response_format");
-      body = *g;
-      break;
-    }
-    case OutputFormat::kGrammar: {
-      auto parsed = grammar::ParseGbnf(r.format_text);
-      if (!parsed.ok()) return Bad(err, "grammar: " + parsed.status().message(), "grammar");
-      *gbnf = r.format_text;
-      return true;
-    }
-  }
+  if (!calls && r.format == OutputFormat::kText) return true;  // unconstrained
+  // What the grammar depends on, as its cache key; the text is built on the cache's thread.
+  std::vector<Tool> tools;
   if (calls) {
-    std::vector<Tool> tools = r.tools;
-    if (r.tool_choice == ToolChoice::kNamed)
-      std::erase_if(tools, [&](const Tool& t) { return t.name != r.tool_name; });
-    auto g = ToolCallGrammar(*s.tool_format, tools, r.parallel_tool_calls, s.reasoning && !s.starts_in_reasoning);
-    if (!g.ok()) return Bad(err, g.status().message(), "tools");
-    if (!s.starts_in_reasoning) {
-      *gbnf = *g;
-      return true;
-    }
-    // Rename its start so the reasoning block can lead.
-    body = "out-root ::= root-calls\n" + std::string(*g).replace(0, 4, "root-calls");
+    tools = r.tools;
+    if (r.tool_choice == ToolChoice::kNamed) std::erase_if(tools, [&](const Tool& t) { return t.name != r.tool_name; });
   }
-  if (body.empty()) return true;
-  // Inside an open <think>: free reasoning (no "<"), its end, then the constrained output.
-  *gbnf = s.starts_in_reasoning ? "root ::= [^<]* \"</think>\" [\\n]* out-root\n" + body : "root ::= out-root\n" + body;
+  const bool think = s.starts_in_reasoning, reasoning_first = s.reasoning && !s.starts_in_reasoning;
+  const ToolFormat* format = s.tool_format;
+  const OutputFormat kind = r.format;
+  const std::string text = r.format_text;
+  work->param = calls ? "tools" : kind == OutputFormat::kGrammar ? "grammar" : "response_format";
+  work->key = std::to_string(static_cast<int>(kind)) + (calls ? "c" : "") + (think ? "t" : "") + (reasoning_first ? "r" : "") +
+              (r.parallel_tool_calls ? "p" : "") + ":" + (format ? format->name : "") + ":" + text;
+  for (const Tool& t : tools) work->key += "\n" + t.name + "\x01" + t.parameters.dump();
+  work->build = [=, parallel = r.parallel_tool_calls]() -> core::StatusOr<std::string> {
+    grammar::JsonSchemaOptions inner;
+    inner.rule_prefix = "out-";
+    std::string body;  // rules whose start is out-root (or root for a user grammar)
+    switch (kind) {
+      case OutputFormat::kText: break;
+      case OutputFormat::kJsonObject: body = grammar::JsonObjectGbnf(inner); break;
+      case OutputFormat::kJsonSchema: {
+        auto g = grammar::JsonSchemaToGbnf(text, inner);
+        if (!g.ok()) return core::InvalidArgument("response_format json_schema: " + g.status().message());
+        body = *g;
+        break;
+      }
+      case OutputFormat::kGrammar: return text;
+    }
+    if (calls) {
+      auto g = ToolCallGrammar(*format, tools, parallel, reasoning_first);
+      if (!g.ok()) return g.status();
+      if (!think) return *g;
+      // Rename its start so the reasoning block can lead.
+      body = "out-root ::= root-calls\n" + std::string(*g).replace(0, 4, "root-calls");
+    }
+    // Inside an open <think>: free reasoning (no "<"), its end, then the constrained output.
+    return think ? "root ::= [^<]* \"</think>\" [\\n]* out-root\n" + body : "root ::= out-root\n" + body;
+  };
   return true;
 }
 
@@ -118,14 +123,14 @@ bool OutputShaper::Plan(const CompletionRequest& r, const std::string& rendered,
       s.tools = r.tools;
     }
   }
-  std::string gbnf;
-  if (!GrammarText(r, s, &gbnf, err)) return false;
-  if (!gbnf.empty()) {
-    // Parse now (a malformed composed grammar is refused here, not mid-generation); the masks
-    // are built on the cache's thread while the prompt prefills.
-    if (auto g = grammar::ParseGbnf(gbnf); !g.ok()) return Bad(err, "grammar: " + g.status().message(), "grammar");
-    plan->grammar = cache_.GetAsync(grammar::GrammarKind::kGbnf, gbnf, Vocab());
-  }
+  GrammarWork work;
+  if (!GrammarJob(r, s, &work, err)) return false;
+  if (!work.build) return true;
+  // Built, compiled and its first mask costed on the cache's low-priority thread; this request
+  // waits for it (the cost is bounded), and a grammar refused there is this client's 400.
+  plan->grammar = cache_.GetAsync(std::move(work.key), std::move(work.build), Vocab());
+  const grammar::GrammarCache::Result& compiled = plan->grammar.get();
+  if (!compiled.ok()) return Bad(err, compiled.status().message(), work.param);
   return true;
 }
 

@@ -2,8 +2,10 @@
 // pipeline's setup (stop strings, reasoning split, the template's tool-call format, logprobs)
 // and the grammar the sampler follows (response_format json_object / json_schema, a GBNF
 // `grammar`, or tool_choice "required" / a named function: the format's calls with arguments
-// generated from the tools' schemas). Grammars are compiled on the grammar cache's thread while
-// the prompt prefills; a schema or grammar the compiler refuses is a 400 before anything runs.
+// generated from the tools' schemas). Grammars are built and compiled on the grammar cache's
+// low-priority thread, within its bounds (grammar/grammar_cache.h); Plan waits for the result,
+// so a schema or grammar the compiler refuses, or whose first mask would cost more than the
+// budget, is a 400 before anything runs.
 // One OutputShaper per served model (server and batch), shared by requests (thread-safe).
 #pragma once
 
@@ -39,7 +41,14 @@ class OutputShaper {
 
  private:
   std::shared_ptr<const grammar::Vocabulary> Vocab();
-  bool GrammarText(const CompletionRequest& r, const ChoiceSetup& s, std::string* gbnf, ApiError* err);
+  // The request's grammar as a cache key and a builder of its GBNF text (no builder: the output
+  // is free); false (err set) for options that contradict each other.
+  struct GrammarWork {
+    std::string key;
+    grammar::GrammarCache::Builder build;
+    const char* param = "";
+  };
+  bool GrammarJob(const CompletionRequest& r, const ChoiceSetup& s, GrammarWork* work, ApiError* err);
 
   const tokenizer::Tokenizer& tok_;
   std::vector<int32_t> stop_ids_;
