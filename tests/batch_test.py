@@ -124,10 +124,26 @@ def finished_output_checks(binary, base, src, ref, tmp):
         r = run(base + ["-o", out_path])
         check(r.returncode == 1 and ("part.0:%d:" % (n_lines + 1)) in r.stderr and want in r.stderr,
               "a part with a %s record is refused with its file and line (%s)" % (name, r.stderr.strip()[-160:]))
+    # A line answered twice (both records valid): the first is kept and the job finishes.
     with open(part, "w") as f:
         f.write(good + good.split("\n", 1)[1].splitlines(keepends=True)[0])
     r = run(base + ["-o", out_path])
-    check(r.returncode == 1 and "again" in r.stderr, "a part answering a line twice is refused (%s)" % r.stderr.strip()[-160:])
+    check(r.returncode == 0 and open(out_path).read() == open(ref).read(),
+          "a part answering a line twice is recovered: output = the uninterrupted run's bytes (%s)" % r.stderr.strip()[-160:])
+
+    # Two runs on one output at once (issue 45's probe: both failed and the part was left
+    # unusable): one takes the part's lock, the other stops before writing anything.
+    out_path = os.path.join(tmp, "twice.jsonl")
+    a = subprocess.Popen(base + ["-o", out_path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    b = subprocess.Popen(base + ["-o", out_path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ea, eb = a.communicate(timeout=300)[1], b.communicate(timeout=300)[1]
+    codes = sorted([a.returncode, b.returncode])
+    loser = ea if a.returncode else eb
+    if codes == [0, 0]:  # one finished before the other started: the rerun found it finished
+        check(open(out_path).read() == open(ref).read(), "two runs on one output: the output is the job's")
+    else:
+        check(codes == [0, 1] and "in use by another radixlm batch" in loser and open(out_path).read() == open(ref).read(),
+              "two runs on one output: one finishes, the other stops with the lock named (%s)" % loser.strip()[-160:])
 
 
 def main():

@@ -1,6 +1,7 @@
 #include "cli/batch_journal.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <openssl/sha.h>
 #include <unistd.h>
 
@@ -138,9 +139,10 @@ core::StatusOr<std::map<int64_t, std::string>> ReadBatchParts(const std::string&
         return Bad(where, "fails its check (edited, or another job's); remove the part to recompute its lines");
       if (const std::string problem = LineProblem(line, index, *job); !problem.empty())
         return Bad(where, "the output of input line " + std::to_string(index + 1) + " is wrong: " + problem);
-      if (auto [it, fresh] = done.emplace(index, line); !fresh)
-        return Bad(where, "answers input line " + std::to_string(index + 1) + " again (first at " + where_done[index] + ")");
-      where_done[index] = where;
+      // A line answered twice (a run killed between its append and the next run's read, or a
+      // part copied): both records passed their checks, so either is this job's answer; the
+      // first is kept.
+      if (auto [it, fresh] = done.emplace(index, line); fresh) where_done[index] = where;
     }
   }
   return done;
@@ -176,6 +178,12 @@ core::StatusOr<std::unique_ptr<BatchPart>> BatchPart::Open(const std::string& ou
   const std::string path = output + ".part." + std::to_string(rank);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("cannot open " + path);
+  // One writer per part for the job's life: a second `radixlm batch` on the same output stops
+  // here, before it truncates or appends anything (the lock goes with the process).
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return IoError(path + " is in use by another radixlm batch on this output; wait for it, or choose another --output");
+  }
   // Drop a partial last line (a kill mid-write) so the next append starts a line.
   const off_t size = ::lseek(fd, 0, SEEK_END);
   if (size > 0) {

@@ -6,8 +6,10 @@
 // line is a record {"i": input line index, "check", "line": the output line's JSON text}, where
 // check = the first 16 hex digits of SHA-256(input_digest "\n" i "\n" line): a record of another
 // job, an edited or truncated one, a duplicate, or one whose output names another custom_id
-// than input line i is refused with its file and line. Each record goes out in one write(2),
-// so a killed job leaves at most a partial last line, which the next run drops.
+// than input line i is refused with its file and line; a line answered twice keeps its first
+// record. Each record goes out in one write(2), so a killed job leaves at most a partial last
+// line, which the next run drops. A part is locked (flock) by the process appending to it, so a
+// second run on the same output stops with an error before it writes anything.
 //
 // Finish: when every line is answered, rank 0 writes the output in input order and its
 // journal, <output>.journal = {"radixlm_batch": 2, "input_digest", "lines", "created",

@@ -34,6 +34,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;          // of the subtree (the parser bounds it: evaluation recurses this deep)
   Value value;            // literal
   std::string name;       // name, attribute, filter, test, operator
   bool negate = false;    // test

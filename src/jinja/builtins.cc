@@ -1,7 +1,9 @@
 #include "jinja/builtins.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -133,7 +135,26 @@ Value Split(const std::string& s, const Value& sep, const Value& maxsplit_v, boo
   return Value::List(std::move(parts));
 }
 
+// A float that a Python int() would hold, as int64 (refused past int64: Python's int is unbounded).
+int64_t IntOfFloat(double d) {
+  if (!(d > -9.2233720368547758e18 && d < 9.2233720368547758e18))
+    Raise(std::isnan(d) ? "ValueError" : "TemplateError",
+          std::isnan(d) ? "cannot convert float NaN to integer" : "integer beyond 64 bits: templates compute with int64");
+  return static_cast<int64_t>(d);
+}
+
+[[noreturn]] void Overflow() { Raise("TemplateError", "integer beyond 64 bits: templates compute with int64"); }
+
 std::string Replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+  // The result's size first: a replacement can multiply the text (checked before it is made).
+  uint64_t hits = 0;
+  if (from.empty()) {
+    hits = CodePointCount(s) + 1;
+  } else {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + from.size())) ++hits;
+  }
+  if (count >= 0) hits = std::min<uint64_t>(hits, static_cast<uint64_t>(count));
+  ChargeString(s.size() + hits * to.size());
   std::string out;
   if (from.empty()) {  // Python inserts `to` around every character
     std::vector<std::string_view> cps = CodePoints(s);
@@ -186,6 +207,8 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
 // --- attribute paths (selectattr, map, sort) --------------------------------------------------
 
 Value GetPath(const Value& v, const std::string& path) {
@@ -208,6 +231,8 @@ Value GetPath(const Value& v, const std::string& path) {
     start = dot + 1;
   }
 }
+
+namespace {
 
 // --- tests ----------------------------------------------------------------------------------
 
@@ -244,6 +269,7 @@ bool TestEven(const Value& v, const CallArgs&) { return v.AsInt() % 2 == 0; }
 bool TestDivisibleBy(const Value& v, const CallArgs& a) {
   const int64_t d = Arg(a, 0, "num", kUndef).AsInt();
   if (d == 0) Raise("ZeroDivisionError", "integer division or modulo by zero");
+  if (d == -1) return true;  // INT64_MIN % -1 traps in C++; every integer is divisible by -1
   return v.AsInt() % d == 0;
 }
 bool TestLower(const Value& v, const CallArgs&) { return v.IsString() && ToLower(v.AsString()) == v.AsString(); }
@@ -325,9 +351,11 @@ Value FJoin(const Value& v, const CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& item : Iterate(v)) {
+    const std::string text = (attr.IsNone() ? item : GetPath(item, attr.Str())).Str();
+    ChargeString(sep.size() + text.size(), out.size() + sep.size() + text.size());
     if (!first) out += sep;
     first = false;
-    out += (attr.IsNone() ? item : GetPath(item, attr.Str())).Str();
+    out += text;
   }
   return Value::String(out);
 }
@@ -343,15 +371,19 @@ Value FLast(const Value& v, const CallArgs&) {
 
 Value FInt(const Value& v, const CallArgs& a) {
   const Value& def = Arg(a, 0, "default", Value::Int(0));
-  if (v.type() == Value::Type::kFloat) return Value::Int(static_cast<int64_t>(v.AsFloat()));
+  if (v.type() == Value::Type::kFloat) return std::isfinite(v.AsFloat()) ? Value::Int(IntOfFloat(v.AsFloat())) : def;
   if (v.IsNumber()) return Value::Int(v.AsInt());
   if (v.IsString()) {
     const std::string s = StripChars(v.AsString(), kNone, true, true);
     char* end = nullptr;
+    errno = 0;
     const long long i = std::strtoll(s.c_str(), &end, 10);
-    if (!s.empty() && *end == '\0') return Value::Int(i);
+    if (!s.empty() && *end == '\0') {
+      if (errno == ERANGE) Overflow();
+      return Value::Int(i);
+    }
     const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0') return Value::Int(static_cast<int64_t>(d));
+    if (!s.empty() && *end == '\0') return std::isfinite(d) ? Value::Int(IntOfFloat(d)) : def;
   }
   return def;
 }
@@ -370,7 +402,10 @@ Value FFloat(const Value& v, const CallArgs& a) {
 
 Value FAbs(const Value& v, const CallArgs&) {
   if (v.type() == Value::Type::kFloat) return Value::Float(std::fabs(v.AsFloat()));
-  if (v.IsNumber()) return Value::Int(std::llabs(v.AsInt()));
+  if (v.IsNumber()) {
+    if (v.AsInt() == INT64_MIN) Overflow();
+    return Value::Int(std::llabs(v.AsInt()));
+  }
   Raise("TypeError", "bad operand type for abs(): '" + v.TypeName() + "'");
 }
 
@@ -469,7 +504,7 @@ Value FMax(const Value& v, const CallArgs& a) { return MinMax(v, a, true); }
 // the first line too with first.
 Value FIndent(const Value& v, const CallArgs& a) {
   const Value& w = Arg(a, 0, "width", Value::Int(4));
-  const std::string pad = w.IsString() ? w.AsString() : std::string(static_cast<size_t>(w.AsInt()), ' ');
+  const int64_t width = w.IsString() ? 0 : std::max<int64_t>(0, w.AsInt());
   const bool first = Arg(a, 1, "first", kUndef).Truthy(), blank = Arg(a, 2, "blank", kUndef).Truthy();
   std::vector<std::string> lines;
   const std::string s = v.Str() + "\n";
@@ -478,6 +513,10 @@ Value FIndent(const Value& v, const CallArgs& a) {
     lines.push_back(s.substr(start, nl - start));
     start = nl + 1;
   }
+  // The padding on every line, before it is made (indent(1e9) asks for gigabytes).
+  const uint64_t pad_bytes = w.IsString() ? w.AsString().size() : static_cast<uint64_t>(width);
+  ChargeString(s.size() + pad_bytes * lines.size());
+  const std::string pad = w.IsString() ? w.AsString() : std::string(static_cast<size_t>(width), ' ');
   std::string out = lines[0];
   for (size_t i = 1; i < lines.size(); ++i) out += "\n" + ((blank || !lines[i].empty()) ? pad + lines[i] : lines[i]);
   return Value::String(first ? pad + out : out);
@@ -501,6 +540,7 @@ Value Select(const Value& v, const CallArgs& a, bool with_attr, bool keep) {
     test_args.positional.assign(a.positional.begin() + static_cast<std::ptrdiff_t>(i), a.positional.end());
   }
   ValueList out;
+  if (!v.Truthy()) return Value::List();  // jinja2's select_or_reject: `if value:` (none yields nothing)
   for (const Value& item : Iterate(v)) {
     const Value subject = with_attr ? GetPath(item, attr) : item;
     const bool pass = test ? (*test)(subject, test_args) : subject.Truthy();
@@ -515,6 +555,7 @@ Value FRejectAttr(const Value& v, const CallArgs& a) { return Select(v, a, true,
 
 Value FMap(const Value& v, const CallArgs& a) {
   ValueList out;
+  if (!v.Truthy()) return Value::List();  // jinja2's do_map: `if value:` (none yields nothing)
   if (const Value* attr = a.Keyword("attribute")) {
     const Value* def = a.Keyword("default");
     for (const Value& item : Iterate(v)) {
@@ -587,12 +628,14 @@ Value StrMethod(const std::string& s, std::string_view name, const CallArgs& a, 
     bool first = true;
     for (const Value& item : Iterate(Arg(a, 0, "iterable", kUndef))) {
       if (!item.IsString()) Raise("TypeError", "sequence item: expected str instance, " + item.TypeName() + " found");
+      ChargeString(s.size() + item.AsString().size(), out.size() + s.size() + item.AsString().size());
       if (!first) out += s;
       first = false;
       out += item.AsString();
     }
     return Value::String(out);
   }
+  if (name == "format") return PyFormat(s, a);
   if (name == "splitlines") {
     ValueList lines;
     size_t start = 0;
@@ -673,7 +716,7 @@ Value CallMethod(const Value& obj, std::string_view name, const CallArgs& args, 
 bool HasMethod(const Value& obj, std::string_view name) {
   static const char* const kStr[] = {"startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "replace",
                                      "upper", "lower", "title", "capitalize", "find", "rfind", "index", "count", "join",
-                                     "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper"};
+                                     "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper", "format"};
   static const char* const kDict[] = {"items", "keys", "values", "get"};
   static const char* const kList[] = {"index", "count"};
   auto in = [&](const auto& table) {
@@ -705,12 +748,17 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
   NoUndefined(a);
   NoUndefined(b);
   const bool ints = a.IsNumber() && b.IsNumber() && a.type() != Value::Type::kFloat && b.type() != Value::Type::kFloat;
+  int64_t r = 0;
   if (op == "+") {
-    if (ints) return Value::Int(a.AsInt() + b.AsInt());
+    if (ints) {
+      if (__builtin_add_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
+      return Value::Int(r);
+    }
     if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() + b.AsFloat());
     if (a.IsString() && b.IsString()) return Value::String(a.AsString() + b.AsString());
     if (a.IsString()) Raise("TypeError", "can only concatenate str (not \"" + b.TypeName() + "\") to str");
     if (a.type() == b.type() && a.IsSequence()) {
+      ChargeOps(static_cast<int64_t>(a.AsList().size() + b.AsList().size()));
       ValueList out = a.AsList();
       out.insert(out.end(), b.AsList().begin(), b.AsList().end());
       return a.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
@@ -719,23 +767,36 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
     Unsupported(op, a, b);
   }
   if (op == "-") {
-    if (ints) return Value::Int(a.AsInt() - b.AsInt());
+    if (ints) {
+      if (__builtin_sub_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
+      return Value::Int(r);
+    }
     if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() - b.AsFloat());
     Unsupported(op, a, b);
   }
   if (op == "*") {
-    if (ints) return Value::Int(a.AsInt() * b.AsInt());
+    if (ints) {
+      if (__builtin_mul_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
+      return Value::Int(r);
+    }
     if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() * b.AsFloat());
     const Value& seq = a.IsNumber() ? b : a;
     const Value& n = a.IsNumber() ? a : b;
     if (n.IsNumber() && n.type() != Value::Type::kFloat && (seq.IsString() || seq.IsSequence())) {
+      // The size first ('x' * 10**10 asks for 10 GB): charged before anything is made.
+      const uint64_t times = static_cast<uint64_t>(std::max<int64_t>(0, n.AsInt()));
+      const uint64_t unit = seq.IsString() ? seq.AsString().size() : seq.AsList().size();
+      uint64_t total = 0;
+      if (__builtin_mul_overflow(times, unit, &total)) total = UINT64_MAX / 2;
       if (seq.IsString()) {
+        ChargeString(total);
         std::string out;
-        for (int64_t i = 0; i < n.AsInt(); ++i) out += seq.AsString();
+        for (uint64_t i = 0; i < times; ++i) out += seq.AsString();
         return Value::String(out);
       }
+      ChargeOps(static_cast<int64_t>(std::min<uint64_t>(total, INT64_MAX / 2)));
       ValueList out;
-      for (int64_t i = 0; i < n.AsInt(); ++i) out.insert(out.end(), seq.AsList().begin(), seq.AsList().end());
+      for (uint64_t i = 0; i < times; ++i) out.insert(out.end(), seq.AsList().begin(), seq.AsList().end());
       return Value::List(std::move(out));
     }
     Unsupported(op, a, b);
@@ -745,6 +806,11 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
     if (b.AsFloat() == 0) Raise("ZeroDivisionError", op == "/" ? "division by zero" : "integer division or modulo by zero");
     if (op == "/") return Value::Float(a.AsFloat() / b.AsFloat());
     if (ints) {
+      if (b.AsInt() == -1) {  // INT64_MIN / -1 traps in C++ (Python's answer is 2^63)
+        if (op == "%") return Value::Int(0);
+        if (a.AsInt() == INT64_MIN) Overflow();
+        return Value::Int(-a.AsInt());
+      }
       const int64_t q = FloorDiv(a.AsInt(), b.AsInt());
       return Value::Int(op == "//" ? q : a.AsInt() - q * b.AsInt());
     }
@@ -753,10 +819,15 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "**") {
     if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
-    if (ints && b.AsInt() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.AsInt(); ++i) r *= a.AsInt();
-      return Value::Int(r);
+    if (ints && b.AsInt() >= 0) {  // by squaring, checked: 2 ** 9223372036854775807 is an error at once
+      int64_t base = a.AsInt(), e = b.AsInt(), p = 1;
+      if (base == 0 || base == 1) return Value::Int(e == 0 ? 1 : base);
+      if (base == -1) return Value::Int(e % 2 ? -1 : 1);
+      for (; e > 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(p, base, &p)) Overflow();
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) Overflow();
+      }
+      return Value::Int(p);
     }
     return Value::Float(std::pow(a.AsFloat(), b.AsFloat()));
   }

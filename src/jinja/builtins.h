@@ -3,6 +3,7 @@
 // the Python semantics a chat template observes; an unknown name is the caller's error.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "jinja/value.h"
@@ -29,5 +30,9 @@ Value Subscript(const Value& v, const Value& index);
 Value Slice(const Value& v, const Value& start, const Value& stop, const Value& step);
 // Items a for loop walks: list/tuple items, dict keys, string characters; TypeError otherwise.
 ValueList Iterate(const Value& v);
+// v's attribute path "a.b.0" (dicts by key, sequences by index; undefined when absent).
+Value GetPath(const Value& v, const std::string& path);
+// Python's fmt.format(*args, **kwargs) (format.cc).
+Value PyFormat(const std::string& fmt, const CallArgs& args);
 
 }  // namespace radixlm::jinja

@@ -11,6 +11,12 @@ namespace radixlm::jinja {
 
 namespace {
 
+// How deep a template may nest. Parsing, evaluation and the syntax tree's release recurse once
+// per level, so these bound the stack whatever a template says; real chat templates nest a
+// handful of blocks and a few dozen expression levels.
+constexpr int kMaxBlockNesting = 64;   // if / for / macro / set / generation blocks
+constexpr int kMaxExprDepth = 256;     // an expression's tree (a ~ b ~ c ... counts each ~)
+
 [[noreturn]] void SyntaxError(int line, const std::string& message) {
   throw JinjaError{"TemplateSyntaxError", message + " (line " + std::to_string(line) + ")"};
 }
@@ -340,6 +346,12 @@ class Parser {
 
   std::unique_ptr<Stmt> Statement() {
     const int line = Peek().line;
+    if (++blocks_ > kMaxBlockNesting)
+      SyntaxError(line, "blocks nested more than " + std::to_string(kMaxBlockNesting) + " deep");
+    struct Leave {
+      int& n;
+      ~Leave() { --n; }
+    } leave{blocks_};
     const std::string kw = ExpectName();
     std::unique_ptr<Stmt> s;
     if (kw == "if") s = If();
@@ -421,7 +433,7 @@ class Parser {
         auto tuple = std::make_unique<Expr>(Expr{Expr::Kind::kTuple});
         tuple->items.push_back(std::move(s->expr));
         while (AcceptOp(",")) tuple->items.push_back(Expression());
-        s->expr = std::move(tuple);
+        s->expr = Seal(std::move(tuple));
       }
       ExpectBlockEnd();
       return s;
@@ -473,18 +485,42 @@ class Parser {
     e->line = line;
     return e;
   }
+  // A node whose children are in place: its depth, refused past kMaxExprDepth (chains built by
+  // loops - a ~ b ~ c ..., x|f|g ..., x.a.b ... - nest as deep as they are long).
+  static ExprPtr Seal(ExprPtr e) {
+    int d = 0;
+    for (const auto& c : e->items)
+      if (c) d = std::max(d, c->depth);
+    for (const auto& c : e->args) d = std::max(d, c->depth);
+    for (const auto& [k, c] : e->kwargs) d = std::max(d, c->depth);
+    e->depth = d + 1;
+    if (e->depth > kMaxExprDepth)
+      SyntaxError(e->line, "expression nested more than " + std::to_string(kMaxExprDepth) + " deep");
+    return e;
+  }
   static ExprPtr Binary(const std::string& op, ExprPtr a, ExprPtr b, int line) {
     auto e = Node(Expr::Kind::kBinary, line);
     e->name = op;
     e->items.push_back(std::move(a));
     e->items.push_back(std::move(b));
-    return e;
+    return Seal(std::move(e));
   }
 
+  // Every way an expression nests inside another passes here, Not or Unary: the parser's
+  // recursion is bounded with the tree's depth.
   ExprPtr Expression(bool with_condexpr = true) {
+    Nest nest(this);
     ExprPtr e = Or(with_condexpr);
     return e;
   }
+  struct Nest {
+    explicit Nest(Parser* p) : p_(p) {
+      if (++p_->nesting_ > kMaxExprDepth)
+        SyntaxError(p_->Peek().line, "expression nested more than " + std::to_string(kMaxExprDepth) + " deep");
+    }
+    ~Nest() { --p_->nesting_; }
+    Parser* p_;
+  };
 
   ExprPtr Or(bool with_condexpr) {
     const int line = Peek().line;
@@ -493,7 +529,7 @@ class Parser {
       auto o = Node(Expr::Kind::kOr, line);
       o->items.push_back(std::move(e));
       o->items.push_back(And());
-      e = std::move(o);
+      e = Seal(std::move(o));
     }
     if (with_condexpr && IsName("if")) {
       ++i_;
@@ -501,7 +537,7 @@ class Parser {
       c->items.push_back(std::move(e));
       c->items.push_back(Or(false));
       c->items.push_back(AcceptName("else") ? Expression() : nullptr);
-      return c;
+      return Seal(std::move(c));
     }
     return e;
   }
@@ -513,18 +549,19 @@ class Parser {
       auto a = Node(Expr::Kind::kAnd, line);
       a->items.push_back(std::move(e));
       a->items.push_back(Not());
-      e = std::move(a);
+      e = Seal(std::move(a));
     }
     return e;
   }
 
   ExprPtr Not() {
     if (IsName("not")) {
+      Nest nest(this);
       const int line = Next().line;
       auto n = Node(Expr::Kind::kUnary, line);
       n->name = "not";
       n->items.push_back(Not());
-      return n;
+      return Seal(std::move(n));
     }
     return Compare();
   }
@@ -590,10 +627,11 @@ class Parser {
     const int line = Peek().line;
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
+      Nest nest(this);
       auto u = Node(Expr::Kind::kUnary, line);
       u->name = Next().text;
       u->items.push_back(Unary(false));
-      e = std::move(u);
+      e = Seal(std::move(u));
     } else {
       e = Postfix(Primary());
     }
@@ -648,7 +686,7 @@ class Parser {
       t->items.push_back(Expression());
     }
     ExpectOp(")");
-    return t;
+    return Seal(std::move(t));
   }
 
   ExprPtr ListLiteral(int line) {
@@ -660,7 +698,7 @@ class Parser {
       }
       l->items.push_back(Expression());
     }
-    return l;
+    return Seal(std::move(l));
   }
 
   ExprPtr DictLiteral(int line) {
@@ -674,7 +712,7 @@ class Parser {
       ExpectOp(":");
       d->items.push_back(Expression());
     }
-    return d;
+    return Seal(std::move(d));
   }
 
   ExprPtr Postfix(ExprPtr e) {
@@ -690,7 +728,7 @@ class Parser {
           a->name = ExpectName();
           a->items.push_back(std::move(e));
         }
-        e = std::move(a);
+        e = Seal(std::move(a));
       } else if (AcceptOp("[")) {
         e = Subscript(std::move(e), line);
       } else if (IsOp("(")) {
@@ -698,7 +736,7 @@ class Parser {
         auto c = Node(Expr::Kind::kCall, line);
         c->items.push_back(std::move(e));
         Arguments(c.get());
-        e = std::move(c);
+        e = Seal(std::move(c));
       } else {
         return e;
       }
@@ -722,12 +760,12 @@ class Parser {
       auto s = Node(Expr::Kind::kSubscript, line);
       s->items.push_back(std::move(e));
       s->items.push_back(std::move(parts[0]));
-      return s;
+      return Seal(std::move(s));
     }
     auto s = Node(Expr::Kind::kSlice, line);
     s->items.push_back(std::move(e));
     for (auto& p : parts) s->items.push_back(std::move(p));
-    return s;
+    return Seal(std::move(s));
   }
 
   // After "(": positional and keyword arguments up to ")".
@@ -759,7 +797,7 @@ class Parser {
         while (AcceptOp(".")) f->name += "." + ExpectName();
         f->items.push_back(std::move(e));
         if (AcceptOp("(")) Arguments(f.get());
-        e = std::move(f);
+        e = Seal(std::move(f));
       } else if (IsName("is")) {
         ++i_;
         auto t = Node(Expr::Kind::kTest, line);
@@ -772,7 +810,7 @@ class Parser {
         } else if (StartsTestArgument()) {  // is divisibleby 3, is equalto 'x'
           t->args.push_back(Postfix(Primary()));
         }
-        e = std::move(t);
+        e = Seal(std::move(t));
       } else {
         return e;
       }
@@ -793,6 +831,8 @@ class Parser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int blocks_ = 0;   // statement blocks open
+  int nesting_ = 0;  // expressions open (the parser's recursion)
 };
 
 }  // namespace

@@ -90,9 +90,10 @@ class Renderer {
     }
     if (step == 0) Raise("ValueError", "range() arg 3 must not be zero");
     ValueList out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       out.push_back(Value::Int(i));
       if (out.size() > 100000) Raise("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      if (__builtin_add_overflow(i, step, &i)) break;  // past INT64's end: no more items below stop
     }
     return Value::List(std::move(out));
   }
@@ -106,10 +107,17 @@ class Renderer {
     return d;
   }
 
+  // Text appended to an output (the render's or a set block's / macro's): charged as made.
+  static void Append(std::string* out, const std::string& text) {
+    ChargeString(text.size(), out->size() + text.size());
+    *out += text;
+  }
+
   Flow ExecOne(const Stmt& s, const FramePtr& frame, std::string* out) {
+    ChargeOps();
     switch (s.kind) {
-      case Stmt::Kind::kText: *out += s.text; return Flow::kNormal;
-      case Stmt::Kind::kOutput: *out += Eval(*s.expr, frame).Str(); return Flow::kNormal;
+      case Stmt::Kind::kText: Append(out, s.text); return Flow::kNormal;
+      case Stmt::Kind::kOutput: Append(out, Eval(*s.expr, frame).Str()); return Flow::kNormal;
       case Stmt::Kind::kIf:
         for (const auto& [cond, branch] : s.branches)
           if (!cond || Eval(*cond, frame).Truthy()) return Exec(branch, frame, out);
@@ -185,6 +193,7 @@ class Renderer {
       items = std::move(kept);
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      ChargeOps();
       auto f = std::make_shared<Frame>(frame);
       f->Set("loop", LoopValue(items, i));
       Assign(s.target, items[i], f);
@@ -197,6 +206,7 @@ class Renderer {
     const Stmt* macro = &s;
     std::weak_ptr<Frame> scope = defined_in;
     return Value::MakeFunction(s.text, [this, macro, scope](const CallArgs& a) {
+      DepthGuard depth("macro calls");  // recursion, direct or mutual
       auto f = std::make_shared<Frame>(scope.lock());
       const auto& params = macro->params;
       if (a.positional.size() > params.size()) Raise("TypeError", "macro '" + macro->text + "' takes not more than " + std::to_string(params.size()) + " argument(s)");
@@ -318,10 +328,13 @@ class Renderer {
     NoUndefined(v);
     if (!v.IsNumber()) Raise("TypeError", "bad operand type for unary " + e.name + ": '" + v.TypeName() + "'");
     if (e.name == "+") return v.type() == Value::Type::kBool ? Value::Int(v.AsInt()) : v;
-    return v.type() == Value::Type::kFloat ? Value::Float(-v.AsFloat()) : Value::Int(-v.AsInt());
+    if (v.type() == Value::Type::kFloat) return Value::Float(-v.AsFloat());
+    if (v.AsInt() == INT64_MIN) Raise("TemplateError", "integer beyond 64 bits: templates compute with int64");
+    return Value::Int(-v.AsInt());
   }
 
   Value Eval(const Expr& e, const FramePtr& frame) {
+    ChargeOps();
     switch (e.kind) {
       case Expr::Kind::kLiteral: return e.value;
       case Expr::Kind::kName: {
@@ -392,12 +405,17 @@ core::StatusOr<Template> Template::Parse(std::string_view source) {
 
 core::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& variables, const RenderOptions& options,
                                              JinjaError* error) const {
+  Budget budget{.ops_left = options.limits.max_ops,
+                .bytes_left = options.limits.max_bytes,
+                .max_string = options.limits.max_string,
+                .max_depth = options.limits.max_depth};
+  RenderScope scope(&budget);
   Renderer renderer(options);
-  auto root = std::make_shared<Frame>(renderer.Globals());
-  if (variables.is_object())
-    for (auto it = variables.begin(); it != variables.end(); ++it) root->Set(it.key(), Value::FromJson(it.value()));
   std::string out;
   try {
+    auto root = std::make_shared<Frame>(renderer.Globals());
+    if (variables.is_object())
+      for (auto it = variables.begin(); it != variables.end(); ++it) root->Set(it.key(), Value::FromJson(it.value()));
     renderer.Exec(*body_, root, &out);
   } catch (const JinjaError& e) {
     if (error) *error = e;

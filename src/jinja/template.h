@@ -34,6 +34,15 @@
 // Errors carry the Python exception class a Jinja2 user would see (JinjaError::kind):
 // TemplateSyntaxError at parse, TemplateError (raise_exception), UndefinedError, TypeError,
 // ValueError, ZeroDivisionError at render.
+//
+// Bounds (a chat template comes with a model file from the internet; the variables from a
+// client): parsing refuses blocks nested over 64 deep and expressions over 256 (a
+// TemplateSyntaxError; parsing is linear in the text). A render is bounded by RenderLimits:
+// operations (expressions evaluated, loop iterations, values walked), bytes of strings made
+// (and the output), the size of one string, and the depth of macro calls and of values walked
+// (repr, tojson, comparisons). Integers are 64-bit and checked: what Python would compute as a
+// larger integer is an error here. Each bound, when passed, is a TemplateError naming it;
+// Python's own errors (ZeroDivisionError, ...) stay as Python raises them.
 #pragma once
 
 #include <ctime>
@@ -51,9 +60,17 @@ namespace radixlm::jinja {
 
 struct Stmt;
 
+struct RenderLimits {
+  int64_t max_ops = 20'000'000;               // about a second of rendering
+  int64_t max_bytes = int64_t{128} << 20;     // all strings made or copied, the output included
+  int64_t max_string = int64_t{32} << 20;     // one string (the output included)
+  int max_depth = 200;                        // macro calls and nested values walked
+};
+
 struct RenderOptions {
   // strftime_now's time (local time, as Python's datetime.now()); unset: the clock.
   std::optional<std::time_t> now;
+  RenderLimits limits;
 };
 
 class Template {

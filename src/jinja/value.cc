@@ -43,21 +43,76 @@ void JsonString(std::string_view s, std::string* out) {
 
 // --- Dict -----------------------------------------------------------------------------------
 
-const Value* Dict::Find(const Value& key) const {
-  for (const auto& [k, v] : items_)
-    if (k.Equals(key)) return &v;
-  return nullptr;
-}
+const Value* Dict::Find(const Value& key) const { return const_cast<Dict*>(this)->Find(key); }
 
 Value* Dict::Find(const Value& key) {
+  if (!index_.empty() && key.IsString()) {
+    auto it = index_.find(key.AsString());
+    return it == index_.end() ? nullptr : &items_[it->second].second;
+  }
   for (auto& [k, v] : items_)
     if (k.Equals(key)) return &v;
   return nullptr;
 }
 
 void Dict::Set(const Value& key, Value v) {
-  if (Value* slot = Find(key)) *slot = std::move(v);
-  else items_.emplace_back(key, std::move(v));
+  if (Value* slot = Find(key)) {
+    *slot = std::move(v);
+    return;
+  }
+  items_.emplace_back(key, std::move(v));
+  if (!index_.empty()) {
+    if (key.IsString()) index_.emplace(key.AsString(), items_.size() - 1);
+  } else if (items_.size() >= kIndexFrom) {
+    for (size_t i = 0; i < items_.size(); ++i)
+      if (items_[i].first.IsString()) index_.emplace(items_[i].first.AsString(), i);
+  }
+}
+
+// --- budgets ---------------------------------------------------------------------------------
+
+namespace {
+thread_local Budget* g_budget = nullptr;
+}  // namespace
+
+RenderScope::RenderScope(Budget* b) : saved_(g_budget) { g_budget = b; }
+RenderScope::~RenderScope() { g_budget = saved_; }
+
+void ChargeString(uint64_t n, uint64_t total) {
+  Budget* b = g_budget;
+  if (!b) return;
+  total = std::max(total, n);
+  if (total > static_cast<uint64_t>(b->max_string))
+    Throw("TemplateError", "a string of " + std::to_string(total) + " bytes exceeds the render's limit of " +
+                               std::to_string(b->max_string));
+  b->bytes_left -= static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX / 2));
+  if (b->bytes_left < 0) Throw("TemplateError", "the render made more text than its limit allows");
+}
+
+void ChargeOps(int64_t n) {
+  Budget* b = g_budget;
+  if (b && (b->ops_left -= n) < 0) Throw("TemplateError", "the render ran more operations than its limit allows");
+}
+
+namespace {
+Budget& Unbounded() {
+  thread_local Budget unbounded{.max_depth = 1000};  // walks outside a render: FromJson, repr
+  return unbounded;
+}
+}  // namespace
+
+DepthGuard::DepthGuard(const char* what) {
+  Budget* b = g_budget;
+  Budget& use = b ? *b : Unbounded();
+  if (++use.depth > use.max_depth) {
+    --use.depth;
+    Throw("TemplateError", std::string(what) + " nested more than " + std::to_string(use.max_depth) + " deep");
+  }
+}
+
+DepthGuard::~DepthGuard() {
+  Budget* b = g_budget;
+  --(b ? *b : Unbounded()).depth;
 }
 
 const Value* CallArgs::Keyword(std::string_view name) const {
@@ -99,7 +154,32 @@ Value Value::MakeFunction(std::string name, Function f) {
   return v;
 }
 
+void Value::ReleaseNested() {
+  // Containers whose last reference is going: their children are moved here and released in
+  // turn, so a list nested a million deep is freed in a loop, not a million stack frames.
+  thread_local std::vector<std::shared_ptr<ValueList>> lists;
+  thread_local std::vector<std::shared_ptr<Dict>> dicts;
+  thread_local bool draining = false;
+  if (list_ && list_.use_count() == 1) lists.push_back(std::move(list_));
+  if (dict_ && dict_.use_count() == 1) dicts.push_back(std::move(dict_));
+  if (draining) return;  // an outer ReleaseNested is looping
+  draining = true;
+  while (!lists.empty() || !dicts.empty()) {
+    if (!lists.empty()) {
+      std::shared_ptr<ValueList> l = std::move(lists.back());
+      lists.pop_back();
+      l->clear();  // the children's destructors push their own containers
+    } else {
+      std::shared_ptr<Dict> d = std::move(dicts.back());
+      dicts.pop_back();
+      d->mutable_items().clear();
+    }
+  }
+  draining = false;
+}
+
 Value Value::FromJson(const nlohmann::ordered_json& j) {
+  DepthGuard depth("the variables' values");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return None();
     case nlohmann::ordered_json::value_t::boolean: return Bool(j.get<bool>());
@@ -140,6 +220,7 @@ bool Value::Truthy() const {
 }
 
 bool Value::Equals(const Value& o) const {
+  DepthGuard depth("compared values");
   if (IsNumber() && o.IsNumber()) {
     if (type_ == Type::kFloat || o.type_ == Type::kFloat) return AsFloat() == o.AsFloat();
     return int_ == o.int_;
@@ -169,6 +250,7 @@ bool Value::Equals(const Value& o) const {
 }
 
 bool Value::Less(const Value& o) const {
+  DepthGuard depth("compared values");
   if (IsNumber() && o.IsNumber()) {
     if (type_ == Type::kFloat || o.type_ == Type::kFloat) return AsFloat() < o.AsFloat();
     return int_ < o.int_;
@@ -212,6 +294,8 @@ std::string Value::Str() const {
 }
 
 std::string Value::Repr() const {
+  DepthGuard depth("printed values");
+  ChargeOps();
   switch (type_) {
     case Type::kUndefined: return "";
     case Type::kNone: return "None";
@@ -224,8 +308,10 @@ std::string Value::Repr() const {
       const bool tuple = type_ == Type::kTuple;
       std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
+        const std::string piece = (*list_)[i].Repr();
+        ChargeString(piece.size() + 2, out.size() + piece.size() + 2);
         if (i) out += ", ";
-        out += (*list_)[i].Repr();
+        out += piece;
       }
       if (tuple && list_->size() == 1) out += ",";
       out += tuple ? ")" : "]";
@@ -238,7 +324,9 @@ std::string Value::Repr() const {
       for (const auto& [k, v] : dict_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += k.Repr() + ": " + v.Repr();
+        const std::string piece = k.Repr() + ": " + v.Repr();
+        ChargeString(piece.size(), out.size() + piece.size());
+        out += piece;
       }
       out += type_ == Type::kNamespace ? "}>" : "}";
       return out;
@@ -256,12 +344,15 @@ std::string Value::ToJson(int indent, std::string_view item_sep, std::string_vie
 
 void Value::JsonInto(std::string* out, int indent, int depth, std::string_view item_sep, std::string_view key_sep,
                      bool sort_keys) const {
+  DepthGuard guard("tojson's values");
+  ChargeOps();
   // With an indent, Python's json puts each item on its own line and drops the trailing
   // space of the item separator (", " becomes ",").
   const std::string sep = indent >= 0 && !item_sep.empty() && item_sep.back() == ' ' ? std::string(item_sep.substr(0, item_sep.size() - 1))
                                                                                     : std::string(item_sep);
   auto newline = [&](int d) {
     if (indent < 0) return;
+    ChargeString(static_cast<uint64_t>(indent) * static_cast<uint64_t>(d) + 1);
     out->push_back('\n');
     out->append(static_cast<size_t>(indent) * d, ' ');
   };
@@ -274,7 +365,10 @@ void Value::JsonInto(std::string* out, int indent, int depth, std::string_view i
       else if (std::isinf(float_)) *out += float_ > 0 ? "Infinity" : "-Infinity";
       else *out += FloatRepr(float_);
       return;
-    case Type::kString: JsonString(str_, out); return;
+    case Type::kString:
+      ChargeString(str_.size() + 2, out->size() + str_.size() + 2);
+      JsonString(str_, out);
+      return;
     case Type::kList:
     case Type::kTuple: {
       if (list_->empty()) {

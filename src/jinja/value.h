@@ -8,6 +8,14 @@
 // json.dumps(ensure_ascii=False) with its default separators (", ", ": ") or the given ones,
 // optional indent and sort_keys - which is how transformers' `tojson` filter renders.
 // Strings are UTF-8; lengths, indices and slices count code points, as Python's do.
+//
+// Bounds (a template comes from a model file from the internet, a context from a client): a
+// render installs a Budget on its thread (RenderScope); every string made is charged to it
+// (ChargeString, before anything large is allocated), every operation (ChargeOps), every
+// recursive walk of a value (Repr, tojson, ==, <, FromJson) and every macro call nests under a
+// depth bound (DepthGuard). Past a bound: a TemplateError naming it. Releasing a value frees
+// nested lists and dicts iteratively, so no depth of nesting can overflow the stack. Values
+// made outside a render are not charged.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,7 +35,8 @@ class Value;
 using ValueList = std::vector<Value>;
 
 // An ordered dict: keys are values (strings in practice), lookup is linear below a few dozen
-// keys and indexed above.
+// keys and through a hash index of the string keys above (a dict of 100k keys from a request
+// costs linear time to build).
 class Dict {
  public:
   const Value* Find(const Value& key) const;
@@ -34,9 +44,12 @@ class Dict {
   void Set(const Value& key, Value v);
   size_t size() const { return items_.size(); }
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
+  std::vector<std::pair<Value, Value>>& mutable_items() { return items_; }  // Value's release only
 
  private:
+  static constexpr size_t kIndexFrom = 32;
   std::vector<std::pair<Value, Value>> items_;
+  std::unordered_map<std::string, size_t> index_;  // string key -> position, past kIndexFrom
 };
 
 // Arguments of a call: positional, then keyword.
@@ -56,11 +69,59 @@ struct JinjaError {
 
 using Function = std::function<Value(const CallArgs&)>;  // may throw JinjaError
 
+// What one render may spend (template.h's RenderLimits; the renderer fills it).
+struct Budget {
+  int64_t ops_left = INT64_MAX;       // expressions evaluated, loop iterations, items walked
+  int64_t bytes_left = INT64_MAX;     // bytes of all strings made
+  int64_t max_string = INT64_MAX;     // bytes of one string
+  int max_depth = 1 << 30;            // nested walks of values and macro calls
+  int depth = 0;
+};
+// Installs `b` as this thread's budget for its lifetime (one render).
+class RenderScope {
+ public:
+  explicit RenderScope(Budget* b);
+  ~RenderScope();
+  RenderScope(const RenderScope&) = delete;
+  RenderScope& operator=(const RenderScope&) = delete;
+
+ private:
+  Budget* saved_;
+};
+// Charges n bytes of string about to be made, into a string of `total` bytes (0: n) (a
+// TemplateError past the bounds).
+void ChargeString(uint64_t n, uint64_t total = 0);
+void ChargeOps(int64_t n = 1);
+// One level of a recursive walk or call for its lifetime (a TemplateError past the bound).
+class DepthGuard {
+ public:
+  explicit DepthGuard(const char* what);
+  ~DepthGuard();
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+};
+
 class Value {
  public:
   enum class Type { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kNamespace, kFunction };
 
   Value() = default;  // undefined
+  // A copy of a string copies its bytes (strings are values, as in Python they are immutable
+  // but here not shared): charged to the render like a new string, so copying a large string
+  // many times ([big] * 100000, loops) is bounded by the byte budget.
+  Value(const Value& o)
+      : type_(o.type_), int_(o.int_), float_(o.float_), str_(o.str_), list_(o.list_), dict_(o.dict_), fn_(o.fn_) {
+    if (type_ == Type::kString) ChargeString(str_.size());
+  }
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value& o) {
+    if (this != &o) *this = Value(o);
+    return *this;
+  }
+  Value& operator=(Value&&) noexcept = default;
+  ~Value() {
+    if ((list_ && list_.use_count() == 1) || (dict_ && dict_.use_count() == 1)) ReleaseNested();
+  }
   static Value Undefined(std::string hint = "") {
     Value v;
     v.str_ = std::move(hint);
@@ -70,7 +131,12 @@ class Value {
   static Value Bool(bool b) { Value v(Type::kBool); v.int_ = b; return v; }
   static Value Int(int64_t i) { Value v(Type::kInt); v.int_ = i; return v; }
   static Value Float(double d) { Value v(Type::kFloat); v.float_ = d; return v; }
-  static Value String(std::string s) { Value v(Type::kString); v.str_ = std::move(s); return v; }
+  static Value String(std::string s) {
+    ChargeString(s.size());
+    Value v(Type::kString);
+    v.str_ = std::move(s);
+    return v;
+  }
   static Value List(ValueList items = {});
   static Value Tuple(ValueList items);
   static Value MakeDict(Dict d = {});
@@ -114,6 +180,9 @@ class Value {
 
  private:
   explicit Value(Type t) : type_(t) {}
+  // Frees this value's last reference to a list or dict, and the containers nested in it, with
+  // a work list instead of recursion.
+  void ReleaseNested();
   void JsonInto(std::string* out, int indent, int depth, std::string_view item_sep, std::string_view key_sep,
                 bool sort_keys) const;
 

@@ -47,6 +47,16 @@ core::Status MakeDir(const std::string& path) {
   return core::IoError("cannot create the cache folder " + path + ": " + std::strerror(errno));
 }
 
+// `name` inside dir_fd, made if absent, opened as a folder that is not a symlink.
+core::StatusOr<int> OpenSubdir(int dir_fd, const std::string& name, const std::string& shown) {
+  if (mkdirat(dir_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
+    return core::IoError("cannot create the cache folder " + shown + ": " + std::strerror(errno));
+  const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return core::IoError("the cache folder " + shown + " is not a plain folder (a symlink or a file?): " + std::strerror(errno));
+  return fd;
+}
+
 // Full write of n bytes (short writes continue).
 bool WriteAll(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -104,18 +114,33 @@ core::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(DiskTierConfig config) 
 
 core::Status DiskTier::Init() {
   root_ = config_.dir + "/v1/" + fp_hex_.substr(0, 32);
-  for (const std::string& d : {config_.dir, config_.dir + "/v1", root_, root_ + "/kv", root_ + "/ssm", root_ + "/tmp"})
-    RADIXLM_RETURN_IF_ERROR(MakeDir(d));
+  // The folder the user named may be a symlink; nothing inside it may be (a link planted there
+  // would send every block elsewhere).
+  RADIXLM_RETURN_IF_ERROR(MakeDir(config_.dir));
+  const int top = open(config_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (top < 0) return core::IoError("cannot open the cache folder " + config_.dir + ": " + std::strerror(errno));
+  auto v1 = OpenSubdir(top, "v1", config_.dir + "/v1");
+  close(top);
+  if (!v1.ok()) return v1.status();
+  auto root = OpenSubdir(*v1, fp_hex_.substr(0, 32), root_);
+  close(*v1);
+  if (!root.ok()) return root.status();
+  root_fd_ = *root;
+  for (auto [fd, name] : {std::pair<int*, const char*>{&dir_fd_[0], "kv"}, {&dir_fd_[1], "ssm"}, {&tmp_fd_, "tmp"}}) {
+    auto d = OpenSubdir(root_fd_, name, root_ + "/" + name);
+    if (!d.ok()) return d.status();
+    *fd = *d;
+  }
   // The manifest: written once, by whoever comes first (the same text for the same digest).
-  const std::string manifest = root_ + "/MANIFEST";
-  if (access(manifest.c_str(), F_OK) != 0) {
-    const std::string tmp = root_ + "/tmp/manifest." + std::to_string(getpid());
-    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  struct stat st;
+  if (fstatat(root_fd_, "MANIFEST", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    const std::string tmp = "manifest." + std::to_string(getpid());
+    const int fd = openat(tmp_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return core::IoError("cannot write to the cache folder " + root_ + ": " + std::strerror(errno));
     const bool ok = WriteAll(fd, reinterpret_cast<const uint8_t*>(config_.fingerprint.data()), config_.fingerprint.size());
     close(fd);
-    if (!ok || rename(tmp.c_str(), manifest.c_str()) != 0) {
-      unlink(tmp.c_str());
+    if (!ok || renameat(tmp_fd_, tmp.c_str(), root_fd_, "MANIFEST") != 0) {
+      unlinkat(tmp_fd_, tmp.c_str(), 0);
       return core::IoError("cannot write to the cache folder " + root_ + ": " + std::strerror(errno));
     }
   }
@@ -124,9 +149,27 @@ core::Status DiskTier::Init() {
   return core::Status::Ok();
 }
 
+std::string DiskTier::FileName(bool state, const cache::TierKey& key) { return Hex(key) + (state ? ".st" : ".kv"); }
+
+int DiskTier::ShardFd(bool state, const cache::TierKey& key, bool create) const {
+  const std::string shard = Hex(key).substr(0, 2);
+  if (create) mkdirat(dir_fd_[state], shard.c_str(), 0700);
+  return openat(dir_fd_[state], shard.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+int DiskTier::OpenRegular(int dir_fd, const std::string& name, struct stat* st) {
+  const int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 void DiskTier::Scan() {
   // Writes of processes that are gone: never renamed, never readable; remove them.
-  if (DIR* d = opendir((root_ + "/tmp").c_str())) {
+  if (DIR* d = fdopendir(dup(tmp_fd_))) {
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
       if (name == "." || name == "..") continue;
@@ -147,26 +190,30 @@ void DiskTier::Scan() {
   };
   std::vector<Found> found;
   for (const bool state : {false, true}) {
-    const std::string dir = root_ + (state ? "/ssm" : "/kv"), ext = state ? ".st" : ".kv";
-    DIR* top = opendir(dir.c_str());
+    const std::string ext = state ? ".st" : ".kv";
+    DIR* top = fdopendir(dup(dir_fd_[state]));
     if (!top) continue;
     while (dirent* sub = readdir(top)) {
       if (sub->d_name[0] == '.') continue;
-      DIR* d = opendir((dir + "/" + sub->d_name).c_str());
-      if (!d) continue;
+      const int sub_fd = openat(dirfd(top), sub->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      DIR* d = sub_fd >= 0 ? fdopendir(sub_fd) : nullptr;
+      if (!d) {
+        if (sub_fd >= 0) close(sub_fd);
+        continue;
+      }
       while (dirent* e = readdir(d)) {
         const std::string name = e->d_name;
         Found f{0, 0, {}, state, {}};
         struct stat st;
-        if (name.size() != 67 || name.substr(64) != ext || !ParseHex(name.substr(0, 64), &f.key) ||
-            fstatat(dirfd(d), name.c_str(), &st, 0) != 0)
-          continue;
-        if (state) {  // its parent and tail are in its header (a bad one is dropped at its load)
-          Header h{};
-          const int fd = openat(dirfd(d), name.c_str(), O_RDONLY | O_CLOEXEC);
-          const bool ok = fd >= 0 && pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
-          if (fd >= 0) close(fd);
-          if (!ok || h.kind != 1 || h.tail >= static_cast<uint32_t>(config_.block_tokens)) continue;
+        if (name.size() != 67 || name.substr(64) != ext || !ParseHex(name.substr(0, 64), &f.key)) continue;
+        const int fd = OpenRegular(dirfd(d), name, &st);  // no FIFO, device or symlink is waited on
+        if (fd < 0) continue;
+        Header h{};
+        const bool ok = !state || (pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) && h.kind == 1 &&
+                                   h.tail < static_cast<uint32_t>(config_.block_tokens));
+        close(fd);
+        if (!ok) continue;  // a state's parent and tail are in its header (a bad one is dropped)
+        if (state) {
           std::memcpy(f.info.parent.data(), h.parent, 32);
           f.info.tail = static_cast<int32_t>(h.tail);
         }
@@ -229,7 +276,11 @@ bool DiskTier::Contains(const cache::TierKey& key) const {
   }
   // Another process may have written it since the scan.
   struct stat st;
-  if (stat(BlockPath(key).c_str(), &st) != 0) return false;
+  const int shard = ShardFd(false, key, false);
+  const bool found = shard >= 0 && fstatat(shard, FileName(false, key).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISREG(st.st_mode);
+  if (shard >= 0) close(shard);
+  if (!found) return false;
   std::lock_guard<std::mutex> lock(mu_);
   IndexLocked(key, st.st_size, nullptr);
   ++stats_.found_on_disk;
@@ -281,11 +332,13 @@ DiskTier::LoadResult DiskTier::ReadFile(bool state, const cache::TierKey& key, s
                                         int64_t* file_bytes) const {
   size_t want = 0;
   for (const iovec& v : dst) want += v.iov_len;
-  const int fd = open(PathOf(state, key).c_str(), O_RDONLY | O_CLOEXEC);
+  const int shard = ShardFd(state, key, false);
+  struct stat st;
+  const int fd = shard >= 0 ? OpenRegular(shard, FileName(state, key), &st) : -1;
+  if (shard >= 0) close(shard);
   if (fd < 0) return LoadResult::kMissing;
   Header h;
-  struct stat st;
-  const bool header_ok = fstat(fd, &st) == 0 && pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+  const bool header_ok = pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
                          std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion && h.header_bytes == kHeaderBytes &&
                          h.kind == (state ? 1u : 0u) && h.payload_bytes == want &&
                          h.block_tokens == static_cast<uint32_t>(config_.block_tokens) &&
@@ -345,7 +398,10 @@ bool DiskTier::LoadFile(bool state, const cache::TierKey& key, std::span<const i
       break;
     case LoadResult::kCorrupt:
       ++stats_.failed_corrupt;
-      unlink(PathOf(state, key).c_str());  // never used again; the recompute writes it anew
+      if (const int shard = ShardFd(state, key, false); shard >= 0) {  // never used again; the recompute writes it anew
+        unlinkat(shard, FileName(state, key).c_str(), 0);
+        close(shard);
+      }
       break;
   }
   DropLocked(key);
@@ -413,37 +469,42 @@ bool DiskTier::WriteFile(const Pending& p) {
   h.crc = 0;
   h.crc = core::Crc32cExtend(core::Crc32c(&h, sizeof h), file.data() + kHeaderBytes, file.size() - kHeaderBytes);
   std::memcpy(file.data(), &h, sizeof h);
-  const std::string final_path = PathOf(p.state, p.key);
-  const std::string tmp = root_ + "/tmp/" + std::to_string(getpid()) + "." + std::to_string(++tmp_seq_);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const std::string tmp = std::to_string(getpid()) + "." + std::to_string(++tmp_seq_);
+  const int fd = openat(tmp_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
   bool ok = WriteAll(fd, file.data(), file.size());
   if (ok && config_.fsync) ok = fdatasync(fd) == 0;
   ok = close(fd) == 0 && ok;
   if (ok) {
-    const std::string hex = Hex(p.key);
-    MakeDir(root_ + (p.state ? "/ssm/" : "/kv/") + hex.substr(0, 2)).ok();
     // The first writer of a key publishes; a later one's bytes are the same.
-    if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_NOREPLACE) != 0 && errno != EEXIST) ok = false;
+    const int shard = ShardFd(p.state, p.key, true);
+    ok = shard >= 0 && (renameat2(tmp_fd_, tmp.c_str(), shard, FileName(p.state, p.key).c_str(), RENAME_NOREPLACE) == 0 ||
+                        errno == EEXIST);
+    if (shard >= 0) close(shard);
   }
-  unlink(tmp.c_str());  // after a rename: gone already (ENOENT)
+  unlinkat(tmp_fd_, tmp.c_str(), 0);  // after a rename: gone already (ENOENT)
   return ok;
 }
 
 void DiskTier::EvictOverCapacity() {
-  std::vector<std::string> victims;
+  std::vector<std::pair<bool, cache::TierKey>> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (used_bytes_ <= config_.capacity_bytes) return;
     const int64_t target = config_.capacity_bytes / 10 * 9;
     for (auto it = lru_.begin(); it != lru_.end() && used_bytes_ > target;) {
       const cache::TierKey key = *it++;
-      victims.push_back(PathOf(index_.at(key).state, key));
+      victims.push_back({index_.at(key).state, key});
       DropLocked(key);
       ++stats_.evicted_blocks;
     }
   }
-  for (const std::string& path : victims) unlink(path.c_str());
+  for (const auto& [state, key] : victims) {
+    if (const int shard = ShardFd(state, key, false); shard >= 0) {
+      unlinkat(shard, FileName(state, key).c_str(), 0);
+      close(shard);
+    }
+  }
 }
 
 void DiskTier::WriterLoop() {
@@ -494,6 +555,8 @@ DiskTier::~DiskTier() {
   }
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  for (int fd : {root_fd_, tmp_fd_, dir_fd_[0], dir_fd_[1]})
+    if (fd >= 0) close(fd);
 }
 
 std::vector<cache::TierState> DiskTier::StatesAfter(const cache::TierKey& parent) const {

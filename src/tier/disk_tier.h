@@ -36,6 +36,7 @@
 // from any thread; the writer thread is the tier's own (I/O, not compute: outside the pool).
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -122,6 +123,14 @@ class DiskTier final : public cache::BlockTier {
     int32_t tail = 0;
   };
   std::string PathOf(bool state, const cache::TierKey& key) const;
+  // The file's folder (kv/<ab> or ssm/<ab>) as an open descriptor (-1: absent, or not a plain
+  // folder); create: make it first. Every file of the tier is opened relative to these, with
+  // O_NOFOLLOW and O_NONBLOCK, and used only when fstat says it is a regular file: a symlink,
+  // FIFO or device planted in the folder is skipped, never followed or waited on.
+  int ShardFd(bool state, const cache::TierKey& key, bool create) const;
+  static std::string FileName(bool state, const cache::TierKey& key);
+  // A regular file's descriptor (read-only), or -1.
+  static int OpenRegular(int dir_fd, const std::string& name, struct stat* st);
   bool LoadQueued(const cache::TierKey& key, std::span<const iovec> dst);  // from the write queue
   // A block's (or state's) file into dst, checked (size, header, kind, key, fingerprint, CRC).
   LoadResult ReadFile(bool state, const cache::TierKey& key, std::span<const iovec> dst, int64_t* file_bytes) const;
@@ -153,6 +162,8 @@ class DiskTier final : public cache::BlockTier {
   cache::BlockHasher hasher_;
   cache::BlockDigest fp_digest_{};
   std::string fp_hex_, root_;
+  int root_fd_ = -1, tmp_fd_ = -1;
+  int dir_fd_[2] = {-1, -1};  // kv/, ssm/
   mutable std::mutex mu_;
   std::condition_variable cv_, drained_;
   mutable std::unordered_map<cache::TierKey, Entry, KeyHash> index_;

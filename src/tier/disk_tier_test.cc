@@ -192,5 +192,63 @@ TEST_F(DiskTierTest, RefusesAFolderItCannotWrite) {
   EXPECT_FALSE(DiskTier::Open(c).ok());
 }
 
+// Files planted in the folder by someone else (issue 45's probe): a FIFO in place of a block once
+// hung that request and every later one; a FIFO named like a state file hung start-up; a
+// symlinked v1/ sent every block outside the folder. Each is now skipped or refused.
+TEST_F(DiskTierTest, FifosSymlinksAndDevicesInTheFolderAreNeverFollowedOrWaitedOn) {
+  cache::TierKey fifo_key, link_key, dev_key, state_key;
+  std::string state_path;
+  {
+    auto t = DiskTier::Open(Config());
+    ASSERT_TRUE(t.ok());
+    for (int i = 0; i < 3; ++i) {
+      Block b = Random(40 + i);
+      (*t)->Store(Key(**t, 100 * i), b.Segments());
+    }
+    (*t)->Flush();
+    fifo_key = Key(**t, 0);
+    link_key = Key(**t, 100);
+    dev_key = Key(**t, 200);
+    ASSERT_EQ(unlink((*t)->BlockPath(fifo_key).c_str()), 0);
+    ASSERT_EQ(mkfifo((*t)->BlockPath(fifo_key).c_str(), 0600), 0);
+    ASSERT_EQ(unlink((*t)->BlockPath(link_key).c_str()), 0);
+    fs::create_symlink((*t)->BlockPath(dev_key), (*t)->BlockPath(link_key));  // a link to a real block
+    ASSERT_EQ(unlink((*t)->BlockPath(dev_key).c_str()), 0);
+    fs::create_symlink("/dev/zero", (*t)->BlockPath(dev_key));
+    // A FIFO named like a state file (the scan reads state headers).
+    state_key = Key(**t, 300);
+    const std::string hex = (*t)->BlockPath(state_key).substr((*t)->path().size() + 4, 2);
+    fs::create_directories((*t)->path() + "/ssm/" + hex);
+    state_path = (*t)->path() + "/ssm/" + hex + "/" + fs::path((*t)->BlockPath(state_key)).stem().string() + ".st";
+    ASSERT_EQ(mkfifo(state_path.c_str(), 0600), 0);
+  }
+  auto t = DiskTier::Open(Config());  // start-up does not wait on the FIFO
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->stats().blocks, 0);
+  Block in{std::vector<uint8_t>(1000), std::vector<uint8_t>(2000)};
+  for (const auto& key : {fifo_key, link_key, dev_key}) {
+    EXPECT_FALSE((*t)->Contains(key));
+    EXPECT_FALSE((*t)->Load(key, in.Segments()));  // missing, at once
+  }
+  // A block stored again under a planted name: written as a new regular file next to nothing.
+  Block b = Random(40);
+  (*t)->Store(fifo_key, b.Segments());
+  (*t)->Flush();
+  EXPECT_TRUE(fs::is_fifo((*t)->BlockPath(fifo_key)));  // never replaced behind a FIFO's reader
+}
+
+TEST_F(DiskTierTest, RefusesAVersionFolderThatIsASymlink) {
+  const std::string elsewhere = dir_ + "-elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(elsewhere, dir_ + "/v1");
+  auto t = DiskTier::Open(Config());
+  EXPECT_FALSE(t.ok());
+  if (!t.ok()) {
+    EXPECT_NE(t.status().message().find("not a plain folder"), std::string::npos) << t.status().message();
+  }
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  fs::remove_all(elsewhere);
+}
+
 }  // namespace
 }  // namespace radixlm::tier
