@@ -272,6 +272,29 @@ TEST_F(EngineTest, ParallelSamplingDrawsTheSameTokens) {
   EXPECT_GT(several, 10);
 }
 
+// A model with more output rows than its tokenizer has tokens (issue 45's probe: a sampled id
+// without a token ended the chat command): those ids are never sampled, greedy or not.
+TEST_F(EngineTest, IdsPastTheTokenizerAreNeverSampled) {
+  Workload w = MakeWorkload(11, model_->config().vocab_size);
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    engine::RequestParams& p = w.requests[i];
+    p.sampling = {.temperature = i % 2 ? 1.5f : 0.0f, .seed = 7 + i};
+    p.max_tokens += 20;
+    p.top_logprobs = i % 3 == 0 ? 5 : -1;
+  }
+  const int64_t tokens = 100;  // a tokenizer of 100 tokens for the model's rows
+  engine::EngineConfig cfg{.num_blocks = 512, .block_tokens = 8};
+  cfg.sampled_vocab = tokens;
+  const Outcome o = RunWorkload(*model_, w, cfg);
+  int64_t sampled = 0;
+  for (const auto& [i, out] : o.outputs)
+    for (int32_t t : out) {
+      EXPECT_LT(t, tokens) << "request " << i;
+      ++sampled;
+    }
+  EXPECT_GT(sampled, 200);
+}
+
 // On a dense model and on a mixture of experts (a shared row is routed once).
 TEST_F(EngineTest, IntraStepPrefixDedupNeverChangesAnAnswer) {
   auto moe = models::LoadModel("random:qwen3moe-tiny");

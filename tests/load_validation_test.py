@@ -74,6 +74,48 @@ def gguf_layout(data):
     return {name: (type_at, ttype, start + toff, shape) for name, type_at, ttype, toff, shape in infos}
 
 
+def gguf_keys(data):
+    """{key: (type_at, value_at, value_end)} of the GGUF header's key/values (scalars only)."""
+    off = 24
+    n_kv = struct.unpack_from("<Q", data, 16)[0]
+    out = {}
+
+    def skip(t, off):
+        if t == 8:
+            return off + 8 + struct.unpack_from("<Q", data, off)[0]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, off)
+            off += 12
+            for _ in range(n):
+                off = skip(et, off)
+            return off
+        return off + {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+    for _ in range(n_kv):
+        n = struct.unpack_from("<Q", data, off)[0]
+        key = data[off + 8:off + 8 + n].decode()
+        off += 8 + n
+        t = struct.unpack_from("<I", data, off)[0]
+        end = skip(t, off + 4)
+        out[key] = (off, off + 4, end)
+        off = end
+    return out
+
+
+def retyped(data, key, new_type, new_value):
+    """The file with `key`'s value replaced by one of another GGUF type (bytes new_value); the
+    header keeps its length (general.name grows or shrinks to match), so the tensor data stays
+    where it was."""
+    keys = gguf_keys(data)
+    type_at, value_at, end = keys[key]
+    delta = (end - value_at) - len(new_value)
+    b = bytearray(data[:type_at]) + struct.pack("<I", new_type) + new_value + bytearray(data[end:])
+    n_at, _, _ = gguf_keys(bytes(b))["general.name"]  # its string: u64 length, bytes
+    _, name_value_at, name_end = gguf_keys(bytes(b))["general.name"]
+    n = struct.unpack_from("<Q", b, name_value_at)[0]
+    b[name_value_at:name_end] = struct.pack("<Q", n + delta) + bytes(b[name_value_at + 8:name_end]) + b"x" * delta
+    return bytes(b)
+
+
 def info(binary, path):
     r = subprocess.run([binary, "info", path, "--json"], capture_output=True, text=True, timeout=60)
     return r.returncode, (r.stdout + r.stderr).strip()
@@ -120,6 +162,33 @@ def main():
         for name, edit, want in cases:
             rc, out = info(binary, mutant(tmp, name, data, edit))
             check(rc == 1 and re.search(want, out) is not None, "%s: refused naming it (%s)" % (name, out[-160:]))
+
+        # Issue 45's probe: mutants that loaded and gave other finite logits.
+        keys = gguf_keys(data)
+        arch = next(k.split(".")[0] for k in keys if k.endswith(".block_count"))
+
+        def set_value(key, fmt, value):
+            return lambda b: struct.pack_into("<" + fmt, b, keys[key][1], value)
+        probe = [
+            ("block-count-3", set_value(arch + ".block_count", "I", 1), "belongs to block"),
+            ("eps-1e-45", set_value(arch + ".attention.layer_norm_rms_epsilon", "f", 1e-45), "epsilon"),
+            ("rope-base-1e38", set_value(arch + ".rope.freq_base", "f", 1e38), "rope_theta"),
+            # A Q8_0 matrix relabelled Q4_0 (18-byte blocks): it no longer fills its bytes.
+            ("type-narrower", lambda b: struct.pack_into("<I", b, layout[q8][0], 2), "not at|after the last"),
+            # One tensor fewer in the header: the data no longer starts where the tensors say.
+            ("n-tensors-minus-1", lambda b: struct.pack_into("<Q", b, 8, struct.unpack_from("<Q", data, 8)[0] - 1),
+             "not at|after the last|tensor|missing"),
+        ]
+        for name, edit, want in probe:
+            rc, out = info(binary, mutant(tmp, name, data, edit))
+            check(rc == 1 and re.search(want, out) is not None, "%s: refused naming it (%s)" % (name, out[-160:]))
+        eps_key = arch + ".attention.layer_norm_rms_epsilon"
+        for t, value in [(2, struct.pack("<H", 1)), (7, b"\x01")]:  # UINT16 1, BOOL true
+            path = os.path.join(tmp, "eps-type-%d.gguf" % t)
+            with open(path, "wb") as f:
+                f.write(retyped(data, eps_key, t, value))
+            rc, out = info(binary, path)
+            check(rc == 1 and "not a float" in out, "the norm epsilon stored as GGUF type %d: refused (%s)" % (t, out[-160:]))
 
         # Fewer embedding rows than the file's tokenizer has tokens (258): the rows dimension of
         # token_embd (the outer one, last in GGUF's innermost-first order) set to 64.

@@ -194,7 +194,7 @@ void RunBatch(BatchOptions& o, bool max_running_given) {
   core::ThreadPool pool(o.model.threads);
   // Memory-centric batching: no request cap unless asked; the KV pool decides admissions.
   if (o.schedule == "plan" && !max_running_given) o.engine.max_running = 256;
-  ServingEngine serving(model, pool, o.engine, KvDtypeOf(o.model), &o.model);
+  ServingEngine serving(model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
   engine::Engine& eng = serving.engine();
 
   // Completion lines -> items; scoring lines -> prepared calls; refusals answered at once.

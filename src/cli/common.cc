@@ -132,6 +132,13 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelO
   if (model_vocab > 0 && t->vocab_size() > model_vocab)
     return core::InvalidArgument("tokenizer '" + t->name() + "' has " + std::to_string(t->vocab_size()) +
                                  " tokens, more than the model's vocabulary of " + std::to_string(model_vocab));
+  // Fewer tokens than output rows: a padded embedding (Qwen's 151,936 rows for 151,669 tokens)
+  // or a tokenizer of another model. Either way the rows past it are never sampled (the
+  // engine's sampled_vocab); a gap past padding's few percent is named.
+  if (model_vocab > 0 && t->vocab_size() < model_vocab * 9 / 10)
+    std::fprintf(stderr, "radixlm: warning: tokenizer '%s' has %d tokens for the model's %lld output rows; ids past %d "
+                 "are never sampled (is it this model's tokenizer?)\n", t->name().c_str(), t->vocab_size(),
+                 static_cast<long long>(model_vocab), t->vocab_size());
   return t;
 }
 

@@ -107,10 +107,11 @@ engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
 }  // namespace
 
 ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o,
-                             core::DType kv_dtype, const ModelOptions* model_options)
+                             core::DType kv_dtype, const ModelOptions* model_options, int64_t sampled_vocab)
     : config_([&] {
         engine::EngineConfig c = MakeEngineConfig(o);
         c.sampling_pool = &pool;
+        c.sampled_vocab = sampled_vocab;
         return c;
       }()),
       kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype}),

@@ -34,9 +34,9 @@ void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o);
 class ServingEngine {
  public:
   // model_options: where the weights came from, for the disk tier's fingerprint (needed with
-  // --cache-dir).
+  // --cache-dir); sampled_vocab: the tokenizer's size (ids past it are never sampled; 0: all).
   ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o, core::DType kv_dtype,
-                const ModelOptions* model_options = nullptr);
+                const ModelOptions* model_options = nullptr, int64_t sampled_vocab = 0);
   ServingEngine(const ServingEngine&) = delete;
   ServingEngine& operator=(const ServingEngine&) = delete;
   engine::Engine& engine() { return engine_; }

@@ -14,6 +14,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/json_text.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/json_feed.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "models/loader.h"
@@ -28,7 +30,7 @@ double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::durati
 
 struct GrammarOpts {
   ModelOptions model;
-  std::string schema, gbnf, schema_lines, check;
+  std::string schema, gbnf, schema_lines, check, check_cases;
   bool json_object = false, print_gbnf = false, bench = false;
   int samples = 0, max_tokens = 512, runs = 1;
   uint64_t seed = 1;
@@ -173,7 +175,47 @@ void CheckTexts(const std::shared_ptr<const grammar::CompiledGrammar>& g, const 
   }
 }
 
+// --check-cases: each line {"schema", "instances": [values]}; prints {"compiled", "error",
+// "accept": [[compact, python-style], ...]} per line: whether the schema's grammar accepts each
+// instance as a whole document (any member order; grammar/json_feed.h). Compiled for a byte
+// vocabulary (acceptance of text does not depend on the tokenizer), within the server's bounds.
+void RunCheckCases(const GrammarOpts& o) {
+  std::ifstream in(o.check_cases);
+  if (!in) ExitIfError(core::NotFound(o.check_cases + ": cannot open"));
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  bytes.push_back("</s>");
+  const std::vector<int32_t> stop = {256};
+  auto vocab = std::make_shared<const grammar::Vocabulary>(std::move(bytes), std::span<const int32_t>{}, stop);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto row = nlohmann::ordered_json::parse(line, nullptr, false);
+    if (!row.is_object() || !row.contains("schema")) ExitIfError(core::InvalidArgument(o.check_cases + ": each line needs a schema"));
+    const auto t0 = Clock::now();
+    auto conv = grammar::JsonSchemaToGbnf(row["schema"].dump());
+    grammar::GrammarCache::Result g = conv.ok() ? grammar::GrammarCache::Compile(*conv, vocab) : conv.status();
+    json out = {{"compiled", g.ok()}, {"compile_ms", Ms(t0, Clock::now())}};
+    if (!g.ok()) {
+      out["error"] = g.status().message();
+    } else {
+      json accept = json::array();
+      for (const auto& v : row.value("instances", nlohmann::ordered_json::array())) {
+        json pair = json::array();
+        for (grammar::FeedStyle style : {grammar::FeedStyle::kCompact, grammar::FeedStyle::kPython}) {
+          grammar::Matcher m(*g);
+          pair.push_back(grammar::FeedJson(m, v, style) && m.IsCompleted());
+        }
+        accept.push_back(pair);
+      }
+      out["accept"] = accept;
+    }
+    std::printf("%s\n", core::JsonText(out).c_str());
+    std::fflush(stdout);
+  }
+}
+
 void Run(const GrammarOpts& o) {
+  if (!o.check_cases.empty()) return RunCheckCases(o);
   if (!o.schema_lines.empty()) return RunSchemaLines(o);
   const int given = !o.schema.empty() + !o.gbnf.empty() + o.json_object;
   if (given != 1) ExitIfError(core::InvalidArgument("give exactly one of --schema, --gbnf, --json-object, --schema-lines"));
@@ -235,6 +277,9 @@ void RegisterGrammar(CLI::App& app) {
   cmd->add_flag("--bench", o->bench, "time masks over random documents, print one JSON object");
   cmd->add_option("--samples", o->samples, "print N random documents as JSONL (text, completed, completion)");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens per random document (default 512)");
+  cmd->add_option("--check-cases", o->check_cases,
+                  "JSONL of {\"schema\", \"instances\"}: print {\"compiled\", \"accept\": [[compact, spaced], ...]} per line "
+                  "(the differential fuzzer's check, fuzz/schema_diff.py)");
   cmd->add_option("--check", o->check, "JSONL of strings: print {\"prefix\", \"complete\"} per line (accepted as a prefix / a whole document)");
   cmd->add_option("--runs", o->runs, "--bench: random documents to time (default 1)");
   cmd->add_option("--seed", o->seed, "random seed (default 1)");

@@ -398,7 +398,7 @@ void RegisterReplay(CLI::App& app) {
                    {"clients", o->clients}, {"max_tokens", o->max_tokens}, {"kv_tokens", o->engine.kv_tokens}};
     if (o->recorded) {
       if (o->workload != "swe-agent") ExitIfError(core::InvalidArgument("--recorded replays the swe-agent workload's answers"));
-      ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model);
+      ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model, tok.vocab_size());
       report["speculate"] = o->engine.speculate;
       report["draft_max"] = o->engine.draft_max;
       report["recorded"] = RunRecorded(serving.engine(), *convs, tok, *format, o->max_tokens);
@@ -410,7 +410,7 @@ void RegisterReplay(CLI::App& app) {
       if (!o->compare && cache_on == o->engine.no_prefix_cache) continue;
       EngineOptions eo = o->engine;
       eo.no_prefix_cache = !cache_on;
-      ServingEngine serving(model, pool, eo, KvDtypeOf(o->model), &o->model);
+      ServingEngine serving(model, pool, eo, KvDtypeOf(o->model), &o->model, tok.vocab_size());
       engine::Engine& eng = serving.engine();
       serve::ServerConfig sc;
       sc.model_name = "replay";

@@ -162,7 +162,7 @@ void RegisterServe(CLI::App& app) {
     else if (!o->chat_template.empty()) ExitIfError(f.status());
     else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
     core::ThreadPool pool(o->model.threads);
-    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model);
+    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model, tok.vocab_size());
     engine::Engine& eng = serving.engine();
     if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
     o->server.stop_ids = EndOfTurnIds(tok);

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "jinja/template.h"
+#include "jinja/value.h"
 #include "models/presets.h"
 #include "tokenizer/chat_template.h"
 
@@ -88,6 +89,38 @@ int RunRender(const TemplateOptions& o) {
   return 0;
 }
 
+// `template cases`: each line {"template", "context", "now"?} rendered by the Jinja engine alone
+// (no chat-template conventions): {"text"} or {"error": class, "message"} per line. The
+// differential fuzzer's engine side (fuzz/template_diff.py); every case within the render bounds.
+int RunCases(const std::string& path) {
+  auto all = ReadAll(path);
+  ExitIfError(all.status());
+  std::istringstream in(*all);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto row = nlohmann::ordered_json::parse(line, nullptr, false);
+    if (!row.is_object() || !row.contains("template") || !row["template"].is_string())
+      ExitIfError(core::InvalidArgument(path + ": each line needs a \"template\" string"));
+    jinja::RenderOptions ro;
+    ro.now = static_cast<std::time_t>(row.value("now", int64_t{1736942400}));
+    nlohmann::ordered_json out;
+    auto t = jinja::Template::Parse(row["template"].get<std::string>());
+    if (!t.ok()) {
+      const std::string m = t.status().message();
+      const size_t colon = m.find(": ");
+      out = {{"error", m.substr(0, colon)}, {"message", colon == std::string::npos ? m : m.substr(colon + 2)}};
+    } else {
+      jinja::JinjaError err;
+      const auto context = row.value("context", nlohmann::ordered_json::object());
+      auto text = t->Render(context, ro, &err);
+      out = text.ok() ? nlohmann::ordered_json{{"text", *text}} : nlohmann::ordered_json{{"error", err.kind}, {"message", err.message}};
+    }
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterTemplate(CLI::App& app) {
@@ -106,6 +139,14 @@ void RegisterTemplate(CLI::App& app) {
   render->add_option("--now", o->now, "strftime_now's time, Unix seconds (default: the clock)");
   render->add_flag("--jsonl", o->jsonl, "the context file has one context per line; print one JSON result per line "
                                         "({\"text\"} or {\"error\", \"message\"})");
+  auto* cases = cmd->add_subcommand("cases", "render JSONL cases {\"template\", \"context\"} with the Jinja engine alone "
+                                            "(one {\"text\"} or {\"error\", \"message\"} per line)");
+  auto cases_file = std::make_shared<std::string>();
+  cases->add_option("--input", *cases_file, "JSONL of cases")->required();
+  cases->callback([cases_file] {
+    std::fflush(stdout);
+    std::exit(RunCases(*cases_file));
+  });
   render->callback([o, file, model]() {
     if (file->count() == 0 && model->count() == 0) ExitIfError(core::InvalidArgument("template render: pass --template FILE or -m MODEL"));
     std::fflush(stdout);

@@ -179,7 +179,7 @@ void RegisterChat(CLI::App& app) {
     // The same engine as `serve`: a conversation's history stays in the radix cache, so each
     // turn computes only what is new (the previous reply's last token and the new message).
     core::ThreadPool pool(o->model.threads);
-    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model);
+    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model, tok.vocab_size());
     engine::Engine& eng = serving.engine();
     // A turn ends at an end-of-turn token, or at an end marker written as text (a model whose
     // tokenizer has no such special token).

@@ -210,6 +210,8 @@ void Engine::Preempt(Req& r) {
 }
 
 void Engine::SampleRow(Req& r, std::span<float> logits, int64_t generated, int32_t* token, double* cumulative, SampledInfo* info) {
+  if (config_.sampled_vocab > 0 && config_.sampled_vocab < static_cast<int64_t>(logits.size()))
+    std::fill(logits.begin() + config_.sampled_vocab, logits.end(), -std::numeric_limits<float>::infinity());
   const int64_t vocab = static_cast<int64_t>(logits.size());
   // logprobs: the model's distribution, before any processor changes the row.
   const bool want = r.params.top_logprobs >= 0;

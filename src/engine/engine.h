@@ -109,6 +109,9 @@ struct EngineConfig {
   bool prompt_end_checkpoints = false;
   int64_t prompt_end_min_gap = 0;
   SpeculateConfig speculate;
+  // Ids from this one on are never sampled (0: every row): a model's output rows past its
+  // tokenizer's tokens (padding, or a mismatched tokenizer) have no text to give.
+  int64_t sampled_vocab = 0;
 };
 
 struct EngineMetrics {

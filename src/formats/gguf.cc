@@ -278,6 +278,21 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
     if (std::get<0>(spans[i]) < std::get<1>(spans[i - 1]))
       return core::DataLoss(path + ": tensors '" + std::get<2>(spans[i - 1]) + "' and '" + std::get<2>(spans[i]) +
                             "' overlap in the file");
+  // ... nor leave bytes between them: every GGUF writer (llama.cpp's, gguf-py) lays the tensors
+  // out back to back, each padded to the alignment, and llama.cpp refuses an offset that is not
+  // the running sum. A gap, data before the first tensor or after the last, means a type, a
+  // shape or the tensor count was changed (the weights would be read from the wrong bytes).
+  auto padded = [&](uint64_t end) { return (end + alignment - 1) / alignment * alignment; };
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const uint64_t expect = i == 0 ? 0 : padded(std::get<1>(spans[i - 1]));
+    if (std::get<0>(spans[i]) != expect)
+      return core::DataLoss(path + ": tensor '" + std::get<2>(spans[i]) + "' starts at " + std::to_string(std::get<0>(spans[i])) +
+                            " in the data, not at " + std::to_string(expect) +
+                            " (a tensor's type, shape or the tensor count does not match the file's bytes)");
+  }
+  if (!spans.empty() && file->size() - data_start > padded(std::get<1>(spans.back())))
+    return core::DataLoss(path + ": " + std::to_string(file->size() - data_start - padded(std::get<1>(spans.back()))) +
+                          " bytes after the last tensor's data (the tensor count or a tensor's type does not match the file)");
   g.tensors_->AddFile(std::move(file));
   return g;
 }
@@ -297,7 +312,8 @@ core::StatusOr<int64_t> GgufFile::GetInt(const std::string& key) const {
 core::StatusOr<double> GgufFile::GetFloat(const std::string& key) const {
   const GgufValue* v = Find(key);
   if (!v) return core::NotFound(path_ + ": missing metadata key '" + key + "'");
-  if (!v->is_number()) return core::DataLoss(path_ + ": metadata '" + key + "' is not a number");
+  if (v->type != GgufType::kF32 && v->type != GgufType::kF64)
+    return core::DataLoss(path_ + ": metadata '" + key + "' is not a float (F32 or F64)");
   return v->AsDouble();
 }
 
@@ -310,19 +326,31 @@ core::StatusOr<std::string> GgufFile::GetString(const std::string& key) const {
 
 int64_t GgufFile::GetIntOr(const std::string& key, int64_t fallback) const {
   const GgufValue* v = Find(key);
-  return v && v->is_integer() ? v->AsInt() : fallback;
+  if (!v) return fallback;
+  if (v->is_integer()) return v->AsInt();
+  if (type_error_.empty()) type_error_ = path_ + ": metadata '" + key + "' is not an integer";
+  return fallback;
 }
 
 bool GgufFile::GetBoolOr(const std::string& key, bool fallback) const {
   const GgufValue* v = Find(key);
-  if (v && v->type == GgufType::kBool) return std::get<bool>(v->scalar);
-  if (v && v->is_integer()) return v->AsInt() != 0;
+  if (!v) return fallback;
+  if (v->type == GgufType::kBool) return std::get<bool>(v->scalar);
+  if (v->is_integer()) return v->AsInt() != 0;
+  if (type_error_.empty()) type_error_ = path_ + ": metadata '" + key + "' is not a bool";
   return fallback;
 }
 
 double GgufFile::GetFloatOr(const std::string& key, double fallback) const {
   const GgufValue* v = Find(key);
-  return v && v->is_number() ? v->AsDouble() : fallback;
+  if (!v) return fallback;
+  if (v->type == GgufType::kF32 || v->type == GgufType::kF64) return v->AsDouble();
+  if (type_error_.empty()) type_error_ = path_ + ": metadata '" + key + "' is not a float (F32 or F64)";
+  return fallback;
+}
+
+core::Status GgufFile::TypeError() const {
+  return type_error_.empty() ? core::Status::Ok() : core::DataLoss(type_error_);
 }
 
 void GgufWriter::AddTensor(const std::string& name, core::DType dtype, std::vector<int64_t> shape,

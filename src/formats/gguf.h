@@ -60,10 +60,15 @@ class GgufFile {
   core::StatusOr<int64_t> GetInt(const std::string& key) const;
   core::StatusOr<double> GetFloat(const std::string& key) const;
   core::StatusOr<std::string> GetString(const std::string& key) const;
+  // The fallback when the key is absent. A key present with another type (an epsilon stored as
+  // a bool or a uint16) is not read as the fallback: it is recorded, and TypeError() reports it
+  // (llama.cpp refuses such a file too). Floats are F32 / F64 values only.
   int64_t GetIntOr(const std::string& key, int64_t fallback) const;
   double GetFloatOr(const std::string& key, double fallback) const;
-  // A bool (or an integer, 0 = false); the fallback when absent or of another type.
+  // A bool (or an integer, 0 = false).
   bool GetBoolOr(const std::string& key, bool fallback) const;
+  // The first key an *Or getter found with the wrong type (Ok when none).
+  core::Status TypeError() const;
 
   TensorStore& tensors() { return *tensors_; }
   const TensorStore& tensors() const { return *tensors_; }
@@ -73,6 +78,7 @@ class GgufFile {
   uint32_t version_ = 0;
   std::map<std::string, GgufValue> metadata_;
   std::unique_ptr<TensorStore> tensors_;
+  mutable std::string type_error_;  // the first wrong-typed key an *Or getter met
 };
 
 // Builds a GGUF v3 file in memory order: metadata and tensors as added.

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.h"
-#include "grammar/json_feed_test.h"
+#include "grammar/json_feed.h"
 #include "grammar/matcher.h"
 
 namespace radixlm::grammar {

@@ -456,9 +456,24 @@ Status CheckGgufVocabulary(const formats::GgufFile& g, const ModelConfig& c) {
   return core::Status::Ok();
 }
 
+// Tensors of blocks the metadata does not have (block_count lowered to 3 of 4 loaded and ran
+// three blocks of the four): the file contradicts itself.
+Status CheckGgufBlocks(const formats::GgufFile& g, const ModelConfig& c) {
+  for (const auto& [name, e] : g.tensors().entries()) {
+    if (name.rfind("blk.", 0) != 0) continue;
+    const int64_t block = std::strtoll(name.c_str() + 4, nullptr, 10);
+    if (block >= c.n_blocks)
+      return core::DataLoss(g.path() + ": tensor '" + name + "' belongs to block " + std::to_string(block) + ", but the file's " +
+                            "block_count is " + std::to_string(c.n_blocks));
+  }
+  return core::Status::Ok();
+}
+
 StatusOr<ModelConfig> ConfigFromGgufChecked(const formats::GgufFile& g) {
   RADIXLM_ASSIGN_OR_RETURN(ModelConfig c, ConfigFromGguf(g));
+  RADIXLM_RETURN_IF_ERROR(g.TypeError());  // a key of the wrong type, read as its default
   RADIXLM_RETURN_IF_ERROR(CheckGgufVocabulary(g, c));
+  RADIXLM_RETURN_IF_ERROR(CheckGgufBlocks(g, c));
   return c;
 }
 

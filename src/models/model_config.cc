@@ -152,7 +152,10 @@ std::string ModelConfig::Validate() const {
       int64_t{ssm_heads} * ssm_head_dim > kMaxDim || int64_t{n_heads} * head_dim > kMaxDim)
     return "implausible attention or Mamba2 sizes";
   // Numbers a file states that no model can have: they would run and produce NaN logits.
-  if (!(std::isfinite(rms_eps) && rms_eps > 0 && rms_eps < 1)) return "the norm epsilon must be in (0, 1), not " + std::to_string(rms_eps);
+  // Real checkpoints use 1e-6 to 1e-5 (BERT's layer norms 1e-12); 1e-45 is a denormal that
+  // still runs, and only differs in the last bits: refused as no model's.
+  if (!(std::isfinite(rms_eps) && rms_eps >= 1e-12f && rms_eps <= 0.1f))
+    return "the norm epsilon must be in [1e-12, 0.1], not " + Num(rms_eps);
   if (max_context <= 0) return "the context length must be positive";
   // Scales a Granite config states: 0, 1e-45 or 1e39 would load and make every logit NaN or
   // inf. Real checkpoints use 1 to ~100 (logits_scaling 8, embedding_multiplier 12, ...).
@@ -173,8 +176,9 @@ std::string ModelConfig::Validate() const {
       return "rope_scaling needs 0 < low_freq_factor < high_freq_factor and a positive original_max_position_embeddings";
   }
   if (n_attention_layers() > 0) {
-    if (use_rope && !(std::isfinite(rope_theta) && rope_theta > 1.0))
-      return "rope_theta must be a finite number above 1, not " + std::to_string(rope_theta);
+    // 1e4 to 1e8 in real checkpoints (Qwen3.5 1e7); 1e38 runs but leaves no rotation at all.
+    if (use_rope && !(std::isfinite(rope_theta) && rope_theta > 1.0 && rope_theta <= 1e12))
+      return "rope_theta must be a finite number in (1, 1e12], not " + Num(rope_theta);
     if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return "attention sizes must be positive";
     if (n_heads % n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";
     if (n_heads / n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";

@@ -1,8 +1,10 @@
-// Test helper: feeds a JSON value to a matcher as serialised text, compactly or in Python's
+// Feeds a JSON value to a matcher as serialised text, compactly or in Python's
 // json.dumps default style (", " and ": " separators, non-ASCII as \u escapes). Object members
 // may come in any order in the value; the helper finds the order the grammar takes (members of
 // a schema grammar follow `properties`), by trying members with rollback on failure, within a
 // budget. So "accepted" means: some member order of the value's serialisation is accepted.
+// Used by the JSON Schema tests and by `radixlm grammar --check-cases` (the differential fuzzer's
+// oracle side: fuzz/schema_diff.py).
 #pragma once
 
 #include <string>
