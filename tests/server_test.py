@@ -265,7 +265,7 @@ def main():
             ("wrong field type", post(base, "/v1/completions", {"prompt": "x", "max_tokens": "lots"}), 400, "'max_tokens'"),
             ("missing prompt", post(base, "/v1/completions", {"max_tokens": 3}), 400, "'prompt' is required"),
             ("unknown model", post(base, "/v1/completions", {"model": "gpt-9", "prompt": "x"}), 404, "does not exist"),
-            ("prompt too long", post(base, "/v1/completions", {"prompt": "x", "max_tokens": 10 ** 6}), 400, "exceeds"),
+            ("prompt too long", post(base, "/v1/completions", {"prompt": [1] * 9000, "max_tokens": 8}), 400, "KV blocks"),
             ("bad messages", post(base, "/v1/chat/completions", {"messages": "hi"}), 400, "'messages'"),
             ("bad role", post(base, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}), 400, "role"),
             ("token id out of range", post(base, "/v1/completions", {"prompt": [999999999]}), 400, "outside the vocabulary"),
@@ -333,6 +333,12 @@ def main():
         usage = json.loads(text).get("usage", {}) if status == 200 else {}
         check(status == 200 and 0 < usage.get("completion_tokens", 0) <= 42,
               "no max_tokens and a long prompt: clamped to the room left (%d %s)" % (status, usage or text[:80]))
+        # A max_tokens beyond the room left is cut to it (as llama-server does): finish reason length.
+        status, text = post(base, "/v1/completions", {"prompt": [7] * 8150, "max_tokens": 10 ** 6, "temperature": 0})
+        answer = json.loads(text) if status == 200 else {}
+        check(status == 200 and 0 < answer.get("usage", {}).get("completion_tokens", 0) <= 42 and
+              answer["choices"][0]["finish_reason"] == "length",
+              "max_tokens beyond the context: cut to the room left (%d %s)" % (status, text[:120]))
 
         metrics = urllib.request.urlopen(base + "/metrics").read().decode()
         needed = ["radixlm_cache_hit_tokens_total", "radixlm_computed_tokens_total", "radixlm_kv_blocks_in_use",

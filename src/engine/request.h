@@ -38,6 +38,13 @@ struct RequestParams {
   // A constraint on the output (a grammar); each request needs its own object (it holds the
   // sequence's state). Recorded continuations ignore it.
   std::shared_ptr<sampling::TokenConstraint> constraint;
+  // The client will send the prompt's first `tokens` again (Anthropic's cache_control, the
+  // Responses API's prompt_cache_key): once the request finishes, the prefix cache keeps that
+  // prefix ahead of unmarked ones for ttl_seconds (cache::Memory::Mark). 0: no mark.
+  struct CacheMark {
+    int64_t tokens = 0;
+    double ttl_seconds = 300;
+  } cache_mark;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -19,6 +19,7 @@
 #include "serve/completion_request.h"
 #include "serve/completion_stream.h"
 #include "serve/http_common.h"
+#include "serve/openai_api.h"
 #include "serve/output_plan.h"
 
 namespace radixlm::serve {
@@ -56,12 +57,6 @@ int IndexOf(const std::vector<engine::RequestId>& ids, engine::RequestId id) {
   return static_cast<int>(std::find(ids.begin(), ids.end(), id) - ids.begin());
 }
 
-std::string NewId(const char* prefix) {
-  static std::atomic<uint64_t> counter{0};
-  return std::string(prefix) + std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
-         std::to_string(counter++);
-}
-
 // What a refused submission answers: a prompt longer than the model's context or than the
 // whole KV pool is context_length_exceeded (a client trims its history either way).
 ApiError SubmitError(const core::Status& st, bool chat) {
@@ -70,14 +65,14 @@ ApiError SubmitError(const core::Status& st, bool chat) {
   return {400, st.message(), "invalid_request_error", "prompt", "invalid_value"};
 }
 
-int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
 }  // namespace
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
                std::optional<tokenizer::ChatTemplate> chat_format, engine::ScoringService* scoring)
     : config_(std::move(config)), engine_(engine), tok_(tok), chat_format_(std::move(chat_format)), scoring_(scoring),
       shaper_(std::make_unique<OutputShaper>(tok_, chat_format_ ? &*chat_format_ : nullptr, config_.stop_ids)) {
+  chat_door_ = std::make_unique<OpenAiDoor>(true, Limits(), tok_);
+  completion_door_ = std::make_unique<OpenAiDoor>(false, Limits(), tok_);
   HttpLimits limits;
   limits.max_body_bytes = config_.max_body_bytes;
   limits.header_timeout_s = config_.header_timeout_s;
@@ -95,6 +90,16 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
 }
 
 Server::~Server() { Stop(); }
+
+CompletionLimits Server::Limits() const {
+  return {.model_name = config_.model_name,
+          .default_max_tokens = config_.default_max_tokens,
+          .stop_ids = config_.stop_ids,
+          .allow_special_in_content = config_.allow_special_in_content,
+          .max_stop_strings = config_.max_stop_strings,
+          .max_stop_bytes = config_.max_stop_bytes,
+          .max_total_tokens = config_.max_total_tokens};
+}
 
 core::StatusOr<int> Server::Bind() { return http_->Bind(config_.host, config_.port); }
 
@@ -175,16 +180,28 @@ void Server::Routes() {
     res.SetContent(core::JsonText(out), "application/json");
   });
   ScoringRoutes();
-  for (const bool chat : {false, true})
-    http_->Route("POST", chat ? "/v1/chat/completions" : "/v1/completions",
-                 [this, chat](const HttpRequest& req, HttpResponse& res) { HandleCompletion(req, res, chat); });
+  // The completion path's front doors (serve/front_door.h): one per API wire format.
+  for (auto& [path, door] : std::initializer_list<std::pair<const char*, FrontDoor*>>{
+           {"/v1/chat/completions", chat_door_.get()}, {"/v1/completions", completion_door_.get()}})
+    http_->Route("POST", path, [this, door](const HttpRequest& req, HttpResponse& res) { Handle(req, res, *door); });
 }
 
-// parse -> prompt -> submit -> (engine events -> text and stop strings -> JSON or SSE)
-void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool chat) {
+// One request in flight: its engine requests (one per sample drawn), their events, and each
+// choice's output pipeline.
+struct Server::Running {
+  std::shared_ptr<Channel> channel = std::make_shared<Channel>();
+  std::vector<engine::RequestId> ids;
+  std::vector<std::unique_ptr<ChoiceOutput>> outputs;
+  engine::Usage prompt_usage;  // runs > 1: the prompt's, counted once
+};
+
+// parse (the door) -> prompt -> output plan -> submit -> (engine events -> text, stop strings,
+// reasoning, tool calls -> the door's JSON or SSE)
+void Server::Handle(const HttpRequest& req, HttpResponse& res, FrontDoor& door) {
   auto fail = [&](const ApiError& e) {
     ++http_errors_;
-    SendError(res, e);
+    res.status = e.status;
+    res.SetContent(door.ErrorBody(e), "application/json");
   };
   // Shared with the stream's content provider, which runs after this handler returns: a
   // streaming request counts against the limit until its stream ends.
@@ -193,53 +210,74 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
   ApiError err;
   const std::optional<nlohmann::ordered_json> parsed = ParseOrderedBody(req.body, &err);
   if (!parsed) return fail(err);
-  auto request = std::make_shared<CompletionRequest>();
-  const CompletionLimits limits{.model_name = config_.model_name,
-                                .default_max_tokens = config_.default_max_tokens,
-                                .stop_ids = config_.stop_ids,
-                                .allow_special_in_content = config_.allow_special_in_content,
-                                .max_stop_strings = config_.max_stop_strings,
-                                .max_stop_bytes = config_.max_stop_bytes,
-                                .max_total_tokens = config_.max_total_tokens};
-  if (!ParseCompletionRequest(*parsed, chat, limits, request.get(), &err)) return fail(err);
+  std::shared_ptr<Exchange> ex = door.Parse(req, *parsed, &err);
+  if (!ex) return fail(err);
+  auto running = std::make_shared<Running>();
+  if (!Start(req, *ex, running.get(), &err)) return fail(err);
+  if (!ex->ignored.empty()) {  // what a client sent that this server skips (docs/agents.md)
+    std::string list;
+    for (const std::string& f : ex->ignored) list += (list.empty() ? "" : ", ") + f;
+    res.SetHeader("Warning", "299 radixlm \"ignored: " + list + "\"");
+  }
+  if (!ex->request.stream) return Respond(req, res, door, ex, running);
+  Stream(req, res, ex, running, guard);
+}
+
+bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err) {
+  CompletionRequest& request = ex.request;
+  const CompletionLimits limits = Limits();
   std::string rendered;
-  if (!BuildPrompt(*request, tok_, chat_format_, &request->params.prompt, &err, &rendered)) return fail(err);
+  if (!BuildPrompt(request, tok_, chat_format_, &request.params.prompt, err, &rendered)) return false;
+  if (!ex.AfterPrompt(rendered, &request.params.prompt, err)) return false;
   // echo with logprobs: the prompt's log-probabilities, scored by the scoring service (one
   // forward over the prompt, logits of every position).
   std::vector<engine::TokenLogprob> prompt_logprobs;
-  if (request->echo && request->top_logprobs >= 0) {
-    if (!scoring_)
-      return fail({400, "'echo' with 'logprobs' needs the scoring service (serve without --no-scoring)", "invalid_request_error",
-                   "echo", "unsupported_parameter"});
+  if (request.echo && request.top_logprobs >= 0) {
+    if (!scoring_) {
+      *err = {400, "'echo' with 'logprobs' needs the scoring service (serve without --no-scoring)", "invalid_request_error",
+              "echo", "unsupported_parameter"};
+      return false;
+    }
     engine::ScoringJob job;
     job.kind = engine::ScoringJob::Kind::kPromptLogprobs;
-    job.top_k = request->top_logprobs;
-    job.inputs = {request->params.prompt};
+    job.top_k = request.top_logprobs;
+    job.inputs = {request.params.prompt};
     auto scored = scoring_->Submit(std::move(job)).get();
-    if (!scored.ok()) return fail({400, "scoring the prompt: " + scored.status().message(), "invalid_request_error", "prompt", "invalid_value"});
+    if (!scored.ok()) {
+      *err = {400, "scoring the prompt: " + scored.status().message(), "invalid_request_error", "prompt", "invalid_value"};
+      return false;
+    }
     prompt_logprobs = std::move(scored->prompt_logprobs[0]);
   }
-  if (request->default_max_tokens) {  // the client asked for no length: never ask more than fits
-    const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request->params.prompt.size());
-    if (left >= 1 && left < request->params.max_tokens) request->params.max_tokens = static_cast<int>(left);
-  }
-  // (A sample longer than the context gets the engine's context_length_exceeded at Submit.)
-  const bool fits_context = static_cast<int64_t>(request->params.prompt.size()) + request->params.max_tokens <= engine_.max_request_tokens();
-  if (fits_context && !CheckRequestSize(*request, limits, &err)) return fail(err);
+  // A length the client left open, or asked beyond the context: never more than fits (as
+  // llama-server cuts it; the answer then ends with finish reason length / max_tokens).
+  const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request.params.prompt.size());
+  if (left >= 1 && left < request.params.max_tokens) request.params.max_tokens = static_cast<int>(left);
+  // (A prompt longer than the context gets the engine's context_length_exceeded at Submit.)
+  const bool fits_context = static_cast<int64_t>(request.params.prompt.size()) + request.params.max_tokens <= engine_.max_request_tokens();
+  if (fits_context && !CheckRequestSize(request, limits, err)) return false;
   auto plan = std::make_shared<OutputPlan>();
-  if (!shaper_->Plan(*request, rendered, plan.get(), &err)) return fail(err);
-  request->params.top_logprobs = request->top_logprobs;
-  const int runs = request->best_of;  // samples drawn: n, or best_of (>= n, not streamed)
-  engine::Usage prompt_usage;  // runs > 1: the prompt's, counted once
+  if (!shaper_->Plan(request, rendered, plan.get(), err)) return false;
+  request.params.top_logprobs = request.top_logprobs;
+  if (ex.cache_mark_tokens != 0) {
+    request.params.cache_mark.tokens = ex.cache_mark_tokens == Exchange::kWholePrompt
+                                           ? static_cast<int64_t>(request.params.prompt.size())
+                                           : std::min<int64_t>(ex.cache_mark_tokens, request.params.prompt.size());
+    request.params.cache_mark.ttl_seconds = ex.cache_mark_ttl_seconds;
+  }
+  const int runs = request.best_of;  // samples drawn: n, or best_of (>= n, not streamed)
   if (runs > 1) {
     // Parallel sampling: the prompt is prefilled once (a prompt-only request puts it in the
     // radix cache), then the n samples find it there and share its blocks, so they decode as
     // one cascade group.
-    engine::RequestParams prefill = request->params;
+    engine::RequestParams prefill = request.params;
     prefill.continuation = std::vector<int32_t>{};
     auto warm = std::make_shared<Channel>();
     auto wid = engine_.Submit(prefill, [warm](const engine::TokenEvent& ev) { warm->Push(ev); });
-    if (!wid.ok()) return fail(SubmitError(wid.status(), chat));
+    if (!wid.ok()) {
+      *err = SubmitError(wid.status(), request.chat);
+      return false;
+    }
     engine::TokenEvent ev;
     bool cancelled = false;
     while (!warm->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
@@ -248,35 +286,34 @@ void Server::HandleCompletion(const HttpRequest& req, HttpResponse& res, bool ch
         engine_.Cancel(*wid);
       }
     }
-    if (cancelled) return;  // nobody to answer
-    prompt_usage = ev.usage;
+    if (cancelled) {
+      *err = {499, "the client closed the connection", "invalid_request_error", "", "client_closed"};
+      return false;
+    }
+    run->prompt_usage = ev.usage;
   }
   // One engine request per choice, all reporting into one channel.
-  auto channel = std::make_shared<Channel>();
-  auto ids = std::make_shared<std::vector<engine::RequestId>>();
   for (int i = 0; i < runs; ++i) {
-    engine::RequestParams params = request->params;
-    params.sampling.seed = request->params.sampling.seed + static_cast<uint64_t>(i);
-    params.cumulative_logprob = runs > request->n;
+    engine::RequestParams params = request.params;
+    params.sampling.seed = request.params.sampling.seed + static_cast<uint64_t>(i);
+    params.cumulative_logprob = runs > request.n;
     params.constraint = plan->NewConstraint();  // each sample its own matcher
+    auto channel = run->channel;
     auto id = engine_.Submit(std::move(params), [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
     if (!id.ok()) {
-      for (engine::RequestId done : *ids) engine_.Cancel(done);  // their events go unread
-      return fail(SubmitError(id.status(), chat));
+      for (engine::RequestId done : run->ids) engine_.Cancel(done);  // their events go unread
+      *err = SubmitError(id.status(), request.chat);
+      return false;
     }
-    ids->push_back(*id);
+    run->ids.push_back(*id);
   }
-  auto outputs = std::make_shared<std::vector<std::unique_ptr<ChoiceOutput>>>();
   for (int i = 0; i < runs; ++i) {
     ChoiceSetup setup = plan->setup;
-    setup.id_seed = request->params.sampling.seed * 31 + static_cast<uint64_t>(i) + 1;
-    outputs->push_back(std::make_unique<ChoiceOutput>(tok_, std::move(setup)));
-    if (request->echo && request->top_logprobs >= 0) outputs->back()->SetPromptLogprobs(request->params.prompt, prompt_logprobs);
+    setup.id_seed = request.params.sampling.seed * 31 + static_cast<uint64_t>(i) + 1;
+    run->outputs.push_back(std::make_unique<ChoiceOutput>(tok_, std::move(setup)));
+    if (request.echo && request.top_logprobs >= 0) run->outputs.back()->SetPromptLogprobs(request.params.prompt, prompt_logprobs);
   }
-  const CompletionMeta meta{NewId(chat ? "chatcmpl-" : "cmpl-"), config_.model_name, Now(), chat};
-  const std::string echo = request->echo ? (request->prompt_is_ids ? tok_.Decode(request->prompt_ids) : request->prompt_text) : "";
-  if (!request->stream) return Respond(req, res, *request, meta, channel, ids, outputs, prompt_usage, echo);
-  Stream(req, res, request, meta, channel, ids, outputs, guard, echo);
+  return true;
 }
 
 // The usage of a response: the prompt once, every choice's completion.
@@ -290,13 +327,11 @@ engine::Usage Server::TotalUsage(const std::vector<engine::Usage>& finals, int r
   return u;
 }
 
-void Server::Respond(const HttpRequest& req, HttpResponse& res, const CompletionRequest& request, const CompletionMeta& meta,
-                     const std::shared_ptr<Channel>& channel, const std::shared_ptr<std::vector<engine::RequestId>>& ids,
-                     const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
-                     const engine::Usage& prompt_usage, const std::string& echo) {
-  const int runs = static_cast<int>(ids->size()), n = request.n;
-  std::vector<engine::Usage> finals(runs);
-  std::vector<engine::FinishReason> reasons(runs, engine::FinishReason::kNone);
+void Server::Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor& door, const std::shared_ptr<Exchange>& ex,
+                     const std::shared_ptr<Running>& run) {
+  const CompletionRequest& request = ex->request;
+  const int runs = static_cast<int>(run->ids.size()), n = request.n;
+  std::vector<ChoiceEnd> ends(runs);
   std::vector<std::string> errors(runs);
   int open = runs;
   bool gone = false;
@@ -304,106 +339,98 @@ void Server::Respond(const HttpRequest& req, HttpResponse& res, const Completion
   while (open > 0) {
     if (!gone && req.ClientGone()) {  // the client left: stop its work, drain the final events
       gone = true;
-      for (engine::RequestId id : *ids) engine_.Cancel(id);
+      for (engine::RequestId id : run->ids) engine_.Cancel(id);
     }
-    if (!channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
-    const int i = IndexOf(*ids, ev.id);
-    ChoiceOutput& out = *(*outputs)[i];
+    if (!run->channel->Pop(&ev, std::chrono::milliseconds(200))) continue;
+    const int i = IndexOf(run->ids, ev.id);
+    ChoiceOutput& out = *run->outputs[i];
     const bool was_stopped = out.stopped();
     out.Push(ev);
-    if (out.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
+    if (out.stopped() && !was_stopped) engine_.EndEarly(run->ids[i]);
     if (ev.finish != engine::FinishReason::kNone) {
-      finals[i] = ev.usage;
-      reasons[i] = ev.finish;
+      ends[i] = {&out, ev.finish, ev.usage};
       errors[i] = ev.error;
       --open;
     }
   }
   if (gone) return;  // nobody to answer
   for (int i = 0; i < runs; ++i)
-    if (reasons[i] == engine::FinishReason::kError) {
+    if (ends[i].reason == engine::FinishReason::kError) {
       ++http_errors_;
-      return SendError(res, {500, "generation failed: " + errors[i], "server_error", "", "generation_error"});
+      const ApiError e{500, "generation failed: " + errors[i], "server_error", "", "generation_error"};
+      res.status = e.status;
+      return res.SetContent(door.ErrorBody(e), "application/json");
     }
   std::vector<int> picked(n);
   std::iota(picked.begin(), picked.end(), 0);
+  std::vector<engine::Usage> finals;
+  for (const ChoiceEnd& e : ends) finals.push_back(e.usage);
   if (runs > n) {
     std::vector<double> logprobs;
     for (const engine::Usage& f : finals) logprobs.push_back(f.cumulative_logprob);
     picked = BestOf(logprobs, n);
   }
-  std::vector<CompletionChoice> choices(n);
-  for (int i = 0; i < n; ++i) choices[i] = (*outputs)[picked[i]]->ToChoice(reasons[picked[i]], request.return_token_ids, echo);
-  const json body = CompletionResponse(meta, choices, TotalUsage(finals, runs, prompt_usage));
-  res.SetContent(core::JsonText(body), "application/json");
+  std::vector<ChoiceEnd> returned;
+  for (int i : picked) returned.push_back(ends[i]);
+  const engine::Usage usage = TotalUsage(finals, runs, run->prompt_usage);
+  res.SetContent(core::JsonText(ex->Whole(returned, usage)), "application/json");
+  ex->Finished(request.params.prompt, returned, usage);
 }
 
-void Server::Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<CompletionRequest>& request,
-                    const CompletionMeta& meta, const std::shared_ptr<Channel>& channel,
-                    const std::shared_ptr<std::vector<engine::RequestId>>& ids,
-                    const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
-                    const std::shared_ptr<InFlight>& guard, const std::string& echo) {
+void Server::Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Exchange>& ex,
+                    const std::shared_ptr<Running>& run, const std::shared_ptr<InFlight>& guard) {
   const auto req_gone = req.gone;  // the request object ends with this handler; its flag lives on
-  // Streaming: one chunk per delta of a choice; each choice's last chunk carries its finish
-  // reason; then a usage chunk, then [DONE].
   res.Stream("text/event-stream", [=, this](StreamSink& sink) {
     (void)guard;  // held until the stream ends
-    auto send = [&](const json& j) { return sink.Write(SseEvent(j)); };
-    const int n = static_cast<int>(ids->size());
-    std::vector<bool> first(n, true);
-    std::vector<size_t> ids_sent(n, 0);  // a chunk carries every id since the last one
-    auto new_ids = [&](int i) -> std::optional<std::vector<int32_t>> {
-      if (!request->return_token_ids) return std::nullopt;
-      const std::vector<int32_t>& all = (*outputs)[i]->ids();
-      std::vector<int32_t> fresh(all.begin() + static_cast<std::ptrdiff_t>(ids_sent[i]), all.end());
-      ids_sent[i] = all.size();
-      return fresh;
-    };
-    std::vector<engine::Usage> finals(n);
+    const int n = static_cast<int>(run->ids.size());
+    std::vector<ChoiceEnd> ends(n);
     int open = n;
     bool gone = false;
+    auto cancel = [&] {
+      gone = true;
+      for (engine::RequestId id : run->ids) engine_.Cancel(id);
+    };
+    auto send = [&](const std::string& bytes) {
+      if (gone || bytes.empty()) return;
+      if (!sink.Write(bytes)) cancel();  // keep draining until every final event
+    };
+    send(ex->StreamStart({static_cast<int64_t>(ex->request.params.prompt.size()), n}));
+    auto quiet_since = std::chrono::steady_clock::now();
     engine::TokenEvent ev;
     while (open > 0) {
-      if (!channel->Pop(&ev, std::chrono::milliseconds(200))) {
-        if (!gone && (sink.Gone() || req_gone->load())) {  // client went away: cancel, drain the final events
-          gone = true;
-          for (engine::RequestId id : *ids) engine_.Cancel(id);
+      if (!run->channel->Pop(&ev, std::chrono::milliseconds(200))) {
+        if (!gone && (sink.Gone() || req_gone->load())) cancel();  // client went away: drain the final events
+        // A long prefill sends nothing for minutes: a keepalive every 5 s holds the client's
+        // idle timers (Codex's and the SDKs') off.
+        if (!gone && std::chrono::steady_clock::now() - quiet_since > std::chrono::seconds(5)) {
+          send(ex->StreamKeepalive());
+          quiet_since = std::chrono::steady_clock::now();
         }
         continue;
       }
-      const int i = IndexOf(*ids, ev.id);
-      ChoiceOutput& out = *(*outputs)[i];
+      quiet_since = std::chrono::steady_clock::now();
+      const int i = IndexOf(run->ids, ev.id);
+      ChoiceOutput& out = *run->outputs[i];
       const bool was_stopped = out.stopped();
       ChoiceDelta delta = out.Push(ev);
-      if (out.stopped() && !was_stopped) engine_.EndEarly((*ids)[i]);
-      if (first[i] && !echo.empty()) delta.content = echo + delta.content;
-      const bool done = ev.finish != engine::FinishReason::kNone;
-      if (done) {
-        finals[i] = ev.usage;
-        --open;
-      }
-      if (gone) continue;
-      if (done && ev.finish == engine::FinishReason::kError) {
-        send(ErrorBody({500, "generation failed: " + ev.error, "server_error", "", "generation_error"}));
+      if (out.stopped() && !was_stopped) engine_.EndEarly(run->ids[i]);
+      if (ev.finish == engine::FinishReason::kNone) {
+        send(ex->StreamDelta(i, out, delta));
         continue;
       }
-      if ((!delta.empty() || first[i]) && !done) {
-        const auto fresh = new_ids(i);
-        if (!send(CompletionChunk(meta, delta, nullptr, first[i], fresh ? &*fresh : nullptr, i))) {
-          gone = true;
-          for (engine::RequestId id : *ids) engine_.Cancel(id);
-          continue;  // keep draining until every final event
-        }
-        first[i] = false;
-      }
-      if (done) {
-        const auto fresh = new_ids(i);
-        send(CompletionChunk(meta, delta, out.FinishReason(ev.finish), first[i], fresh ? &*fresh : nullptr, i));
-      }
+      ends[i] = {&out, ev.finish, ev.usage};
+      --open;
+      if (ev.finish == engine::FinishReason::kError)
+        send(ex->StreamError({500, "generation failed: " + ev.error, "server_error", "", "generation_error"}));
+      else
+        send(ex->StreamChoiceEnd(i, delta, ends[i]));
     }
     if (gone) return;
-    if (request->include_usage) send(UsageChunk(meta, TotalUsage(finals, n, {})));
-    sink.Write(kSseDone);
+    std::vector<engine::Usage> finals;
+    for (const ChoiceEnd& e : ends) finals.push_back(e.usage);
+    const engine::Usage usage = TotalUsage(finals, n, {});
+    send(ex->StreamEnd(usage));
+    ex->Finished(ex->request.params.prompt, ends, usage);
   });
 }
 

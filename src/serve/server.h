@@ -24,6 +24,7 @@
 #include "serve/choice_output.h"
 #include "serve/completion_request.h"
 #include "serve/completion_stream.h"
+#include "serve/front_door.h"
 #include "serve/http_common.h"
 #include "serve/http_server.h"
 #include "serve/output_plan.h"
@@ -76,17 +77,16 @@ class Server {
 
  private:
   void Routes();
-  void HandleCompletion(const HttpRequest& req, HttpResponse& res, bool chat);
-  // The non-streamed answer, and the stream, of a submitted completion (server.cc).
-  void Respond(const HttpRequest& req, HttpResponse& res, const CompletionRequest& request, const CompletionMeta& meta,
-               const std::shared_ptr<Channel>& channel, const std::shared_ptr<std::vector<engine::RequestId>>& ids,
-               const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
-               const engine::Usage& prompt_usage, const std::string& echo);
-  void Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<CompletionRequest>& request,
-              const CompletionMeta& meta, const std::shared_ptr<Channel>& channel,
-              const std::shared_ptr<std::vector<engine::RequestId>>& ids,
-              const std::shared_ptr<std::vector<std::unique_ptr<ChoiceOutput>>>& outputs,
-              const std::shared_ptr<InFlight>& guard, const std::string& echo);
+  CompletionLimits Limits() const;
+  // The one completion path, behind every front door (serve/front_door.h): parse, then Start
+  // (prompt, output plan, submit), then the non-streamed answer or the stream.
+  struct Running;
+  void Handle(const HttpRequest& req, HttpResponse& res, FrontDoor& door);
+  bool Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err);
+  void Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor& door, const std::shared_ptr<Exchange>& ex,
+               const std::shared_ptr<Running>& run);
+  void Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Exchange>& ex,
+              const std::shared_ptr<Running>& run, const std::shared_ptr<InFlight>& guard);
   static engine::Usage TotalUsage(const std::vector<engine::Usage>& finals, int runs, const engine::Usage& prompt_usage);
   void ScoringRoutes();  // serve/scoring_routes.cc
   std::string MetricsText() const;
@@ -98,6 +98,7 @@ class Server {
   std::optional<tokenizer::ChatTemplate> chat_format_;
   engine::ScoringService* scoring_ = nullptr;
   std::unique_ptr<OutputShaper> shaper_;  // tool calls, reasoning, grammars of completions
+  std::unique_ptr<FrontDoor> chat_door_, completion_door_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> http_requests_{0}, http_errors_{0};
