@@ -265,7 +265,7 @@ def main():
             ("wrong field type", post(base, "/v1/completions", {"prompt": "x", "max_tokens": "lots"}), 400, "'max_tokens'"),
             ("missing prompt", post(base, "/v1/completions", {"max_tokens": 3}), 400, "'prompt' is required"),
             ("unknown model", post(base, "/v1/completions", {"model": "gpt-9", "prompt": "x"}), 404, "does not exist"),
-            ("prompt too long", post(base, "/v1/completions", {"prompt": [1] * 9000, "max_tokens": 8}), 400, "KV blocks"),
+            ("prompt too long", post(base, "/v1/completions", {"prompt": [1] * 9000, "max_tokens": 8}), 400, "prompt is too long"),
             ("bad messages", post(base, "/v1/chat/completions", {"messages": "hi"}), 400, "'messages'"),
             ("bad role", post(base, "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}), 400, "role"),
             ("token id out of range", post(base, "/v1/completions", {"prompt": [999999999]}), 400, "outside the vocabulary"),

@@ -91,6 +91,14 @@ void RegisterServe(CLI::App& app) {
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
+  cmd->add_option("--max-stored-responses", o->server.max_stored_responses,
+                  "Responses API: stored responses kept for GET /v1/responses/{id} and previous_response_id (least "
+                  "recently used dropped first)")
+      ->capture_default_str();
+  auto* store_mb = cmd->add_option_function<size_t>(
+      "--response-store-mb", [o](size_t mb) { o->server.response_store_bytes = mb << 20; },
+      "Responses API: MiB the stored responses may hold (tokens, texts; default 256)");
+  store_mb->check(CLI::Range(size_t{0}, size_t{1} << 20));
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
   cmd->add_flag("--no-scoring", o->no_scoring, "disable /v1/embeddings, /embed and /rerank");
   cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,

@@ -30,33 +30,6 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> TokenizerOnly(const ModelO
   return LoadTokenizer(o, vocab);
 }
 
-// The next turn's prompt as a continuation of the tokens the model already holds: the previous
-// prompt's tokens, then the reply's tokens as generated (as far as the new rendering repeats
-// their text), then the rest encoded. Re-encoding the whole conversation would re-tokenise the
-// reply (BPE need not reproduce generated tokens), and the cache, token-exact, would miss from
-// there on; a hybrid model, whose cache holds states only at checkpoints, would miss entirely.
-// llama.cpp's chat keeps its tokens the same way. Falls back to encoding the whole text when the
-// rendering does not extend the previous one (e.g. an exchange was dropped).
-std::vector<int32_t> ContinueTokens(const tokenizer::Tokenizer& tok, const std::string& prev_text,
-                                    const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& reply,
-                                    const std::string& text) {
-  if (prev_tokens.empty() || text.compare(0, prev_text.size(), prev_text) != 0) return tok.Encode(text);
-  const std::string tail = text.substr(prev_text.size());
-  // The reply's raw bytes token by token (Decode would drop a SentencePiece leading space).
-  size_t keep = 0, covered = 0;
-  std::string bytes;
-  for (size_t k = 0; k < reply.size(); ++k) {
-    bytes += tok.TokenBytes(reply[k]);
-    if (bytes.size() > tail.size()) break;
-    if (tail.compare(0, bytes.size(), bytes) == 0) keep = k + 1, covered = bytes.size();
-  }
-  std::vector<int32_t> out = prev_tokens;
-  out.insert(out.end(), reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(keep));
-  const std::vector<int32_t> rest = tok.Encode(std::string_view(tail).substr(covered));
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
-}
-
 }  // namespace
 
 void RegisterTokenize(CLI::App& app) {
@@ -217,7 +190,7 @@ void RegisterChat(CLI::App& app) {
         auto rendered = format->RenderMessages(trimmed, /*add_generation_prompt=*/true);
         ExitIfError(rendered.status());
         prompt_text = std::move(*rendered);
-        params.prompt = ContinueTokens(tok, prev_text, prev_tokens, prev_reply, prompt_text);
+        params.prompt = tokenizer::ContinueTokens(tok, prev_text, prev_tokens, prev_reply, prompt_text);
         if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens <= eng.max_request_tokens()) break;
         if (trimmed.size() < keep + 3) break;  // only this message left: it does not fit
         trimmed.erase(trimmed.begin() + static_cast<std::ptrdiff_t>(keep), trimmed.begin() + static_cast<std::ptrdiff_t>(keep + 2));

@@ -55,6 +55,8 @@ class ChoiceOutput {
   nlohmann::ordered_json AllLogprobs() const;
   const std::vector<int32_t>& ids() const { return text_.ids(); }
   bool stopped() const { return text_.stopped(); }
+  // The stop string that ended the text ("" when none did).
+  const std::string& matched_stop() const { return text_.matched_stop(); }
 
  private:
   enum class Phase { kReasoning, kContent, kCalls };

@@ -17,7 +17,10 @@ std::string StopStringFilter::Push(const std::string& piece, bool last, bool can
   size_t cut = std::string::npos;
   for (const std::string& stop : stops_) {
     const size_t at = stop.empty() ? std::string::npos : held_.find(stop);
-    if (at < cut) cut = at;
+    if (at < cut) {
+      cut = at;
+      matched_ = stop;
+    }
   }
   if (cut != std::string::npos) {
     held_.resize(cut);

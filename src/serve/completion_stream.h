@@ -24,10 +24,12 @@ class StopStringFilter {
   // reached).
   std::string Push(const std::string& piece, bool last, bool can_stop = true);
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }  // the stop string that ended the text
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
+  std::string matched_;
   bool stopped_ = false;
 };
 
@@ -43,6 +45,7 @@ class CompletionText {
   // The delta this event adds (empty once stopped).
   std::string Push(const engine::TokenEvent& ev);
   bool stopped() const { return filter_.stopped(); }
+  const std::string& matched_stop() const { return filter_.matched(); }
   const std::string& text() const { return text_; }
   const std::vector<int32_t>& ids() const { return ids_; }
 

@@ -68,8 +68,8 @@ class Exchange {
   virtual std::string StreamEnd(const engine::Usage& usage) = 0;
   virtual std::string StreamError(const ApiError& error) = 0;
   virtual std::string StreamKeepalive() { return ": keepalive\n\n"; }
-  // The whole answer (not streamed): the choices returned, in order.
-  virtual nlohmann::json Whole(const std::vector<ChoiceEnd>& choices, const engine::Usage& usage) = 0;
+  // The whole answer's body (not streamed): the choices returned, in order.
+  virtual std::string Whole(const std::vector<ChoiceEnd>& choices, const engine::Usage& usage) = 0;
   // Once the answer is complete: a door that stores answers keeps this one (the prompt's
   // tokens and each generated token).
   virtual void Finished(const std::vector<int32_t>& prompt, const std::vector<ChoiceEnd>& choices, const engine::Usage& usage) {}

@@ -94,7 +94,11 @@ class HttpServer::Impl {
   const RouteEntry* FindRoute(const std::string& method, const std::string& path, bool* path_known) const {
     *path_known = false;
     for (const RouteEntry& r : routes_) {
-      if (r.path != path) continue;
+      // "/v1/responses/*": every path under the prefix (an id after it).
+      const bool prefix = r.path.size() > 1 && r.path.back() == '*';
+      if (prefix ? path.size() < r.path.size() || path.compare(0, r.path.size() - 1, r.path, 0, r.path.size() - 1) != 0
+                 : r.path != path)
+        continue;
       *path_known = true;
       if (r.method == method) return &r;
     }

@@ -104,7 +104,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // REQUIRES: before Bind.
+  // REQUIRES: before Bind. A path ending in '*' ("/v1/responses/*") takes every path that
+  // continues its prefix with at least one byte.
   void Route(std::string method, std::string path, HttpHandler handler, Run run = Run::kWorker);
   // Runs before routing on every request; returns true when it answered (auth, counting).
   void SetPreRouting(std::function<bool(const HttpRequest&, HttpResponse&)> hook);

@@ -63,10 +63,10 @@ class OpenAiExchange : public Exchange {
 
   std::string StreamError(const ApiError& e) override { return SseEvent(ErrorBody(e)); }
 
-  json Whole(const std::vector<ChoiceEnd>& ends, const engine::Usage& usage) override {
+  std::string Whole(const std::vector<ChoiceEnd>& ends, const engine::Usage& usage) override {
     std::vector<CompletionChoice> choices;
     for (const ChoiceEnd& e : ends) choices.push_back(e.output->ToChoice(e.reason, request.return_token_ids, echo));
-    return CompletionResponse(meta_, choices, usage);
+    return core::JsonText(CompletionResponse(meta_, choices, usage));
   }
 
  private:

@@ -19,6 +19,7 @@
 #include "serve/completion_request.h"
 #include "serve/completion_stream.h"
 #include "serve/http_common.h"
+#include "serve/messages_api.h"
 #include "serve/openai_api.h"
 #include "serve/output_plan.h"
 
@@ -73,6 +74,11 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
       shaper_(std::make_unique<OutputShaper>(tok_, chat_format_ ? &*chat_format_ : nullptr, config_.stop_ids)) {
   chat_door_ = std::make_unique<OpenAiDoor>(true, Limits(), tok_);
   completion_door_ = std::make_unique<OpenAiDoor>(false, Limits(), tok_);
+  messages_door_ = std::make_unique<MessagesDoor>(Limits(), /*count=*/false);
+  responses_ = std::make_unique<ResponseStore>(
+      ResponseStore::Config{.max_responses = config_.max_stored_responses, .max_bytes = config_.response_store_bytes});
+  responses_door_ = std::make_unique<ResponsesDoor>(Limits(), tok_, *responses_);
+  count_door_ = std::make_unique<MessagesDoor>(Limits(), /*count=*/true);
   HttpLimits limits;
   limits.max_body_bytes = config_.max_body_bytes;
   limits.header_timeout_s = config_.header_timeout_s;
@@ -116,8 +122,16 @@ void Server::Routes() {
   // encodings are the transport's checks.)
   http_->SetPreRouting([this](const HttpRequest& req, HttpResponse& res) {
     ++http_requests_;
-    if (!config_.api_key.empty() && req.path != "/health" && req.Header("Authorization") != "Bearer " + config_.api_key) {
-      SendError(res, {401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"});
+    // Bearer (OpenAI's clients, Claude Code's ANTHROPIC_AUTH_TOKEN) or x-api-key (Anthropic's).
+    if (!config_.api_key.empty() && req.path != "/health" && req.Header("Authorization") != "Bearer " + config_.api_key &&
+        req.Header("x-api-key") != config_.api_key) {
+      const ApiError e{401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"};
+      if (req.path.rfind("/v1/messages", 0) == 0) {
+        res.status = e.status;
+        res.SetContent(AnthropicErrorBody(e), "application/json");
+      } else {
+        SendError(res, e);
+      }
       ++http_errors_;
       return true;
     }
@@ -182,8 +196,13 @@ void Server::Routes() {
   ScoringRoutes();
   // The completion path's front doors (serve/front_door.h): one per API wire format.
   for (auto& [path, door] : std::initializer_list<std::pair<const char*, FrontDoor*>>{
-           {"/v1/chat/completions", chat_door_.get()}, {"/v1/completions", completion_door_.get()}})
+           {"/v1/chat/completions", chat_door_.get()}, {"/v1/completions", completion_door_.get()},
+           {"/v1/messages", messages_door_.get()}, {"/v1/responses", responses_door_.get()}})
     http_->Route("POST", path, [this, door](const HttpRequest& req, HttpResponse& res) { Handle(req, res, *door); });
+  http_->Route("POST", "/v1/messages/count_tokens",
+               [this](const HttpRequest& req, HttpResponse& res) { CountTokens(req, res, *count_door_); });
+  http_->Route("GET", "/v1/responses/*", [this](const HttpRequest& req, HttpResponse& res) { responses_door_->Get(req, res); },
+               Run::kInline);
 }
 
 // One request in flight: its engine requests (one per sample drawn), their events, and each
@@ -223,12 +242,37 @@ void Server::Handle(const HttpRequest& req, HttpResponse& res, FrontDoor& door) 
   Stream(req, res, ex, running, guard);
 }
 
+// A prompt's size without running it: the door's request rendered and tokenized as Handle would.
+void Server::CountTokens(const HttpRequest& req, HttpResponse& res, FrontDoor& door) {
+  ApiError err;
+  auto fail = [&](const ApiError& e) {
+    ++http_errors_;
+    res.status = e.status;
+    res.SetContent(door.ErrorBody(e), "application/json");
+  };
+  const std::optional<nlohmann::ordered_json> parsed = ParseOrderedBody(req.body, &err);
+  if (!parsed) return fail(err);
+  std::unique_ptr<Exchange> ex = door.Parse(req, *parsed, &err);
+  if (!ex) return fail(err);
+  std::string rendered;
+  if (!BuildPrompt(ex->request, tok_, chat_format_, &ex->request.params.prompt, &err, &rendered)) return fail(err);
+  if (!ex->AfterPrompt(rendered, &ex->request.params.prompt, &err)) return fail(err);
+  res.SetContent(core::JsonText(json({{"input_tokens", ex->request.params.prompt.size()}})), "application/json");
+}
+
 bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err) {
   CompletionRequest& request = ex.request;
   const CompletionLimits limits = Limits();
   std::string rendered;
   if (!BuildPrompt(request, tok_, chat_format_, &request.params.prompt, err, &rendered)) return false;
   if (!ex.AfterPrompt(rendered, &request.params.prompt, err)) return false;
+  // (Anthropic's wording, which Claude Code compacts its history on; an error of every API.)
+  if (static_cast<int64_t>(request.params.prompt.size()) >= engine_.max_request_tokens()) {
+    *err = {400, "prompt is too long: " + std::to_string(request.params.prompt.size()) + " tokens > " +
+                     std::to_string(engine_.max_request_tokens() - 1) + " maximum",
+            "invalid_request_error", request.chat ? "messages" : "prompt", "context_length_exceeded"};
+    return false;
+  }
   // echo with logprobs: the prompt's log-probabilities, scored by the scoring service (one
   // forward over the prompt, logits of every position).
   std::vector<engine::TokenLogprob> prompt_logprobs;
@@ -373,7 +417,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor&
   std::vector<ChoiceEnd> returned;
   for (int i : picked) returned.push_back(ends[i]);
   const engine::Usage usage = TotalUsage(finals, runs, run->prompt_usage);
-  res.SetContent(core::JsonText(ex->Whole(returned, usage)), "application/json");
+  res.SetContent(ex->Whole(returned, usage), "application/json");
   ex->Finished(request.params.prompt, returned, usage);
 }
 

@@ -25,6 +25,8 @@
 #include "serve/completion_request.h"
 #include "serve/completion_stream.h"
 #include "serve/front_door.h"
+#include "serve/response_store.h"
+#include "serve/responses_api.h"
 #include "serve/http_common.h"
 #include "serve/http_server.h"
 #include "serve/output_plan.h"
@@ -56,6 +58,9 @@ struct ServerConfig {
   std::string embed_query_instruction;  // empty: inputs are embedded as documents (bare text)
   engine::Pooling embed_pooling = engine::Pooling::kLastToken;
   int64_t max_scoring_inputs = 2048;  // inputs per /v1/embeddings, /embed or /rerank request
+  // The Responses API's stored responses (serve/response_store.h): at most this many, and bytes.
+  size_t max_stored_responses = 1000;
+  size_t response_store_bytes = size_t{256} << 20;
   // KV cache events (serve/kv_events_publisher.h), announced in /server_info; empty: off.
   std::string kv_events_endpoint, kv_events_replay_endpoint, kv_events_topic;
 };
@@ -82,6 +87,7 @@ class Server {
   // (prompt, output plan, submit), then the non-streamed answer or the stream.
   struct Running;
   void Handle(const HttpRequest& req, HttpResponse& res, FrontDoor& door);
+  void CountTokens(const HttpRequest& req, HttpResponse& res, FrontDoor& door);
   bool Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err);
   void Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor& door, const std::shared_ptr<Exchange>& ex,
                const std::shared_ptr<Running>& run);
@@ -98,7 +104,9 @@ class Server {
   std::optional<tokenizer::ChatTemplate> chat_format_;
   engine::ScoringService* scoring_ = nullptr;
   std::unique_ptr<OutputShaper> shaper_;  // tool calls, reasoning, grammars of completions
-  std::unique_ptr<FrontDoor> chat_door_, completion_door_;
+  std::unique_ptr<ResponseStore> responses_;
+  std::unique_ptr<FrontDoor> chat_door_, completion_door_, messages_door_, count_door_;
+  std::unique_ptr<ResponsesDoor> responses_door_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> http_requests_{0}, http_errors_{0};

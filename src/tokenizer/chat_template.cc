@@ -110,4 +110,24 @@ std::vector<TextRange> LocateContents(const std::string& text, const std::vector
   return ranges;
 }
 
+std::vector<int32_t> ContinueTokens(const Tokenizer& tok, const std::string& prev_text,
+                                    const std::vector<int32_t>& prev_tokens, const std::vector<int32_t>& reply,
+                                    const std::string& text) {
+  if (prev_tokens.empty() || text.compare(0, prev_text.size(), prev_text) != 0) return tok.Encode(text);
+  const std::string tail = text.substr(prev_text.size());
+  // The reply's raw bytes token by token (Decode would drop a SentencePiece leading space).
+  size_t keep = 0, covered = 0;
+  std::string bytes;
+  for (size_t k = 0; k < reply.size(); ++k) {
+    bytes += tok.TokenBytes(reply[k]);
+    if (bytes.size() > tail.size()) break;
+    if (tail.compare(0, bytes.size(), bytes) == 0) keep = k + 1, covered = bytes.size();
+  }
+  std::vector<int32_t> out = prev_tokens;
+  out.insert(out.end(), reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(keep));
+  const std::vector<int32_t> rest = tok.Encode(std::string_view(tail).substr(covered));
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
 }  // namespace radixlm::tokenizer

@@ -59,4 +59,15 @@ class ChatTemplate {
 // (Tokenizer::Encode's `literal`).
 std::vector<TextRange> LocateContents(const std::string& text, const std::vector<std::string>& contents);
 
+// The next turn's prompt as a continuation of the tokens the model already holds: the previous
+// prompt's tokens, then the reply's tokens as generated (as far as the new rendering repeats
+// their text), then the rest encoded. Re-encoding the whole conversation would re-tokenise the
+// reply (BPE need not reproduce generated tokens), and the cache, token-exact, would miss from
+// there on; a hybrid model, whose cache holds states only at checkpoints, would miss entirely.
+// llama.cpp's chat keeps its tokens the same way. Falls back to encoding the whole text when the
+// rendering does not extend the previous one (e.g. an exchange was dropped). Used by `chat` and
+// by the Responses API's previous_response_id.
+std::vector<int32_t> ContinueTokens(const Tokenizer& tok, const std::string& prev_text, const std::vector<int32_t>& prev_tokens,
+                                    const std::vector<int32_t>& reply, const std::string& text);
+
 }  // namespace radixlm::tokenizer
