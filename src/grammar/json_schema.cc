@@ -59,6 +59,7 @@ std::string Compiler::Visit(const Json& s, const std::string& path) {
     Empty(path, "the schema false (no value is valid)");
   }
   if (!s.is_object()) Fail(path, "a schema must be an object or a boolean");
+  if (merger_.HasForeign(s)) return Visit(merger_.Native(s), path);
   if (++visits_ > kMaxVisits) Fail(path, "more than " + std::to_string(kMaxVisits) + " subschemas to compile: too costly");
   if (++depth_ > 200) Fail(path, "schema nesting too deep");
   struct Leave {
@@ -190,17 +191,29 @@ std::string Compiler::VisitFlat(const Json& s, const std::string& path) {
     Fail(path, e.what());
   }
   if (s.contains("enum") || s.contains("const")) return EnumRule(s, types, path);
+  // Each type's keywords constrain only values of that type: a type whose keywords no value
+  // satisfies (minLength above maxLength, a required member with the schema false) drops out,
+  // and the others stay (`{"minLength": 2, "maxLength": 1}` still allows 0 and null).
   std::vector<std::string> alts;
-  if (types.count("object")) alts.push_back(ObjectRule(s, path));
-  if (types.count("array")) alts.push_back(ArrayRule(s, path));
-  if (types.count("string")) alts.push_back(StringRule(s, path));
+  std::string empty_why;
+  auto add = [&](auto&& rule) {
+    try {
+      alts.push_back(rule());
+    } catch (const Unsatisfiable& e) {
+      if (empty_why.empty()) empty_why = e.what();
+    }
+  };
+  if (types.count("object")) add([&] { return ObjectRule(s, path); });
+  if (types.count("array")) add([&] { return ArrayRule(s, path); });
+  if (types.count("string")) add([&] { return StringRule(s, path); });
   if (types.count("number")) {
-    alts.push_back(NumberRule(s, path));
+    add([&] { return NumberRule(s, path); });
   } else if (types.count("integer")) {
-    alts.push_back(IntegerRule(s, path));
+    add([&] { return IntegerRule(s, path); });
   }
   if (types.count("boolean")) alts.push_back(Builtin("boolean"));
   if (types.count("null")) alts.push_back(Builtin("null"));
+  if (alts.empty()) throw Unsatisfiable(empty_why.empty() ? path + ": no type is allowed" : empty_why);
   if (alts.size() == 1) return alts[0];
   std::string body;
   for (const std::string& a : alts) body += (body.empty() ? "" : " | ") + a;

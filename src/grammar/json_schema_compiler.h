@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -94,16 +95,24 @@ class Compiler {
   std::string StringRule(const Json& s, const std::string& path);
   std::string IntegerRule(const Json& s, const std::string& path);
   std::string NumberRule(const Json& s, const std::string& path);
+  std::string MultipleOfRule(const Json& s, const std::string& path);
   struct ObjectShape {
     std::vector<std::string> required, names;  // names: every declared name (no additional member takes one)
     std::vector<std::pair<std::string, Json>> members;
     Json additional;
     bool extra = true;             // additional members allowed
     std::string additional_value;  // their values' rule
-    std::string pattern;           // patternProperties' one pattern: additional names must match it
+    std::vector<std::string> patterns;  // patternProperties (one schema): additional names match one
+    Json names_schema;                  // propertyNames (null when absent): every name satisfies it
+    std::string names_key;              // propertyNames' key rule, for additional members
+    Json broken_value_schema;           // "^.*$" patterns: names with a line break take this schema
+    std::string broken_value;           // ... as a rule ("" when no such member is allowed)
+    uint64_t min_count = 0;                 // minProperties, where more than the required names
+    std::optional<uint64_t> max_count;      // maxProperties, where fewer than the possible members
     bool IsRequired(const std::string& n) const { return std::find(required.begin(), required.end(), n) != required.end(); }
   };
   ObjectShape ObjectMembers(const Json& s, const std::string& path);
+  void PropertyNames(const Json& names, const Json& props, const std::string& path, ObjectShape* o);
   std::string ObjectRule(const Json& s, const std::string& path);
   std::string KeyNotIn(const std::vector<std::string>& names);
   std::string ArrayRule(const Json& s, const std::string& path);

@@ -25,6 +25,46 @@ const std::set<std::string> kObjectKeywords = {"properties", "required", "additi
 const std::set<std::string> kArrayKeywords = {"items", "prefixItems", "additionalItems", "contains", "minItems",
                                               "maxItems", "uniqueItems", "unevaluatedItems"};
 
+// Draft 4's boolean exclusiveMinimum / exclusiveMaximum in draft 6's numeric form, so a merge
+// takes each bound together with its own exclusiveness.
+Json NumericExclusive(Json s) {
+  if (!s.is_object()) return s;
+  for (const auto& [flag, bound] : {std::pair{"exclusiveMinimum", "minimum"}, std::pair{"exclusiveMaximum", "maximum"}}) {
+    if (!s.contains(flag) || !s[flag].is_boolean()) continue;
+    const bool on = s[flag].get<bool>();
+    s.erase(flag);
+    if (on && s.contains(bound) && s[bound].is_number()) {
+      s[flag] = s[bound];
+      s.erase(bound);
+    }
+  }
+  return s;
+}
+
+// An array schema's element schemas as a tuple prefix and the schema of every later element
+// (items / prefixItems / additionalItems only interact within one schema object).
+struct ArrayForm {
+  std::vector<Json> prefix;
+  Json rest = true;
+  bool modern = false;  // written with prefixItems (2020-12)
+};
+bool HasArrayItems(const Json& s) { return s.contains("items") || s.contains("prefixItems") || s.contains("additionalItems"); }
+ArrayForm ArrayOf(const Json& s, TupleForm form) {
+  ArrayForm f;
+  if (form != TupleForm::kItemsArray && s.contains("prefixItems") && s["prefixItems"].is_array()) {
+    f.modern = true;
+    for (const Json& x : s["prefixItems"]) f.prefix.push_back(x);
+    if (s.contains("items")) f.rest = s["items"];
+  } else if (s.contains("items") && s["items"].is_array()) {
+    if (form == TupleForm::kPrefixItems) throw SchemaError("in draft 2020-12 'items' is one schema (a tuple is 'prefixItems')");
+    for (const Json& x : s["items"]) f.prefix.push_back(x);
+    if (s.contains("additionalItems")) f.rest = s["additionalItems"];
+  } else if (s.contains("items")) {
+    f.rest = s["items"];
+  }  // additionalItems without an items array constrains nothing
+  return f;
+}
+
 bool IsTrivial(const Json& s) { return (s.is_boolean() && s.get<bool>()) || (s.is_object() && !HasConstraints(s, false)); }
 bool IsFalse(const Json& s) { return s.is_boolean() && !s.get<bool>(); }
 bool NonEmpty(const Json& v) { return !(v.is_object() && v.empty()) && !(v.is_array() && v.empty()); }
@@ -180,16 +220,35 @@ std::optional<Json> OneOfByPresence(const Json& list) {
   return Json{{"anyOf", alts}};
 }
 
+PatternKind KindOfPattern(const std::string& p) {
+  static const std::set<std::string> kEvery = {"", ".*", "^.*", ".*$", "^", "$", "(.*)", "^(.*)"};
+  static const std::set<std::string> kOneLine = {"^.*$", "^(.*)$"};
+  if (kEvery.count(p)) return PatternKind::kEveryName;
+  if (kOneLine.count(p)) return PatternKind::kOneLineNames;
+  return PatternKind::kOther;
+}
+
+bool PatternPropertiesExpressible(const Json& s) {
+  const Json& pp = s["patternProperties"];
+  if (!pp.is_object()) return false;
+  if (pp.size() == 1) {  // a pattern every name matches, or every name without a line break
+    const PatternKind kind = KindOfPattern(pp.begin().key());
+    if (kind == PatternKind::kEveryName) return true;
+    if (kind == PatternKind::kOneLineNames && (!s.contains("properties") || !NonEmpty(s["properties"]))) return true;
+  }
+  const bool closed = s.contains("additionalProperties") && IsFalse(s["additionalProperties"]);
+  if (closed) return std::all_of(pp.begin(), pp.end(), [&](const Json& x) { return x == pp.begin().value(); });
+  const bool open = !s.contains("additionalProperties") || IsTrivial(s["additionalProperties"]);
+  return open && std::all_of(pp.begin(), pp.end(), [](const Json& x) { return IsTrivial(x); });
+}
+
 std::string RefusedKeyword(const Json& s) {
   for (const auto& [k, v] : s.items()) {
     if (k == "if" || k == "contains" || k == "$dynamicRef" || k == "$recursiveRef") return k;
-    // One pattern with additional members closed is expressible (json_schema_types.cc).
-    if (k == "patternProperties" && NonEmpty(v) &&
-        !(v.is_object() && v.size() == 1 && s.contains("additionalProperties") && IsFalse(s["additionalProperties"]))) {
-      return k;
-    }
+    // Expressible (json_schema_types.cc): patterns that share one schema with additional
+    // members closed; patterns with trivial schemas beside open, unconstrained ones.
+    if (k == "patternProperties" && NonEmpty(v) && !PatternPropertiesExpressible(s)) return k;
     if ((k == "unevaluatedProperties" || k == "unevaluatedItems") && !(v.is_boolean() && v.get<bool>())) return k;
-    if (k == "propertyNames" && !IsTrivial(v) && !(v.is_object() && v.size() == 1 && v.value("type", Json()) == "string")) return k;
     if (k == "uniqueItems" && v.is_boolean() && v.get<bool>() &&
         !(s.contains("maxItems") && s["maxItems"].is_number() && s["maxItems"].get<double>() <= 1)) {
       return k;
@@ -226,6 +285,22 @@ std::set<std::string> TypeSet(const Json& s) {
   return out;
 }
 
+bool StringCheckable(const Json& s) {
+  static const std::set<std::string> kString = {"type", "enum", "const", "pattern", "minLength", "maxLength"};
+  if (!s.is_object()) return false;
+  for (const auto& [k, v] : s.items()) {
+    if (kValidation.count(k) && !kString.count(k)) return false;
+  }
+  return true;
+}
+
+bool StringSatisfies(const std::string& v, const Json& s) {
+  if (!TypeAllowed("string", TypeSet(s))) return false;
+  const Json value(v);
+  if (auto values = Values(s); values && std::find(values->begin(), values->end(), value) == values->end()) return false;
+  return ValueOk(value, s);
+}
+
 std::vector<Json> EnumValues(const Json& s, const std::set<std::string>& types) {
   std::vector<Json> out;
   const std::vector<Json> values = Values(s).value_or(std::vector<Json>{});
@@ -240,6 +315,18 @@ Merger::Merger(const Json& root) : root_(root) {
     const std::string d = root["$schema"].get<std::string>();
     old_draft_ = d.find("draft-03") != std::string::npos || d.find("draft-04") != std::string::npos ||
                  d.find("draft-06") != std::string::npos || d.find("draft-07") != std::string::npos;
+    draft4_ = d.find("draft-03") != std::string::npos || d.find("draft-04") != std::string::npos;
+    if (old_draft_ || d.find("2019-09") != std::string::npos) tuple_form_ = TupleForm::kItemsArray;
+    if (d.find("2020-12") != std::string::npos) tuple_form_ = TupleForm::kPrefixItems;
+    // Keywords the declared draft does not have: unknown there, so they constrain nothing.
+    const bool d6 = d.find("draft-06") != std::string::npos, d7 = d.find("draft-07") != std::string::npos;
+    const bool d2019 = d.find("2019-09") != std::string::npos, d2020 = d.find("2020-12") != std::string::npos;
+    if (draft4_) foreign_ = {"const", "contains", "propertyNames", "if", "then", "else"};
+    if (d6) foreign_ = {"if", "then", "else"};
+    if (draft4_ || d6 || d7) {
+      for (const char* k : {"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"}) foreign_.push_back(k);
+    }
+    if (d2019 || d2020) foreign_ = {"dependencies"};
   }
 }
 
@@ -293,7 +380,24 @@ Json Merger::WithoutRef(const Json& s) const {
   return out;
 }
 
-Json Merger::Deref(const Json& s, int depth) {
+bool Merger::HasForeign(const Json& s) const {
+  return s.is_object() && std::any_of(foreign_.begin(), foreign_.end(), [&](const std::string& k) { return s.contains(k); });
+}
+
+Json Merger::Native(const Json& s) const {
+  if (!HasForeign(s)) return s;
+  Json out;
+  bool copied = false;
+  for (const std::string& k : foreign_) {
+    if (!s.contains(k)) continue;
+    if (!copied) out = s, copied = true;
+    out.erase(k);
+  }
+  return copied ? out : s;
+}
+
+Json Merger::Deref(const Json& s0, int depth) {
+  const Json s = Native(s0);
   if (!s.is_object() || !s.contains("$ref")) return s;
   if (depth > 50) throw SchemaError("reference cycle in a merge");
   if (!s["$ref"].is_string()) throw SchemaError("'$ref' must be a string");
@@ -387,9 +491,37 @@ void Merger::MergeObjects(const Json& a, const Json& b, Json* out) {
   if (!req.empty()) (*out)["required"] = req;
 }
 
-Json Merger::MergeFlat(const Json& a, const Json& b) {
+// Both sides' array element schemas, position by position.
+static void MergeArrayItems(const Json& a, const Json& b, TupleForm form, Json* out) {
+  const ArrayForm fa = ArrayOf(a, form), fb = ArrayOf(b, form);
+  auto both = [](const Json& x, const Json& y) {
+    if (IsTrivial(x) || x == y) return y;
+    if (IsTrivial(y)) return x;
+    return Json{{"allOf", Json::array({x, y})}};
+  };
+  Json prefix = Json::array();
+  for (size_t i = 0; i < std::max(fa.prefix.size(), fb.prefix.size()); ++i) {
+    prefix.push_back(both(i < fa.prefix.size() ? fa.prefix[i] : fa.rest, i < fb.prefix.size() ? fb.prefix[i] : fb.rest));
+  }
+  const Json rest = both(fa.rest, fb.rest);
+  for (const char* k : {"items", "prefixItems", "additionalItems"}) out->erase(k);
+  if (prefix.empty()) {
+    (*out)["items"] = rest;
+  } else if (fa.modern || fb.modern) {
+    (*out)["prefixItems"] = prefix;
+    (*out)["items"] = rest;
+  } else {
+    (*out)["items"] = prefix;
+    (*out)["additionalItems"] = rest;
+  }
+}
+
+Json Merger::MergeFlat(const Json& a0, const Json& b0) {
+  const Json a = NumericExclusive(a0), b = NumericExclusive(b0);
   Json out = a;
   MergeObjects(a, b, &out);
+  const bool items_both = HasArrayItems(a) && HasArrayItems(b);
+  if (items_both) MergeArrayItems(a, b, tuple_form_, &out);
   auto va = Values(a), vb = Values(b);
   if (va || vb) {
     std::vector<Json> both = va ? *va : *vb;
@@ -408,6 +540,7 @@ Json Merger::MergeFlat(const Json& a, const Json& b) {
   static const std::set<std::string> kMin = {"maximum", "maxLength", "maxItems", "maxProperties"};
   for (const auto& [k, v] : b.items()) {
     if (k == "properties" || k == "additionalProperties" || k == "required" || k == "enum" || k == "const") continue;
+    if (items_both && (k == "items" || k == "prefixItems" || k == "additionalItems")) continue;
     if (!out.contains(k)) {
       out[k] = v;
       continue;
@@ -446,9 +579,10 @@ bool Merger::Disjoint(const Json& a0, const Json& b0) {
   for (const Json* s : {&a, &b}) {
     if (s->contains("anyOf") || s->contains("oneOf")) return false;
   }
-  auto types = [](const Json& s) {
+  auto literals = [](const Json& s) { return Values(s); };
+  auto types = [&](const Json& s) {
     std::set<std::string> t = TypeSet(s);
-    if (auto v = Values(s)) {
+    if (auto v = literals(s)) {
       std::set<std::string> from_values;
       for (const Json& x : *v) from_values.insert(ValueType(x));
       t = from_values;
@@ -461,7 +595,7 @@ bool Merger::Disjoint(const Json& a0, const Json& b0) {
     overlap |= tb.count(t) || (t == "integer" && tb.count("number")) || (t == "number" && tb.count("integer"));
   }
   if (!overlap) return true;
-  auto va = Values(a), vb = Values(b);
+  auto va = literals(a), vb = literals(b);
   if (va && vb) {
     return std::none_of(va->begin(), va->end(), [&](const Json& x) { return std::find(vb->begin(), vb->end(), x) != vb->end(); });
   }
@@ -474,7 +608,7 @@ bool Merger::Disjoint(const Json& a0, const Json& b0) {
       if (!a["properties"].contains(n) || !b["properties"].contains(n)) continue;
       const Json pa = Deref(a["properties"][n], 0), pb = Deref(b["properties"][n], 0);
       if (!pa.is_object() || !pb.is_object()) continue;
-      auto ca = Values(pa), cb = Values(pb);
+      auto ca = literals(pa), cb = literals(pb);
       if (ca && cb && std::none_of(ca->begin(), ca->end(), [&](const Json& x) { return std::find(cb->begin(), cb->end(), x) != cb->end(); })) {
         return true;
       }

@@ -104,14 +104,53 @@ std::string Compiler::IntegerRule(const Json& s, const std::string& path) {
   if (auto v = num("maximum")) lower_hi(ToInt(flag("exclusiveMaximum") ? std::ceil(*v) - 1 : std::floor(*v), path, "maximum"));
   if (auto v = num("exclusiveMinimum")) raise_lo(ToInt(std::floor(*v) + 1, path, "exclusiveMinimum"));
   if (auto v = num("exclusiveMaximum")) lower_hi(ToInt(std::ceil(*v) - 1, path, "exclusiveMaximum"));
-  if (auto m = num("multipleOf"); m && *m != 1) Fail(path, "unsupported keyword 'multipleOf'");
+  if (auto m = num("multipleOf"); m && *m != 1) {
+    if (lo || hi) Fail(path, "unsupported keyword 'multipleOf' together with bounds");
+    return MultipleOfRule(s, path);
+  }
   if (!lo && !hi) return Builtin("integer");
   if (lo && hi && *lo > *hi) Empty(path, "'minimum' above 'maximum' (no integer is valid)");
-  return Rule("integer", IntegerRange(lo, hi) + " " + Builtin("space"));
+  // -0 is 0: where 0 is allowed, so is its negative spelling.
+  const bool zero = (!lo || *lo <= 0) && (!hi || *hi >= 0);
+  return Rule("integer", "(" + IntegerRange(lo, hi) + (zero ? " | \"-0\"" : "") + ") " + Builtin("space"));
+}
+
+// multipleOf k (a positive integer up to kMaxDivisor, no bounds): the integers whose decimal
+// digits lead a remainder automaton from 0 back to 0 (k states; a digit d takes r to
+// (10 r + d) mod k). Written as integers (a narrowing for `number`: 6.0 is a multiple of 3).
+std::string Compiler::MultipleOfRule(const Json& s, const std::string& path) {
+  constexpr int64_t kMaxDivisor = 1000;
+  const Json& m = s["multipleOf"];
+  if (!m.is_number_integer() || m.get<int64_t>() < 1 || m.get<int64_t>() > kMaxDivisor) {
+    Fail(path, "unsupported keyword 'multipleOf': only a whole divisor from 1 to " + std::to_string(kMaxDivisor));
+  }
+  const int64_t k = m.get<int64_t>();
+  if (k == 1) return Builtin("integer");
+  const std::string base = Reserve("mult" + std::to_string(k));
+  auto state = [&](int64_t r) { return base + "-" + std::to_string(r); };
+  for (int64_t r = 0; r < k; ++r) {
+    std::map<int64_t, std::string> by_target;  // next remainder -> digits leading there
+    for (int d = 0; d <= 9; ++d) by_target[(10 * r + d) % k] += static_cast<char>('0' + d);
+    std::string body = r == 0 ? "\"\"" : "";
+    for (const auto& [to, digits] : by_target) body += (body.empty() ? "" : " | ") + ("[" + digits + "] " + state(to));
+    names_.insert(state(r));
+    rules_.push_back({state(r), body});
+    text_bytes_ += state(r).size() + body.size() + 6;
+  }
+  std::string start;  // a first digit 1-9, then the automaton from its remainder
+  std::map<int64_t, std::string> first;
+  for (int d = 1; d <= 9; ++d) first[d % k] += static_cast<char>('0' + d);
+  for (const auto& [to, digits] : first) start += (start.empty() ? "" : " | ") + ("[" + digits + "] " + state(to));
+  return Rule("multiple", "\"-\"? (\"0\" | " + start + ") " + Builtin("space"));
 }
 
 std::string Compiler::NumberRule(const Json& s, const std::string& path) {
-  if (s.contains("multipleOf")) Fail(path, "unsupported keyword 'multipleOf'");
+  if (s.contains("multipleOf")) {
+    if (s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum")) {
+      Fail(path, "unsupported keyword 'multipleOf' together with bounds");
+    }
+    return MultipleOfRule(s, path);
+  }
   Bounds b;
   auto integral = [&](const char* k) -> std::optional<int64_t> {
     if (!s.contains(k) || !s[k].is_number()) return std::nullopt;
@@ -128,7 +167,10 @@ std::string Compiler::NumberRule(const Json& s, const std::string& path) {
   if (b.lo && b.hi && (*b.lo > *b.hi || (*b.lo == *b.hi && (b.lo_excl || b.hi_excl)))) {
     Empty(path, "'minimum' above 'maximum' (no number is valid)");
   }
-  return Rule("number", NumberRange(b.lo, b.lo_excl, b.hi, b.hi_excl) + " " + Builtin("space"));
+  // -0 (and -0.0) is 0: where 0 is allowed, so are its negative spellings.
+  const bool zero = (!b.lo || *b.lo < 0 || (*b.lo == 0 && !b.lo_excl)) && (!b.hi || *b.hi > 0 || (*b.hi == 0 && !b.hi_excl));
+  return Rule("number", "(" + NumberRange(b.lo, b.lo_excl, b.hi, b.hi_excl) + (zero ? " | \"-0\" (\".\" \"0\"+)?" : "") + ") " +
+                            Builtin("space"));
 }
 
 // A member name (with quotes and trailing space) that is none of `names`: a trie over their
@@ -179,6 +221,38 @@ std::string Compiler::KeyNotIn(const std::vector<std::string>& names) {
   return Rule("key", quote + " " + rule_of[0] + " " + Builtin("space"));
 }
 
+// propertyNames: the declared names it rejects drop out (required ones make the object
+// unsatisfiable); additional members take keys from its string language, which is exact only
+// where no declared name it allows could be taken again (else refused).
+void Compiler::PropertyNames(const Json& names, const Json& props, const std::string& path, ObjectShape* o) {
+  if (IsTrivialSchema(names)) return;
+  if (names.is_boolean()) {  // false: no member at all
+    o->names_schema = Json{{"enum", Json::array()}};
+    o->extra = false;
+    return;
+  }
+  if (!names.is_object() || !StringCheckable(names)) {
+    Fail(path, "unsupported keyword 'propertyNames': only type, enum, const, pattern, minLength and maxLength");
+  }
+  o->names_schema = names;
+  if (!o->extra) return;
+  if (!o->patterns.empty()) Fail(path, "unsupported keyword 'propertyNames' together with 'patternProperties'");
+  for (const auto& [n, x] : props.items()) {
+    if (StringSatisfies(n, names)) Fail(path, "unsupported keyword 'propertyNames': it allows the property '" + n + "' beside additional members");
+  }
+  Json key = names;
+  key["type"] = "string";  // a key is a string whatever names' type says (an allowed string type)
+  if (!TypeSet(names).count("string")) {
+    o->extra = false;
+    return;
+  }
+  try {
+    o->names_key = Visit(key, path + "/propertyNames");
+  } catch (const Unsatisfiable&) {
+    o->extra = false;
+  }
+}
+
 Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& path) {
   ObjectShape o;
   const Json empty = Json::object();
@@ -186,23 +260,59 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
   if (!props.is_object()) Fail(path, "'properties' must be an object");
   o.additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
   o.extra = !(o.additional.is_boolean() && !o.additional.get<bool>());
-  if (s.contains("patternProperties") && !s["patternProperties"].empty()) {
-    // One pattern, additional members closed (RefusedKeyword): the extra members are the names
-    // the pattern matches, typed by its schema, provided no declared name matches it.
+  if (s.contains("patternProperties") && s["patternProperties"].is_object() && s["patternProperties"].size() == 1) {
     const std::string pattern = s["patternProperties"].begin().key();
     const Json sub = s["patternProperties"].begin().value();
-    for (const auto& [n, x] : props.items()) {
-      if (PatternMatches(pattern, n, path)) Fail(path, "unsupported keyword 'patternProperties': it matches the property '" + n + "'");
+    const PatternKind kind = KindOfPattern(pattern);
+    if (kind == PatternKind::kEveryName) {
+      // Every member's name matches: each declared member also satisfies sub, and no member is
+      // additional (every extra one is typed by sub).
+      Json every = s;
+      every.erase("patternProperties");
+      if (every.contains("properties") && every["properties"].is_object()) {
+        for (auto& [n, x] : every["properties"].items()) x = IsTrivialSchema(x) ? sub : Json{{"allOf", Json::array({x, sub})}};
+      }
+      every["additionalProperties"] = sub;
+      return ObjectMembers(every, path);
     }
-    o.pattern = pattern;
-    o.additional = sub;
+    if (kind == PatternKind::kOneLineNames && props.empty() && !IsTrivialSchema(sub)) {
+      // No declared members (RefusedKeyword): names without a line terminator are typed by sub,
+      // the others by additionalProperties.
+      o.patterns.push_back(pattern);
+      o.broken_value_schema = o.additional;
+      o.additional = sub;
+      o.extra = true;
+    }
+  }
+  if (s.contains("patternProperties") && !s["patternProperties"].empty() && !o.extra) {
+    // Additional members closed, every pattern with one schema (RefusedKeyword): the extra
+    // members are the names some pattern matches, typed by that schema, provided no declared
+    // name matches a pattern. (Patterns whose schema is trivial beside open members constrain
+    // nothing and are ignored.)
+    const Json& pp = s["patternProperties"];
+    if (!pp.is_object()) Fail(path, "'patternProperties' must be an object");
+    for (const auto& [pattern, sub] : pp.items()) {
+      for (const auto& [n, x] : props.items()) {
+        if (PatternMatches(pattern, n, path)) Fail(path, "unsupported keyword 'patternProperties': it matches the property '" + n + "'");
+      }
+      o.patterns.push_back(pattern);
+      o.additional = sub;
+    }
     o.extra = true;
   }
+  if (s.contains("propertyNames")) PropertyNames(s["propertyNames"], props, path, &o);
   if (o.extra) {
     try {
       o.additional_value = Visit(o.additional, path + "/additionalProperties");
     } catch (const Unsatisfiable&) {
       o.extra = false;  // no value fits: no additional member
+    }
+  }
+  if (!o.broken_value_schema.is_null() && !(o.broken_value_schema.is_boolean() && !o.broken_value_schema.get<bool>())) {
+    try {
+      o.broken_value = Visit(o.broken_value_schema, path + "/additionalProperties");
+      o.extra = true;
+    } catch (const Unsatisfiable&) {
     }
   }
   if (s.contains("required")) {
@@ -219,107 +329,189 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
       if (o.IsRequired(n)) Empty(path, "required property '" + n + "' has the schema false");
       continue;
     }
+    if (!o.names_schema.is_null() && !StringSatisfies(n, o.names_schema)) {
+      if (o.IsRequired(n)) Empty(path, "required property '" + n + "' is not allowed by 'propertyNames'");
+      continue;
+    }
     o.members.push_back({n, sub});
   }
   for (const std::string& r : o.required) {
     if (props.contains(r)) continue;
-    if (!o.extra || (!o.pattern.empty() && !PatternMatches(o.pattern, r, path))) {
-      Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties'");
+    const bool by_pattern = o.patterns.empty() || std::any_of(o.patterns.begin(), o.patterns.end(), [&](const std::string& p) {
+      return PatternMatches(p, r, path);
+    });
+    const bool by_names = o.names_schema.is_null() || StringSatisfies(r, o.names_schema);
+    if (!o.extra || !by_pattern || !by_names) {
+      Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties' / 'propertyNames'");
     }
     o.names.push_back(r);
     o.members.push_back({r, o.additional});
   }
+  // Member counts: only where they constrain (more than the required names; fewer than the
+  // members there could be), counted by the chain below.
   const auto min_props = Count(s, "minProperties", path), max_props = Count(s, "maxProperties", path);
-  if (min_props && *min_props > o.required.size()) Fail(path, "unsupported keyword 'minProperties'");
-  if (max_props && (o.extra || o.members.size() > *max_props)) Fail(path, "unsupported keyword 'maxProperties'");
+  if (min_props && *min_props > o.required.size()) o.min_count = *min_props;
+  if (max_props && (o.extra || o.members.size() > *max_props)) o.max_count = *max_props;
+  if (o.max_count && *o.max_count < o.required.size()) Empty(path, "'maxProperties' below the required names' count");
+  if (o.max_count && *o.max_count < o.min_count) Empty(path, "'maxProperties' below 'minProperties'");
+  if (!o.extra && o.min_count > o.members.size()) Empty(path, "'minProperties' above the members allowed");
   return o;
 }
 
-// Members in order as a chain of rules: `more` = the members from i on, each after a ",";
-// `first` = the same with no "," before the first one present. Optional members may be
-// skipped; additional members come last.
+// Members in order as a chain of rules: `more(i, c)` = the members from i on, each after a ",",
+// with c present so far; `first(i)` = the same with none present yet (no "," before the first).
+// Optional members may be skipped; additional members come last. c is counted only as far as
+// minProperties / maxProperties need (up to max, or up to min when there is no max); a branch
+// that cannot meet them is left out.
 std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
   const ObjectShape o = ObjectMembers(s, path);
-  if (o.members.empty() && o.names.empty() && o.extra && IsTrivialSchema(o.additional)) return Builtin("object");
+  if (o.members.empty() && o.names.empty() && o.extra && o.patterns.empty() && o.names_schema.is_null() &&
+      IsTrivialSchema(o.additional) &&
+      o.min_count == 0 && !o.max_count) {
+    return Builtin("object");
+  }
   const std::string sp = Builtin("space");
-  std::string more = "\"\"", first = "\"\"";  // members from i on: each after ",", or the first without
+  std::string extra_kv;
   if (o.extra) {
     std::string key;
-    if (!o.pattern.empty()) {
+    if (!o.patterns.empty()) {
       try {
-        key = Rule("pattern-key", "\"\\\"\" " + RegexBody(o.pattern, Definer()) + " \"\\\"\" " + sp);
+        for (const std::string& p : o.patterns) {
+          key += (key.empty() ? "" : " | ") + Rule("pattern-key", "\"\\\"\" " + RegexBody(p, Definer()) + " \"\\\"\" " + sp);
+        }
       } catch (const SchemaError& e) {
         Fail(path, std::string("unsupported keyword 'patternProperties': ") + e.what());
       }
+      if (o.patterns.size() > 1) key = Rule("pattern-keys", key);
+    } else if (!o.names_schema.is_null()) {
+      key = o.names_key;
     } else {
       key = o.names.empty() ? Builtin("string") : KeyNotIn(o.names);
     }
-    const std::string kv = Rule("additional-kv", key + " \":\" " + sp + " " + o.additional_value);
-    more = Rule("additional-more", "(\",\" " + sp + " " + kv + ")*");
-    first = Rule("additional-first", "(" + kv + " " + more + ")?");
+    if (!o.additional_value.empty()) extra_kv = Rule("additional-kv", key + " \":\" " + sp + " " + o.additional_value);
+    if (!o.broken_value.empty()) {  // a name with a line terminator, typed by additionalProperties
+      const std::string any = Rule("key-char", JsonCharExpr({{0, 0x10FFFF}}, true));
+      const std::string brk = JsonCharExpr({{0x0A, 0x0A}, {0x0D, 0x0D}, {0x2028, 0x2029}}, true);
+      const std::string bkey = Rule("broken-key", "\"\\\"\" " + any + "* " + brk + " " + any + "* \"\\\"\" " + sp);
+      const std::string bkv = Rule("broken-kv", bkey + " \":\" " + sp + " " + o.broken_value);
+      extra_kv = extra_kv.empty() ? bkv : Rule("additional-kvs", extra_kv + " | " + bkv);
+    }
   }
   // Member values first: an optional member no value satisfies can only be absent.
   std::vector<std::pair<std::string, std::string>> kvs;  // (name, kv rule)
   for (const auto& [n, sub] : o.members) {
-    const bool req = o.IsRequired(n);
     std::string value;
     try {
       value = Visit(sub, path + "/properties/" + n);
     } catch (const Unsatisfiable&) {
-      if (req) throw;
+      if (o.IsRequired(n)) throw;
       continue;
     }
     kvs.push_back({n, Rule(n + "-kv", JsonStringLiteral(n) + " " + sp + " \":\" " + sp + " " + value)});
   }
+  const uint64_t cap = o.max_count ? *o.max_count : o.min_count;  // counts past it are alike
+  if ((cap + 1) * (kvs.size() + 1) > 20000) Fail(path, "unsupported keyword 'minProperties'/'maxProperties': too many counts to track");
+  auto clamp = [&](uint64_t c) { return std::min(c, cap); };
+  // The additional members after c present: a "," before each, or (first) none before the first.
+  auto tail = [&](uint64_t c, bool first) -> std::optional<std::string> {
+    const uint64_t need = o.min_count > c ? o.min_count - c : 0;
+    std::optional<uint64_t> room;
+    if (o.max_count) room = *o.max_count - std::min(c, *o.max_count);
+    if (extra_kv.empty() || (room && *room == 0)) {
+      if (need > 0) return std::nullopt;
+      return std::string("\"\"");
+    }
+    if (need > kMaxRepetition || (room && *room > kMaxRepetition)) Fail(path, "unsupported keyword 'minProperties'/'maxProperties': above 2000");
+    const std::string next = "(\",\" " + sp + " " + extra_kv + ")";
+    if (!first) return Rule("additional-more", next + Repeat(need, room));
+    const std::string rest = next + Repeat(need > 0 ? need - 1 : 0, room ? std::optional<uint64_t>(*room - 1) : std::nullopt);
+    return Rule("additional-first", need > 0 ? extra_kv + " " + rest : "(" + extra_kv + " " + rest + ")?");
+  };
+  std::vector<std::optional<std::string>> more(cap + 1), next_more(cap + 1);  // more(i, c) for the current i
+  for (uint64_t c = 0; c <= cap; ++c) more[c] = tail(c, false);
+  std::optional<std::string> first = tail(0, true);
+  auto join = [](std::optional<std::string> a, const std::optional<std::string>& b) -> std::optional<std::string> {
+    if (!a) return b;
+    if (!b) return a;
+    return *a + " | " + *b;
+  };
   for (size_t i = kvs.size(); i-- > 0;) {
     const auto& [n, kv] = kvs[i];
     const bool req = o.IsRequired(n);
-    std::string m = "\",\" " + sp + " " + kv + " " + more, f = kv + " " + more;
-    if (!req) {
-      m += " | " + more;
-      f += " | " + first;
+    for (uint64_t c = 0; c <= cap; ++c) {
+      std::optional<std::string> body;
+      const bool fits = !o.max_count || c < *o.max_count;
+      if (fits && more[clamp(c + 1)]) body = "\",\" " + sp + " " + kv + " " + *more[clamp(c + 1)];
+      if (!req) body = join(body, more[c]);
+      next_more[c] = body ? std::optional<std::string>(Rule(n + "-more", *body)) : std::nullopt;
     }
-    more = Rule(n + "-more", m);
-    first = Rule(n + "-first", f);
+    std::optional<std::string> f;
+    if ((!o.max_count || *o.max_count > 0) && more[clamp(1)]) f = kv + " " + *more[clamp(1)];
+    if (!req) f = join(f, first);
+    first = f ? std::optional<std::string>(Rule(n + "-first", *f)) : std::nullopt;
+    more.swap(next_more);
   }
-  return Rule("object", "\"{\" " + sp + " " + first + " \"}\" " + sp);
+  if (!first) Empty(path, "no set of members meets 'minProperties'/'maxProperties'");
+  return Rule("object", "\"{\" " + sp + " " + *first + " \"}\" " + sp);
 }
 
 std::string Compiler::ArrayRule(const Json& s, const std::string& path) {
   Json prefix = Json::array();
   Json rest = Json(true);
-  if (s.contains("prefixItems")) {
+  // The tuple in the schema's draft's form (the other form's keywords constrain nothing there).
+  const TupleForm form = merger_.tuple_form();
+  if (form != TupleForm::kItemsArray && s.contains("prefixItems")) {
     prefix = s["prefixItems"];
     if (s.contains("items")) rest = s["items"];
   } else if (s.contains("items") && s["items"].is_array()) {
+    if (form == TupleForm::kPrefixItems) Fail(path, "in draft 2020-12 'items' is one schema (a tuple is 'prefixItems')");
     prefix = s["items"];
     if (s.contains("additionalItems")) rest = s["additionalItems"];
   } else if (s.contains("items")) {
     rest = s["items"];
   }
   if (!prefix.is_array()) Fail(path, "'prefixItems' must be an array");
-  const size_t n = prefix.size();
-  const bool rest_allowed = !(rest.is_boolean() && !rest.get<bool>());
+  size_t n = prefix.size();
+  bool rest_allowed = !(rest.is_boolean() && !rest.get<bool>());
   uint64_t min = Count(s, "minItems", path).value_or(0);
   std::optional<uint64_t> max = Count(s, "maxItems", path);
+  if (n == 0 && min == 0 && !max && IsTrivialSchema(rest)) return Builtin("array");
+  // Element rules, in order; an element position no value satisfies ends the array before it
+  // (`{"items": {"enum": []}}` allows exactly []).
+  std::vector<std::string> elems;
+  for (size_t i = 0; i < n && (!max || i < *max); ++i) {
+    try {
+      elems.push_back(Visit(prefix[i], path + "/prefixItems/" + std::to_string(i)));
+    } catch (const Unsatisfiable&) {
+      n = i;
+      rest_allowed = false;
+      break;
+    }
+  }
   if (!rest_allowed) max = max ? std::min<uint64_t>(*max, n) : n;
-  if (max && *max < min) Empty(path, "'maxItems' below 'minItems' (or a closed tuple shorter than 'minItems')");
+  if (max && *max < min) Empty(path, "'maxItems' below 'minItems' (or fewer allowed elements than 'minItems')");
   if (min > kMaxRepetition) Fail(path, "unsupported keyword 'minItems': above 2000");
   if (max && *max > kMaxRepetition && n < *max) Fail(path, "unsupported keyword 'maxItems': above 2000");
-  if (n == 0 && min == 0 && !max && IsTrivialSchema(rest)) return Builtin("array");
+  std::string r;
+  if (!max || *max > n) {
+    try {
+      r = Visit(rest, path + "/items");
+    } catch (const Unsatisfiable&) {
+      max = n;
+      if (*max < min) Empty(path, "no value satisfies 'items' and 'minItems' needs more than the tuple");
+    }
+  }
   const std::string sp = Builtin("space");
   // seq: the elements from index i on, element i present.
   std::string seq;
   if (!max || *max > n) {
-    const std::string r = Visit(rest, path + "/items");
     const uint64_t a = min > n + 1 ? min - n - 1 : 0;
     std::optional<uint64_t> b;
     if (max) b = *max - n - 1;
     seq = Rule("items", r + " (\",\" " + sp + " " + r + ")" + Repeat(a, b));
   }
   for (size_t i = std::min<size_t>(n, max ? *max : n); i-- > 0;) {
-    const std::string e = Visit(prefix[i], path + "/prefixItems/" + std::to_string(i));
-    std::string body = e;
+    std::string body = elems[i];
     if (!seq.empty()) body += i + 1 < min ? " \",\" " + sp + " " + seq : " (\",\" " + sp + " " + seq + ")?";
     seq = Rule("item-" + std::to_string(i), body);
   }
