@@ -227,20 +227,105 @@ def tokenizer_seeds():
 
 
 # ---- chat templates ----------------------------------------------------------------------------
-# chat_template_fuzz.cc: line 1 the override name ('+' first: add the generation prompt), then the
-# template text up to a line "%%", then messages "role\ncontent" separated by lines "%%".
-def chat(override, template, messages):
-    return override + "\n" + template + "".join("\n%%\n" + role + "\n" + content for role, content in messages)
+# chat_template_fuzz.cc: the template text, a line "%%", then the variables as a JSON object.
+CONV = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \"x\" <b>"},
+                     {"role": "assistant", "content": "Hello", "tool_calls": [
+                         {"type": "function", "function": {"name": "f", "arguments": {"a": [1, 2.5, None]}}}]},
+                     {"role": "tool", "content": "{}"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+        "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>"}
 
 
 def chat_seeds():
-    conv = [("system", "Be brief."), ("user", "Hello <|im_start|>there"), ("assistant", "  Hi!  "), ("user", "[INST] more")]
-    write("chat_template", "chatml.txt", chat("+", "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}", conv))
-    write("chat_template", "llama3.txt", chat("+", "{{ '<|begin_of_text|>' }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content | trim }}<|eot_id|>{% endfor %}", conv))
-    write("chat_template", "llama2.txt", chat("", "{% if messages[0]['role'] == 'system' %}<<SYS>>\n{% endif %}{{ bos_token + '[INST] ' + content + ' [/INST]' }}", conv))
-    write("chat_template", "chatml_tool_role.txt", chat("chatml", "", [("tool", "42"), ("user", ""), ("assistant", "ok")]))
-    write("chat_template", "unknown_template.txt", chat("", "{{ messages }}", [("user", "x")]))
-    write("chat_template", "bad_role.txt", chat("llama3", "", [("robot", "beep")]))
+    templates = {
+        "chatml": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+        "llama3": "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+                  "{{ m['content'] | trim }}<|eot_id|>{% endfor %}",
+        "tools": "{%- if tools %}{% for t in tools %}{{ t | tojson(indent=2) }}\n{% endfor %}{% endif -%}"
+                 "{% for m in messages %}{% if m.tool_calls is defined %}{% for c in m.tool_calls %}"
+                 "<tool_call>{\"name\": {{ c.function.name | tojson }}, \"arguments\": {{ c.function.arguments | tojson }}}"
+                 "</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}{% endfor %}",
+        "namespace_loop": "{% set ns = namespace(last=-1, n=0) %}{% for m in messages[::-1] %}"
+                          "{% if m.role == 'user' and ns.last < 0 %}{% set ns.last = loop.revindex0 %}{% endif %}"
+                          "{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.last }}/{{ ns.n }} {{ '%s' }}",
+        "macro": "{% macro render(c, d=2) %}{% if c is string %}{{ c }}{% else %}{% for p in c %}{{ render(p, d - 1) }}"
+                 "{% endfor %}{% endif %}{% endmacro %}{% for m in messages %}{{ render(m.content) }}{% endfor %}",
+        "filters": "{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') | join(', ') }}"
+                   "{{ (messages | length) ** 2 // 3 }}{{ '{:>8}|{:.2f}'.format('a', 1.5) }}{{ 'x' * 3 }}"
+                   "{{ none | selectattr('a') | list }}{{ range(3) | list | reverse | list }}",
+        "errors": "{{ raise_exception('bad role') if messages[0].role != 'system' }}{{ 1 // 0 }}",
+    }
+    for name, t in templates.items():
+        write("chat_template", name + ".txt", t + "\n%%\n" + json.dumps(CONV))
+    write("chat_template", "no_vars.txt", "{{ messages[1].content.split(' ')[0] }}")
+
+
+# ---- grammars and schemas ----------------------------------------------------------------------
+# gbnf_fuzz.cc: the grammar, a line "%%", then text to feed; json_schema_fuzz.cc: the schema, a
+# line "%%", then an instance.
+def grammar_seeds():
+    grammars = {
+        "json": 'root ::= object\nvalue ::= object | array | string | number | ("true" | "false" | "null") ws\n'
+                'object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws\n'
+                'array ::= "[" ws ( value ("," ws value)* )? "]" ws\n'
+                'string ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\\"" ws\n'
+                'number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n'
+                'ws ::= | " " | "\\n" [ \\t]{0,20}\n%%\n{"a": [1, "x"]}',
+        "arith": 'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= [0-9]+ | "(" expr ")"\n%%\n(1+2)-3',
+        "repeat": 'root ::= ("ab" | "a" "b"){2,5} [x-z]? "." \n%%\nababx.',
+        "ambiguous": 'root ::= x\nx ::= "a" x "b" | "a" x "c" |\n%%\naaabcb',
+        "empty": 'root ::= [^\\x00-\\U0010FFFF]\n%%\na',
+        "deep": "root ::= " + "(" * 130 + '"a"' + ")" * 130,
+    }
+    for name, g in grammars.items():
+        write("gbnf", name + ".txt", g)
+    schemas = {
+        "object": ({"type": "object", "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer",
+                    "minimum": 0}}, "required": ["name"], "additionalProperties": False}, {"name": "x", "age": 3}),
+        "refs": ({"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+                  "$ref": "#/$defs/node"}, {"next": {"next": {}}}),
+        "unions": ({"anyOf": [{"type": "null"}, {"enum": ["a", "b", 3]}, {"type": "array", "items": {"type": "number"},
+                    "maxItems": 3}]}, [1, 2.5]),
+        "pattern": ({"type": "object", "patternProperties": {"^p[0-9]+$": {"type": "string", "pattern": "^a.+z$"}},
+                     "additionalProperties": False}, {"p1": "abz"}),
+        "formats": ({"type": "object", "properties": {"d": {"type": "string", "format": "date-time"},
+                     "u": {"type": "string", "format": "uuid"}}}, {"d": "2025-01-15T12:00:00Z"}),
+        "oneof": ({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, {"a": 1}),
+    }
+    for name, (schema, instance) in schemas.items():
+        write("json_schema", name + ".txt", json.dumps(schema) + "\n%%\n" + json.dumps(instance))
+
+
+# ---- agent APIs (agent_api_fuzz.cc: one body, read by the Messages and the Responses doors) ----
+def agent_seeds():
+    tool = {"name": "get_weather", "description": "w", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    messages = {"model": "m", "max_tokens": 64, "stream": True,
+                "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=1;"},
+                           {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                             {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""},
+                                                               {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "x"}}]},
+                             {"role": "system", "content": "reminder"},
+                             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "3C"}]}]}],
+                "tools": [tool, {"type": "web_search_20250305", "name": "web_search"}],
+                "tool_choice": {"type": "auto"}, "thinking": {"type": "adaptive"}, "output_config": {"effort": "high"},
+                "metadata": {"user_id": "u"}, "context_management": {"edits": []}}
+    write("agent_api", "messages.json", json.dumps(messages))
+    write("agent_api", "messages_bad_result.json", json.dumps(dict(messages, messages=[
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}])))
+    responses = {"model": "m", "stream": True, "store": False, "prompt_cache_key": "k", "include": ["reasoning.encrypted_content"],
+                 "input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sys"}]},
+                           {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                           {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "r"}]},
+                           {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                           {"type": "function_call_output", "call_id": "c1", "output": "ok"}],
+                 "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": False},
+                           {"type": "web_search"}, {"type": "namespace", "name": "n", "tools": []}],
+                 "tool_choice": "auto", "parallel_tool_calls": True, "reasoning": {"summary": "auto"},
+                 "text": {"format": {"type": "json_schema", "name": "o", "schema": {"type": "object"}}}}
+    write("agent_api", "responses.json", json.dumps(responses))
+    write("agent_api", "responses_previous.json", json.dumps({"input": "hi", "previous_response_id": "resp_x"}))
 
 
 # ---- request bodies ----------------------------------------------------------------------------
@@ -312,6 +397,8 @@ if __name__ == "__main__":
     safetensors_seeds()
     tokenizer_seeds()
     chat_seeds()
+    grammar_seeds()
+    agent_seeds()
     request_seeds()
     http_seeds()
     trace_seeds()

@@ -51,7 +51,8 @@ void Completion(const json& body, bool chat, bool allow_special) {
   if (request.n < 1 || request.best_of < request.n || request.params.max_tokens < 1)
     radixlm::fuzz::Fail("a parsed request with n, best_of or max_tokens out of range");
   std::vector<int32_t> ids;
-  if (!serve::BuildPrompt(request, tok, radixlm::tokenizer::ChatFormat::kChatMl, &ids, &err)) return;
+  static const std::optional<radixlm::tokenizer::ChatTemplate> chatml = radixlm::tokenizer::ChatTemplate::Named("chatml").value();
+  if (!serve::BuildPrompt(request, tok, chatml, &ids, &err)) return;
   request.params.prompt = std::move(ids);
   (void)serve::CheckRequestSize(request, limits, &err);
 }

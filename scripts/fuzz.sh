@@ -14,11 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(gguf safetensors tokenizer_json chat_template request_json trace_line http_request)
+ALL_TARGETS=(gguf safetensors tokenizer_json chat_template request_json trace_line http_request gbnf json_schema agent_api)
 # The longest input worth trying per format: GGUF and tokenizer.json seeds carry a 256-token
 # vocabulary (4-7 KB); the others are a header or a few lines.
 declare -A MAX_LEN=([gguf]=16384 [safetensors]=4096 [tokenizer_json]=16384 [chat_template]=4096
-                    [request_json]=4096 [trace_line]=4096 [http_request]=4096)
+                    [request_json]=4096 [trace_line]=4096 [http_request]=4096 [gbnf]=4096 [json_schema]=4096
+                    [agent_api]=4096)
 
 if [ $# -lt 1 ] || ! [[ "$1" =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
   echo "usage: $0 SECONDS [TARGET...]   (targets: ${ALL_TARGETS[*]})" >&2
