@@ -11,7 +11,9 @@ and Qwen3's own chat template, so hermes tool calls and <think> reasoning):
 - two requests with the same tools and system prompt share their prefix (cached_tokens);
 - response_format json_schema (strict) / json_object and a GBNF `grammar`: finished outputs
   validate, cut ones are prefixes (the grammar tool says so);
-- logprobs / top_logprobs (chat and completions, streamed too), echo.
+- logprobs / top_logprobs (chat and completions, streamed too), echo;
+- a 4-turn chat re-sending each reply: every turn hits the whole previous turn (turn memory), and
+  recomputes less of it than a server started with --no-turn-reuse.
 
 Usage: agent_api_test.py RADIXLM
 """
@@ -300,6 +302,51 @@ def check_batch(binary):
     check(got.get("bad", {}).get("status_code") == 400, "batch: a refused schema is that line's 400")
 
 
+TURNS_REUSED = []
+
+
+def im_end_id(binary):
+    return encode(binary, "<|im_end|>")[-1]
+
+
+def conversation(base, end_id, turns):
+    """A client's multi-turn chat: each reply appended as received, then a new user message.
+    Returns per turn (prompt_tokens, cached_tokens, prompt + completion tokens of the turn)."""
+    history = [{"role": "system", "content": "You help with code. " * 12}]
+    out = []
+    for t in range(turns):
+        history.append({"role": "user", "content": "Step %d: what next?" % t})
+        # A grammar ends the random model's turn (on its end-of-turn token) after free text.
+        status, r = chat(base, {"messages": history, "max_tokens": 60, "seed": t,
+                                "grammar": 'root ::= [a-zA-Z ,.]{4,24}'})
+        if status != 200:
+            check(False, "turn %d answered (%s)" % (t, r))
+            return out
+        u = r["usage"]
+        out.append((u["prompt_tokens"], u["prompt_tokens_details"]["cached_tokens"], u["prompt_tokens"] + u["completion_tokens"],
+                    r["choices"][0]["finish_reason"]))
+        m = r["choices"][0]["message"]
+        history.append({k: m[k] for k in ("role", "content", "reasoning_content", "tool_calls") if m.get(k) is not None})
+    return out
+
+
+def check_turn_reuse(base, binary):
+    """serve/turn_memory.h: a re-sent history holds the tokens the model generated, so each turn's
+    cache hit is the whole previous turn (prompt and reply); --no-turn-reuse re-renders."""
+    end_id = im_end_id(binary)
+    turns = conversation(base, end_id, 4)
+    for i in range(1, len(turns)):
+        prev_prompt, _, prev_total, prev_finish = turns[i - 1]
+        prompt, cached, _, _ = turns[i]
+        if prev_finish != "stop":
+            continue  # only a turn that ended on its end-of-turn token is remembered
+        check(cached >= prev_total - 1,
+              "turn %d: the cache hit covers the previous turn's prompt and reply (%d cached, previous %d + reply = %d)" %
+              (i + 1, cached, prev_prompt, prev_total))
+    check(any(t[3] == "stop" for t in turns[:-1]), "some turn ended on its end-of-turn token (%s)" % [t[3] for t in turns])
+    return turns
+
+
 def main():
     binary = sys.argv[1]
     port = free_port()
@@ -312,10 +359,26 @@ def main():
         check_tool_loop_and_sharing(base)
         check_structured(base, binary)
         check_logprobs(base, binary)
+        TURNS_REUSED[:] = check_turn_reuse(base, binary)
         check_batch(binary)
     finally:
         server.terminate()
         server.wait(timeout=30)
+    # The plain path: every turn re-rendered by the template (whose text re-encodes differently
+    # from the tokens a random model generated), so the hit stops inside the first reply.
+    plain = subprocess.Popen([binary, "serve", "-m", "random:tiny", "--port", str(port), "--kv-tokens", "16384",
+                              "--no-turn-reuse"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_ready(base)
+        turns = conversation(base, im_end_id(binary), 4)
+        def recomputed(ts):  # tokens of each previous turn (prompt + reply) computed again
+            return sum(ts[i - 1][2] - ts[i][1] for i in range(1, len(ts)))
+        check(recomputed(turns) > recomputed(TURNS_REUSED),
+              "re-rendering recomputes more of each previous turn than turn reuse (%d vs %d tokens over turns 2-4)" %
+              (recomputed(turns), recomputed(TURNS_REUSED)))
+    finally:
+        plain.terminate()
+        plain.wait(timeout=30)
     print("FAILED: %d" % len(FAILURES) if FAILURES else "all passed")
     return 1 if FAILURES else 0
 

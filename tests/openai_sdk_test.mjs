@@ -140,6 +140,77 @@ async function logprobs(client, model) {
   check(lp.length > 0 && lp.every((e) => e.top_logprobs.length === 2 && e.logprob <= 0), 'logprobs through the SDK');
 }
 
+// The Responses API through the SDK's own types (issue 46): a forced function call, its output
+// sent back with previous_response_id (the stored conversation continues from its exact
+// tokens: the whole history is a cache hit), the strict stream helper's finalResponse(), a
+// json_schema text.format, retrieve() of a stored response, and errors.
+async function responses(client, model) {
+  const tools = [{ type: 'function', name: 'get_weather', description: 'Current weather of a city', parameters: weatherParams, strict: true }];
+  let call = null, first = null;
+  for (let seed = 0; seed < 6 && !call; ++seed) {
+    first = await client.responses.create({ model, input: [{ role: 'developer', content: 'You report the weather.' },
+      { role: 'user', content: 'Weather in Oslo?' }], tools, tool_choice: { type: 'function', name: 'get_weather' },
+      max_output_tokens: 160, temperature: 0.7, top_p: 0.9 + seed / 100, reasoning: { effort: 'none' } });
+    call = first.output.find((o) => o.type === 'function_call') || null;
+  }
+  check(call && call.name === 'get_weather' && call.call_id.startsWith('call_'), `responses.create: a forced function_call (${call && call.arguments})`);
+  if (!call) return;
+  const args = JSON.parse(call.arguments);
+  check(['celsius', 'fahrenheit'].includes(args.unit) && typeof args.city === 'string', 'its arguments are valid against the parameters');
+  check(first.usage.input_tokens > 0 && first.usage.output_tokens > 0 && first.usage.input_tokens_details.cached_tokens >= 0 &&
+        first.usage.total_tokens === first.usage.input_tokens + first.usage.output_tokens, 'usage with input_tokens_details');
+  const second = await client.responses.create({ model, previous_response_id: first.id, tools, tool_choice: 'none',
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: JSON.stringify({ temperature: 3 }) }], max_output_tokens: 8,
+    reasoning: { effort: 'none' } });
+  const message = second.output.find((o) => o.type === 'message');
+  check(message && typeof second.output_text === 'string', 'the answer after function_call_output (output_text via the SDK)');
+  check(second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens + first.usage.output_tokens - 1,
+        `previous_response_id: ${second.usage.input_tokens_details.cached_tokens} of ${second.usage.input_tokens} prompt tokens ` +
+        `cached (the whole stored history, ${first.usage.input_tokens + first.usage.output_tokens})`);
+  const stored = await client.responses.retrieve(second.id);
+  check(stored.id === second.id && stored.output_text === second.output_text, 'responses.retrieve returns the stored response');
+
+  // The stream helper checks every event's order, indices and ids against its own snapshot.
+  const stream = client.responses.stream({ model, input: 'Say something.', max_output_tokens: 12, temperature: 0,
+    reasoning: { effort: 'none' } });
+  let deltas = '';
+  let terminal = null;
+  stream.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  // The SDK takes the final snapshot from response.completed only; a cut response ends with
+  // response.incomplete (as OpenAI's own server does), which the SDK leaves in its snapshot.
+  stream.on('response.completed', (e) => { terminal = e.response.status; });
+  stream.on('response.incomplete', (e) => { terminal = e.response.status + '/' + e.response.incomplete_details?.reason; });
+  const final = await stream.finalResponse();
+  // Without a text format the SDK's stream helper leaves output_text unset: read the items.
+  const streamed = final.output.filter((o) => o.type === 'message')
+    .flatMap((o) => o.content).filter((c) => c.type === 'output_text').map((c) => c.text).join('');
+  check(['completed', 'incomplete/max_output_tokens'].includes(terminal) && streamed === deltas && deltas.length > 0,
+        `responses.stream: finalResponse() assembles the deltas (${terminal}, ${deltas.length} chars)`);
+
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, ok: { type: 'boolean' } },
+                   required: ['name', 'ok'], additionalProperties: false };
+  let parsed = null;
+  for (let seed = 0; seed < 8 && parsed === null; ++seed) {
+    const r = await client.responses.create({ model, input: 'A record as JSON', max_output_tokens: 64, temperature: 0.5 + seed / 20,
+      text: { format: { type: 'json_schema', name: 'record', schema, strict: true } }, reasoning: { effort: 'none' } });
+    if (r.status === 'completed') parsed = JSON.parse(r.output_text);
+  }
+  check(parsed && typeof parsed.name === 'string' && typeof parsed.ok === 'boolean' && Object.keys(parsed).length === 2,
+        `text.format json_schema: ${JSON.stringify(parsed)}`);
+  try {
+    await client.responses.create({ model, input: [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }] });
+    check(false, 'an output for an unknown call is refused');
+  } catch (e) {
+    check(e.status === 400 && /call_nope/.test(e.message), `an output for an unknown call_id is a 400 naming it (${e.message.slice(0, 80)})`);
+  }
+  try {
+    await client.responses.retrieve('resp_missing');
+    check(false, 'an unknown response id is a 404');
+  } catch (e) {
+    check(e.status === 404, 'retrieve of an unknown id: 404');
+  }
+}
+
 const binary = process.argv[2];
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
@@ -153,6 +224,7 @@ try {
   await streamedCalls(client, model);
   await structured(client, model);
   await logprobs(client, model);
+  await responses(client, model);
 } catch (e) {
   check(false, 'unexpected error: ' + (e.stack || e));
 } finally {

@@ -95,6 +95,10 @@ void RegisterServe(CLI::App& app) {
                   "Responses API: stored responses kept for GET /v1/responses/{id} and previous_response_id (least "
                   "recently used dropped first)")
       ->capture_default_str();
+  cmd->add_flag_function(
+      "--no-turn-reuse", [o](int64_t) { o->server.turn_reuse = false; },
+      "render every turn of a re-sent history with the chat template (default: a turn this server generated keeps the "
+      "tokens it was generated as, so the prefix cache hits the whole history; docs/agents.md)");
   auto* store_mb = cmd->add_option_function<size_t>(
       "--response-store-mb", [o](size_t mb) { o->server.response_store_bytes = mb << 20; },
       "Responses API: MiB the stored responses may hold (tokens, texts; default 256)");

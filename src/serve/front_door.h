@@ -54,10 +54,6 @@ class Exchange {
   int64_t cache_mark_tokens = 0;
   double cache_mark_ttl_seconds = 300;
 
-  // After the prompt is built (the model's template rendered, tokenized): a door that continues
-  // a stored conversation swaps in its exact tokens here. `rendered` is the prompt's text.
-  virtual bool AfterPrompt(const std::string& rendered, std::vector<int32_t>* prompt, ApiError* err) { return true; }
-
   // Streaming: the bytes to send at the start, for each delta of a choice, at a choice's end,
   // after every choice ended (the usage is the request's), for an error after the start, and
   // as a keepalive while nothing else is sent (a long prefill).

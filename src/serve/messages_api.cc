@@ -164,7 +164,7 @@ bool Tools(const ojson& tools, Translation* t, ApiError* err) {
     if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) return Bad(err, "each tool needs a string 'name'", at);
     t->marked |= MarkTtl(tool, &t->mark_ttl);
     if (tool.contains("type") && !tool["type"].is_null() && tool["type"] != "custom") {
-      t->skipped.push_back(at + " (server tool '" + tool["type"].dump() + "')");  // run by Anthropic's servers, not here
+      t->skipped.push_back(at + " (server tool '" + core::JsonText(nlohmann::json(tool["type"])) + "')");  // run by Anthropic's servers, not here
       continue;
     }
     ojson f = {{"name", tool["name"]}};

@@ -3,8 +3,8 @@
 namespace radixlm::serve {
 
 void StoredResponse::Measure() {
-  bytes = sizeof(*this) + id.size() + scope.size() + prompt_text.size() + 4 * (prompt_tokens.size() + reply_tokens.size()) +
-          response.dump().size() + messages.dump().size();
+  bytes = sizeof(*this) + id.size() + scope.size() + response.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size() +
+          messages.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size();
 }
 
 void ResponseStore::Put(std::shared_ptr<const StoredResponse> r) {

@@ -1,11 +1,12 @@
 // The Responses API's stored responses (store: true): what GET /v1/responses/{id} answers and
-// what previous_response_id continues. Each entry keeps the Response object, the conversation
-// it ended (in the chat form, the response's own output included, the instructions not: they
-// do not carry over), and its exact tokens (the prompt's, rendered and tokenized, and every
-// generated token), so a request that continues it starts from those tokens
-// (tokenizer::ContinueTokens): the prefix cache hits the whole history by construction.
+// what previous_response_id continues. Each entry keeps the Response object and the
+// conversation it ended (in the chat form, the response's own output included, the
+// instructions not: they do not carry over). A request that continues one renders that
+// conversation with its new items; the server's turn memory (serve/turn_memory.h) then builds
+// its prompt from the exact tokens of the stored turns, so the prefix cache hits the whole
+// history.
 //
-// Bounded: at most max_responses entries and max_bytes of them (tokens, texts, JSON), least
+// Bounded: at most max_responses entries and max_bytes of them (their JSON), least
 // recently used dropped first. Scoped: an entry is visible only to requests with the same API
 // key and cache_salt (the scope string the server makes of them).
 // Thread-safety: internally locked; entries are immutable once stored (shared_ptr).
@@ -27,8 +28,6 @@ struct StoredResponse {
   std::string id, scope;
   nlohmann::ordered_json response;  // the Response object, as answered
   nlohmann::ordered_json messages;  // the conversation it ended, chat form (no instructions)
-  std::string prompt_text;          // the rendered prompt
-  std::vector<int32_t> prompt_tokens, reply_tokens;
   size_t bytes = 0;  // what it holds, set by Measure() before it is stored
   void Measure();
 };

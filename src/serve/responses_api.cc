@@ -6,7 +6,6 @@
 
 #include "core/json_text.h"
 #include "serve/openai_api.h"
-#include "tokenizer/chat_template.h"
 
 namespace radixlm::serve {
 namespace {
@@ -192,12 +191,6 @@ class ResponsesExchange : public Exchange {
   bool store = true;
   std::shared_ptr<const StoredResponse> previous;
 
-  bool AfterPrompt(const std::string& rendered, std::vector<int32_t>* prompt, ApiError*) override {
-    prompt_text_ = rendered;
-    if (previous) *prompt = tokenizer::ContinueTokens(tok_, previous->prompt_text, previous->prompt_tokens, previous->reply_tokens, rendered);
-    return true;
-  }
-
   std::string StreamStart(const AnswerStart&) override {
     std::string out = Event("response.created", {{"response", Response("in_progress", ojson::array())}});
     out += Event("response.in_progress", {{"response", Response("in_progress", ojson::array())}});
@@ -258,9 +251,6 @@ class ResponsesExchange : public Exchange {
         reply["tool_calls"].push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     }
     entry->messages.push_back(std::move(reply));
-    entry->prompt_text = prompt_text_;
-    entry->prompt_tokens = prompt;
-    entry->reply_tokens = ends[0].output->ids();
     entry->Measure();
     store_.Put(std::move(entry));
   }
@@ -383,7 +373,6 @@ class ResponsesExchange : public Exchange {
 
   const tokenizer::Tokenizer& tok_;
   ResponseStore& store_;
-  std::string prompt_text_;
   int64_t seq_ = 0;
   ojson output_ = ojson::array();  // items done
   std::string open_, item_id_, text_;  // the open item: kind, id, its text so far
@@ -480,6 +469,8 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
     if (r.contains("effort") && r["effort"].is_string()) {
       const std::string e = r["effort"].get<std::string>();
       chat["reasoning_effort"] = e == "low" || e == "medium" || e == "high" ? e : e == "minimal" || e == "none" ? "low" : "high";
+      // No reasoning asked for: the templates' switch for it (Qwen3's enable_thinking).
+      if (e == "none" || e == "minimal") chat["chat_template_kwargs"] = {{"enable_thinking", false}};
     }
     if (r.contains("summary") && !r["summary"].is_null()) ex->ignored.push_back("reasoning.summary");
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <numeric>
 #include <cstring>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,6 +23,7 @@
 #include "serve/messages_api.h"
 #include "serve/openai_api.h"
 #include "serve/output_plan.h"
+#include "serve/turn_memory.h"
 
 namespace radixlm::serve {
 
@@ -78,6 +80,7 @@ Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tok
   responses_ = std::make_unique<ResponseStore>(
       ResponseStore::Config{.max_responses = config_.max_stored_responses, .max_bytes = config_.response_store_bytes});
   responses_door_ = std::make_unique<ResponsesDoor>(Limits(), tok_, *responses_);
+  if (config_.turn_reuse) turns_ = std::make_unique<TurnMemory>(TurnMemory::Config{});
   count_door_ = std::make_unique<MessagesDoor>(Limits(), /*count=*/true);
   HttpLimits limits;
   limits.max_body_bytes = config_.max_body_bytes;
@@ -208,6 +211,7 @@ void Server::Routes() {
 // One request in flight: its engine requests (one per sample drawn), their events, and each
 // choice's output pipeline.
 struct Server::Running {
+  std::string rendered;  // the chat prompt's text
   std::shared_ptr<Channel> channel = std::make_shared<Channel>();
   std::vector<engine::RequestId> ids;
   std::vector<std::unique_ptr<ChoiceOutput>> outputs;
@@ -256,16 +260,68 @@ void Server::CountTokens(const HttpRequest& req, HttpResponse& res, FrontDoor& d
   if (!ex) return fail(err);
   std::string rendered;
   if (!BuildPrompt(ex->request, tok_, chat_format_, &ex->request.params.prompt, &err, &rendered)) return fail(err);
-  if (!ex->AfterPrompt(rendered, &ex->request.params.prompt, &err)) return fail(err);
+  ReuseTurns(ex->request, rendered);
   res.SetContent(core::JsonText(json({{"input_tokens", ex->request.params.prompt.size()}})), "application/json");
+}
+
+// A chat prompt that continues a turn this server generated: the generated tokens in place of
+// the template's re-rendering (serve/turn_memory.h).
+void Server::ReuseTurns(CompletionRequest& request, const std::string& rendered) const {
+  if (!turns_ || !request.chat || !chat_format_) return;
+  const nlohmann::ordered_json& messages = request.chat_vars["messages"];
+  auto render = [&](const nlohmann::ordered_json& m) -> core::StatusOr<std::string> {
+    nlohmann::ordered_json vars = request.chat_vars;
+    vars["messages"] = m;
+    vars["add_generation_prompt"] = false;
+    return chat_format_->Render(std::move(vars));
+  };
+  auto encode = [&](const std::string& text) {
+    return request.allow_special_in_content ? tok_.Encode(text)
+                                            : tok_.Encode(text, false, tokenizer::LocateContents(text, request.literal_texts));
+  };
+  std::vector<std::string> end_texts;
+  for (int32_t id : config_.stop_ids) end_texts.push_back(tok_.TokenBytes(id));
+  if (auto spliced = SpliceRemembered(*turns_, request.params.cache_salt, rendered, messages, render, encode, end_texts))
+    request.params.prompt = std::move(*spliced);
+}
+
+// A finished chat turn, for the next request of its conversation (serve/turn_memory.h): only
+// one that ended on an end-of-turn token (the glue to the next message is then known).
+void Server::RememberTurn(const CompletionRequest& request, const std::string& rendered, const ChoiceEnd& end) const {
+  if (!turns_ || !request.chat || request.best_of != 1 || end.reason != engine::FinishReason::kStop) return;
+  const std::vector<int32_t>& ids = end.output->ids();
+  if (ids.empty() || std::find(config_.stop_ids.begin(), config_.stop_ids.end(), ids.back()) == config_.stop_ids.end()) return;
+  // The conversation without the generation prompt: what a re-sent history starts with.
+  nlohmann::ordered_json vars = request.chat_vars;
+  vars["add_generation_prompt"] = false;
+  auto base = chat_format_->Render(std::move(vars));
+  if (!base.ok() || rendered.compare(0, base->size(), *base) != 0) return;
+  auto turn = std::make_shared<RememberedTurn>();
+  turn->scope = request.params.cache_salt;
+  turn->base_text = std::move(*base);
+  turn->prompt_tokens = request.params.prompt;
+  turn->generated.assign(ids.begin(), ids.end() - 1);  // the end-of-turn token: the template's marker takes its place
+  turn->messages = request.chat_vars["messages"].size();
+  const ParsedOutput& p = end.output->Final();
+  turn->reply = {{"role", "assistant"}, {"content", p.content}};  // as ParseChatFields hands a client's copy on
+  if (!p.reasoning.empty()) turn->reply["reasoning_content"] = p.reasoning;
+  if (!p.calls.empty()) {
+    turn->reply["tool_calls"] = nlohmann::ordered_json::array();
+    for (const ToolCall& c : p.calls) {
+      const auto args = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+      turn->reply["tool_calls"].push_back({{"id", c.id}, {"type", "function"},
+                                           {"function", {{"name", c.name}, {"arguments", args.is_object() ? args : nlohmann::ordered_json(c.arguments)}}}});
+    }
+  }
+  turns_->Remember(std::move(turn));
 }
 
 bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err) {
   CompletionRequest& request = ex.request;
   const CompletionLimits limits = Limits();
-  std::string rendered;
+  std::string& rendered = run->rendered;
   if (!BuildPrompt(request, tok_, chat_format_, &request.params.prompt, err, &rendered)) return false;
-  if (!ex.AfterPrompt(rendered, &request.params.prompt, err)) return false;
+  ReuseTurns(request, rendered);
   // (Anthropic's wording, which Claude Code compacts its history on; an error of every API.)
   if (static_cast<int64_t>(request.params.prompt.size()) >= engine_.max_request_tokens()) {
     *err = {400, "prompt is too long: " + std::to_string(request.params.prompt.size()) + " tokens > " +
@@ -419,6 +475,7 @@ void Server::Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor&
   const engine::Usage usage = TotalUsage(finals, runs, run->prompt_usage);
   res.SetContent(ex->Whole(returned, usage), "application/json");
   ex->Finished(request.params.prompt, returned, usage);
+  if (runs == 1) RememberTurn(request, run->rendered, returned[0]);
 }
 
 void Server::Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Exchange>& ex,
@@ -475,6 +532,7 @@ void Server::Stream(const HttpRequest& req, HttpResponse& res, const std::shared
     const engine::Usage usage = TotalUsage(finals, n, {});
     send(ex->StreamEnd(usage));
     ex->Finished(ex->request.params.prompt, ends, usage);
+    if (n == 1) RememberTurn(ex->request, run->rendered, ends[0]);
   });
 }
 

@@ -27,6 +27,7 @@
 #include "serve/front_door.h"
 #include "serve/response_store.h"
 #include "serve/responses_api.h"
+#include "serve/turn_memory.h"
 #include "serve/http_common.h"
 #include "serve/http_server.h"
 #include "serve/output_plan.h"
@@ -61,6 +62,8 @@ struct ServerConfig {
   // The Responses API's stored responses (serve/response_store.h): at most this many, and bytes.
   size_t max_stored_responses = 1000;
   size_t response_store_bytes = size_t{256} << 20;
+  // A history turn this server generated is prompted with the generated tokens (serve/turn_memory.h).
+  bool turn_reuse = true;
   // KV cache events (serve/kv_events_publisher.h), announced in /server_info; empty: off.
   std::string kv_events_endpoint, kv_events_replay_endpoint, kv_events_topic;
 };
@@ -88,6 +91,8 @@ class Server {
   struct Running;
   void Handle(const HttpRequest& req, HttpResponse& res, FrontDoor& door);
   void CountTokens(const HttpRequest& req, HttpResponse& res, FrontDoor& door);
+  void ReuseTurns(CompletionRequest& request, const std::string& rendered) const;
+  void RememberTurn(const CompletionRequest& request, const std::string& rendered, const ChoiceEnd& end) const;
   bool Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err);
   void Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor& door, const std::shared_ptr<Exchange>& ex,
                const std::shared_ptr<Running>& run);
@@ -105,6 +110,7 @@ class Server {
   engine::ScoringService* scoring_ = nullptr;
   std::unique_ptr<OutputShaper> shaper_;  // tool calls, reasoning, grammars of completions
   std::unique_ptr<ResponseStore> responses_;
+  std::unique_ptr<TurnMemory> turns_;  // null: --no-turn-reuse
   std::unique_ptr<FrontDoor> chat_door_, completion_door_, messages_door_, count_door_;
   std::unique_ptr<ResponsesDoor> responses_door_;
   std::unique_ptr<HttpServer> http_;
