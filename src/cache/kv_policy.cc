@@ -6,13 +6,13 @@ namespace {
 class Lru final : public KvEvictionPolicy {
  public:
   std::string_view name() const override { return "lru"; }
-  EvictKey Key(uint64_t last_access, uint32_t) const override { return {last_access, 0}; }
+  EvictKey Key(uint64_t last_access, uint32_t) const override { return {.major = last_access, .minor = 0}; }
 };
 
 class Lfu final : public KvEvictionPolicy {
  public:
   std::string_view name() const override { return "lfu"; }
-  EvictKey Key(uint64_t last_access, uint32_t hits) const override { return {hits, last_access}; }
+  EvictKey Key(uint64_t last_access, uint32_t hits) const override { return {.major = hits, .minor = last_access}; }
 };
 
 struct Row {

@@ -23,6 +23,9 @@
 namespace radixlm::cache {
 
 struct EvictKey {
+  // marked: the tree's own tier (RadixTree::Mark): marked nodes sort after every unmarked one,
+  // whatever the policy. Policies set major / minor.
+  uint64_t marked = 0;
   uint64_t major = 0, minor = 0;
   auto operator<=>(const EvictKey&) const = default;
 };

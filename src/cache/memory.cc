@@ -22,6 +22,12 @@ int32_t Memory::StateSlots(const MemoryConfig& c, bool hybrid_cache) {
   return SlotsBeforeDrafts(c, hybrid_cache) + (c.draft_states ? c.max_running : 0);
 }
 
+int64_t Memory::Mark(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq, double until) {
+  if (!tree_ || n <= 0) return 0;
+  const auto share = static_cast<int64_t>(config_.mark_share * config_.num_blocks);
+  return tree_->Mark(tokens, n, seq.ns, until, share);
+}
+
 Memory::Memory(MemoryConfig config, PrefixCaches caches)
     : config_(config),
       pool_({config.mode == MemoryMode::kByteBudget ? 0 : config.num_blocks, config.block_tokens}),

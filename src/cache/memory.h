@@ -85,6 +85,8 @@ struct MemoryConfig {
   // Speculative decoding on a recurrent model: one more slot per working slot, where a step
   // that verifies a draft keeps the state from before the draft (DraftSlot).
   bool draft_states = false;
+  // Marked prefixes (Mark) may hold at most this share of the pool's blocks.
+  double mark_share = 0.5;
 };
 
 // What one sequence holds. Fields are Memory's to change.
@@ -253,6 +255,14 @@ class Memory {
   // Gives back seq's own blocks past what `tokens` positions need (a rejected draft's; they
   // hold no cached KV, the tree never saw them).
   void Trim(MemorySeq* seq, int64_t tokens);
+  // The client will send tokens[0, n) again (RequestParams::cache_mark): after the sequence's
+  // Release, its cached path is kept ahead of unmarked prefixes until `until` (the engine's
+  // clock), within mark_share of the pool (RadixTree::Mark). Returns the tokens marked. The
+  // KV tree only: a hybrid model's checkpoints follow their own policy.
+  int64_t Mark(const std::vector<int32_t>& tokens, int64_t n, const MemorySeq& seq, double until);
+  void ExpireMarks(double now) {
+    if (tree_) tree_->ExpireMarks(now);
+  }
   // Empty when consistent: the tree's invariants, and every slot accounted for once.
   std::string CheckInvariants() const;
 

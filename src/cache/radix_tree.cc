@@ -28,6 +28,10 @@ NodeId RadixTree::NewNode() {
 }
 
 void RadixTree::FreeNode(NodeId id) {
+  if (nodes_[id].marked_until > 0) {
+    marked_blocks_ -= static_cast<int64_t>(nodes_[id].blocks.size());
+    mark_expiry_.erase({nodes_[id].marked_until, id});
+  }
   nodes_[id] = Node{};
   free_nodes_.push_back(id);
 }
@@ -69,7 +73,68 @@ void RadixTree::Touch(NodeId id, bool hit) {
   n.last_access = ++clock_;
   n.hits += hit;
   n.evict_key = policy_->Key(n.last_access, n.hits);
+  n.evict_key.marked = n.marked_until > 0;
   UpdateEvictable(id);
+}
+
+void RadixTree::Rekey(NodeId id) {
+  Node& n = nodes_[id];
+  evictable_.erase({n.evict_key, id});
+  n.evict_key = policy_->Key(n.last_access, n.hits);
+  n.evict_key.marked = n.marked_until > 0;
+  UpdateEvictable(id);
+  ++version_;  // the eviction order changed: plans made before are stale
+}
+
+int64_t RadixTree::Mark(const std::vector<int32_t>& tokens, int64_t n, int64_t ns, double until, int64_t max_blocks) {
+  n = std::min<int64_t>(n, tokens.size());
+  NodeId node = RootOf(ns);
+  int64_t pos = 0;
+  while (node >= 0 && pos < n) {
+    const auto it = nodes_[node].children.find(tokens[pos]);
+    if (it == nodes_[node].children.end()) break;
+    NodeId child = it->second;
+    int64_t len = static_cast<int64_t>(nodes_[child].tokens.size());
+    int64_t k = 0;
+    while (k < len && pos + k < n && nodes_[child].tokens[k] == tokens[pos + k]) ++k;
+    if (k == 0) break;
+    if (nodes_[child].marked_until == 0 && marked_blocks_ + static_cast<int64_t>(nodes_[child].blocks.size()) > max_blocks) {
+      // The share is full past this node: mark the whole blocks of it that fit, split off.
+      const int64_t room = max_blocks - marked_blocks_;
+      const int64_t at = (nodes_[child].start / bs_ + room) * bs_;
+      if (room <= 0 || at <= nodes_[child].start) break;
+      if (at < nodes_[child].end()) child = Split(child, at);
+      len = static_cast<int64_t>(nodes_[child].tokens.size());
+      k = std::min(k, len);
+    }
+    Node& c = nodes_[child];
+    if (c.marked_until < until) {
+      const int64_t blocks = static_cast<int64_t>(c.blocks.size());
+      if (c.marked_until == 0) {
+        if (marked_blocks_ + blocks > max_blocks) break;
+        marked_blocks_ += blocks;
+      } else {
+        mark_expiry_.erase({c.marked_until, child});
+      }
+      c.marked_until = until;
+      mark_expiry_.insert({until, child});
+      Rekey(child);
+    }
+    pos += k;
+    if (k < len) break;
+    node = child;
+  }
+  return pos;
+}
+
+void RadixTree::ExpireMarks(double now) {
+  while (!mark_expiry_.empty() && mark_expiry_.begin()->first <= now) {
+    const NodeId id = mark_expiry_.begin()->second;
+    mark_expiry_.erase(mark_expiry_.begin());
+    marked_blocks_ -= static_cast<int64_t>(nodes_[id].blocks.size());
+    nodes_[id].marked_until = 0;
+    Rekey(id);
+  }
 }
 
 MatchResult RadixTree::Match(const std::vector<int32_t>& tokens, int64_t limit, int64_t ns) const {
@@ -230,8 +295,13 @@ NodeId RadixTree::Split(NodeId id, int64_t at) {
   low.last_access = n.last_access;
   low.hits = n.hits;
   low.evict_key = n.evict_key;
+  low.marked_until = n.marked_until;  // both parts lie on the marked path
   const int64_t first_upper_block = at / bs_ - n.start / bs_;
   if (first_upper_block < low_blocks) pool_.Ref(n.blocks[first_upper_block]);  // boundary block shared
+  if (n.marked_until > 0) {  // a shared boundary block now counts in both parts
+    marked_blocks_ += low_blocks - first_upper_block;
+    mark_expiry_.insert({n.marked_until, lower});
+  }
   n.blocks.erase(n.blocks.begin(), n.blocks.begin() + first_upper_block);
   n.tokens.erase(n.tokens.begin(), n.tokens.begin() + cut);
   n.start = at;
@@ -378,6 +448,14 @@ std::string RadixTree::CheckInvariants() const {
     expected_evictable += in_set;
   }
   if (expected_evictable != evictable_.size()) return "evictable set holds dead nodes";
+  int64_t marked = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(nodes_.size()); ++id)
+    if (nodes_[id].alive && nodes_[id].marked_until > 0) {
+      marked += static_cast<int64_t>(nodes_[id].blocks.size());
+      if (!mark_expiry_.count({nodes_[id].marked_until, id})) return "a mark without its expiry";
+      if (nodes_[id].evict_key.marked != 1) return "a marked node keyed as unmarked";
+    }
+  if (marked != marked_blocks_) return "marked block count is off";
   if (tokens != cached_tokens_) return "cached token count is off";
   for (const auto& [b, refs] : tree_refs)
     if (pool_.ref_count(b) < refs) return "block " + std::to_string(b) + " has fewer pool references than tree references";

@@ -121,6 +121,18 @@ class RadixTree {
   // to evict). Returns the number freed.
   int32_t EvictUntilFree(int32_t blocks);
 
+  // Marks (Anthropic's cache_control, the Responses API's prompt_cache_key): the client will
+  // send tokens[0, n) of namespace ns again. Until `until` (seconds, the caller's clock) the
+  // nodes of that cached path sort after every unmarked node in the eviction order, so
+  // unmarked traffic goes first; a mark is a preference, never a lock (when nothing unmarked is
+  // left, marked nodes go too, oldest first). At most max_blocks blocks are marked at once (a
+  // bounded share of the pool): a mark that would pass it covers what fits. Renewing a mark
+  // extends it. Returns the tokens marked (0: not cached, or no room).
+  int64_t Mark(const std::vector<int32_t>& tokens, int64_t n, int64_t ns, double until, int64_t max_blocks);
+  // Ends the marks whose time is at or before `now`.
+  void ExpireMarks(double now);
+  int64_t marked_blocks() const { return marked_blocks_; }
+
   int64_t cached_tokens() const { return cached_tokens_; }
   const CacheStats& stats() const { return stats_; }
   uint64_t version() const { return version_; }
@@ -144,7 +156,8 @@ class RadixTree {
     int32_t lock = 0;
     uint64_t last_access = 0;
     uint32_t hits = 0;              // admissions whose match reached this node
-    EvictKey evict_key;             // the policy's key as of the last touch
+    EvictKey evict_key;             // the policy's key as of the last touch (+ the mark)
+    double marked_until = 0;        // > 0: marked until then (Mark)
     bool alive = false;
     bool ns_root = false;           // a namespace's root: no tokens, never evicted
     int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
@@ -159,6 +172,7 @@ class RadixTree {
   bool IsEvictableLeaf(NodeId id) const;
   void UpdateEvictable(NodeId id);
   void Touch(NodeId id, bool hit = false);
+  void Rekey(NodeId id);  // evict_key from the policy and the mark
   int32_t BlockFor(const Node& n, int64_t position) const;
   // Frees `id` (an unlocked leaf) and its block references; returns blocks freed.
   int32_t EvictLeaf(NodeId id);
@@ -172,6 +186,9 @@ class RadixTree {
   std::unordered_map<int64_t, NodeId> namespace_roots_;  // emptied ones are freed
   uint64_t clock_ = 0, version_ = 0;
   int64_t cached_tokens_ = 0;
+  int64_t marked_blocks_ = 0;
+  // (until, node) of every mark set, soonest first; stale entries (renewed, freed) are skipped.
+  std::set<std::pair<double, NodeId>> mark_expiry_;
   CacheStats stats_;
   BlockObserver* observer_ = nullptr;
 };

@@ -111,6 +111,57 @@ TEST(RadixTreeTest, EvictsLeastRecentlyUsedUnlockedLeavesOnly) {
   EXPECT_EQ(tree.CheckInvariants(), "");
 }
 
+// A marked prefix (cache_control) outlives a flood of unmarked ones while its mark lasts; within
+// the share; a split keeps both parts marked; an expired mark is an ordinary LRU prefix again.
+TEST(RadixTreeTest, MarkedPrefixesAreEvictedLastUntilTheirMarkEnds) {
+  BlockPool pool({.num_blocks = 12, .block_tokens = 4});
+  RadixTree tree(pool);
+  FakeKv kv(12, 4);
+  const std::vector<int32_t> system = {9, 9, 9, 9, 8, 8, 8, 8, 7, 7, 7, 7};  // 3 blocks
+  auto a = Admit(tree, kv, system);
+  Finish(tree, pool, a);
+  EXPECT_EQ(tree.Mark(system, 12, 0, /*until=*/100.0, /*max_blocks=*/6), 12);
+  EXPECT_EQ(tree.marked_blocks(), 3);
+  // A second marked prompt of 4 blocks would pass the share of 6: its first 3 blocks are marked
+  // (its node split there), the last one is not.
+  const std::vector<int32_t> second(16, 5);
+  auto b = Admit(tree, kv, second);
+  Finish(tree, pool, b);
+  EXPECT_EQ(tree.Mark(second, 16, 0, 100.0, 6), 12);
+  EXPECT_EQ(tree.marked_blocks(), 6);
+  EXPECT_EQ(tree.CheckInvariants(), "");
+  // A flood of unmarked prompts, each needing every block the marks leave: the marked ones stay.
+  for (int32_t t = 20; t < 30; ++t) {
+    auto f = Admit(tree, kv, std::vector<int32_t>(24, t));  // 6 blocks of 12, 6 held by the marks
+    Finish(tree, pool, f);
+    ASSERT_EQ(tree.Match(system, 12).length, 12) << "flood " << t;
+    ASSERT_EQ(tree.Match(second, 16).length, 12) << "flood " << t;
+    ASSERT_EQ(tree.CheckInvariants(), "");
+  }
+  // A hit that splits the marked path: both parts stay marked.
+  auto c = Admit(tree, kv, {9, 9, 9, 9, 8, 8, 1, 1});
+  Finish(tree, pool, c);
+  EXPECT_EQ(tree.CheckInvariants(), "");
+  EXPECT_EQ(tree.marked_blocks(), 7);  // the boundary block counts in both parts
+  // A request needing every block: the mark is a preference, not a lock.
+  auto big = Admit(tree, kv, std::vector<int32_t>(45, 40));
+  EXPECT_EQ(tree.Match(system, 12).length, 0);
+  Finish(tree, pool, big);
+  EXPECT_EQ(tree.marked_blocks(), 0);
+  // Marked again, then expired: an ordinary LRU prefix, the first to go under the next flood.
+  auto d = Admit(tree, kv, system);
+  Finish(tree, pool, d);
+  tree.Mark(system, 12, 0, 50.0, 6);
+  tree.ExpireMarks(49.0);
+  EXPECT_EQ(tree.marked_blocks(), 3);
+  tree.ExpireMarks(50.0);
+  EXPECT_EQ(tree.marked_blocks(), 0);
+  auto e = Admit(tree, kv, std::vector<int32_t>(40, 60));  // 10 blocks: 9 are free
+  Finish(tree, pool, e);
+  EXPECT_EQ(tree.Match(system, 12).length, 0);
+  EXPECT_EQ(tree.CheckInvariants(), "");
+}
+
 TEST(RadixTreeTest, LfuEvictsTheLeastHitLeafFirstLruTheOldest) {
   for (const char* policy : {"lru", "lfu"}) {
     BlockPool pool({.num_blocks = 5, .block_tokens = 4});
