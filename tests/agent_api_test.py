@@ -347,6 +347,21 @@ def check_turn_reuse(base, binary):
     return turns
 
 
+def check_logit_bias(base, binary):
+    """OpenAI's logit_bias: +100 makes a token certain, -100 forbids it; logprobs stay the model's."""
+    end = im_end_id(binary)
+    status, r = chat(base, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "seed": 2,
+                            "logit_bias": {"151644": 100}, "logprobs": True})
+    c = r["choices"][0]
+    check(status == 200 and c["logprobs"]["content"] and all(t["token"] == "<|im_start|>" for t in c["logprobs"]["content"]) and
+          all(t["logprob"] < -1 for t in c["logprobs"]["content"]),
+          "logit_bias +100 forces the token; its logprob is still the model's (%s)" % [t["logprob"] for t in c["logprobs"]["content"]][:2])
+    status, r = chat(base, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "logit_bias": {"abc": 1}})
+    check(status == 400 and r["error"]["param"] == "logit_bias", "logit_bias with a key that is not a token id: 400")
+    status, r = chat(base, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "logit_bias": {str(end): 101}})
+    check(status == 400 and r["error"]["param"] == "logit_bias", "logit_bias beyond 100: 400")
+
+
 def main():
     binary = sys.argv[1]
     port = free_port()
@@ -360,6 +375,7 @@ def main():
         check_structured(base, binary)
         check_logprobs(base, binary)
         TURNS_REUSED[:] = check_turn_reuse(base, binary)
+        check_logit_bias(base, binary)
         check_batch(binary)
     finally:
         server.terminate()

@@ -220,12 +220,14 @@ void Engine::SampleRow(Req& r, std::span<float> logits, int64_t generated, int32
   if (want) {
     lse = sampling::LogSumExp(logits);
     sampling::TopLogProbs(logits, r.params.top_logprobs, lse, &info->top);
-    if (r.sampler.params().HasPenalties()) raw.assign(logits.begin(), logits.end());
+    if (r.sampler.params().HasPenalties() || !r.params.logit_bias.empty()) raw.assign(logits.begin(), logits.end());
   }
   // Logit processors (each row is its request's alone): min_tokens, the penalties, the constraint.
   if (generated < r.params.min_tokens)
     for (int32_t id : r.params.stop_ids)
       if (id >= 0 && id < vocab) logits[id] = -std::numeric_limits<float>::infinity();
+  for (const auto& [id, bias] : r.params.logit_bias)
+    if (id >= 0 && id < vocab) logits[id] += bias;
   if (r.sampler.params().HasPenalties()) r.sampler.Penalize(logits);
   if (r.params.constraint) {
     r.params.constraint->Mask(logits);

@@ -38,6 +38,9 @@ struct RequestParams {
   // A constraint on the output (a grammar); each request needs its own object (it holds the
   // sequence's state). Recorded continuations ignore it.
   std::shared_ptr<sampling::TokenConstraint> constraint;
+  // OpenAI's logit_bias (and serve --logit-bias): added to each token's logit before the penalties
+  // and the sampler; logprobs stay the model's.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // The client will send the prompt's first `tokens` again (Anthropic's cache_control, the
   // Responses API's prompt_cache_key): once the request finishes, the prefix cache keeps that
   // prefix ahead of unmarked ones for ttl_seconds (cache::Memory::Mark). 0: no mark.

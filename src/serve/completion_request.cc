@@ -1,6 +1,7 @@
 #include "serve/completion_request.h"
 
 #include <algorithm>
+#include <charconv>
 #include <numeric>
 #include <random>
 #include <type_traits>
@@ -58,7 +59,7 @@ constexpr FieldRule kFields[] = {
     {"presence_penalty", Use::kRead}, {"frequency_penalty", Use::kRead}, {"repetition_penalty", Use::kRead},
     {"min_tokens", Use::kRead}, {"ignore_eos", Use::kRead}, {"return_token_ids", Use::kRead}, {"cache_salt", Use::kRead},
     {"user", Use::kNoEffect},
-    {"logprobs", Use::kRead}, {"top_logprobs", Use::kRead}, {"echo", Use::kRead}, {"logit_bias", Use::kUnlessOff},
+    {"logprobs", Use::kRead}, {"top_logprobs", Use::kRead}, {"echo", Use::kRead}, {"logit_bias", Use::kRead},
     {"suffix", Use::kUnlessOff}, {"tools", Use::kRead}, {"tool_choice", Use::kRead},
     {"parallel_tool_calls", Use::kRead}, {"response_format", Use::kRead}, {"grammar", Use::kRead}, {"functions", Use::kUnlessOff},
     {"function_call", Use::kUnlessOff}, {"store", Use::kUnlessOff}, {"metadata", Use::kUnlessOff},
@@ -134,6 +135,20 @@ bool ParsePenalties(const json& body, CompletionRequest* p, ApiError* err) {
   if (!(sp.frequency_penalty >= -2 && sp.frequency_penalty <= 2)) return bad("frequency_penalty", "[-2, 2]");
   if (!(sp.repetition_penalty > 0 && sp.repetition_penalty <= 100)) return bad("repetition_penalty", "(0, 100]");
   if (p->params.min_tokens < 0 || p->params.min_tokens > p->params.max_tokens) return bad("min_tokens", "[0, max_tokens]");
+  // logit_bias: {"token id": bias in [-100, 100]}, at most 300 entries (OpenAI's bounds).
+  if (body.contains("logit_bias") && !body["logit_bias"].is_null()) {
+    const json& lb = body["logit_bias"];
+    if (!lb.is_object() || lb.size() > 300) return bad("logit_bias", "an object of at most 300 \"token id\": bias entries");
+    for (auto it = lb.begin(); it != lb.end(); ++it) {
+      int32_t id = -1;
+      const std::string& k = it.key();
+      const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+      if (ec != std::errc() || end != k.data() + k.size() || id < 0) return bad("logit_bias", "keys that are token ids");
+      if (!it.value().is_number() || !(it.value().get<double>() >= -100 && it.value().get<double>() <= 100))
+        return bad("logit_bias", "biases in [-100, 100]");
+      p->params.logit_bias.emplace_back(id, it.value().get<float>());
+    }
+  }
   return true;
 }
 

@@ -100,7 +100,8 @@ class HttpServer::Impl {
                  : r.path != path)
         continue;
       *path_known = true;
-      if (r.method == method) return &r;
+      // HEAD: a GET route answered inline, its body dropped (Claude Code's HEAD / probe).
+      if (r.method == method || (method == "HEAD" && r.method == "GET" && r.run == Run::kInline)) return &r;
     }
     return nullptr;
   }
@@ -263,6 +264,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (route->run == HttpServer::Run::kInline) {
       RunHandler(route->handler, req, res);
+      if (req.method == "HEAD") res.body.clear();
       return WriteResponse(std::move(res));
     }
     state_ = State::kHandler;

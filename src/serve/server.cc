@@ -143,6 +143,10 @@ void Server::Routes() {
   using Run = HttpServer::Run;
   http_->Route("GET", "/health", [](const HttpRequest&, HttpResponse& res) { res.SetContent(R"({"status":"ok"})", "application/json"); },
                Run::kInline);
+  // The root: what is served here (clients probe it: Claude Code sends HEAD / first).
+  http_->Route("GET", "/", [this](const HttpRequest&, HttpResponse& res) {
+    res.SetContent(core::JsonText(json({{"engine", "radixlm"}, {"model", config_.model_name}, {"status", "ok"}})), "application/json");
+  }, Run::kInline);
   http_->Route("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) {
     json m = {{"id", config_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "radixlm"}};
     res.SetContent(core::JsonText(json({{"object", "list"}, {"data", {m}}})), "application/json");
@@ -353,6 +357,10 @@ bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError*
   // llama-server cuts it; the answer then ends with finish reason length / max_tokens).
   const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request.params.prompt.size());
   if (left >= 1 && left < request.params.max_tokens) request.params.max_tokens = static_cast<int>(left);
+  if (config_.max_output_tokens > 0 && request.params.max_tokens > config_.max_output_tokens)
+    request.params.max_tokens = config_.max_output_tokens;
+  for (const auto& [id, bias] : config_.logit_bias)
+    if (id < tok_.vocab_size()) request.params.logit_bias.emplace_back(id, bias);
   // (A prompt longer than the context gets the engine's context_length_exceeded at Submit.)
   const bool fits_context = static_cast<int64_t>(request.params.prompt.size()) + request.params.max_tokens <= engine_.max_request_tokens();
   if (fits_context && !CheckRequestSize(request, limits, err)) return false;

@@ -49,6 +49,11 @@ struct ServerConfig {
   int max_connections = 512;
   int max_concurrent_requests = 64;     // beyond this: 429
   int default_max_tokens = 256;
+  // > 0: every request's max_tokens is cut to this (finish reason length), as llama-server's
+  // --n-predict; agent clients ask for 32K tokens per step.
+  int max_output_tokens = 0;
+  // serve --logit-bias (llama.cpp's option): added to every request's own logit_bias.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<int32_t> stop_ids;        // always end generation (EOS, end-of-turn tokens)
   bool allow_special_in_content = false;  // chat content may spell special tokens (turn markers)
   int max_stop_strings = 4;
