@@ -62,7 +62,8 @@ def claude(port, home, work):
     return out
 
 
-def codex(port, home, work):
+def codex_config(port, home):
+    """Codex's config.toml: the radixlm provider on the Responses API, read-only, nothing sent out."""
     with open(os.path.join(home, "config.toml"), "w") as f:
         f.write("""model = "%s"
 model_provider = "radixlm"
@@ -97,6 +98,10 @@ remote_plugin = false
 tool_suggest = false
 unbounded_connection_retries = false
 """ % (MODEL_NAME, port))
+
+
+def codex(port, home, work):
+    codex_config(port, home)
     env = {"CODEX_HOME": home, "RADIXLM_API_KEY": "sk-local"}
     out = []
     for argv in (["exec", "--skip-git-repo-check", "Say hello."], ["exec", "resume", "--last", "--skip-git-repo-check", "And again."]):

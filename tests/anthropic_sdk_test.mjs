@@ -103,6 +103,21 @@ async function options(client) {
         `thinking enabled: blocks ${th.content.map((b) => b.type).join(', ')}`);
 }
 
+// Claude Code's shape: a system message after the first user message. The next turn re-sends it
+// with the reply and a new user message; the history must stay a prefix of the first prompt.
+async function midConversationSystem(client) {
+  const turn1 = [{ role: 'user', content: 'Start.' }, { role: 'system', content: 'Agents available: ' + 'helper '.repeat(40) }];
+  // (Thinking left on: Qwen3's template renders a disabled turn's empty think block in the
+  // generation prompt but not in the history, a difference turn memory covers only for replies
+  // that end on their own.)
+  const first = await client.messages.create({ model, max_tokens: 6, temperature: 0, system, messages: turn1 });
+  const total = first.usage.input_tokens + first.usage.cache_read_input_tokens + first.usage.cache_creation_input_tokens;
+  const second = await client.messages.create({ model, max_tokens: 6, temperature: 0, system,
+    messages: [...turn1, { role: 'assistant', content: first.content }, { role: 'user', content: 'Next.' }] });
+  check(second.usage.cache_read_input_tokens >= total - 1,
+        `a mid-conversation system message keeps the next turn a full hit (${second.usage.cache_read_input_tokens} of ${total})`);
+}
+
 async function errors(client) {
   const bad = async (what, body, pattern) => {
     try {
@@ -129,6 +144,7 @@ try {
   await toolRoundTrip(client);
   await streamed(client);
   await options(client);
+  await midConversationSystem(client);
   await errors(client);
 } catch (e) {
   check(false, 'unexpected error: ' + (e.stack || e));

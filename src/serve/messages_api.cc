@@ -139,7 +139,16 @@ bool Message(const ojson& m, size_t index, std::set<std::string>* call_ids, std:
                           "in user turns; this model reads text only)", at + ".type");
     }
   }
-  if (role == "system") {  // mid-conversation: folded into the next user turn
+  if (role == "system") {
+    // Mid-conversation (most chat templates refuse a late system message): appended to the user
+    // message it follows, else folded into the next one. Appending keeps the conversation's
+    // prefix the same when it comes back longer (Claude Code sends one after its first user
+    // message, the last message of the first turn), so the whole history stays a cache hit.
+    ojson& msgs = t->body["messages"];
+    if (pending_system->empty() && !msgs.empty() && msgs.back()["role"] == "user" && msgs.back()["content"].is_string()) {
+      msgs.back()["content"] = msgs.back()["content"].get<std::string>() + "\n\n" + Join(texts);
+      return true;
+    }
     *pending_system += (pending_system->empty() ? "" : "\n\n") + Join(texts);
     return true;
   }

@@ -8,7 +8,8 @@
 //   message; messages: text blocks -> content (blocks joined by blank lines), tool_use ->
 //   tool_calls, tool_result -> tool messages (a result for an id no earlier tool_use has is a
 //   400), thinking -> reasoning_content, redacted_thinking dropped, a mid-conversation system
-//   message folded into the next user turn (most chat templates refuse a late system message);
+//   message appended to the user message it follows, else folded into the next one (most chat
+//   templates refuse a late system message; appending keeps a growing conversation's prefix);
 //   tools (custom) -> function tools, server tools (web_search_..., bash_...) skipped;
 //   tool_choice auto / any / tool / none; stop_sequences; temperature, top_p, top_k; thinking
 //   enabled / adaptive / disabled -> the template's enable_thinking; output_config.effort ->
