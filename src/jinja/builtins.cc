@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "jinja/unicode.h"
+
 namespace radixlm::jinja {
 
 namespace {
@@ -19,9 +21,20 @@ const Value& Arg(const CallArgs& a, size_t i, std::string_view name, const Value
   if (const Value* v = a.Keyword(name)) return *v;
   return fallback;
 }
+// A fallback built in the call dies at the end of the statement: this overload returns a value, so
+// `const Value& x = Arg(..., Value::Int(0))` extends its life instead of dangling.
+Value Arg(const CallArgs& a, size_t i, std::string_view name, Value&& fallback) {
+  if (i < a.positional.size()) return a.positional[i];
+  if (const Value* v = a.Keyword(name)) return *v;
+  return std::move(fallback);
+}
 
 const Value kUndef;
 const Value kNone = Value::None();
+const Value kEmptyString = Value::String("");
+const Value kIntZero = Value::Int(0);
+const Value kIntFour = Value::Int(4);
+const Value kFloatZero = Value::Float(0.0);
 
 void NoUndefined(const Value& v) {
   if (v.IsUndefined()) Raise("UndefinedError", v.AsString().empty() ? "value is undefined" : v.AsString());
@@ -49,35 +62,10 @@ std::string StripChars(const std::string& s, const Value& chars, bool left, bool
   return std::string(begin, end);
 }
 
-std::string ToUpper(std::string s) {
-  for (char& c : s)
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
-  return s;
-}
-std::string ToLower(std::string s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  return s;
-}
-
-std::string Capitalize(const std::string& s) {
-  std::string out = ToLower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 32);
-  return out;
-}
-
-// Python str.title(): a cased letter after an uncased character starts a word.
-std::string Title(const std::string& s) {
-  std::string out = s;
-  bool prev_cased = false;
-  for (char& c : out) {
-    const bool lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
-    if (lower && !prev_cased) c = static_cast<char>(c - 32);
-    else if (upper && prev_cased) c = static_cast<char>(c + 32);
-    prev_cased = lower || upper;
-  }
-  return out;
-}
+std::string ToUpper(const std::string& s) { return unicode::Upper(s); }
+std::string ToLower(const std::string& s) { return unicode::Lower(s); }
+std::string Capitalize(const std::string& s) { return unicode::Capitalize(s); }
+std::string Title(const std::string& s) { return unicode::Title(s); }
 
 Value Split(const std::string& s, const Value& sep, const Value& maxsplit_v, bool from_right) {
   int64_t maxsplit = maxsplit_v.IsNumber() ? maxsplit_v.AsInt() : -1;
@@ -100,11 +88,10 @@ Value Split(const std::string& s, const Value& sep, const Value& maxsplit_v, boo
       for (auto [a, b] : words) parts.push_back(Value::String(text(a, b)));
     } else if (!from_right) {
       for (int64_t k = 0; k < maxsplit; ++k) parts.push_back(Value::String(text(words[k].first, words[k].second)));
-      std::string rest = StripChars(text(words[maxsplit].first, cps.size()), kNone, false, true);
-      parts.push_back(Value::String(rest));
+      parts.push_back(Value::String(text(words[maxsplit].first, cps.size())));  // Python keeps the rest's trailing space
     } else {
       const size_t keep = words.size() - maxsplit;
-      parts.push_back(Value::String(StripChars(text(0, words[keep - 1].second), kNone, true, false)));
+      parts.push_back(Value::String(text(0, words[keep - 1].second)));
       for (size_t k = keep; k < words.size(); ++k) parts.push_back(Value::String(text(words[k].first, words[k].second)));
     }
     return Value::List(std::move(parts));
@@ -207,6 +194,72 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
+// CPython's float % and // (float_rem, float_floor_div): fmod, then the divisor's sign.
+double PyMod(double x, double y) {
+  double mod = std::fmod(x, y);
+  if (mod != 0) {
+    if ((y < 0) != (mod < 0)) mod += y;
+  } else {
+    mod = std::copysign(0.0, y);
+  }
+  return mod;
+}
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+double PyFloorDiv(double x, double y) {
+  double mod = std::fmod(x, y);
+  double div = (x - mod) / y;
+  if (mod != 0 && (y < 0) != (mod < 0)) div -= 1.0;
+  if (div == 0) return std::copysign(0.0, x / y);
+  double floordiv = std::floor(div);
+  if (div - floordiv > 0.5) floordiv += 1.0;
+  return floordiv;
+}
+
+// json.dumps' ensure_ascii: every non-ASCII character of a JSON text as \uXXXX (a surrogate
+// pair above U+FFFF); only strings hold such characters, so the text is escaped in place.
+std::string AsciiJson(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (size_t i = 0; i < json.size();) {
+    if (static_cast<unsigned char>(json[i]) < 0x80) {
+      out.push_back(json[i++]);
+      continue;
+    }
+    const uint32_t cp = unicode::Next(json, &i);
+    char buf[16];
+    if (cp == 0xFFFFFFFF || cp < 0x10000) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp == 0xFFFFFFFF ? 0xFFFDu : cp);
+    } else {
+      const uint32_t c = cp - 0x10000;
+      std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (c >> 10), 0xDC00 + (c & 0x3FF));
+    }
+    out += buf;
+  }
+  return out;
+}
+
+// str.splitlines(keepends): \r\n is one break; unicode::IsLineBreak lists the others.
+ValueList SplitLines(const std::string& s, bool keepends) {
+  ValueList lines;
+  size_t start = 0;
+  for (size_t i = 0; i < s.size();) {
+    const size_t at = i;
+    const uint32_t cp = unicode::Next(s, &i);
+    if (!unicode::IsLineBreak(cp)) continue;
+    if (cp == '\r' && i < s.size() && s[i] == '\n') ++i;
+    lines.push_back(Value::String(s.substr(start, (keepends ? i : at) - start)));
+    start = i;
+  }
+  if (start < s.size()) lines.push_back(Value::String(s.substr(start)));
+  return lines;
+}
+
+
 }  // namespace
 
 // --- attribute paths (selectattr, map, sort) --------------------------------------------------
@@ -251,7 +304,8 @@ bool TestIterable(const Value& v, const CallArgs&) {
   return v.IsUndefined() || v.IsString() || v.IsSequence() || v.IsMapping();
 }
 bool TestSequence(const Value& v, const CallArgs&) { return TestIterable(v, {}); }
-bool TestCallable(const Value& v, const CallArgs&) { return v.type() == Value::Type::kFunction; }
+// Python's callable(): jinja2's Undefined has __call__ (which raises), so it counts.
+bool TestCallable(const Value& v, const CallArgs&) { return v.type() == Value::Type::kFunction || v.IsUndefined(); }
 bool TestEq(const Value& v, const CallArgs& a) { return v.Equals(Arg(a, 0, "other", kUndef)); }
 bool TestNe(const Value& v, const CallArgs& a) { return !v.Equals(Arg(a, 0, "other", kUndef)); }
 bool TestLt(const Value& v, const CallArgs& a) { return v.Less(Arg(a, 0, "other", kUndef)); }
@@ -264,16 +318,33 @@ bool TestSameAs(const Value& v, const CallArgs& a) {
   if (v.type() != o.type()) return false;
   return v.Equals(o);
 }
-bool TestOdd(const Value& v, const CallArgs&) { return v.AsInt() % 2 != 0; }
-bool TestEven(const Value& v, const CallArgs&) { return v.AsInt() % 2 == 0; }
+void NumberOperand(const Value& v) {  // jinja2's odd / even compute value % 2
+  NoUndefined(v);
+  if (!v.IsNumber()) Raise("TypeError", "not all arguments converted during string formatting");
+}
+bool TestOdd(const Value& v, const CallArgs&) {
+  NumberOperand(v);
+  return v.type() == Value::Type::kFloat ? PyMod(v.AsFloat(), 2) == 1 : v.AsInt() % 2 != 0;
+}
+bool TestEven(const Value& v, const CallArgs&) {
+  NumberOperand(v);
+  return v.type() == Value::Type::kFloat ? PyMod(v.AsFloat(), 2) == 0 : v.AsInt() % 2 == 0;
+}
 bool TestDivisibleBy(const Value& v, const CallArgs& a) {
-  const int64_t d = Arg(a, 0, "num", kUndef).AsInt();
+  NoUndefined(v);
+  if (!v.IsNumber()) Raise("TypeError", "unsupported operand type(s) for %: '" + v.TypeName() + "' and 'int'");
+  const Value& num = Arg(a, 0, "num", kUndef);
+  if (v.type() == Value::Type::kFloat || num.type() == Value::Type::kFloat) {
+    if (num.AsFloat() == 0) Raise("ZeroDivisionError", "float modulo");
+    return PyMod(v.AsFloat(), num.AsFloat()) == 0;
+  }
+  const int64_t d = num.AsInt();
   if (d == 0) Raise("ZeroDivisionError", "integer division or modulo by zero");
   if (d == -1) return true;  // INT64_MIN % -1 traps in C++; every integer is divisible by -1
   return v.AsInt() % d == 0;
 }
-bool TestLower(const Value& v, const CallArgs&) { return v.IsString() && ToLower(v.AsString()) == v.AsString(); }
-bool TestUpper(const Value& v, const CallArgs&) { return v.IsString() && ToUpper(v.AsString()) == v.AsString(); }
+bool TestLower(const Value& v, const CallArgs&) { return unicode::IsLower(v.Str()); }  // jinja2: str(value).islower()
+bool TestUpper(const Value& v, const CallArgs&) { return unicode::IsUpper(v.Str()); }
 
 const std::unordered_map<std::string_view, TestFn>& Tests() {
   static const std::unordered_map<std::string_view, TestFn> t = {
@@ -302,21 +373,24 @@ Value FLength(const Value& v, const CallArgs&) {
   }
 }
 
+// transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value FToJson(const Value& v, const CallArgs& a) {
-  const Value& indent = Arg(a, 99, "indent", kNone);
-  const Value& seps = Arg(a, 99, "separators", kNone);
-  const Value& sort = Arg(a, 99, "sort_keys", kUndef);
+  const bool ascii = Arg(a, 0, "ensure_ascii", kUndef).Truthy();
+  const Value& indent = Arg(a, 1, "indent", kNone);
+  const Value& seps = Arg(a, 2, "separators", kNone);
+  const Value& sort = Arg(a, 3, "sort_keys", kUndef);
   std::string item_sep = ", ", key_sep = ": ";
   if (!indent.IsNone()) item_sep = ",";
   if (seps.IsSequence() && seps.AsList().size() == 2) {
     item_sep = seps.AsList()[0].Str();
     key_sep = seps.AsList()[1].Str();
   }
-  const int ind = indent.IsNone() ? -1 : static_cast<int>(indent.AsInt());
+  const int ind = indent.IsNone() ? -1 : static_cast<int>(indent.AsInt());  // json.dumps: indent=True is 1
   // ToJson drops a trailing space of the item separator with an indent; json.dumps with an
   // indent defaults to "," already, an explicit ", " keeps its space on each line's end.
-  if (ind >= 0 && !seps.IsSequence()) return Value::String(v.ToJson(ind, ",", key_sep, sort.Truthy()));
-  return Value::String(v.ToJson(ind, item_sep, key_sep, sort.Truthy()));
+  std::string out = ind >= 0 && !seps.IsSequence() ? v.ToJson(ind, ",", key_sep, sort.Truthy())
+                                                   : v.ToJson(ind, item_sep, key_sep, sort.Truthy());
+  return Value::String(ascii ? AsciiJson(out) : out);
 }
 
 Value FItems(const Value& v, const CallArgs&) {
@@ -333,11 +407,29 @@ Value FTrim(const Value& v, const CallArgs& a) { return Value::String(StripChars
 Value FUpper(const Value& v, const CallArgs&) { return Value::String(ToUpper(v.Str())); }
 Value FLower(const Value& v, const CallArgs&) { return Value::String(ToLower(v.Str())); }
 Value FCapitalize(const Value& v, const CallArgs&) { return Value::String(Capitalize(v.Str())); }
-Value FTitle(const Value& v, const CallArgs&) { return Value::String(Title(v.Str())); }
+// jinja2's title filter (not str.title): pieces split before runs of "-", white space, "(", "{",
+// "[", "<"; each piece's first character upper-cased, the rest lower-cased.
+Value FTitle(const Value& v, const CallArgs&) {
+  const std::string s = v.Str();
+  auto sep = [](char c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPythonSpace(std::string_view(&c, 1)); };
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    const bool is_sep = sep(s[i]);
+    while (j < s.size() && sep(s[j]) == is_sep) ++j;
+    std::string_view piece(s.data() + i, j - i);
+    size_t k = 0;
+    unicode::Next(piece, &k);
+    out += unicode::Upper(piece.substr(0, k)) + unicode::Lower(piece.substr(k));
+    i = j;
+  }
+  return Value::String(out);
+}
 Value FEscape(const Value& v, const CallArgs&) { return Value::String(HtmlEscape(v.Str())); }
 
 Value FDefault(const Value& v, const CallArgs& a) {
-  const Value& def = Arg(a, 0, "default_value", Value::String(""));
+  const Value& def = Arg(a, 0, "default_value", kEmptyString);
   const bool boolean = Arg(a, 1, "boolean", kUndef).Truthy();
   if (v.IsUndefined() || (boolean && !v.Truthy())) return def;
   return v;
@@ -369,12 +461,27 @@ Value FLast(const Value& v, const CallArgs&) {
   return items.empty() ? Value::Undefined("No last item, sequence was empty.") : items.back();
 }
 
+// Python's int() / float() of a string allow '_' between digits ("1_000"); elsewhere it stays
+// and the parse fails, as Python's does.
+std::string WithoutDigitUnderscores(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool between = s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
+                         std::isdigit(static_cast<unsigned char>(s[i + 1]));
+    if (!between) out.push_back(s[i]);
+  }
+  return out;
+}
+
+bool NotHex(const std::string& s) { return s.find_first_of("xX") == std::string::npos; }  // strtod reads 0x1p3
+
 Value FInt(const Value& v, const CallArgs& a) {
-  const Value& def = Arg(a, 0, "default", Value::Int(0));
+  NoUndefined(v);  // jinja2's Undefined raises in __int__ (not a TypeError the filter catches)
+  const Value& def = Arg(a, 0, "default", kIntZero);
   if (v.type() == Value::Type::kFloat) return std::isfinite(v.AsFloat()) ? Value::Int(IntOfFloat(v.AsFloat())) : def;
   if (v.IsNumber()) return Value::Int(v.AsInt());
   if (v.IsString()) {
-    const std::string s = StripChars(v.AsString(), kNone, true, true);
+    const std::string s = WithoutDigitUnderscores(StripChars(v.AsString(), kNone, true, true));
     char* end = nullptr;
     errno = 0;
     const long long i = std::strtoll(s.c_str(), &end, 10);
@@ -382,20 +489,21 @@ Value FInt(const Value& v, const CallArgs& a) {
       if (errno == ERANGE) Overflow();
       return Value::Int(i);
     }
-    const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0') return std::isfinite(d) ? Value::Int(IntOfFloat(d)) : def;
+    const double d = NotHex(s) ? std::strtod(s.c_str(), &end) : 0.0;
+    if (!s.empty() && NotHex(s) && *end == '\0') return std::isfinite(d) ? Value::Int(IntOfFloat(d)) : def;
   }
   return def;
 }
 
 Value FFloat(const Value& v, const CallArgs& a) {
-  const Value& def = Arg(a, 0, "default", Value::Float(0.0));
+  NoUndefined(v);
+  const Value& def = Arg(a, 0, "default", kFloatZero);
   if (v.IsNumber()) return Value::Float(v.AsFloat());
   if (v.IsString()) {
-    const std::string s = StripChars(v.AsString(), kNone, true, true);
+    const std::string s = WithoutDigitUnderscores(StripChars(v.AsString(), kNone, true, true));
     char* end = nullptr;
-    const double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0') return Value::Float(d);
+    const double d = NotHex(s) ? std::strtod(s.c_str(), &end) : 0.0;
+    if (!s.empty() && NotHex(s) && *end == '\0') return Value::Float(d);
   }
   return def;
 }
@@ -409,13 +517,39 @@ Value FAbs(const Value& v, const CallArgs&) {
   Raise("TypeError", "bad operand type for abs(): '" + v.TypeName() + "'");
 }
 
+// jinja2's round: "common" is Python's round(value, precision), half to even on the exact
+// binary value (printf's correctly rounded %.*f does the same); ceil / floor scale by 10^p.
 Value FRound(const Value& v, const CallArgs& a) {
   const int64_t precision = Arg(a, 0, "precision", Value::Int(0)).AsInt();
   const std::string method = Arg(a, 1, "method", Value::String("common")).Str();
+  if (method != "common" && method != "ceil" && method != "floor")
+    Raise("FilterArgumentError", "method must be common, ceil or floor");
+  NoUndefined(v);
+  if (!v.IsNumber()) Raise("TypeError", "type " + v.TypeName() + " doesn't define __round__ method");
+  // Python's round() of an int is an int (half to even at a negative precision).
+  if (method == "common" && v.type() != Value::Type::kFloat) {
+    if (precision >= 0 || v.AsInt() == 0) return Value::Int(v.AsInt());
+    if (precision < -18) return Value::Int(0);
+    int64_t unit = 1;
+    for (int64_t i = 0; i < -precision; ++i) unit *= 10;
+    const int64_t x = v.AsInt(), q = FloorDiv(x, unit), r = x - q * unit;
+    const int64_t up = (2 * r > unit || (2 * r == unit && q % 2 != 0)) ? 1 : 0;
+    int64_t out = 0;
+    if (__builtin_mul_overflow(q + up, unit, &out)) Overflow();
+    return Value::Int(out);
+  }
+  const double x = v.AsFloat();
+  if (!std::isfinite(x)) return Value::Float(x);
+  if (method == "common" && precision >= 0 && precision <= 340) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), x);
+    return Value::Float(std::strtod(buf, nullptr));
+  }
   const double scale = std::pow(10.0, static_cast<double>(precision));
-  double x = v.AsFloat() * scale;
-  x = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
-  return Value::Float(x / scale);
+  const double y = x * scale;
+  if (method == "common") return Value::Float(std::nearbyint(y) / scale);
+  // + 0.0: math.ceil / floor give Python an int, so -0.0 comes out as 0.0.
+  return Value::Float((method == "ceil" ? std::ceil(y) : std::floor(y)) / scale + 0.0);
 }
 
 Value FReplace(const Value& v, const CallArgs& a) {
@@ -448,6 +582,7 @@ Value FSort(const Value& v, const CallArgs& a) {
   ValueList items = Iterate(v);
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     const Value kx = SortKey(x, attr, case_sensitive), ky = SortKey(y, attr, case_sensitive);
+    if (kx.Equals(ky)) return false;  // jinja2 compares [key] lists: equal keys by == first
     return reverse ? ky.Less(kx) : kx.Less(ky);
   });
   return Value::List(std::move(items));
@@ -457,6 +592,7 @@ Value FDictSort(const Value& v, const CallArgs& a) {
   const bool case_sensitive = Arg(a, 0, "case_sensitive", kUndef).Truthy();
   const bool by_value = Arg(a, 1, "by", Value::String("key")).Str() == "value";
   const bool reverse = Arg(a, 2, "reverse", kUndef).Truthy();
+  NoUndefined(v);  // jinja2 calls value.items(), which an Undefined refuses
   ValueList items = FItems(v, {}).AsList();
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     const Value kx = SortKey(x.AsList()[by_value], kNone, case_sensitive), ky = SortKey(y.AsList()[by_value], kNone, case_sensitive);
@@ -503,28 +639,33 @@ Value FMax(const Value& v, const CallArgs& a) { return MinMax(v, a, true); }
 // Jinja2's do_indent: every line after the first gets the pad (blank lines only with blank),
 // the first line too with first.
 Value FIndent(const Value& v, const CallArgs& a) {
-  const Value& w = Arg(a, 0, "width", Value::Int(4));
+  NoUndefined(v);  // jinja2 appends "\n" to it, which an Undefined refuses
+  if (!v.IsString()) Raise("TypeError", "indent expects a string, not '" + v.TypeName() + "'");
+  const Value& w = Arg(a, 0, "width", kIntFour);
   const int64_t width = w.IsString() ? 0 : std::max<int64_t>(0, w.AsInt());
   const bool first = Arg(a, 1, "first", kUndef).Truthy(), blank = Arg(a, 2, "blank", kUndef).Truthy();
-  std::vector<std::string> lines;
-  const std::string s = v.Str() + "\n";
-  for (size_t start = 0; start < s.size();) {
-    const size_t nl = s.find('\n', start);
-    lines.push_back(s.substr(start, nl - start));
-    start = nl + 1;
-  }
+  std::vector<std::string> lines;  // jinja2: (s + "\n").splitlines()
+  for (const Value& line : SplitLines(v.AsString() + "\n", false)) lines.push_back(line.AsString());
   // The padding on every line, before it is made (indent(1e9) asks for gigabytes).
   const uint64_t pad_bytes = w.IsString() ? w.AsString().size() : static_cast<uint64_t>(width);
-  ChargeString(s.size() + pad_bytes * lines.size());
+  ChargeString(v.AsString().size() + 1 + pad_bytes * lines.size());
   const std::string pad = w.IsString() ? w.AsString() : std::string(static_cast<size_t>(width), ' ');
   std::string out = lines[0];
   for (size_t i = 1; i < lines.size(); ++i) out += "\n" + ((blank || !lines[i].empty()) ? pad + lines[i] : lines[i]);
   return Value::String(first ? pad + out : out);
 }
 
-Value FWordCount(const Value& v, const CallArgs&) { return Value::Int(static_cast<int64_t>(Split(v.Str(), kNone, kNone, false).AsList().size())); }
+// jinja2: len(re.findall(r"\w+", str(value))).
+Value FWordCount(const Value& v, const CallArgs&) { return Value::Int(static_cast<int64_t>(unicode::WordCount(v.Str()))); }
 
-Value FAttr(const Value& v, const CallArgs& a) { return GetPath(v, Arg(a, 0, "name", kUndef).Str()); }
+// jinja2's attr is getattr only: a dict's keys are not its attributes (a namespace's are).
+Value FAttr(const Value& v, const CallArgs& a) {
+  NoUndefined(v);
+  const std::string name = Arg(a, 0, "name", kUndef).Str();
+  if (v.type() != Value::Type::kNamespace) return Value::Undefined("'" + v.TypeName() + " object' has no attribute '" + name + "'");
+  const Value* f = v.AsDict().Find(Value::String(name));
+  return f ? *f : Value::Undefined("'Namespace' object has no attribute '" + name + "'");
+}
 
 // select / reject / selectattr / rejectattr: (value, [attr], test name, test args...).
 Value Select(const Value& v, const CallArgs& a, bool with_attr, bool keep) {
@@ -593,8 +734,26 @@ const std::unordered_map<std::string_view, FilterFn>& Filters() {
 
 // --- methods --------------------------------------------------------------------------------
 
+// The arguments CPython's str methods require (and that their text ones are str).
+void CheckStrMethodArgs(std::string_view name, const CallArgs& a) {
+  static const std::unordered_map<std::string_view, size_t> kMinArgs = {
+      {"startswith", 1}, {"endswith", 1}, {"find", 1}, {"rfind", 1}, {"index", 1}, {"count", 1}, {"join", 1}, {"replace", 2}};
+  const auto it = kMinArgs.find(name);
+  if (it == kMinArgs.end()) return;
+  const size_t given = a.positional.size() + a.keyword.size();
+  if (given < it->second) {
+    if (name == "replace") Raise("TypeError", "replace expected at least 2 arguments, got " + std::to_string(given));
+    Raise("TypeError", std::string(name) + "() takes at least 1 argument (" + std::to_string(given) + " given)");
+  }
+  if (name == "replace" || name == "find" || name == "rfind" || name == "index" || name == "count")
+    for (size_t i = 0; i < std::min<size_t>(a.positional.size(), name == "replace" ? 2 : 1); ++i)
+      if (!a.positional[i].IsString())
+        Raise("TypeError", std::string(name) + "() argument " + std::to_string(i + 1) + " must be str, not " + a.positional[i].TypeName());
+}
+
 Value StrMethod(const std::string& s, std::string_view name, const CallArgs& a, bool* found) {
   *found = true;
+  CheckStrMethodArgs(name, a);
   if (name == "startswith") return Value::Bool(PrefixTest(s, Arg(a, 0, "prefix", kUndef), true));
   if (name == "endswith") return Value::Bool(PrefixTest(s, Arg(a, 0, "suffix", kUndef), false));
   if (name == "split") return Split(s, Arg(a, 0, "sep", kNone), Arg(a, 1, "maxsplit", kNone), false);
@@ -636,29 +795,13 @@ Value StrMethod(const std::string& s, std::string_view name, const CallArgs& a, 
     return Value::String(out);
   }
   if (name == "format") return PyFormat(s, a);
-  if (name == "splitlines") {
-    ValueList lines;
-    size_t start = 0;
-    while (start < s.size()) {
-      size_t nl = s.find('\n', start);
-      if (nl == std::string::npos) nl = s.size();
-      std::string line = s.substr(start, nl - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      lines.push_back(Value::String(line));
-      start = nl + 1;
-    }
-    return Value::List(std::move(lines));
-  }
-  auto all = [&](auto pred) {
-    if (s.empty()) return Value::Bool(false);
-    return Value::Bool(std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)); }));
-  };
-  if (name == "isdigit") return all([](int c) { return std::isdigit(c); });
-  if (name == "isalpha") return all([](int c) { return std::isalpha(c); });
-  if (name == "isalnum") return all([](int c) { return std::isalnum(c); });
-  if (name == "isspace") return all([](int c) { return std::isspace(c); });
-  if (name == "islower") return Value::Bool(ToLower(s) == s && ToUpper(s) != s);
-  if (name == "isupper") return Value::Bool(ToUpper(s) == s && ToLower(s) != s);
+  if (name == "splitlines") return Value::List(SplitLines(s, Arg(a, 0, "keepends", kUndef).Truthy()));
+  if (name == "isdigit") return Value::Bool(unicode::All(s, unicode::Class::kDigit));
+  if (name == "isalpha") return Value::Bool(unicode::All(s, unicode::Class::kAlpha));
+  if (name == "isalnum") return Value::Bool(unicode::All(s, unicode::Class::kAlnum));
+  if (name == "isspace") return Value::Bool(unicode::All(s, unicode::Class::kSpace));
+  if (name == "islower") return Value::Bool(unicode::IsLower(s));
+  if (name == "isupper") return Value::Bool(unicode::IsUpper(s));
   *found = false;
   return {};
 }
@@ -672,6 +815,7 @@ Value DictMethod(const Value& d, std::string_view name, const CallArgs& a, bool*
     return Value::List(std::move(out));
   }
   if (name == "get") {
+    if (!Hashable(Arg(a, 0, "key", kUndef))) Raise("TypeError", "unhashable type: '" + Arg(a, 0, "key", kUndef).TypeName() + "'");
     const Value* v = d.AsDict().Find(Arg(a, 0, "key", kUndef));
     return v ? *v : Arg(a, 1, "default", kNone);
   }
@@ -734,12 +878,6 @@ namespace {
 
 [[noreturn]] void Unsupported(std::string_view op, const Value& a, const Value& b) {
   Raise("TypeError", "unsupported operand type(s) for " + std::string(op) + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'");
-}
-
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
 }
 
 }  // namespace
@@ -814,8 +952,7 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
       const int64_t q = FloorDiv(a.AsInt(), b.AsInt());
       return Value::Int(op == "//" ? q : a.AsInt() - q * b.AsInt());
     }
-    const double q = std::floor(a.AsFloat() / b.AsFloat());
-    return Value::Float(op == "//" ? q : a.AsFloat() - q * b.AsFloat());
+    return Value::Float(op == "//" ? PyFloorDiv(a.AsFloat(), b.AsFloat()) : PyMod(a.AsFloat(), b.AsFloat()));
   }
   if (op == "**") {
     if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
@@ -829,9 +966,22 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
       }
       return Value::Int(p);
     }
-    return Value::Float(std::pow(a.AsFloat(), b.AsFloat()));
+    if (a.AsFloat() == 0.0 && b.AsFloat() < 0) Raise("ZeroDivisionError", "0.0 cannot be raised to a negative power");
+    if (a.AsFloat() < 0 && std::isfinite(b.AsFloat()) && b.AsFloat() != std::trunc(b.AsFloat()))
+      Raise("TypeError", "a negative number to a fractional power is complex: complex numbers are not supported");
+    const double r = std::pow(a.AsFloat(), b.AsFloat());
+    if (std::isinf(r) && std::isfinite(a.AsFloat()) && std::isfinite(b.AsFloat()))
+      Raise("OverflowError", "(34, 'Numerical result out of range')");
+    return Value::Float(r);
   }
   Raise("TemplateSyntaxError", "unknown operator " + std::string(op));
+}
+
+// Python's hash(): lists, dicts and namespaces are not hashable, nor a tuple holding one.
+bool Hashable(const Value& v) {
+  if (v.type() == Value::Type::kList || v.IsMapping() || v.type() == Value::Type::kNamespace) return false;
+  if (v.type() == Value::Type::kTuple) return std::all_of(v.AsList().begin(), v.AsList().end(), Hashable);
+  return true;
 }
 
 bool Contains(const Value& c, const Value& item) {
@@ -844,7 +994,9 @@ bool Contains(const Value& c, const Value& item) {
     case Value::Type::kTuple:
       return std::any_of(c.AsList().begin(), c.AsList().end(), [&](const Value& v) { return v.Equals(item); });
     case Value::Type::kDict:
-    case Value::Type::kNamespace: return c.AsDict().Find(item) != nullptr;
+    case Value::Type::kNamespace:
+      if (!Hashable(item)) Raise("TypeError", "unhashable type: '" + item.TypeName() + "'");
+      return c.AsDict().Find(item) != nullptr;
     default: Raise("TypeError", "argument of type '" + c.TypeName() + "' is not iterable");
   }
 }
@@ -855,6 +1007,8 @@ Value Subscript(const Value& v, const Value& index) {
     const Value* f = v.AsDict().Find(index);
     return f ? *f : Value::Undefined("'dict object' has no attribute " + index.Repr());
   }
+  if ((v.IsSequence() || v.IsString()) && index.type() == Value::Type::kFloat)  // a TypeError jinja2's getitem swallows
+    return Value::Undefined(v.TypeName() + " object has no element " + index.Repr());
   if ((v.IsSequence() || v.IsString()) && index.IsNumber()) {
     if (v.IsString()) {
       std::vector<std::string_view> cps = CodePoints(v.AsString());
@@ -887,9 +1041,12 @@ Value Slice(const Value& v, const Value& start_v, const Value& stop_v, const Val
     n = static_cast<int64_t>(cps.size());
   } else if (v.IsSequence()) {
     n = static_cast<int64_t>(v.AsList().size());
-  } else {
+  } else {  // jinja2 compiles a slice as Python's subscript, bypassing getitem: a TypeError
     Raise("TypeError", "'" + v.TypeName() + "' object is not subscriptable");
   }
+  for (const Value* x : {&start_v, &stop_v, &step_v})  // an absent bound is None; an undefined name has no __index__
+    if (!x->IsNone() && (!x->IsNumber() || x->type() == Value::Type::kFloat))
+      Raise("TypeError", "slice indices must be integers or None or have an __index__ method");
   // Python's slice.indices().
   auto clamp = [&](const Value& x, int64_t def) {
     if (!x.IsNumber()) return def;

@@ -25,6 +25,7 @@ bool HasMethod(const Value& obj, std::string_view name);
 // Python operators on values (TypeError / ZeroDivisionError as Python raises them).
 Value BinaryOp(std::string_view op, const Value& a, const Value& b);
 bool Contains(const Value& container, const Value& item);  // item in container
+bool Hashable(const Value& v);  // Python's hash() would succeed: not a list, dict or namespace, nor a tuple of one
 // v[index] and v[start:stop:step] (undefined when out of range or not subscriptable).
 Value Subscript(const Value& v, const Value& index);
 Value Slice(const Value& v, const Value& start, const Value& stop, const Value& step);

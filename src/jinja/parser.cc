@@ -148,6 +148,7 @@ class Lexer {
     const bool block = kind == '%';
     Emit(block ? Token::Type::kBlockBegin : Token::Type::kVarBegin, "");
     const char close = block ? '%' : '}';
+    brackets_ = 0;
     for (;;) {
       while (pos_ < src_.size() && IsSpace(src_[pos_])) line_ += src_[pos_++] == '\n';
       if (pos_ >= src_.size()) SyntaxError(line_, std::string("unexpected end of template, expected '") + (block ? "%}" : "}}") + "'");
@@ -157,7 +158,9 @@ class Lexer {
         sign = src_[at];
         ++at;
       }
-      if (src_[at] == close && at + 1 < src_.size() && src_[at + 1] == '}') {
+      // As jinja2's lexer: the closing delimiter counts only outside brackets ({'a': {}}} ends
+      // with the dict's brace, then the tag's).
+      if (brackets_ == 0 && src_[at] == close && at + 1 < src_.size() && src_[at + 1] == '}') {
         pos_ = at + 2;
         tokens_.push_back({block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, "", line_});
         return AfterClose(sign, block);
@@ -182,6 +185,8 @@ class Lexer {
       for (const char* op : kOps) {
         const std::string_view o(op);
         if (src_.compare(pos_, o.size(), o) == 0) {
+          if (o == "(" || o == "[" || o == "{") ++brackets_;
+          if ((o == ")" || o == "]" || o == "}") && brackets_ > 0) --brackets_;
           tokens_.push_back({Token::Type::kOp, std::string(o), line_});
           pos_ += o.size();
           return;
@@ -254,6 +259,7 @@ class Lexer {
   std::string_view src_;
   size_t pos_ = 0;
   int line_ = 1;
+  int brackets_ = 0;  // ( [ { open in the current tag
   std::vector<Token> tokens_;
 };
 
@@ -473,7 +479,10 @@ class Parser {
     auto s = std::make_unique<Stmt>(Stmt{Stmt::Kind::kGeneration});
     ExpectBlockEnd();
     std::string end;
+    const int saved = loop_depth_;  // a call block's body, as a macro's: break / continue cannot leave it
+    loop_depth_ = 0;
     s->body = Body({"endgeneration"}, &end);
+    loop_depth_ = saved;
     ExpectBlockEnd();
     return s;
   }
@@ -838,6 +847,21 @@ class Parser {
 }  // namespace
 
 StmtList ParseTemplate(std::string_view source) {
+  // jinja2's lexer first splits the source on \r\n, \r and \n and joins the lines with \n: a
+  // carriage return, in text or inside a string literal, reads as a newline.
+  std::string normalized;
+  if (source.find('\r') != std::string_view::npos) {
+    normalized.reserve(source.size());
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (source[i] != '\r') {
+        normalized.push_back(source[i]);
+        continue;
+      }
+      normalized.push_back('\n');
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    }
+    source = normalized;
+  }
   Lexer lexer(source);
   Parser parser(lexer.Run());
   return parser.Template();

@@ -80,6 +80,12 @@ class Renderer {
 
  private:
   static Value Range(const CallArgs& a) {
+    if (a.positional.empty() || a.positional.size() > 3)
+      Raise("TypeError", "range expected " + std::string(a.positional.empty() ? "at least 1 argument" : "at most 3 arguments") +
+                             ", got " + std::to_string(a.positional.size()));
+    for (const Value& v : a.positional)
+      if (!v.IsNumber() || v.type() == Value::Type::kFloat)
+        Raise("TypeError", "'" + v.TypeName() + "' object cannot be interpreted as an integer");
     int64_t start = 0, stop = 0, step = 1;
     if (a.positional.size() == 1) {
       stop = a.positional[0].AsInt();
@@ -98,11 +104,25 @@ class Renderer {
     return Value::List(std::move(out));
   }
 
+  // Python's dict(...) / jinja2's namespace(...): at most one positional argument, a mapping or
+  // an iterable of pairs; then the keywords.
   static Dict KeywordDict(const CallArgs& a) {
     Dict d;
-    for (const Value& p : a.positional)
-      if (p.IsMapping())
+    if (a.positional.size() > 1)
+      Raise("TypeError", "dict expected at most 1 argument, got " + std::to_string(a.positional.size()));
+    for (const Value& p : a.positional) {
+      if (p.IsUndefined()) Raise("UndefinedError", p.AsString().empty() ? "value is undefined" : p.AsString());
+      if (p.IsMapping() || p.type() == Value::Type::kNamespace) {
         for (const auto& [k, v] : p.AsDict().items()) d.Set(k, v);
+        continue;
+      }
+      if (!p.IsSequence() && !p.IsString()) Raise("TypeError", "'" + p.TypeName() + "' object is not iterable");
+      for (const Value& pair : Iterate(p)) {
+        if (!pair.IsSequence() || pair.AsList().size() != 2)
+          Raise("ValueError", "dictionary update sequence element has the wrong length; 2 is required");
+        d.Set(pair.AsList()[0], pair.AsList()[1]);
+      }
+    }
     for (const auto& [k, v] : a.keyword) d.Set(Value::String(k), v);
     return d;
   }
@@ -124,16 +144,20 @@ class Renderer {
         return Flow::kNormal;
       case Stmt::Kind::kFor: For(s, frame, out); return Flow::kNormal;
       case Stmt::Kind::kSet: Assign(s.target, Eval(*s.expr, frame), frame); return Flow::kNormal;
-      case Stmt::Kind::kSetBlock: {
+      case Stmt::Kind::kSetBlock: {  // the body is an inner scope (jinja2's AssignBlock): its sets stay there
         std::string text;
-        Exec(s.body, frame, &text);
+        // A break / continue inside leaves the loop around it, the assignment undone (jinja2
+        // compiles the body inline).
+        const Flow flow = Exec(s.body, std::make_shared<Frame>(frame), &text);
+        if (flow != Flow::kNormal) return flow;
         frame->Set(s.target.names[0], Value::String(std::move(text)));
         return Flow::kNormal;
       }
       case Stmt::Kind::kMacro: frame->Set(s.text, MakeMacro(s, frame)); return Flow::kNormal;
       case Stmt::Kind::kBreak: return Flow::kBreak;
       case Stmt::Kind::kContinue: return Flow::kContinue;
-      case Stmt::Kind::kGeneration: return Exec(s.body, frame, out);
+      // transformers' generation tag is a call block: its body renders in a scope of its own.
+      case Stmt::Kind::kGeneration: return Exec(s.body, std::make_shared<Frame>(frame), out);
     }
     return Flow::kNormal;
   }
@@ -192,14 +216,19 @@ class Renderer {
       }
       items = std::move(kept);
     }
+    // jinja2 clears its "else" flag at the end of the body, so an iteration left by continue or
+    // break does not count: else runs unless some iteration ran its body to the end.
+    bool completed = false;
     for (size_t i = 0; i < items.size(); ++i) {
       ChargeOps();
       auto f = std::make_shared<Frame>(frame);
       f->Set("loop", LoopValue(items, i));
       Assign(s.target, items[i], f);
-      if (Exec(s.body, f, out) == Flow::kBreak) break;
+      const Flow flow = Exec(s.body, f, out);
+      if (flow == Flow::kBreak) break;
+      completed = completed || flow == Flow::kNormal;
     }
-    if (items.empty()) Exec(s.else_body, frame, out);
+    if (!completed) Exec(s.else_body, std::make_shared<Frame>(frame), out);  // the loop's scope, as its body's
   }
 
   Value MakeMacro(const Stmt& s, const FramePtr& defined_in) {
@@ -349,7 +378,11 @@ class Renderer {
       }
       case Expr::Kind::kDict: {
         Dict d;
-        for (size_t i = 0; i + 1 < e.items.size(); i += 2) d.Set(Eval(*e.items[i], frame), Eval(*e.items[i + 1], frame));
+        for (size_t i = 0; i + 1 < e.items.size(); i += 2) {
+          Value k = Eval(*e.items[i], frame);
+          if (!Hashable(k)) Raise("TypeError", "unhashable type: '" + k.TypeName() + "'");
+          d.Set(std::move(k), Eval(*e.items[i + 1], frame));
+        }
         return Value::MakeDict(std::move(d));
       }
       case Expr::Kind::kAttr: return Attribute(Eval(*e.items[0], frame), e.name);

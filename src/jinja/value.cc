@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "jinja/unicode.h"
+
 namespace radixlm::jinja {
 
 namespace {
@@ -42,6 +44,8 @@ void JsonString(std::string_view s, std::string* out) {
 }  // namespace
 
 // --- Dict -----------------------------------------------------------------------------------
+
+size_t Dict::size() const { return items_.size(); }
 
 const Value* Dict::Find(const Value& key) const { return const_cast<Dict*>(this)->Find(key); }
 
@@ -258,10 +262,8 @@ bool Value::Less(const Value& o) const {
   if (IsString() && o.IsString()) return str_ < o.str_;  // UTF-8 byte order = code point order
   if (IsSequence() && o.IsSequence()) {
     const ValueList &a = *list_, &b = *o.list_;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      if (a[i].Less(b[i])) return true;
-      if (b[i].Less(a[i])) return false;
-    }
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i)  // Python: the first unequal items decide
+      if (!a[i].Equals(b[i])) return a[i].Less(b[i]);
     return a.size() < b.size();
   }
   Throw("TypeError", "'<' not supported between instances of '" + TypeName() + "' and '" + o.TypeName() + "'");
@@ -297,7 +299,7 @@ std::string Value::Repr() const {
   DepthGuard depth("printed values");
   ChargeOps();
   switch (type_) {
-    case Type::kUndefined: return "";
+    case Type::kUndefined: return "Undefined";  // jinja2's Undefined.__repr__ (printed alone, Str() is "")
     case Type::kNone: return "None";
     case Type::kBool: return int_ ? "True" : "False";
     case Type::kInt: return std::to_string(int_);
@@ -446,26 +448,31 @@ std::string FloatRepr(double d) {
   return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 
+// Python's repr of a str: quotes as Python picks them, escapes for what isprintable() refuses.
 std::string StringRepr(std::string_view s) {
   const bool has_single = s.find('\'') != std::string_view::npos, has_double = s.find('"') != std::string_view::npos;
   const char q = has_single && !has_double ? '"' : '\'';
   std::string out(1, q);
-  for (unsigned char c : s) {
-    if (c == static_cast<unsigned char>(q) || c == '\\') {
+  for (size_t i = 0; i < s.size();) {
+    const size_t at = i;
+    const uint32_t cp = unicode::Next(s, &i);
+    char buf[16];
+    if (cp == static_cast<unsigned char>(q) || cp == '\\') {
       out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\n') {
+      out.push_back(static_cast<char>(cp));
+    } else if (cp == '\n') {
       out += "\\n";
-    } else if (c == '\r') {
+    } else if (cp == '\r') {
       out += "\\r";
-    } else if (c == '\t') {
+    } else if (cp == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    } else if (cp == 0xFFFFFFFF) {  // not UTF-8 (Python's str cannot hold it): as is
+      out += s.substr(at, i - at);
+    } else if (!unicode::Printable(cp)) {
+      std::snprintf(buf, sizeof buf, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", cp);
       out += buf;
     } else {
-      out.push_back(static_cast<char>(c));
+      out += s.substr(at, i - at);
     }
   }
   out.push_back(q);

@@ -42,7 +42,7 @@ class Dict {
   const Value* Find(const Value& key) const;
   Value* Find(const Value& key);
   void Set(const Value& key, Value v);
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // (out of line: Value is incomplete here, and clang instantiates eagerly)
   const std::vector<std::pair<Value, Value>>& items() const { return items_; }
   std::vector<std::pair<Value, Value>>& mutable_items() { return items_; }  // Value's release only
 
