@@ -275,7 +275,7 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
       every["additionalProperties"] = sub;
       return ObjectMembers(every, path);
     }
-    if (kind == PatternKind::kOneLineNames && props.empty() && !IsTrivialSchema(sub)) {
+    if (kind == PatternKind::kOneLineNames && props.empty() && !(IsTrivialSchema(sub) && IsTrivialSchema(o.additional))) {
       // No declared members (RefusedKeyword): names without a line terminator are typed by sub,
       // the others by additionalProperties.
       o.patterns.push_back(pattern);
