@@ -58,13 +58,17 @@ KNOWN = [
     # ... at 0x...>" (radixlm has no generators: it prints the list), a method as "<built-in
     # method ... at 0x...>" or "<bound method ...>", a macro as "<Macro 'm'>"; radixlm prints
     # "<function name>". Addresses differ run to run; a template printing these is broken anyway.
-    ("object_repr", lambda ref, got, src: ref[0] == "text" and re.search(
-        r"<(generator object|built-in method|bound method|Macro) ", ref[1])),
+    ("object_repr", lambda ref, got, src: ref[0] == "text" and (re.search(
+        r"<(generator object|built-in method|bound method|Macro|function) ", ref[1]) is not None or
+        # ... or iterates its text (for c in d.items|string): a method named, not called
+        re.search(r"\.(items|keys|values|get|lower|upper|title|capitalize|strip|lstrip|rstrip|split|rsplit|splitlines|"
+                  r"replace|startswith|endswith|join|format|count|find|rfind|index|isdigit|isalpha|isalnum|isspace|"
+                  r"islower|isupper)\b(?!\s*\()", src) is not None)),
     # Python objects radixlm models as plain values: range() is a list (so list + range works),
     # dict.keys() / values() / items() are lists (printed as such, not as dict_keys([...])),
     # |escape gives a str (printed without Markup(...)).
-    ("python_views", lambda ref, got, src: (ref[0] == "TypeError" and "'range'" in ref[1] or "\"range\"" in ref[1]) or
-     (ref[0] == "text" and re.search(r"dict_(keys|values|items)\(|Markup\(", ref[1]))),
+    ("python_views", lambda ref, got, src: (ref[0] == "TypeError" and re.search(r"'range'|\"range\"|'generator'", ref[1])) or
+     (ref[0] == "text" and re.search(r"dict_(keys|values|items)\(|Markup\(|range\(\d", ref[1]))),
     # Complex numbers (a negative float to a fractional power): radixlm refuses the operation.
     ("complex", lambda ref, got, src: got[0] == "TypeError" and "complex numbers are not supported" in got[1]),
     # Markup: |escape gives jinja2 a Markup string whose operations escape their other operands

@@ -553,6 +553,7 @@ Value FRound(const Value& v, const CallArgs& a) {
 }
 
 Value FReplace(const Value& v, const CallArgs& a) {
+  if (a.positional.size() + a.keyword.size() < 2) Raise("TypeError", "do_replace() missing 2 required positional arguments: 'old' and 'new'");
   return Value::String(Replace(v.Str(), Arg(a, 0, "old", kUndef).Str(), Arg(a, 1, "new", kUndef).Str(),
                                Arg(a, 2, "count", kNone).IsNone() ? -1 : Arg(a, 2, "count", kNone).AsInt()));
 }
@@ -661,6 +662,7 @@ Value FWordCount(const Value& v, const CallArgs&) { return Value::Int(static_cas
 // jinja2's attr is getattr only: a dict's keys are not its attributes (a namespace's are).
 Value FAttr(const Value& v, const CallArgs& a) {
   NoUndefined(v);
+  if (a.positional.empty() && !a.Keyword("name")) Raise("TypeError", "do_attr() missing 1 required positional argument: 'name'");
   const std::string name = Arg(a, 0, "name", kUndef).Str();
   if (v.type() != Value::Type::kNamespace) return Value::Undefined("'" + v.TypeName() + " object' has no attribute '" + name + "'");
   const Value* f = v.AsDict().Find(Value::String(name));
@@ -815,6 +817,7 @@ Value DictMethod(const Value& d, std::string_view name, const CallArgs& a, bool*
     return Value::List(std::move(out));
   }
   if (name == "get") {
+    if (a.positional.empty() && !a.Keyword("key")) Raise("TypeError", "get expected at least 1 argument, got 0");
     if (!Hashable(Arg(a, 0, "key", kUndef))) Raise("TypeError", "unhashable type: '" + Arg(a, 0, "key", kUndef).TypeName() + "'");
     const Value* v = d.AsDict().Find(Arg(a, 0, "key", kUndef));
     return v ? *v : Arg(a, 1, "default", kNone);
@@ -827,6 +830,8 @@ Value ListMethod(const Value& l, std::string_view name, const CallArgs& a, bool*
   *found = true;
   const ValueList& items = l.AsList();
   const Value& x = Arg(a, 0, "value", kUndef);
+  if ((name == "index" || name == "count") && a.positional.empty() && !a.Keyword("value"))
+    Raise("TypeError", std::string(name) + "() takes exactly one argument (0 given)");
   if (name == "index") {
     for (size_t i = 0; i < items.size(); ++i)
       if (items[i].Equals(x)) return Value::Int(static_cast<int64_t>(i));

@@ -282,6 +282,7 @@ Value PyFormat(const std::string& fmt, const CallArgs& a) {
     Value v = Field(field, a, &auto_index, &numbering);
     if (conv == "r" || conv == "a") v = Value::String(v.Repr());
     else if (conv == "s") v = Value::String(v.Str());
+    if (v.IsUndefined() && !spec.empty()) Raise("TypeError", "unsupported format string passed to Undefined.__format__");
     const std::string piece = FormatValue(v, ParseSpec(spec));
     ChargeString(piece.size(), out.size() + piece.size());
     out += piece;

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 namespace radixlm::jinja {
 namespace {
 
@@ -72,6 +75,39 @@ TEST(Jinja, LoopAndFilters) {
   EXPECT_EQ(R("{{ m|selectattr('role','equalto','user')|list|length }}", {{"m", {{{"role", "user"}}, {{"role", "x"}}}}}), "1");
   EXPECT_EQ(R("{{ ['a','code_interpreter']|reject('equalto','code_interpreter')|join(', ') }}"), "a");
   EXPECT_EQ(R("{{ 'x' if false }}|{{ 'a' if 1 else 'b' }}|{{ [1,2,3][1:] }}|{{ 10 is divisibleby 5 }}"), "|a|[2, 3]|True");
+}
+
+// The cases fuzz/template_diff.py found (minimised), each with python3-jinja2's outcome in
+// transformers' environment: the text, or the exception class (tests/data/README.md).
+TEST(Jinja, FuzzerFindingsStayFixed) {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  std::ifstream in(std::string(src ? src : ".") + "/tests/data/jinja_fuzz_findings.jsonl");
+  ASSERT_TRUE(in) << "tests/data/jinja_fuzz_findings.jsonl (RADIXLM_SOURCE_DIR)";
+  int cases = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto c = nlohmann::ordered_json::parse(line);
+    nlohmann::ordered_json vars = {{"tools", nullptr}, {"documents", nullptr}};
+    for (auto it = c["context"].begin(); it != c["context"].end(); ++it) vars[it.key()] = it.value();
+    const std::string source = c["template"].get<std::string>();
+    const std::string want = c["expected"][0].get<std::string>();
+    auto t = Template::Parse(source);
+    if (!t.ok()) {
+      EXPECT_NE(want, "text") << source << "\n" << t.status().message();
+      EXPECT_EQ(t.status().message().rfind(want == "TemplateSyntaxError" ? "TemplateSyntaxError" : "", 0), 0u) << source;
+      ++cases;
+      continue;
+    }
+    JinjaError error;
+    const auto out = t->Render(vars, {.now = 1736942400}, &error);
+    if (want == "text") {
+      EXPECT_TRUE(out.ok() && *out == c["expected"][1].get<std::string>()) << source << "\n" << (out.ok() ? *out : out.status().message());
+    } else {
+      EXPECT_FALSE(out.ok()) << source << " rendered " << (out.ok() ? *out : "");
+      EXPECT_EQ(error.kind, want) << source << "\n" << error.message;
+    }
+    ++cases;
+  }
+  EXPECT_GT(cases, 100);
 }
 
 }  // namespace

@@ -260,7 +260,7 @@ bool Value::Less(const Value& o) const {
     return int_ < o.int_;
   }
   if (IsString() && o.IsString()) return str_ < o.str_;  // UTF-8 byte order = code point order
-  if (IsSequence() && o.IsSequence()) {
+  if (IsSequence() && o.IsSequence() && type_ == o.type_) {  // a list and a tuple do not compare
     const ValueList &a = *list_, &b = *o.list_;
     for (size_t i = 0; i < a.size() && i < b.size(); ++i)  // Python: the first unequal items decide
       if (!a[i].Equals(b[i])) return a[i].Less(b[i]);
