@@ -161,6 +161,14 @@ TEST(JsonSchemaTest, FuzzerFindingsStayFixed) {
       // A top-level alternation in a key pattern: unanchored search, | binds loosest.
       {R"({"patternProperties":{"^p([0-9]+)|t$":{}},"additionalProperties":false})", R"({"invalidProperty": 1})", false},
       {R"({"patternProperties":{"^p([0-9]+)|t$":{}},"additionalProperties":false})", R"({"p12": 1, "xt": 2})", true},
+      // A one-line pattern: names with a line break fall to additionalProperties, and a trivial
+      // pattern schema still keeps additionalProperties off the others; propertyNames false
+      // leaves no member at all.
+      {R"({"patternProperties":{"^.*$":true},"additionalProperties":{"type":"object"}})", R"({"q\"t": 1})", true},
+      {R"({"patternProperties":{"^.*$":true},"additionalProperties":{"type":"object"}})", R"({"a\nb": 1})", false},
+      {R"({"patternProperties":{"^.*$":true},"additionalProperties":{"type":"object"}})", R"({"a\nb": {}})", true},
+      {R"({"patternProperties":{"^(.*)$":{"maximum":0}},"propertyNames":false})", R"({"l\nb": 0})", false},
+      {R"({"patternProperties":{"^(.*)$":{"maximum":0}},"propertyNames":false})", "{}", true},
       // -0 is 0.
       {R"({"minimum":0})", "-0", true},
       {R"({"minimum":0})", "-0.0", true},

@@ -226,9 +226,10 @@ std::string Compiler::KeyNotIn(const std::vector<std::string>& names) {
 // where no declared name it allows could be taken again (else refused).
 void Compiler::PropertyNames(const Json& names, const Json& props, const std::string& path, ObjectShape* o) {
   if (IsTrivialSchema(names)) return;
-  if (names.is_boolean()) {  // false: no member at all
+  if (names.is_boolean()) {  // false: no member at all (nor the names a one-line pattern leaves over)
     o->names_schema = Json{{"enum", Json::array()}};
     o->extra = false;
+    o->broken_value_schema = Json();
     return;
   }
   if (!names.is_object() || !StringCheckable(names)) {
