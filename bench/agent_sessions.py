@@ -168,7 +168,7 @@ class Recorder:
 def start_server(engine, args, port, end_id):
     if engine == "radixlm":
         argv = [args.radixlm, "serve", "-m", args.model, "--port", str(port), "--threads", str(args.threads),
-                "--logit-bias", "%d+10" % end_id, "--max-output-tokens", "256", "--kv-tokens", str(args.ctx * 2)]
+                "--logit-bias", "%d+10" % end_id, "--max-output-tokens", "256", "--kv-tokens", str(args.ctx)]
     else:
         argv = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(args.threads), "-c", str(args.ctx),
                 "--metrics", "--jinja", "-n", "256", "--logit-bias", "%d+10" % end_id, "-np", "1"]
@@ -257,7 +257,7 @@ def main():
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ctx", type=int, default=65536)
+    ap.add_argument("--ctx", type=int, default=40960)
     ap.add_argument("--engines", default="radixlm,llama")
     ap.add_argument("--out", default=None)
     ap.add_argument("--work", default=None)
