@@ -278,7 +278,7 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
   if (dir.empty() || !std::ifstream(dir + "/Glaiveai2K.jsonl")) GTEST_SKIP() << "no shared jsonschema data";
   const auto start = std::chrono::steady_clock::now();
   // Compile coverage floors (measured 98.2% / 91.8% / 100%): a regression fails.
-  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 91.5}, {"Kubernetes", 99.5}};
+  const std::map<std::string, double> floor = {{"Glaiveai2K", 97.5}, {"Github_easy", 92.5}, {"Kubernetes", 99.5}};
   for (const char* cat : {"Glaiveai2K", "Github_easy", "Kubernetes"}) {
     std::ifstream in(dir + "/" + cat + ".jsonl");
     int schemas = 0, compiled = 0, instances = 0, valid_rejected = 0, invalid_accepted = 0;
@@ -313,8 +313,8 @@ TEST(JsonSchemaBenchTest, CoverageAndInstances) {
     std::printf("%-12s schemas %5d compiled %5d (%.1f%%)  instances %6d  valid rejected %d  invalid accepted %d\n", cat,
                 schemas, compiled, 100.0 * compiled / schemas, instances, valid_rejected, invalid_accepted);
     std::sort(compile_ms.begin(), compile_ms.end());
-    std::printf("%-12s compile ms: median %.2f, p90 %.2f, max %.2f\n", cat, compile_ms[compile_ms.size() / 2],
-                compile_ms[compile_ms.size() * 9 / 10], compile_ms.back());
+    std::printf("%-12s compile ms: median %.2f, p90 %.2f, p99 %.2f, max %.2f\n", cat, compile_ms[compile_ms.size() / 2],
+                compile_ms[compile_ms.size() * 9 / 10], compile_ms[compile_ms.size() * 99 / 100], compile_ms.back());
     EXPECT_GE(100.0 * compiled / schemas, floor.at(cat)) << cat;
     EXPECT_EQ(valid_rejected, 0) << cat << ": the grammar is narrower than the schema";
   }
