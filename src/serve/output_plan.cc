@@ -38,7 +38,7 @@ OutputShaper::OutputShaper(const tokenizer::Tokenizer& tok, const tokenizer::Cha
     : tok_(tok), stop_ids_(std::move(stop_ids)) {
   if (!chat_template) return;
   tool_format_ = DetectToolFormat(chat_template->source());
-  harmony_ = tool_format_ && std::string(tool_format_->name) == "harmony";
+  harmony_ = tool_format_ && tool_format_->channels;
   thinks_ = !harmony_ && chat_template->source().find("<think>") != std::string::npos;
 }
 

@@ -271,27 +271,6 @@ std::string GrammarHarmony(std::span<const std::string> names, std::span<const s
   return g;
 }
 
-const std::array<ToolFormat, 5> kFormats = {{
-    {"hermes", {"<tool_call>"}, false, false, ParseHermes, GrammarHermes},
-    {"qwen3_coder", {"<tool_call>", "<function="}, false, false, ParseQwen3Coder, GrammarQwen3Coder},
-    {"llama3_json", {"{", "<|python_tag|>"}, false, false, ParseLlama3, GrammarLlama3},
-    {"mistral", {"[TOOL_CALLS]"}, true, true, ParseMistral, GrammarMistral},
-    {"harmony", {"<|channel|>", "<|start|>", " to="}, true, false, ParseHarmony, GrammarHarmony},
-}};
-
-// Marker -> format, most specific first.
-struct Detection {
-  const char* marker;
-  const char* format;
-};
-constexpr Detection kDetections[] = {
-    {"<|channel|>", "harmony"},       {"<function=", "qwen3_coder"},  {"[TOOL_CALLS]", "mistral"},
-    {"<tool_call>", "hermes"},        {"<|python_tag|>", "llama3_json"},
-    {"\"parameters\": ", "llama3_json"},  // Llama 3.2's JSON instructions ({"name", "parameters"})
-};
-
-std::string ArgsRuleName(size_t i) { return "args" + std::to_string(i) + "-"; }
-
 // Tool i's parameters as qwen3_coder XML: each declared parameter (required ones mandatory, in
 // schema order) as <parameter=NAME>\nVALUE\n</parameter>\n; a string value is text without
 // "<", other types their JSON by the schema.
@@ -326,6 +305,28 @@ core::StatusOr<std::string> XmlArgsGrammar(const Tool& tool, const std::string& 
   if (g.back() == '=') g += " \"\"";
   return g + "\n" + defs;
 }
+
+// One row per format (tool_calls.h says what each field means).
+const ToolFormat kFormats[] = {
+    {"hermes", {"<tool_call>"}, false, false, ParseHermes, GrammarHermes},
+    {"qwen3_coder", {"<tool_call>", "<function="}, false, false, ParseQwen3Coder, GrammarQwen3Coder, false, XmlArgsGrammar},
+    {"llama3_json", {"{", "<|python_tag|>"}, false, false, ParseLlama3, GrammarLlama3},
+    {"mistral", {"[TOOL_CALLS]"}, true, true, ParseMistral, GrammarMistral},
+    {"harmony", {"<|channel|>", "<|start|>", " to="}, true, false, ParseHarmony, GrammarHarmony, /*channels=*/true},
+};
+
+// Marker -> format, most specific first.
+struct Detection {
+  const char* marker;
+  const char* format;
+};
+constexpr Detection kDetections[] = {
+    {"<|channel|>", "harmony"},       {"<function=", "qwen3_coder"},  {"[TOOL_CALLS]", "mistral"},
+    {"<tool_call>", "hermes"},        {"<|python_tag|>", "llama3_json"},
+    {"\"parameters\": ", "llama3_json"},  // Llama 3.2's JSON instructions ({"name", "parameters"})
+};
+
+std::string ArgsRuleName(size_t i) { return "args" + std::to_string(i) + "-"; }
 
 }  // namespace
 
@@ -372,8 +373,8 @@ core::StatusOr<std::string> ToolCallGrammar(const ToolFormat& format, std::span<
   std::string defs;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string prefix = ArgsRuleName(i);
-    if (std::string(format.name) == "qwen3_coder") {
-      RADIXLM_ASSIGN_OR_RETURN(std::string sub, XmlArgsGrammar(tools[i], prefix));
+    if (format.args_grammar) {
+      RADIXLM_ASSIGN_OR_RETURN(std::string sub, format.args_grammar(tools[i], prefix));
       defs += sub;
     } else {
       grammar::JsonSchemaOptions o;

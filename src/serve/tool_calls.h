@@ -54,6 +54,12 @@ struct ToolFormat {
   // GBNF rule `tool-calls`: one call (or, parallel, one or more) naming one of `names`, whose
   // arguments match rule `args_rules[i]` (defined elsewhere in the grammar).
   std::string (*grammar)(std::span<const std::string> names, std::span<const std::string> args_rules, bool parallel);
+  // The output's channels carry reasoning and content as well as calls (harmony): the format
+  // parses the whole output, nothing is split at <think> first.
+  bool channels = false;
+  // GBNF for one tool's arguments, its rules all prefixed by `prefix` and starting at
+  // `prefix` + "root"; null: the arguments are JSON by the tool's parameters schema.
+  core::StatusOr<std::string> (*args_grammar)(const Tool& tool, const std::string& prefix) = nullptr;
 };
 
 // The format a chat template's text uses (nullptr: none recognised, so no tools).
