@@ -1,7 +1,7 @@
 // GBNF grammars (grammar/grammar.h, pda.h, matcher.h): what a client sends as `grammar`. The
 // input is text: the grammar, optionally a line "%%" and text to feed it. Parse, lower, compile
 // for a byte vocabulary with the first mask costed (GrammarCache::Compile, the server's path,
-// under a small work budget), then feed the text byte by byte, filling a mask at every step,
+// under a small work budget), then feed the text (its first 64 bytes) byte by byte, filling a mask at every step,
 // and take the shortest completion. Refusals are fine; a crash, a hang (every step is within
 // the work budget) or a mask that allows a token AcceptToken then refuses is a finding.
 #include <memory>
@@ -34,13 +34,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t split = in.find("\n%%\n");
   const std::string_view gbnf = in.substr(0, split);
   const std::string_view text = split == std::string_view::npos ? std::string_view() : in.substr(split + 4);
-  constexpr int64_t kFuel = 200000;
+  // The work per input is bounded by bytes fed x 2 x kFuel (a mask and an accept per byte, each
+  // under its budget): at most 64 bytes, 50k units each, so an input never runs into
+  // libFuzzer's 10 s timeout however ambiguous its grammar (the server's budget is kStepFuel).
+  constexpr int64_t kFuel = 50000;
+  constexpr size_t kMaxFed = 64;
   auto g = radixlm::grammar::GrammarCache::Compile(gbnf, ByteVocab(), kFuel);
   if (!g.ok()) return 0;
   radixlm::grammar::Matcher m(*g);
   m.set_fuel(kFuel);
   std::vector<uint32_t> mask((ByteVocab()->size() + 31) / 32);
-  for (char c : text) {
+  for (char c : text.substr(0, kMaxFed)) {
     if (!m.FillNextTokenMask(mask)) return 0;  // over its budget: the sequence would end
     const auto b = static_cast<uint8_t>(c);
     const bool allowed = (mask[b >> 5] >> (b & 31)) & 1;

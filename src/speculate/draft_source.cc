@@ -1,6 +1,7 @@
 #include "speculate/draft_source.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 #include "cache/radix_tree.h"
@@ -8,13 +9,13 @@
 
 namespace radixlm::speculate {
 
+// By Origin, in its order.
+constexpr const char* kOriginNames[] = {"context", "suffix", "radix"};
+static_assert(std::size(kOriginNames) == kOrigins, "one name per speculate::Origin");
+
 const char* OriginName(Origin o) {
-  switch (o) {
-    case Origin::kContext: return "context";
-    case Origin::kSuffix: return "suffix";
-    case Origin::kRadix: return "radix";
-  }
-  return "?";
+  const int i = static_cast<int>(o);
+  return i >= 0 && i < kOrigins ? kOriginNames[i] : "?";
 }
 
 void DraftPolicy::Verified(int drafted, int accepted) {

@@ -40,8 +40,9 @@ class RadixTree;
 namespace radixlm::speculate {
 
 // Where a draft came from (counted separately: acceptance differs a lot between them).
-enum class Origin { kContext, kSuffix, kRadix };
-inline constexpr int kOrigins = 3;
+// A new origin is one enumerator and one row of kOriginNames (draft_source.cc); kOrigins follows.
+enum class Origin { kContext, kSuffix, kRadix, kCount };
+inline constexpr int kOrigins = static_cast<int>(Origin::kCount);
 const char* OriginName(Origin o);
 
 struct DraftQuery {
