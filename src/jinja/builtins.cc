@@ -306,9 +306,14 @@ bool TestIterable(const Value& v, const CallArgs&) {
 bool TestSequence(const Value& v, const CallArgs&) { return TestIterable(v, {}); }
 // Python's callable(): jinja2's Undefined has __call__ (which raises), so it counts.
 bool TestCallable(const Value& v, const CallArgs&) { return v.type() == Value::Type::kFunction || v.IsUndefined(); }
-bool TestEq(const Value& v, const CallArgs& a) { return v.Equals(Arg(a, 0, "other", kUndef)); }
-bool TestNe(const Value& v, const CallArgs& a) { return !v.Equals(Arg(a, 0, "other", kUndef)); }
-bool TestLt(const Value& v, const CallArgs& a) { return v.Less(Arg(a, 0, "other", kUndef)); }
+// The comparison tests take one argument (jinja2's test functions raise TypeError without it).
+void OneOperand(const CallArgs& a, const char* name) {
+  if (a.positional.empty() && a.keyword.empty())
+    Raise("TypeError", std::string(name) + " expected 2 arguments, got 1");
+}
+bool TestEq(const Value& v, const CallArgs& a) { OneOperand(a, "eq"); return v.Equals(Arg(a, 0, "other", kUndef)); }
+bool TestNe(const Value& v, const CallArgs& a) { OneOperand(a, "ne"); return !v.Equals(Arg(a, 0, "other", kUndef)); }
+bool TestLt(const Value& v, const CallArgs& a) { OneOperand(a, "lt"); return v.Less(Arg(a, 0, "other", kUndef)); }
 bool TestGt(const Value& v, const CallArgs& a) { return Arg(a, 0, "other", kUndef).Less(v); }
 bool TestLe(const Value& v, const CallArgs& a) { return !Arg(a, 0, "other", kUndef).Less(v); }
 bool TestGe(const Value& v, const CallArgs& a) { return !v.Less(Arg(a, 0, "other", kUndef)); }
@@ -411,13 +416,19 @@ Value FCapitalize(const Value& v, const CallArgs&) { return Value::String(Capita
 // "[", "<"; each piece's first character upper-cased, the rest lower-cased.
 Value FTitle(const Value& v, const CallArgs&) {
   const std::string s = v.Str();
-  auto sep = [](char c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPythonSpace(std::string_view(&c, 1)); };
+  auto sep = [&](size_t at, size_t* next) {  // the code point at `at`, *next after it
+    size_t k = at;
+    unicode::Next(s, &k);
+    *next = k;
+    const char c = s[at];
+    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || IsPythonSpace(std::string_view(s).substr(at, k - at));
+  };
   std::string out;
   size_t i = 0;
   while (i < s.size()) {
-    size_t j = i;
-    const bool is_sep = sep(s[i]);
-    while (j < s.size() && sep(s[j]) == is_sep) ++j;
+    size_t j = i, next = 0;
+    const bool is_sep = sep(i, &next);
+    while (j < s.size() && sep(j, &next) == is_sep) j = next;
     std::string_view piece(s.data() + i, j - i);
     size_t k = 0;
     unicode::Next(piece, &k);
@@ -478,7 +489,10 @@ bool NotHex(const std::string& s) { return s.find_first_of("xX") == std::string:
 Value FInt(const Value& v, const CallArgs& a) {
   NoUndefined(v);  // jinja2's Undefined raises in __int__ (not a TypeError the filter catches)
   const Value& def = Arg(a, 0, "default", kIntZero);
-  if (v.type() == Value::Type::kFloat) return std::isfinite(v.AsFloat()) ? Value::Int(IntOfFloat(v.AsFloat())) : def;
+  if (v.type() == Value::Type::kFloat) {  // int(inf) is an OverflowError do_int lets through; int(nan) a ValueError it catches
+    if (std::isinf(v.AsFloat())) Raise("OverflowError", "cannot convert float infinity to integer");
+    return std::isfinite(v.AsFloat()) ? Value::Int(IntOfFloat(v.AsFloat())) : def;
+  }
   if (v.IsNumber()) return Value::Int(v.AsInt());
   if (v.IsString()) {
     const std::string s = WithoutDigitUnderscores(StripChars(v.AsString(), kNone, true, true));
@@ -940,7 +954,7 @@ Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
       ChargeOps(static_cast<int64_t>(std::min<uint64_t>(total, INT64_MAX / 2)));
       ValueList out;
       for (uint64_t i = 0; i < times; ++i) out.insert(out.end(), seq.AsList().begin(), seq.AsList().end());
-      return Value::List(std::move(out));
+      return seq.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
     }
     Unsupported(op, a, b);
   }

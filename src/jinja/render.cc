@@ -142,7 +142,7 @@ class Renderer {
         for (const auto& [cond, branch] : s.branches)
           if (!cond || Eval(*cond, frame).Truthy()) return Exec(branch, frame, out);
         return Flow::kNormal;
-      case Stmt::Kind::kFor: For(s, frame, out); return Flow::kNormal;
+      case Stmt::Kind::kFor: return For(s, frame, out);
       case Stmt::Kind::kSet: Assign(s.target, Eval(*s.expr, frame), frame); return Flow::kNormal;
       case Stmt::Kind::kSetBlock: {  // the body is an inner scope (jinja2's AssignBlock): its sets stay there
         std::string text;
@@ -204,7 +204,8 @@ class Renderer {
     return Value::Namespace(std::move(d));
   }
 
-  void For(const Stmt& s, const FramePtr& frame, std::string* out) {
+  // The flow a break / continue in the else block passes to the loop around this one.
+  Flow For(const Stmt& s, const FramePtr& frame, std::string* out) {
     const Value seq = Eval(*s.expr, frame);
     ValueList items = Iterate(seq);
     if (s.filter) {
@@ -228,7 +229,8 @@ class Renderer {
       if (flow == Flow::kBreak) break;
       completed = completed || flow == Flow::kNormal;
     }
-    if (!completed) Exec(s.else_body, std::make_shared<Frame>(frame), out);  // the loop's scope, as its body's
+    if (!completed) return Exec(s.else_body, std::make_shared<Frame>(frame), out);  // the loop's scope, as its body's
+    return Flow::kNormal;
   }
 
   Value MakeMacro(const Stmt& s, const FramePtr& defined_in) {
