@@ -63,14 +63,16 @@ KNOWN = [
         # ... or iterates its text (for c in d.items|string): a method named, not called
         re.search(r"\.(items|keys|values|get|lower|upper|title|capitalize|strip|lstrip|rstrip|split|rsplit|splitlines|"
                   r"replace|startswith|endswith|join|format|count|find|rfind|index|isdigit|isalpha|isalnum|isspace|"
-                  r"islower|isupper)\b(?!\s*\()", src) is not None)),
+                  r"islower|isupper)\b(?!\s*\()", src) is not None or
+        re.search(r"(?<![.\w])(dict|range|namespace|raise_exception|strftime_now)\b(?!\s*\()", src) is not None)),
     # Python objects radixlm models as plain values: range() is a list (so list + range works),
     # dict.keys() / values() / items() are lists (printed as such, not as dict_keys([...])),
     # |escape gives a str (printed without Markup(...)).
     ("python_views", lambda ref, got, src: (ref[0] == "TypeError" and re.search(r"'range'|\"range\"|'generator'|'reversed'|type range", ref[1])) or
      (ref[0] == "text" and re.search(r"dict_(keys|values|items)\(|Markup\(|range\(\d|<reversed object", ref[1])) or
      # a range compared with a list (never equal in Python), a reversed iterator as a dict key
-     re.search(r"range\(|\|\s*reverse", src) is not None and ("range" in src or "reversed" in str(ref[1]) or got[0] == "TypeError")),
+     re.search(r"(==|!=)\s*\(*\s*range\(|range\([^()]*\)\)*\s*(==|!=)", src) is not None or
+     (got[0] == "TypeError" and "unhashable" in got[1] and re.search(r"\|\s*reverse|range\(", src) is not None)),
     # Complex numbers (a negative float to a fractional power): radixlm refuses the operation.
     ("complex", lambda ref, got, src: got[0] == "TypeError" and "complex numbers are not supported" in got[1]),
     # Markup: |escape gives jinja2 a Markup string whose operations escape their other operands
