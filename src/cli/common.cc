@@ -12,6 +12,7 @@
 
 #include "formats/gguf.h"
 #include "kernels/gemm_internal.h"
+#include "models/presets.h"
 
 namespace radixlm::cli {
 
@@ -123,8 +124,8 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelO
       RADIXLM_ASSIGN_OR_RETURN(t, FromPath(o.tokenizer));
     }
   } else if (o.model.rfind("random:", 0) == 0) {
-    const char* family = model_vocab == 151936 ? "qwen3" : model_vocab == 128256 ? "llama3" : model_vocab == 32000 ? "llama2" : nullptr;
-    if (!family) return core::NotFound("no bundled tokenizer fits " + o.model + "'s vocabulary; pass --tokenizer");
+    const std::string family = models::PresetTokenizer(o.model.substr(7));
+    if (family.empty()) return core::NotFound("no bundled tokenizer fits " + o.model + "'s vocabulary; pass --tokenizer");
     RADIXLM_ASSIGN_OR_RETURN(t, tokenizer::Tokenizer::Named(family, TokenizerDir(o)));
   } else {
     RADIXLM_ASSIGN_OR_RETURN(t, FromPath(o.model));

@@ -202,6 +202,11 @@ std::vector<RandomPreset> Build() {
                "Qwen3.5-0.8B shape: 24 blocks (18 Gated DeltaNet 16/16 heads x 128, 6 gated attention 8/2 heads x 256, rotary 64), "
                "d 1024, MLP 3584, Qwen3 vocabulary (151936, not its own 248320), tied",
                Qwen35("qwen35-0.8b", 151936, 1024, 24, 8, 2, 256, 64, 3584, 16, 16, 128)});
+  // Each preset's bundled tokenizer: the family whose vocabulary size it was given.
+  static const std::pair<int64_t, const char*> kVocabularies[] = {{151936, "qwen3"}, {128256, "llama3"}, {32000, "llama2"}};
+  for (RandomPreset& r : p)
+    for (const auto& [vocab, family] : kVocabularies)
+      if (r.config.vocab_size == vocab) r.tokenizer = family;
   return p;
 }
 
@@ -219,6 +224,12 @@ core::StatusOr<ModelConfig> PresetConfig(const std::string& name) {
     known += (known.empty() ? "" : ", ") + p.name;
   }
   return core::NotFound("no random preset '" + name + "' (known: " + known + ")");
+}
+
+std::string PresetTokenizer(const std::string& name) {
+  for (const auto& p : RandomPresets())
+    if (p.name == name) return p.tokenizer;
+  return "";
 }
 
 uint64_t PresetSeed(const std::string& name) {

@@ -15,11 +15,16 @@ struct RandomPreset {
   std::string name;
   std::string description;
   ModelConfig config;
+  // The bundled tokenizer family whose vocabulary the preset has (tokenizer::Tokenizer::Named);
+  // empty: none fits, a tokenizer must be given.
+  std::string tokenizer;
 };
 
 const std::vector<RandomPreset>& RandomPresets();
 core::StatusOr<ModelConfig> PresetConfig(const std::string& name);
 uint64_t PresetSeed(const std::string& name);
+// The preset's bundled tokenizer family ("" when none fits or there is no such preset).
+std::string PresetTokenizer(const std::string& name);
 
 inline constexpr const char* kDefaultModel = "random:qwen3-0.6b";
 
