@@ -1,7 +1,7 @@
 // GBNF grammars (grammar/grammar.h, pda.h, matcher.h): what a client sends as `grammar`. The
 // input is text: the grammar, optionally a line "%%" and text to feed it. Parse, lower, compile
 // for a byte vocabulary with the first mask costed (GrammarCache::Compile, the server's path,
-// under a small work budget), then feed the text (its first 64 bytes) byte by byte, filling a mask at every step,
+// under a small work budget), then feed the text (its first 32 bytes) byte by byte, filling a mask at every step,
 // and take the shortest completion. Refusals are fine; a crash, a hang (every step is within
 // the work budget) or a mask that allows a token AcceptToken then refuses is a finding.
 #include <memory>
@@ -35,10 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view gbnf = in.substr(0, split);
   const std::string_view text = split == std::string_view::npos ? std::string_view() : in.substr(split + 4);
   // The work per input is bounded by bytes fed x 2 x kFuel (a mask and an accept per byte, each
-  // under its budget): at most 64 bytes, 50k units each, so an input never runs into
+  // under its budget): at most 32 bytes, 20k units each, so an input never runs into
   // libFuzzer's 10 s timeout however ambiguous its grammar (the server's budget is kStepFuel).
-  constexpr int64_t kFuel = 50000;
-  constexpr size_t kMaxFed = 64;
+  constexpr int64_t kFuel = 20000;
+  constexpr size_t kMaxFed = 32;
   auto g = radixlm::grammar::GrammarCache::Compile(gbnf, ByteVocab(), kFuel);
   if (!g.ok()) return 0;
   radixlm::grammar::Matcher m(*g);
