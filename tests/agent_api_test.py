@@ -362,6 +362,21 @@ def check_logit_bias(base, binary):
     check(status == 400 and r["error"]["param"] == "logit_bias", "logit_bias beyond 100: 400")
 
 
+def check_wrong_types(base):
+    """Fields of the wrong type in the agent APIs' bodies are 400s naming them, never a 500
+    (fuzz/agent_api_fuzz.cc found an exception here)."""
+    bodies = [("/v1/responses", {"model": "m", "input": [{"type": [{"type": "input_text", "text": "x"}]}]}),
+              ("/v1/responses", {"model": "m", "input": "hi", "text": {"format": {"type": "json_schema", "strict": "yes",
+                                                                                  "schema": {"type": "object"}}}, "max_output_tokens": 2}),
+              ("/v1/responses", {"model": "m", "input": "hi", "prompt_cache_key": "k", "prompt_cache_retention": 24}),
+              ("/v1/messages", {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}],
+                                "thinking": {"type": 7}, "tool_choice": {"type": "auto", "disable_parallel_tool_use": "no"}}),
+              ("/v1/messages", {"model": "m", "max_tokens": 2, "messages": [{"role": [1], "content": "x"}]})]
+    for path, body in bodies:
+        status, text = post(base, path, body)
+        check(status in (200, 400), "%s with a field of the wrong type: %d, not a 500 (%s)" % (path, status, text[:80]))
+
+
 def main():
     binary = sys.argv[1]
     port = free_port()
@@ -376,6 +391,7 @@ def main():
         check_logprobs(base, binary)
         TURNS_REUSED[:] = check_turn_reuse(base, binary)
         check_logit_bias(base, binary)
+        check_wrong_types(base)
         check_batch(binary)
     finally:
         server.terminate()

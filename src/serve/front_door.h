@@ -27,6 +27,20 @@
 
 namespace radixlm::serve {
 
+// A request's field read leniently: j[key] when j is an object holding a value of the wanted
+// type, else the fallback. (nlohmann's value() throws type_error on a field of another type, and
+// the doors read untrusted bodies: a wrong type is the door's 400 to give, never an exception.)
+inline std::string FieldString(const nlohmann::ordered_json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+inline bool FieldBool(const nlohmann::ordered_json& j, const char* key, bool fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
 // What the pipeline knows when an answer starts: the prompt, and the choices that will come.
 struct AnswerStart {
   int64_t prompt_tokens = 0;

@@ -43,7 +43,7 @@ const std::map<std::string, Field>& Fields() {
 bool MarkTtl(const ojson& block, double* ttl) {
   if (!block.is_object() || !block.contains("cache_control") || block["cache_control"].is_null()) return false;
   const ojson& c = block["cache_control"];
-  *ttl = std::max(*ttl, c.is_object() && c.value("ttl", "") == "1h" ? 3600.0 : 300.0);
+  *ttl = std::max(*ttl, c.is_object() && FieldString(c, "ttl", "") == "1h" ? 3600.0 : 300.0);
   return true;
 }
 
@@ -198,7 +198,7 @@ bool ToolChoice(const ojson& c, Translation* t, ApiError* err) {
   } else {
     return Bad(err, "unknown type '" + type + "' (auto, any, tool, none)", "tool_choice.type");
   }
-  if (c.value("disable_parallel_tool_use", false) && type != "none") t->body["parallel_tool_calls"] = false;
+  if (FieldBool(c, "disable_parallel_tool_use", false) && type != "none") t->body["parallel_tool_calls"] = false;
   return true;
 }
 
@@ -232,7 +232,7 @@ bool Translate(const ojson& body, bool count, Translation* t, ApiError* err) {
   if (body.contains("tools") && !body["tools"].is_null() && !Tools(body["tools"], t, err)) return false;
   if (body.contains("tool_choice") && !body["tool_choice"].is_null() && !ToolChoice(body["tool_choice"], t, err)) return false;
   if (body.contains("thinking") && body["thinking"].is_object()) {
-    const std::string type = body["thinking"].value("type", "");
+    const std::string type = FieldString(body["thinking"], "type", "");
     if (type != "enabled" && type != "adaptive" && type != "disabled")
       return Bad(err, "unknown type '" + type + "' (enabled, adaptive, disabled)", "thinking.type");
     t->body["chat_template_kwargs"] = {{"enable_thinking", type != "disabled"}};
@@ -348,8 +348,8 @@ class MessagesExchange : public Exchange {
       for (const ojson& c : d.tool_calls) {
         out += Close();
         const ojson& f = c["function"];
-        out += Open("tool_use", {{"type", "tool_use"}, {"id", ToolUseId(c.value("id", ""))}, {"name", f["name"]}, {"input", ojson::object()}});
-        out += Delta({{"type", "input_json_delta"}, {"partial_json", f.value("arguments", "{}")}});
+        out += Open("tool_use", {{"type", "tool_use"}, {"id", ToolUseId(FieldString(c, "id", ""))}, {"name", f["name"]}, {"input", ojson::object()}});
+        out += Delta({{"type", "input_json_delta"}, {"partial_json", FieldString(f, "arguments", "{}")}});
         out += Close();
       }
     }

@@ -55,7 +55,7 @@ bool ContentText(const ojson& content, const std::string& where, std::string* te
   if (!content.is_array()) return Bad(err, "'content' must be a string or a list of parts", where);
   for (size_t i = 0; i < content.size(); ++i) {
     const ojson& p = content[i];
-    const std::string type = p.is_object() ? p.value("type", "") : "";
+    const std::string type = p.is_object() ? FieldString(p, "type", "") : "";
     const char* key = type == "refusal" ? "refusal" : "text";
     if (type != "input_text" && type != "output_text" && type != "refusal")
       return Bad(err, "content part type '" + type + "': this model reads text only (input_text, output_text, refusal)",
@@ -92,9 +92,9 @@ bool Items(const ojson& input, bool continuing, Conversation* c, ApiError* err) 
     const ojson& item = input[i];
     const std::string at = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return Bad(err, "each input item must be an object", at);
-    const std::string type = item.contains("type") ? item.value("type", "") : item.contains("role") ? "message" : "";
+    const std::string type = item.contains("type") ? FieldString(item, "type", "") : item.contains("role") ? "message" : "";
     if (type == "message") {
-      const std::string role = item.value("role", "");
+      const std::string role = FieldString(item, "role", "");
       std::string text;
       if (!item.contains("content")) return Bad(err, "a message needs 'content'", at);
       if (!ContentText(item["content"], at + ".content", &text, err)) return false;
@@ -164,12 +164,12 @@ ojson ChatTools(const ojson& tools, std::vector<std::string>* skipped, ApiError*
   }
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
-    const std::string type = t.is_object() ? t.value("type", "") : "";
+    const std::string type = t.is_object() ? FieldString(t, "type", "") : "";
     if (type != "function") {  // hosted tools (web_search, file_search, ...), namespaces, custom grammars
       skipped->push_back("tools[" + std::to_string(i) + "] (" + (type.empty() ? "?" : type) + ")");
       continue;
     }
-    ojson f = {{"name", t.value("name", "")}};
+    ojson f = {{"name", FieldString(t, "name", "")}};
     if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
     f["parameters"] = t.contains("parameters") && t["parameters"].is_object() ? t["parameters"] : ojson::object();
     if (t.contains("strict") && t["strict"].is_boolean()) f["strict"] = t["strict"];
@@ -321,7 +321,7 @@ class ResponsesExchange : public Exchange {
       for (const ojson& c : d.tool_calls) {
         out += Close();
         const ojson& f = c["function"];
-        const std::string call_id = c.value("id", ""), name = f.value("name", ""), args = f.value("arguments", "{}");
+        const std::string call_id = FieldString(c, "id", ""), name = FieldString(f, "name", ""), args = FieldString(f, "arguments", "{}");
         ojson item = CallItem(call_id, name, "", "in_progress");
         const std::string fc = item["id"];
         const size_t index = output_.size();
@@ -414,7 +414,7 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
     c.messages = ex->previous->messages;
     for (const ojson& m : c.messages)
       if (m.contains("tool_calls"))
-        for (const ojson& call : m["tool_calls"]) c.call_ids.insert(call.value("id", ""));
+        for (const ojson& call : m["tool_calls"]) c.call_ids.insert(FieldString(call, "id", ""));
   }
   if (body.contains("instructions") && body["instructions"].is_string()) c.instructions = body["instructions"].get<std::string>();
   if (!body.contains("input")) return Bad(err, "Missing required parameter: 'input'.", "input"), nullptr;
@@ -426,7 +426,7 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
   chat["messages"] = c.messages;
   if (!c.instructions.empty()) {  // ahead of (joined with) the input's own system message
     ojson& first = chat["messages"];
-    if (!first.empty() && first[0].value("role", "") == "system")
+    if (!first.empty() && FieldString(first[0], "role", "") == "system")
       first[0]["content"] = c.instructions + "\n\n" + first[0]["content"].get<std::string>();
     else
       first.insert(first.begin(), ojson{{"role", "system"}, {"content", c.instructions}});
@@ -441,7 +441,7 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const ojson& tc = body["tool_choice"];
     if (tc.is_string()) chat["tool_choice"] = tc;
-    else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("name"))
+    else if (tc.is_object() && FieldString(tc, "type", "") == "function" && tc.contains("name"))
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
     else return Bad(err, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\"}", "tool_choice"), nullptr;
   }
@@ -454,13 +454,13 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
     const ojson& t = body["text"];
     if (t.contains("verbosity")) ex->ignored.push_back("text.verbosity");
     if (t.contains("format") && t["format"].is_object()) {
-      const std::string type = t["format"].value("type", "text");
+      const std::string type = FieldString(t["format"], "type", "text");
       if (type == "json_object") chat["response_format"] = {{"type", "json_object"}};
       else if (type == "json_schema")
         chat["response_format"] = {{"type", "json_schema"},
-                                   {"json_schema", {{"name", t["format"].value("name", "output")},
+                                   {"json_schema", {{"name", FieldString(t["format"], "name", "output")},
                                                     {"schema", t["format"].value("schema", ojson::object())},
-                                                    {"strict", t["format"].value("strict", false)}}}};
+                                                    {"strict", FieldBool(t["format"], "strict", false)}}}};
       else if (type != "text") return Bad(err, "unknown text.format type '" + type + "'", "text.format.type"), nullptr;
     }
   }
@@ -484,7 +484,7 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
   }
   if (body.contains("prompt_cache_key") && body["prompt_cache_key"].is_string()) {
     ex->cache_mark_tokens = Exchange::kWholePrompt;
-    ex->cache_mark_ttl_seconds = body.value("prompt_cache_retention", "") == "24h" ? 86400 : 300;
+    ex->cache_mark_ttl_seconds = FieldString(body, "prompt_cache_retention", "") == "24h" ? 86400 : 300;
   }
   for (const char* k : {"instructions", "max_output_tokens", "parallel_tool_calls", "previous_response_id", "temperature",
                         "tool_choice", "tools", "top_p", "metadata", "reasoning", "text", "truncation", "user", "store"})
