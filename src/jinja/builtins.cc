@@ -622,6 +622,7 @@ Value FUnique(const Value& v, const CallArgs& a) {
   ValueList out, seen;
   for (const Value& item : Iterate(v)) {
     const Value k = SortKey(item, attr, case_sensitive);
+    if (!Hashable(k)) Raise("TypeError", "unhashable type: '" + k.TypeName() + "'");  // jinja2 keeps a set of them
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return s.Equals(k); })) continue;
     seen.push_back(k);
     out.push_back(item);

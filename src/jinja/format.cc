@@ -282,7 +282,9 @@ Value PyFormat(const std::string& fmt, const CallArgs& a) {
     Value v = Field(field, a, &auto_index, &numbering);
     if (conv == "r" || conv == "a") v = Value::String(v.Repr());
     else if (conv == "s") v = Value::String(v.Str());
-    if (v.IsUndefined() && !spec.empty()) Raise("TypeError", "unsupported format string passed to Undefined.__format__");
+    // object.__format__ refuses a non-empty spec: only str, numbers (and bool, an int) take one.
+    if (!spec.empty() && !v.IsString() && !v.IsNumber() && v.type() != Value::Type::kBool)
+      Raise("TypeError", "unsupported format string passed to " + std::string(v.IsUndefined() ? "Undefined" : v.TypeName()) + ".__format__");
     const std::string piece = FormatValue(v, ParseSpec(spec));
     ChargeString(piece.size(), out.size() + piece.size());
     out += piece;
