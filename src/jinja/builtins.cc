@@ -531,6 +531,31 @@ Value FAbs(const Value& v, const CallArgs&) {
   Raise("TypeError", "bad operand type for abs(): '" + v.TypeName() + "'");
 }
 
+// Python's round(x, -k) for a float: x's exact decimal value (glibc prints a double exactly)
+// rounded half to even at the 10^k digit, read back (CPython's dtoa gives the same).
+double RoundToPowerOfTen(double x, int k) {
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "%.0f", std::trunc(std::fabs(x)));  // the integer part, exact
+  std::string digits(buf);
+  const bool frac = std::fabs(x) != std::floor(std::fabs(x));
+  if (static_cast<int>(digits.size()) < k) return std::copysign(0.0, x);
+  const size_t keep = digits.size() - static_cast<size_t>(k);
+  const std::string tail = digits.substr(keep);
+  std::string head = digits.substr(0, keep);
+  const char first = tail.empty() ? '0' : tail[0];
+  const bool rest_zero = tail.find_first_not_of('0', 1) == std::string::npos && !frac;
+  const bool odd = !head.empty() && (head.back() - '0') % 2 == 1;
+  const bool up = first > '5' || (first == '5' && (!rest_zero || odd));
+  if (up) {  // add one at the last kept digit
+    int i = static_cast<int>(head.size()) - 1;
+    while (i >= 0 && head[i] == '9') head[i--] = '0';
+    if (i < 0) head.insert(head.begin(), '1');
+    else ++head[i];
+  }
+  const std::string out = (head.empty() ? "0" : head) + std::string(static_cast<size_t>(k), '0');
+  return std::copysign(std::strtod(out.c_str(), nullptr), x);
+}
+
 // jinja2's round: "common" is Python's round(value, precision), half to even on the exact
 // binary value (printf's correctly rounded %.*f does the same); ceil / floor scale by 10^p.
 Value FRound(const Value& v, const CallArgs& a) {
@@ -559,6 +584,7 @@ Value FRound(const Value& v, const CallArgs& a) {
     std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), x);
     return Value::Float(std::strtod(buf, nullptr));
   }
+  if (method == "common" && precision < 0) return Value::Float(RoundToPowerOfTen(x, static_cast<int>(-std::max<int64_t>(precision, -400))));
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double y = x * scale;
   if (method == "common") return Value::Float(std::nearbyint(y) / scale);
