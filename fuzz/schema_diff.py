@@ -38,7 +38,9 @@ bounds, email as local@domain.tld, uri without IP-literal hosts, and the date, t
 uri-reference and idn-email formats checked in every draft (keywords a draft does not have,
 such as const in draft 4, are ignored there, as jsonschema ignores them).
 """
-import argparse, atexit, calendar, copy, decimal, json, os, random, re, shutil, subprocess, sys, tempfile, time
+import argparse, atexit, calendar, copy, decimal, json, os, random, re, shutil, sys, tempfile, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_runner import CaseRunner  # noqa: E402
 try:
     import jsonschema
     from jsonschema import _legacy_validators, _utils
@@ -677,37 +679,14 @@ def instances(r, schema, n):
 
 # ---------------------------------------------------------------------------------- the checker
 
-class Checker:
+class Checker(CaseRunner):
+    """rows: [(schema, [instances])] through `radixlm grammar --check-cases`."""
+
     def __init__(self, binary, case_timeout, workdir):
-        # A private copy: the build may relink the binary during a long run.
-        self.binary = os.path.join(workdir, "radixlm")
-        shutil.copy2(binary, self.binary)
-        self.case_timeout, self.workdir, self.calls = case_timeout, workdir, 0
+        super().__init__(binary, ["grammar", "--check-cases"], case_timeout, 2.0, workdir)
 
     def run(self, rows):
-        """rows: [(schema, [instances])]. Returns (results for the rows done, None | "crash" | "hang", detail)."""
-        path = os.path.join(self.workdir, "cases.jsonl")
-        with open(path, "w", encoding="utf-8") as f:
-            for s, xs in rows:
-                f.write(json.dumps({"schema": s, "instances": xs}, ensure_ascii=False, allow_nan=False) + "\n")
-        self.calls += 1
-        timeout = self.case_timeout + 2.0 * len(rows)
-        try:
-            p = subprocess.run([self.binary, "grammar", "--check-cases", path], capture_output=True, timeout=timeout)
-            out, status, detail = p.stdout, None, p.stderr.decode("utf-8", "replace")[-400:]
-            if p.returncode != 0:
-                status, detail = "crash", "exit %d: %s" % (p.returncode, detail)
-        except subprocess.TimeoutExpired as e:
-            out, status, detail = e.stdout or b"", "hang", "over %.0f s" % timeout
-        results = []
-        for line in out.decode("utf-8", "replace").split("\n")[:-1]:  # not splitlines: U+2028 is text
-            try:
-                results.append(json.loads(line))
-            except ValueError:
-                return results, "crash", "unreadable output line: " + line[:200]
-        if status is None and len(results) != len(rows):
-            status, detail = "crash", "%d results for %d cases" % (len(results), len(rows))
-        return results[:len(rows)], status, detail
+        return self.run_lines([{"schema": s, "instances": xs} for s, xs in rows])
 
 
 def classify(v, acc):

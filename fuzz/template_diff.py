@@ -30,7 +30,9 @@ then the context, while the same kind of disagreement persists), deduplicated by
 to OUT/finding-NNN.json {"template", "context", "reference", "radixlm", "seed"}. The last line
 printed is a JSON summary; the exit status is 1 when anything was found.
 """
-import argparse, atexit, datetime, json, os, random, re, shutil, subprocess, sys, tempfile, time, warnings
+import argparse, atexit, datetime, json, os, random, re, shutil, sys, tempfile, time, warnings
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_runner import CaseRunner  # noqa: E402
 try:
     import jinja2, jinja2.ext, jinja2.nodes
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -440,38 +442,18 @@ class TGen:
 
 # ---------------------------------------------------------------------------------- the engine
 
-class Engine:
+class Engine(CaseRunner):
+    """cases: [(template, context)] through `radixlm template cases`; outcomes as ("text", s) or
+    (error class, message)."""
+
     def __init__(self, binary, case_timeout, workdir):
-        # A private copy: the build may relink the binary during a long run.
-        self.binary = os.path.join(workdir, "radixlm")
-        shutil.copy2(binary, self.binary)
-        self.case_timeout, self.workdir, self.calls = case_timeout, workdir, 0
+        super().__init__(binary, ["template", "cases", "--input"], case_timeout, 0.5, workdir)
 
     def run(self, cases):
-        """cases: [(template, context)]. Returns (outcomes of the cases done, None | "crash" | "hang", detail)."""
-        path = os.path.join(self.workdir, "cases.jsonl")
-        with open(path, "w", encoding="utf-8") as f:
-            for src, ctx in cases:
-                f.write(json.dumps({"template": src, "context": full_context(ctx), "now": NOW}, ensure_ascii=False) + "\n")
-        self.calls += 1
-        timeout = self.case_timeout + 0.5 * len(cases)
-        try:
-            p = subprocess.run([self.binary, "template", "cases", "--input", path], capture_output=True, timeout=timeout)
-            out, status, detail = p.stdout, None, p.stderr.decode("utf-8", "replace")[-400:]
-            if p.returncode != 0:
-                status, detail = "crash", "exit %d: %s" % (p.returncode, detail)
-        except subprocess.TimeoutExpired as e:
-            out, status, detail = e.stdout or b"", "hang", "over %.0f s" % timeout
-        got = []
-        for line in out.decode("utf-8", "replace").split("\n")[:-1]:  # not splitlines: U+2028 is text
-            try:
-                r = json.loads(line)
-            except ValueError:
-                return got, "crash", "unreadable output line: " + line[:200]
-            got.append(("text", r["text"]) if "text" in r else (r.get("error", "?"), r.get("message", "")))
-        if status is None and len(got) != len(cases):
-            status, detail = "crash", "%d results for %d cases" % (len(got), len(cases))
-        return got[:len(cases)], status, detail
+        results, status, detail = self.run_lines(
+            [{"template": src, "context": full_context(ctx), "now": NOW} for src, ctx in cases])
+        got = [("text", r["text"]) if "text" in r else (r.get("error", "?"), r.get("message", "")) for r in results]
+        return got, status, detail
 
 # --------------------------------------------------------------------------------- minimisation
 
