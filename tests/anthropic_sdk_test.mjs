@@ -5,39 +5,9 @@
 // final message, countTokens against a message's usage, stop_sequences, thinking, cache_control,
 // and Anthropic-shaped errors raised as the SDK's error classes.
 // Usage: node anthropic_sdk_test.mjs RADIXLM   (exit 77: the SDK is not installed)
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { check, loadPackage, withServer } from './sdk_harness.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sdkPath = path.join(process.env.RADIXLM_SOURCE_DIR || path.join(here, '..'),
-  'third_party_data/npm/node_modules/@anthropic-ai/sdk/index.mjs');
-if (!existsSync(sdkPath)) {
-  console.log('SKIPPED: the @anthropic-ai/sdk npm package is not installed (scripts/setup.sh fetches it)');
-  process.exit(77);
-}
-const { default: Anthropic } = await import(pathToFileURL(sdkPath).href);
-
-const failures = [];
-function check(cond, what) {
-  console.log((cond ? 'ok   ' : 'FAIL ') + what);
-  if (!cond) failures.push(what);
-}
-
-const freePort = () => new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-});
-
-async function waitReady(base) {
-  for (let i = 0; i < 600; ++i) {
-    try { if ((await fetch(base + '/health')).ok) return; } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('server did not start');
-}
+const { default: Anthropic } = await loadPackage('@anthropic-ai/sdk/index.mjs', '@anthropic-ai/sdk');
 
 const weather = {
   name: 'get_weather', description: 'Current weather of a city',
@@ -134,22 +104,11 @@ async function errors(client) {
   await bad('a missing max_tokens', { max_tokens: undefined, messages: [{ role: 'user', content: 'x' }] }, /max_tokens/);
 }
 
-const binary = process.argv[2];
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const server = spawn(binary, ['serve', '-m', 'random:tiny', '--port', String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
-try {
-  await waitReady(base);
+await withServer(process.argv[2], async (base) => {
   const client = new Anthropic({ baseURL: base, apiKey: 'not-needed', maxRetries: 0, timeout: 120000 });
   await toolRoundTrip(client);
   await streamed(client);
   await options(client);
   await midConversationSystem(client);
   await errors(client);
-} catch (e) {
-  check(false, 'unexpected error: ' + (e.stack || e));
-} finally {
-  server.kill('SIGTERM');
-}
-console.log(failures.length ? `FAILED: ${failures.length}` : 'all passed');
-process.exit(failures.length ? 1 : 0);
+});

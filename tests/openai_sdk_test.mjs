@@ -4,38 +4,9 @@
 // assembles delta.tool_calls; its parse() helper reads a strict json_schema output. Everything
 // is read through the SDK's objects, as an agent client would.
 // Usage: node openai_sdk_test.mjs RADIXLM   (exit 77: the SDK is not installed)
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
-import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { check, loadPackage, withServer } from './sdk_harness.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const sdkPath = path.join(process.env.RADIXLM_SOURCE_DIR || path.join(here, '..'), 'third_party_data/npm/node_modules/openai/index.mjs');
-if (!existsSync(sdkPath)) {
-  console.log('SKIPPED: the openai npm package is not installed (scripts/setup.sh fetches it)');
-  process.exit(77);
-}
-const { default: OpenAI } = await import(pathToFileURL(sdkPath).href);
-
-const failures = [];
-function check(cond, what) {
-  console.log((cond ? 'ok   ' : 'FAIL ') + what);
-  if (!cond) failures.push(what);
-}
-
-const freePort = () => new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-});
-
-async function waitReady(base) {
-  for (let i = 0; i < 600; ++i) {
-    try { if ((await fetch(base + '/health')).ok) return; } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('server did not start');
-}
+const { default: OpenAI } = await loadPackage('openai/index.mjs', 'openai');
 
 const weatherParams = {
   type: 'object',
@@ -211,12 +182,7 @@ async function responses(client, model) {
   }
 }
 
-const binary = process.argv[2];
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const server = spawn(binary, ['serve', '-m', 'random:tiny', '--port', String(port)], { stdio: ['ignore', 'ignore', 'inherit'] });
-try {
-  await waitReady(base);
+await withServer(process.argv[2], async (base) => {
   const client = new OpenAI({ baseURL: base + '/v1', apiKey: 'not-needed', maxRetries: 0, timeout: 120000 });
   const model = (await client.models.list()).data[0].id;
   await toolLoop(client, model, false);
@@ -225,10 +191,4 @@ try {
   await structured(client, model);
   await logprobs(client, model);
   await responses(client, model);
-} catch (e) {
-  check(false, 'unexpected error: ' + (e.stack || e));
-} finally {
-  server.kill('SIGTERM');
-}
-console.log(failures.length ? `FAILED: ${failures.length}` : 'all passed');
-process.exit(failures.length ? 1 : 0);
+});
