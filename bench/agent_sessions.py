@@ -26,7 +26,6 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,15 +37,10 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import agent_clients_test as clients  # noqa: E402  (the clients' hardened settings)
+from server_test import free_port  # noqa: E402
 
 DELTA_EVENTS = {"content_block_delta", "response.output_text.delta", "response.reasoning_text.delta",
                 "response.reasoning_summary_text.delta", "response.function_call_arguments.delta"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def metrics(port):
@@ -200,7 +194,7 @@ def session(client, engine, args, end_id, rnd):
         for turn in range(1, args.turns + 1):
             n = len(rec.records)
             t0 = time.time()
-            ok, what = TURN[client](rec.port, h, w, turn)
+            ok, what = turn_of(client, rec.port, h, w, turn)
             reqs = rec.records[n:]
             first = reqs[0] if reqs else {}
             row = {"client": client, "engine": engine, "round": rnd, "turn": turn, "ok": ok, "requests": len(reqs),
@@ -218,33 +212,14 @@ def session(client, engine, args, end_id, rnd):
     return out
 
 
-def claude_turn(port, home, work, turn):
-    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:%d" % port, "ANTHROPIC_API_KEY": "sk-local",
-           "ANTHROPIC_MODEL": clients.MODEL_NAME, "ANTHROPIC_SMALL_FAST_MODEL": clients.MODEL_NAME,
-           "ANTHROPIC_DEFAULT_HAIKU_MODEL": clients.MODEL_NAME, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-           "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_MAX_RETRIES": "0",
-           "API_TIMEOUT_MS": "3600000"}
-    argv = [os.path.join(clients.BIN, "claude"), "-p"] + (["--continue"] if turn > 1 else []) + \
-        ["Step %d: look at the project and say what to do next." % turn, "--output-format", "json", "--permission-mode", "dontAsk"]
-    rc, stdout, stderr = clients.run(argv, home, work, env, timeout=7200)
-    try:
-        ok = rc == 0 and json.loads(stdout).get("is_error") is False
-    except ValueError:
-        ok = False
-    return ok, stdout[-300:] + stderr[-300:]
+# The clients' hardened settings are the test's (tests/agent_clients_test.py); a turn may take
+# long here (a llama-server prefill of 19K tokens), and a failed one is not retried.
+LONG = {"claude": {"CLAUDE_CODE_MAX_RETRIES": "0", "API_TIMEOUT_MS": "3600000"}, "codex": {}}
 
 
-def codex_turn(port, home, work, turn):
-    if turn == 1:
-        clients.codex_config(port, home)
-    env = {"CODEX_HOME": home, "RADIXLM_API_KEY": "sk-local"}
+def turn_of(client, port, home, work, turn):
     prompt = "Step %d: look at the project and say what to do next." % turn
-    argv = ["exec", "--skip-git-repo-check", prompt] if turn == 1 else ["exec", "resume", "--last", "--skip-git-repo-check", prompt]
-    rc, stdout, stderr = clients.run([os.path.join(clients.BIN, "codex")] + argv, home, work, env, timeout=7200)
-    return rc == 0, stdout[-300:] + stderr[-300:]
-
-
-TURN = {"claude": claude_turn, "codex": codex_turn}
+    return clients.TURNS[client]("http://127.0.0.1:%d" % port, home, work, turn == 1, prompt, env=LONG[client], timeout=7200)
 
 
 def main():

@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import check, free_port, post, stream, wait_ready, FAILURES  # noqa: E402
+from server_test import check, post, serving, stream, verdict  # noqa: E402
 
 try:
     import jsonschema
@@ -302,8 +302,6 @@ def check_batch(binary):
     check(got.get("bad", {}).get("status_code") == 400, "batch: a refused schema is that line's 400")
 
 
-TURNS_REUSED = []
-
 
 def im_end_id(binary):
     return encode(binary, "<|im_end|>")[-1]
@@ -377,42 +375,31 @@ def check_wrong_types(base):
         check(status in (200, 400), "%s with a field of the wrong type: %d, not a 500 (%s)" % (path, status, text[:80]))
 
 
+def recomputed(turns):
+    """Tokens of each previous turn (prompt + reply) computed again, over a conversation()."""
+    return sum(turns[i - 1][2] - turns[i][1] for i in range(1, len(turns)))
+
+
 def main():
     binary = sys.argv[1]
-    port = free_port()
-    base = "http://127.0.0.1:%d" % port
-    server = subprocess.Popen([binary, "serve", "-m", "random:tiny", "--port", str(port), "--kv-tokens", "16384"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_ready(base)
+    serve = ["-m", "random:tiny", "--kv-tokens", "16384"]
+    with serving(binary, serve) as base:
         check_tool_calls(base)
         check_tool_loop_and_sharing(base)
         check_structured(base, binary)
         check_logprobs(base, binary)
-        TURNS_REUSED[:] = check_turn_reuse(base, binary)
+        reused = check_turn_reuse(base, binary)
         check_logit_bias(base, binary)
         check_wrong_types(base)
         check_batch(binary)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     # The plain path: every turn re-rendered by the template (whose text re-encodes differently
     # from the tokens a random model generated), so the hit stops inside the first reply.
-    plain = subprocess.Popen([binary, "serve", "-m", "random:tiny", "--port", str(port), "--kv-tokens", "16384",
-                              "--no-turn-reuse"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_ready(base)
+    with serving(binary, serve + ["--no-turn-reuse"]) as base:
         turns = conversation(base, im_end_id(binary), 4)
-        def recomputed(ts):  # tokens of each previous turn (prompt + reply) computed again
-            return sum(ts[i - 1][2] - ts[i][1] for i in range(1, len(ts)))
-        check(recomputed(turns) > recomputed(TURNS_REUSED),
+        check(recomputed(turns) > recomputed(reused),
               "re-rendering recomputes more of each previous turn than turn reuse (%d vs %d tokens over turns 2-4)" %
-              (recomputed(turns), recomputed(TURNS_REUSED)))
-    finally:
-        plain.terminate()
-        plain.wait(timeout=30)
-    print("FAILED: %d" % len(FAILURES) if FAILURES else "all passed")
-    return 1 if FAILURES else 0
+              (recomputed(turns), recomputed(reused)))
+    return verdict()
 
 
 if __name__ == "__main__":

@@ -15,12 +15,11 @@ Against `radixlm serve -m random:tiny` with a small pool (2,048 tokens = 128 blo
 Usage: cache_marks_test.py RADIXLM
 """
 import json
-import subprocess
 import sys
 import os
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import check, free_port, post, wait_ready, FAILURES  # noqa: E402
+from server_test import check, post, serving, verdict  # noqa: E402
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split()
 
@@ -29,14 +28,13 @@ def text(seed, words):
     return " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] + str((seed + i) % 10) for i in range(words))
 
 
-def message(base, system, marked, user="Hello?", temperature=0.0, seed=None):
+def message(base, system, marked):
+    """A greedy Messages request with `system` as a text block, marked with cache_control or not."""
     block = {"type": "text", "text": system}
     if marked:
         block["cache_control"] = {"type": "ephemeral"}
-    body = {"model": "m", "max_tokens": 8, "system": [block], "temperature": temperature,
-            "messages": [{"role": "user", "content": user}]}
-    if seed is not None:
-        body["metadata"] = {"user_id": "test"}
+    body = {"model": "m", "max_tokens": 8, "system": [block], "temperature": 0.0,
+            "messages": [{"role": "user", "content": "Hello?"}]}
     status, out = post(base, "/v1/messages", body, headers={"anthropic-version": "2023-06-01"})
     return status, json.loads(out)
 
@@ -54,20 +52,13 @@ def flood(base, n, words):
             return
 
 
-def served(binary, extra):
-    port = free_port()
-    server = subprocess.Popen([binary, "serve", "-m", "random:tiny", "--port", str(port), "--kv-tokens", "2048"] + extra,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = "http://127.0.0.1:%d" % port
-    wait_ready(base)
-    return server, base
+SERVE = ["-m", "random:tiny", "--kv-tokens", "2048"]
 
 
 def main():
     binary = sys.argv[1]
     system = "You are the marked system prompt. " + text(1, 150)
-    server, base = served(binary, [])
-    try:
+    with serving(binary, SERVE) as base:
         status, first = message(base, system, marked=True)
         check(status == 200, "a marked request is answered")
         total = first["usage"]["input_tokens"] + first["usage"]["cache_read_input_tokens"] + \
@@ -110,12 +101,8 @@ def main():
         check(chat_after_flood["usage"]["prompt_tokens_details"]["cached_tokens"] >= total - 1,
               "the chat form of the marked conversation hits the marked prefix (%d tokens)" %
               chat_after_flood["usage"]["prompt_tokens_details"]["cached_tokens"])
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
-    plain, base = served(binary, ["--no-prefix-cache"])
-    try:
+    with serving(binary, SERVE + ["--no-prefix-cache"]) as base:
         status, plain_answer = message(base, system, marked=True)
         check(status == 200 and plain_answer["usage"]["cache_read_input_tokens"] == 0, "the plain server computes everything")
         status, out = post(base, "/v1/chat/completions", chat_body(system))
@@ -126,11 +113,7 @@ def main():
         check(plain_answer["content"] == answer_after_flood,
               "the marked prompt's answer after the flood is bitwise the plain server's (%s)" %
               json.dumps(answer_after_flood)[:80])
-    finally:
-        plain.terminate()
-        plain.wait(timeout=30)
-    print("FAILED: %d" % len(FAILURES) if FAILURES else "all passed")
-    return 1 if FAILURES else 0
+    return verdict()
 
 
 if __name__ == "__main__":

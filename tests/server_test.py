@@ -2,6 +2,7 @@
 clients, a multi-turn conversation whose cached_tokens grow, malformed requests answered with
 4xx and a clear message, /metrics, and the server still serving afterwards.
 Usage: server_test.py RADIXLM. Bounded: at most 16 clients, every request times out in 60 s."""
+import contextlib
 import json
 import socket
 import subprocess
@@ -74,6 +75,27 @@ def stream(base, path, body):
             if line.startswith("data: "):
                 events.append(line[6:])
     return events
+
+
+@contextlib.contextmanager
+def serving(binary, args):
+    """`radixlm serve ARGS` on a free port, for the tests that need their own server: yields its
+    base URL once it answers /health, stops it afterwards."""
+    port = free_port()
+    server = subprocess.Popen([binary, "serve", "--port", str(port)] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        wait_ready(base)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def verdict():
+    """The last line and the exit status of a test built on check()."""
+    print("FAILED: %d" % len(FAILURES) if FAILURES else "all passed")
+    return 1 if FAILURES else 0
 
 
 def metric(text, name):
