@@ -94,14 +94,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option_function<std::vector<std::string>>(
          "--logit-bias",
          [o](const std::vector<std::string>& specs) {
-           for (const std::string& s : specs) {  // llama.cpp's TOKEN_ID(+/-)BIAS, e.g. 151645+8
-             const size_t at = s.find_first_of("+-", 1);
-             char* end = nullptr;
-             const long id = at == std::string::npos ? -1 : std::strtol(s.substr(0, at).c_str(), &end, 10);
-             const double bias = at == std::string::npos ? 0 : std::strtod(s.c_str() + at, nullptr);
-             if (id < 0 || *end != '\0' || !(bias >= -100 && bias <= 100))
-               throw CLI::ValidationError("--logit-bias", "expected TOKEN_ID+BIAS or TOKEN_ID-BIAS, bias in [-100, 100]: " + s);
-             o->server.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+           for (const std::string& s : specs) {
+             const auto bias = serve::ParseLogitBiasSpec(s);
+             if (!bias) throw CLI::ValidationError("--logit-bias", "expected TOKEN_ID+BIAS or TOKEN_ID-BIAS, bias in [-100, 100]: " + s);
+             o->server.logit_bias.push_back(*bias);
            }
          },
          "added to every request's logits (llama.cpp's option): TOKEN_ID+BIAS or TOKEN_ID-BIAS, repeatable")

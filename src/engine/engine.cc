@@ -246,12 +246,9 @@ void Engine::Finish(std::unique_ptr<Req>& r, FinishReason reason, int32_t last_t
   // A marked prompt (cache_control, prompt_cache_key) is marked once Release has put its path
   // in the tree.
   Release(*r, reason == FinishReason::kCancelled ? cache::ReleaseMode::kCancel : cache::ReleaseMode::kFinish);
-  if (r->params.cache_mark.tokens > 0 && reason != FinishReason::kError) {
-    const double now = clock_->Now();
-    memory_.ExpireMarks(now);
-    r->usage.marked_tokens = memory_.Mark(r->tokens, std::min<int64_t>(r->params.cache_mark.tokens, r->prompt_len), r->mem,
-                                          now + r->params.cache_mark.ttl_seconds);
-  }
+  if (r->params.cache_mark.tokens > 0 && reason != FinishReason::kError)  // (expired marks went at the step's start)
+    memory_.Mark(r->tokens, std::min<int64_t>(r->params.cache_mark.tokens, r->prompt_len), r->mem,
+                 clock_->Now() + r->params.cache_mark.ttl_seconds);
   r->usage.completion_tokens = static_cast<int64_t>(r->tokens.size()) - r->prompt_len;
   if (drafter_ && (reason == FinishReason::kStop || reason == FinishReason::kLength)) drafter_->Finished(r->tokens, r->mem.ns);
   r->usage.total_seconds = clock_->Now() - r->submit_time;

@@ -56,7 +56,6 @@ const char* FinishReasonName(FinishReason r);
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;      // prompt tokens served from the prefix cache (first admission)
-  int64_t marked_tokens = 0;      // of RequestParams::cache_mark, the tokens the cache marked
   int64_t completion_tokens = 0;
   int64_t preemptions = 0;
   double ttft_seconds = 0;        // submission to first generated token

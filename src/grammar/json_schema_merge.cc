@@ -310,23 +310,46 @@ std::vector<Json> EnumValues(const Json& s, const std::set<std::string>& types) 
   return out;
 }
 
+namespace {
+
+// What the draft a $schema names (found in its URI) changes: $ref siblings ignored (drafts 4-7),
+// draft 4's boolean exclusive bounds, how tuples are written, and the keywords the draft does
+// not have (unknown there, so they constrain nothing). No $schema: 2020-12, tuples either way.
+struct DraftRow {
+  const char* marker;
+  bool old_draft, draft4;
+  TupleForm tuples;
+  std::vector<std::string> foreign;
+};
+const std::vector<DraftRow>& Drafts() {
+  static const std::vector<std::string> kLater = {"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"};
+  auto with_later = [](std::vector<std::string> v) {
+    v.insert(v.end(), kLater.begin(), kLater.end());
+    return v;
+  };
+  static const std::vector<DraftRow> kDrafts = {
+      {"draft-03", true, true, TupleForm::kItemsArray, with_later({"const", "contains", "propertyNames", "if", "then", "else"})},
+      {"draft-04", true, true, TupleForm::kItemsArray, with_later({"const", "contains", "propertyNames", "if", "then", "else"})},
+      {"draft-06", true, false, TupleForm::kItemsArray, with_later({"if", "then", "else"})},
+      {"draft-07", true, false, TupleForm::kItemsArray, kLater},
+      {"2019-09", false, false, TupleForm::kItemsArray, {"dependencies"}},
+      {"2020-12", false, false, TupleForm::kPrefixItems, {"dependencies"}},
+  };
+  return kDrafts;
+}
+
+}  // namespace
+
 Merger::Merger(const Json& root) : root_(root) {
-  if (root.is_object() && root.contains("$schema") && root["$schema"].is_string()) {
-    const std::string d = root["$schema"].get<std::string>();
-    old_draft_ = d.find("draft-03") != std::string::npos || d.find("draft-04") != std::string::npos ||
-                 d.find("draft-06") != std::string::npos || d.find("draft-07") != std::string::npos;
-    draft4_ = d.find("draft-03") != std::string::npos || d.find("draft-04") != std::string::npos;
-    if (old_draft_ || d.find("2019-09") != std::string::npos) tuple_form_ = TupleForm::kItemsArray;
-    if (d.find("2020-12") != std::string::npos) tuple_form_ = TupleForm::kPrefixItems;
-    // Keywords the declared draft does not have: unknown there, so they constrain nothing.
-    const bool d6 = d.find("draft-06") != std::string::npos, d7 = d.find("draft-07") != std::string::npos;
-    const bool d2019 = d.find("2019-09") != std::string::npos, d2020 = d.find("2020-12") != std::string::npos;
-    if (draft4_) foreign_ = {"const", "contains", "propertyNames", "if", "then", "else"};
-    if (d6) foreign_ = {"if", "then", "else"};
-    if (draft4_ || d6 || d7) {
-      for (const char* k : {"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"}) foreign_.push_back(k);
-    }
-    if (d2019 || d2020) foreign_ = {"dependencies"};
+  if (!root.is_object() || !root.contains("$schema") || !root["$schema"].is_string()) return;
+  const std::string d = root["$schema"].get<std::string>();
+  for (const DraftRow& row : Drafts()) {
+    if (d.find(row.marker) == std::string::npos) continue;
+    old_draft_ = row.old_draft;
+    draft4_ = row.draft4;
+    tuple_form_ = row.tuples;
+    foreign_ = row.foreign;
+    return;
   }
 }
 
@@ -386,14 +409,9 @@ bool Merger::HasForeign(const Json& s) const {
 
 Json Merger::Native(const Json& s) const {
   if (!HasForeign(s)) return s;
-  Json out;
-  bool copied = false;
-  for (const std::string& k : foreign_) {
-    if (!s.contains(k)) continue;
-    if (!copied) out = s, copied = true;
-    out.erase(k);
-  }
-  return copied ? out : s;
+  Json out = s;
+  for (const std::string& k : foreign_) out.erase(k);
+  return out;
 }
 
 Json Merger::Deref(const Json& s0, int depth) {

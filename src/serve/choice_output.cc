@@ -272,4 +272,20 @@ ojson ChoiceOutput::AllLogprobs() const {
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+nlohmann::ordered_json AssistantMessage(const ParsedOutput& p, bool arguments_as_objects) {
+  nlohmann::ordered_json m = {{"role", "assistant"}, {"content", p.content}};
+  if (!p.reasoning.empty()) m["reasoning_content"] = p.reasoning;
+  if (p.calls.empty()) return m;
+  m["tool_calls"] = nlohmann::ordered_json::array();
+  for (const ToolCall& c : p.calls) {
+    nlohmann::ordered_json args = c.arguments;
+    if (arguments_as_objects) {
+      auto parsed = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+      if (parsed.is_object()) args = std::move(parsed);
+    }
+    m["tool_calls"].push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", std::move(args)}}}});
+  }
+  return m;
+}
+
 }  // namespace radixlm::serve

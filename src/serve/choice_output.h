@@ -83,4 +83,10 @@ class ChoiceOutput {
   bool finished_ = false;
 };
 
+// A finished choice as the assistant message of a chat request's history (role, content,
+// reasoning_content, tool_calls), for a conversation the server continues itself. Arguments as
+// JSON text, as a client sends them; arguments_as_objects: parsed, as ParseChatFields hands a
+// history to the template (text that is no object stays text).
+nlohmann::ordered_json AssistantMessage(const ParsedOutput& p, bool arguments_as_objects);
+
 }  // namespace radixlm::serve

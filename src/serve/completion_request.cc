@@ -174,6 +174,18 @@ bool ParseStopIds(const json& body, const CompletionLimits& limits, CompletionRe
 
 }  // namespace
 
+std::optional<std::pair<int32_t, float>> ParseLogitBiasSpec(const std::string& spec) {
+  const size_t at = spec.find_first_of("+-", 1);
+  if (at == std::string::npos) return std::nullopt;
+  int32_t id = -1;
+  const auto [end, ec] = std::from_chars(spec.data(), spec.data() + at, id);
+  char* bias_end = nullptr;
+  const double bias = std::strtod(spec.c_str() + at, &bias_end);
+  if (ec != std::errc() || end != spec.data() + at || id < 0 || *bias_end != '\0' || !(bias >= -100 && bias <= 100))
+    return std::nullopt;
+  return std::pair{id, static_cast<float>(bias)};
+}
+
 std::vector<int> BestOf(const std::vector<double>& cumulative_logprobs, int n) {
   std::vector<int> order(cumulative_logprobs.size());
   std::iota(order.begin(), order.end(), 0);

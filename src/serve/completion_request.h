@@ -79,6 +79,9 @@ bool ParseCompletionRequest(const nlohmann::ordered_json& body, bool chat, const
 // reasoning_effort) and the output fields (response_format, grammar, logprobs, top_logprobs,
 // echo); chat_request.cc.
 bool ParseChatFields(const nlohmann::ordered_json& body, CompletionRequest* out, ApiError* err);
+// llama.cpp's --logit-bias spec TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 151645+8), the bias in
+// [-100, 100] as a request's logit_bias; nothing when the spec is not one.
+std::optional<std::pair<int32_t, float>> ParseLogitBiasSpec(const std::string& spec);
 bool ParseOutputFields(const nlohmann::ordered_json& body, CompletionRequest* out, ApiError* err);
 
 // The prompt's token ids: the chat rendered with the model's template (nullopt: the model has

@@ -242,15 +242,7 @@ class ResponsesExchange : public Exchange {
     entry->scope = scope;
     entry->response = final_;
     entry->messages = stored_messages;
-    const ParsedOutput& p = ends[0].output->Final();
-    ojson reply = {{"role", "assistant"}, {"content", p.content}};
-    if (!p.reasoning.empty()) reply["reasoning_content"] = p.reasoning;
-    if (!p.calls.empty()) {
-      reply["tool_calls"] = ojson::array();
-      for (const ToolCall& c : p.calls)
-        reply["tool_calls"].push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-    }
-    entry->messages.push_back(std::move(reply));
+    entry->messages.push_back(AssistantMessage(ends[0].output->Final(), /*arguments_as_objects=*/false));
     entry->Measure();
     store_.Put(std::move(entry));
   }

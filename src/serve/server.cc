@@ -306,17 +306,7 @@ void Server::RememberTurn(const CompletionRequest& request, const std::string& r
   turn->prompt_tokens = request.params.prompt;
   turn->generated.assign(ids.begin(), ids.end() - 1);  // the end-of-turn token: the template's marker takes its place
   turn->messages = request.chat_vars["messages"].size();
-  const ParsedOutput& p = end.output->Final();
-  turn->reply = {{"role", "assistant"}, {"content", p.content}};  // as ParseChatFields hands a client's copy on
-  if (!p.reasoning.empty()) turn->reply["reasoning_content"] = p.reasoning;
-  if (!p.calls.empty()) {
-    turn->reply["tool_calls"] = nlohmann::ordered_json::array();
-    for (const ToolCall& c : p.calls) {
-      const auto args = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
-      turn->reply["tool_calls"].push_back({{"id", c.id}, {"type", "function"},
-                                           {"function", {{"name", c.name}, {"arguments", args.is_object() ? args : nlohmann::ordered_json(c.arguments)}}}});
-    }
-  }
+  turn->reply = AssistantMessage(end.output->Final(), /*arguments_as_objects=*/true);  // as a client's copy reaches the template
   turns_->Remember(std::move(turn));
 }
 

@@ -13,32 +13,33 @@ uint64_t ScopeHash(const std::string& scope) {
   return Mix(h, 0xFF);  // (a byte UTF-8 text never holds: scope and text cannot run together)
 }
 
+// The key of a remembered turn; Prefixes computes the same hash incrementally over a prompt.
+uint64_t KeyHash(const std::string& scope, const std::string& text) {
+  uint64_t h = ScopeHash(scope);
+  for (unsigned char c : text) h = Mix(h, c);
+  return h;
+}
+
 }  // namespace
 
 void TurnMemory::Remember(std::shared_ptr<RememberedTurn> turn) {
   turn->bytes = sizeof(RememberedTurn) + turn->scope.size() + turn->base_text.size() +
                 4 * (turn->prompt_tokens.size() + turn->generated.size()) + turn->reply.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size();
-  uint64_t h = ScopeHash(turn->scope);
-  for (unsigned char c : turn->base_text) h = Mix(h, c);
+  const uint64_t h = KeyHash(turn->scope, turn->base_text);
   std::lock_guard<std::mutex> lock(mu_);
   if (turn->bytes > config_.max_bytes || config_.max_entries == 0) return;
-  auto drop = [&](std::list<Entry>::iterator it, uint64_t hash) {
-    bytes_ -= (*it)->bytes;
-    if (--lengths_[(*it)->base_text.size()] == 0) lengths_.erase((*it)->base_text.size());
+  auto drop = [&](std::list<Keyed>::iterator it) {
+    bytes_ -= it->second->bytes;
+    if (--lengths_[it->second->base_text.size()] == 0) lengths_.erase(it->second->base_text.size());
+    by_hash_.erase(it->first);
     lru_.erase(it);
-    by_hash_.erase(hash);
   };
-  if (auto it = by_hash_.find(h); it != by_hash_.end()) drop(it->second, h);
+  if (auto it = by_hash_.find(h); it != by_hash_.end()) drop(it->second);
   bytes_ += turn->bytes;
   ++lengths_[turn->base_text.size()];
-  lru_.push_front(std::move(turn));
+  lru_.emplace_front(h, std::move(turn));
   by_hash_[h] = lru_.begin();
-  while (!lru_.empty() && (lru_.size() > config_.max_entries || bytes_ > config_.max_bytes)) {
-    const RememberedTurn& last = *lru_.back();
-    uint64_t lh = ScopeHash(last.scope);
-    for (unsigned char c : last.base_text) lh = Mix(lh, c);
-    drop(std::prev(lru_.end()), lh);
-  }
+  while (!lru_.empty() && (lru_.size() > config_.max_entries || bytes_ > config_.max_bytes)) drop(std::prev(lru_.end()));
 }
 
 std::vector<std::shared_ptr<const RememberedTurn>> TurnMemory::Prefixes(const std::string& text, const std::string& scope,
@@ -57,7 +58,7 @@ std::vector<std::shared_ptr<const RememberedTurn>> TurnMemory::Prefixes(const st
   for (auto it = at.rbegin(); it != at.rend() && out.size() < limit; ++it) {
     auto found = by_hash_.find(it->second);
     if (found == by_hash_.end()) continue;
-    const Entry& e = *found->second;
+    const Entry& e = found->second->second;
     if (e->scope != scope || text.compare(0, it->first, e->base_text) != 0) continue;  // a collision
     lru_.splice(lru_.begin(), lru_, found->second);
     out.push_back(e);

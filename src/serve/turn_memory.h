@@ -70,8 +70,9 @@ class TurnMemory {
   using Entry = std::shared_ptr<const RememberedTurn>;
   Config config_;
   mutable std::mutex mu_;
-  mutable std::list<Entry> lru_;  // most recent first
-  std::unordered_map<uint64_t, std::list<Entry>::iterator> by_hash_;  // hash(scope, base text)
+  using Keyed = std::pair<uint64_t, Entry>;  // (hash of scope + base text, the turn)
+  mutable std::list<Keyed> lru_;  // most recent first
+  std::unordered_map<uint64_t, std::list<Keyed>::iterator> by_hash_;
   std::map<size_t, int> lengths_;  // base text lengths remembered (how many entries each)
   size_t bytes_ = 0;
 };
