@@ -61,6 +61,7 @@ struct Stmt {
   ExprPtr expr;                           // output; set value; for iterable
   Target target;                          // set / for
   ExprPtr filter;                         // for ... if filter
+  bool lazy_filter = false;               // for: the filter runs item by item (analyze.h)
   // if: (condition, body) pairs, a null condition for else.
   std::vector<std::pair<ExprPtr, StmtList>> branches;
   StmtList body, else_body;               // for / set block / macro / generation

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "jinja/unicode.h"
 
@@ -61,11 +63,6 @@ std::string StripChars(const std::string& s, const Value& chars, bool left, bool
   const char* end = cps[e - 1].data() + cps[e - 1].size();
   return std::string(begin, end);
 }
-
-std::string ToUpper(const std::string& s) { return unicode::Upper(s); }
-std::string ToLower(const std::string& s) { return unicode::Lower(s); }
-std::string Capitalize(const std::string& s) { return unicode::Capitalize(s); }
-std::string Title(const std::string& s) { return unicode::Title(s); }
 
 Value Split(const std::string& s, const Value& sep, const Value& maxsplit_v, bool from_right) {
   int64_t maxsplit = maxsplit_v.IsNumber() ? maxsplit_v.AsInt() : -1;
@@ -409,9 +406,9 @@ Value FItems(const Value& v, const CallArgs&) {
 Value FString(const Value& v, const CallArgs&) { return Value::String(v.Str()); }
 Value FSafe(const Value& v, const CallArgs&) { return v.IsString() ? v : Value::String(v.Str()); }
 Value FTrim(const Value& v, const CallArgs& a) { return Value::String(StripChars(v.Str(), Arg(a, 0, "chars", kNone), true, true)); }
-Value FUpper(const Value& v, const CallArgs&) { return Value::String(ToUpper(v.Str())); }
-Value FLower(const Value& v, const CallArgs&) { return Value::String(ToLower(v.Str())); }
-Value FCapitalize(const Value& v, const CallArgs&) { return Value::String(Capitalize(v.Str())); }
+Value FUpper(const Value& v, const CallArgs&) { return Value::String(unicode::Upper(v.Str())); }
+Value FLower(const Value& v, const CallArgs&) { return Value::String(unicode::Lower(v.Str())); }
+Value FCapitalize(const Value& v, const CallArgs&) { return Value::String(unicode::Capitalize(v.Str())); }
 // jinja2's title filter (not str.title): pieces split before runs of "-", white space, "(", "{",
 // "[", "<"; each piece's first character upper-cased, the rest lower-cased.
 Value FTitle(const Value& v, const CallArgs&) {
@@ -472,19 +469,27 @@ Value FLast(const Value& v, const CallArgs&) {
   return items.empty() ? Value::Undefined("No last item, sequence was empty.") : items.back();
 }
 
-// Python's int() / float() of a string allow '_' between digits ("1_000"); elsewhere it stays
-// and the parse fails, as Python's does.
-std::string WithoutDigitUnderscores(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const bool between = s[i] == '_' && i > 0 && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
-                         std::isdigit(static_cast<unsigned char>(s[i + 1]));
-    if (!between) out.push_back(s[i]);
+// What Python's int() / float() read of a string: white space around it dropped, '_' dropped
+// where it stands between digits ("1_000"; elsewhere it stays, and the parse fails as Python's).
+std::string PyNumberText(const std::string& text) {
+  const std::string t = StripChars(text, kNone, true, true);
+  std::string s;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const bool between = t[i] == '_' && i > 0 && i + 1 < t.size() && std::isdigit(static_cast<unsigned char>(t[i - 1])) &&
+                         std::isdigit(static_cast<unsigned char>(t[i + 1]));
+    if (!between) s.push_back(t[i]);
   }
-  return out;
+  return s;
 }
 
-bool NotHex(const std::string& s) { return s.find_first_of("xX") == std::string::npos; }  // strtod reads 0x1p3
+// float() of PyNumberText's text; nothing when it is no number. No hex (strtod reads "0x1p3").
+std::optional<double> PyFloat(const std::string& s) {
+  if (s.empty() || s.find_first_of("xX") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (*end != '\0') return std::nullopt;
+  return d;
+}
 
 Value FInt(const Value& v, const CallArgs& a) {
   NoUndefined(v);  // jinja2's Undefined raises in __int__ (not a TypeError the filter catches)
@@ -495,7 +500,7 @@ Value FInt(const Value& v, const CallArgs& a) {
   }
   if (v.IsNumber()) return Value::Int(v.AsInt());
   if (v.IsString()) {
-    const std::string s = WithoutDigitUnderscores(StripChars(v.AsString(), kNone, true, true));
+    const std::string s = PyNumberText(v.AsString());
     char* end = nullptr;
     errno = 0;
     const long long i = std::strtoll(s.c_str(), &end, 10);
@@ -503,8 +508,7 @@ Value FInt(const Value& v, const CallArgs& a) {
       if (errno == ERANGE) Overflow();
       return Value::Int(i);
     }
-    const double d = NotHex(s) ? std::strtod(s.c_str(), &end) : 0.0;
-    if (!s.empty() && NotHex(s) && *end == '\0') return std::isfinite(d) ? Value::Int(IntOfFloat(d)) : def;
+    if (const auto d = PyFloat(s)) return std::isfinite(*d) ? Value::Int(IntOfFloat(*d)) : def;
   }
   return def;
 }
@@ -514,10 +518,7 @@ Value FFloat(const Value& v, const CallArgs& a) {
   const Value& def = Arg(a, 0, "default", kFloatZero);
   if (v.IsNumber()) return Value::Float(v.AsFloat());
   if (v.IsString()) {
-    const std::string s = WithoutDigitUnderscores(StripChars(v.AsString(), kNone, true, true));
-    char* end = nullptr;
-    const double d = NotHex(s) ? std::strtod(s.c_str(), &end) : 0.0;
-    if (!s.empty() && NotHex(s) && *end == '\0') return Value::Float(d);
+    if (const auto d = PyFloat(PyNumberText(v.AsString()))) return Value::Float(*d);
   }
   return def;
 }
@@ -612,7 +613,7 @@ Value FReverse(const Value& v, const CallArgs&) {
 
 Value SortKey(const Value& item, const Value& attr, bool case_sensitive) {
   Value k = attr.IsNone() ? item : GetPath(item, attr.Str());
-  if (!case_sensitive && k.IsString()) k = Value::String(ToLower(k.AsString()));
+  if (!case_sensitive && k.IsString()) k = Value::String(unicode::Lower(k.AsString()));
   return k;
 }
 
@@ -648,7 +649,7 @@ Value FUnique(const Value& v, const CallArgs& a) {
   ValueList out, seen;
   for (const Value& item : Iterate(v)) {
     const Value k = SortKey(item, attr, case_sensitive);
-    if (!Hashable(k)) Raise("TypeError", "unhashable type: '" + k.TypeName() + "'");  // jinja2 keeps a set of them
+    RequireHashable(k);  // jinja2 keeps a set of them
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return s.Equals(k); })) continue;
     seen.push_back(k);
     out.push_back(item);
@@ -777,21 +778,24 @@ const std::unordered_map<std::string_view, FilterFn>& Filters() {
 
 // --- methods --------------------------------------------------------------------------------
 
-// The arguments CPython's str methods require (and that their text ones are str).
+// The arguments CPython's str methods require: how many, and how many leading ones must be str.
 void CheckStrMethodArgs(std::string_view name, const CallArgs& a) {
-  static const std::unordered_map<std::string_view, size_t> kMinArgs = {
-      {"startswith", 1}, {"endswith", 1}, {"find", 1}, {"rfind", 1}, {"index", 1}, {"count", 1}, {"join", 1}, {"replace", 2}};
-  const auto it = kMinArgs.find(name);
-  if (it == kMinArgs.end()) return;
+  struct Needs {
+    size_t min_args, str_args;
+  };
+  static const std::unordered_map<std::string_view, Needs> kNeeds = {
+      {"startswith", {1, 0}}, {"endswith", {1, 0}}, {"find", {1, 1}}, {"rfind", {1, 1}}, {"index", {1, 1}},
+      {"count", {1, 1}},      {"join", {1, 0}},     {"replace", {2, 2}}};
+  const auto it = kNeeds.find(name);
+  if (it == kNeeds.end()) return;
   const size_t given = a.positional.size() + a.keyword.size();
-  if (given < it->second) {
+  if (given < it->second.min_args) {
     if (name == "replace") Raise("TypeError", "replace expected at least 2 arguments, got " + std::to_string(given));
     Raise("TypeError", std::string(name) + "() takes at least 1 argument (" + std::to_string(given) + " given)");
   }
-  if (name == "replace" || name == "find" || name == "rfind" || name == "index" || name == "count")
-    for (size_t i = 0; i < std::min<size_t>(a.positional.size(), name == "replace" ? 2 : 1); ++i)
-      if (!a.positional[i].IsString())
-        Raise("TypeError", std::string(name) + "() argument " + std::to_string(i + 1) + " must be str, not " + a.positional[i].TypeName());
+  for (size_t i = 0; i < std::min(a.positional.size(), it->second.str_args); ++i)
+    if (!a.positional[i].IsString())
+      Raise("TypeError", std::string(name) + "() argument " + std::to_string(i + 1) + " must be str, not " + a.positional[i].TypeName());
 }
 
 Value StrMethod(const std::string& s, std::string_view name, const CallArgs& a, bool* found) {
@@ -808,10 +812,10 @@ Value StrMethod(const std::string& s, std::string_view name, const CallArgs& a, 
     const Value& c = Arg(a, 2, "count", kNone);
     return Value::String(Replace(s, Arg(a, 0, "old", kUndef).Str(), Arg(a, 1, "new", kUndef).Str(), c.IsNone() ? -1 : c.AsInt()));
   }
-  if (name == "upper") return Value::String(ToUpper(s));
-  if (name == "lower") return Value::String(ToLower(s));
-  if (name == "title") return Value::String(Title(s));
-  if (name == "capitalize") return Value::String(Capitalize(s));
+  if (name == "upper") return Value::String(unicode::Upper(s));
+  if (name == "lower") return Value::String(unicode::Lower(s));
+  if (name == "title") return Value::String(unicode::Title(s));
+  if (name == "capitalize") return Value::String(unicode::Capitalize(s));
   if (name == "find" || name == "rfind" || name == "index") {
     const std::string sub = Arg(a, 0, "sub", kUndef).Str();
     const size_t at = name == "rfind" ? s.rfind(sub) : s.find(sub);
@@ -859,7 +863,7 @@ Value DictMethod(const Value& d, std::string_view name, const CallArgs& a, bool*
   }
   if (name == "get") {
     if (a.positional.empty() && !a.Keyword("key")) Raise("TypeError", "get expected at least 1 argument, got 0");
-    if (!Hashable(Arg(a, 0, "key", kUndef))) Raise("TypeError", "unhashable type: '" + Arg(a, 0, "key", kUndef).TypeName() + "'");
+    RequireHashable(Arg(a, 0, "key", kUndef));
     const Value* v = d.AsDict().Find(Arg(a, 0, "key", kUndef));
     return v ? *v : Arg(a, 1, "default", kNone);
   }
@@ -893,6 +897,20 @@ const TestFn* FindTest(std::string_view name) {
 const FilterFn* FindFilter(std::string_view name) {
   auto it = Filters().find(name);
   return it == Filters().end() ? nullptr : &it->second;
+}
+
+// jinja2 3.1's DEFAULT_FILTERS and DEFAULT_TESTS that the tables above leave out (sorted(
+// jinja2.Environment().filters) minus Filters(), the same for tests).
+bool Jinja2HasFilter(std::string_view name) {
+  static const std::unordered_set<std::string_view> kOthers = {
+      "batch", "center", "filesizeformat", "format", "groupby", "pprint", "random", "slice", "striptags",
+      "truncate", "urlencode", "urlize", "wordwrap", "xmlattr"};
+  return FindFilter(name) != nullptr || kOthers.count(name) > 0;
+}
+
+bool Jinja2HasTest(std::string_view name) {
+  static const std::unordered_set<std::string_view> kOthers = {"escaped", "filter", "test"};
+  return FindTest(name) != nullptr || kOthers.count(name) > 0;
 }
 
 Value CallMethod(const Value& obj, std::string_view name, const CallArgs& args, bool* found) {
@@ -1030,6 +1048,10 @@ bool Hashable(const Value& v) {
   return true;
 }
 
+void RequireHashable(const Value& v) {
+  if (!Hashable(v)) Raise("TypeError", "unhashable type: '" + v.TypeName() + "'");
+}
+
 bool Contains(const Value& c, const Value& item) {
   switch (c.type()) {
     case Value::Type::kUndefined: return false;
@@ -1041,7 +1063,7 @@ bool Contains(const Value& c, const Value& item) {
       return std::any_of(c.AsList().begin(), c.AsList().end(), [&](const Value& v) { return v.Equals(item); });
     case Value::Type::kDict:
     case Value::Type::kNamespace:
-      if (!Hashable(item)) Raise("TypeError", "unhashable type: '" + item.TypeName() + "'");
+      RequireHashable(item);
       return c.AsDict().Find(item) != nullptr;
     default: Raise("TypeError", "argument of type '" + c.TypeName() + "' is not iterable");
   }

@@ -15,6 +15,10 @@ using FilterFn = Value (*)(const Value& v, const CallArgs& args);
 
 const TestFn* FindTest(std::string_view name);
 const FilterFn* FindFilter(std::string_view name);
+// Whether jinja2 3.1's default environment (with transformers' tojson) has the filter / test:
+// radixlm implements a subset; a name outside this set is one jinja2 refuses at compile time.
+bool Jinja2HasFilter(std::string_view name);
+bool Jinja2HasTest(std::string_view name);
 
 // obj.name(args) for a str, list or dict method; sets *found = false when obj has no such
 // method (the sandbox's mutating methods - append, pop, update... - are absent, as
@@ -26,6 +30,7 @@ bool HasMethod(const Value& obj, std::string_view name);
 Value BinaryOp(std::string_view op, const Value& a, const Value& b);
 bool Contains(const Value& container, const Value& item);  // item in container
 bool Hashable(const Value& v);  // Python's hash() would succeed: not a list, dict or namespace, nor a tuple of one
+void RequireHashable(const Value& v);  // TypeError "unhashable type" unless Hashable
 // v[index] and v[start:stop:step] (undefined when out of range or not subscriptable).
 Value Subscript(const Value& v, const Value& index);
 Value Slice(const Value& v, const Value& start, const Value& stop, const Value& step);

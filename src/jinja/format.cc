@@ -117,7 +117,10 @@ std::string Pad(const std::string& body, const std::string& sign, const Spec& f,
 
 std::string FormatInt(int64_t v, const Spec& f) {
   const char type = f.type ? f.type : 'd';
-  if (type == 'c') return Pad(EncodeCodePoint(static_cast<uint32_t>(v)), "", f, '<');
+  if (type == 'c') {
+    if (v < 0 || v >= 0x110000) Raise("OverflowError", "%c arg not in range(0x110000)");
+    return Pad(EncodeCodePoint(static_cast<uint32_t>(v)), "", f, '<');
+  }
   const bool neg = v < 0;
   uint64_t u = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
   std::string digits, prefix;

@@ -32,8 +32,10 @@
 // (builtins.cc): one row each.
 //
 // Errors carry the Python exception class a Jinja2 user would see (JinjaError::kind):
-// TemplateSyntaxError at parse, TemplateError (raise_exception), UndefinedError, TypeError,
-// ValueError, ZeroDivisionError at render.
+// TemplateSyntaxError at parse, and TemplateAssertionError for a filter or test name jinja2's
+// compiler would refuse (analyze.h: outside an if, even in code that never runs);
+// TemplateError (raise_exception), UndefinedError, TypeError, ValueError, ZeroDivisionError at
+// render. A loop's `if` filter runs item by item as the loop reaches it (analyze.h).
 //
 // Bounds (a chat template comes with a model file from the internet; the variables from a
 // client): parsing refuses blocks nested over 64 deep and expressions over 256 (a

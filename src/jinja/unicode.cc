@@ -122,25 +122,22 @@ bool All(std::string_view s, Class c) {
   return all;
 }
 
-bool IsLower(std::string_view s) {
-  bool cased = false, other = false;
+namespace {
+// Some character of case `want` (Ll or Lu) and no cased character of another case (titlecase
+// counts as another): Python's islower / isupper.
+bool OnlyCase(std::string_view s, utf8proc_category_t want) {
+  bool some = false, other = false;
   ForEach(s, [&](uint32_t cp, std::string_view) {
     const auto c = Category(cp);
-    cased = cased || c == UTF8PROC_CATEGORY_LL;
-    other = other || c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LT;
+    some = some || c == want;
+    other = other || (c != want && (c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT));
   });
-  return cased && !other;
+  return some && !other;
 }
+}  // namespace
 
-bool IsUpper(std::string_view s) {
-  bool cased = false, other = false;
-  ForEach(s, [&](uint32_t cp, std::string_view) {
-    const auto c = Category(cp);
-    cased = cased || c == UTF8PROC_CATEGORY_LU;
-    other = other || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
-  });
-  return cased && !other;
-}
+bool IsLower(std::string_view s) { return OnlyCase(s, UTF8PROC_CATEGORY_LL); }
+bool IsUpper(std::string_view s) { return OnlyCase(s, UTF8PROC_CATEGORY_LU); }
 
 size_t WordCount(std::string_view s) {
   size_t words = 0;
