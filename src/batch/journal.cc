@@ -1,4 +1,4 @@
-#include "cli/batch_journal.h"
+#include "batch/journal.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,7 +17,7 @@
 
 #include "core/json_text.h"
 
-namespace radixlm::cli {
+namespace radixlm::batch {
 namespace {
 
 namespace fs = std::filesystem;
@@ -244,4 +244,35 @@ core::Status FinishBatchOutput(const std::string& output, const std::vector<std:
   return core::Status::Ok();
 }
 
-}  // namespace radixlm::cli
+core::StatusOr<Resume> ResumeJob(const std::string& output, BatchJobId* job) {
+  Resume r;
+  if (!HasBatchParts(output) && fs::exists(output)) {
+    // A finished job leaves only its output and journal: trusted when they check out.
+    RADIXLM_RETURN_IF_ERROR(CheckFinishedOutput(output, *job));
+    r.finished = true;
+    return r;
+  }
+  auto parts = ReadBatchParts(output, job);
+  if (!parts.ok()) return parts.status();
+  r.done = std::move(*parts);
+  return r;
+}
+
+core::Status MergeParts(const std::string& output, const BatchJobId& job) {
+  BatchJobId check = job;
+  auto all = ReadBatchParts(output, &check);
+  if (!all.ok()) return all.status();
+  std::vector<std::string> lines;
+  int64_t missing = 0;
+  for (int64_t i = 0; i < job.lines(); ++i) {
+    auto it = all->find(i);
+    if (it == all->end()) ++missing;
+    else lines.push_back(it->second);
+  }
+  if (missing > 0)
+    return core::Status(core::StatusCode::kInternal,
+                        std::to_string(missing) + " lines have no answer yet; rerun the same command to finish them");
+  return FinishBatchOutput(output, lines, check);
+}
+
+}  // namespace radixlm::batch

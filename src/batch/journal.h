@@ -27,7 +27,7 @@
 
 #include "core/status.h"
 
-namespace radixlm::cli {
+namespace radixlm::batch {
 
 // The job's identity as the parts and the journal record it.
 struct BatchJobId {
@@ -70,7 +70,21 @@ class BatchPart {
 // rename, then removes the parts.
 core::Status FinishBatchOutput(const std::string& output, const std::vector<std::string>& lines, const BatchJobId& job);
 
+// Where a run of the job starts. `finished`: `output` is already this job's finished output,
+// checked (CheckFinishedOutput); else `done` holds the lines earlier runs answered (the parts'
+// records, ReadBatchParts; *job takes their creation time). Any other state of the files is an
+// error naming it.
+struct Resume {
+  bool finished = false;
+  std::map<int64_t, std::string> done;
+};
+core::StatusOr<Resume> ResumeJob(const std::string& output, BatchJobId* job);
+
+// Once every rank has closed its part: when the parts answer every line of the job, writes the
+// output and its journal (FinishBatchOutput); otherwise an error saying how many lines wait.
+core::Status MergeParts(const std::string& output, const BatchJobId& job);
+
 // SHA-256 of the bytes, as 64 hex digits.
 std::string Sha256Hex(const std::string& bytes);
 
-}  // namespace radixlm::cli
+}  // namespace radixlm::batch
