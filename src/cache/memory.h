@@ -10,8 +10,9 @@
 //                             prompt-end checkpoints) for admitting a finished sequence's states
 //    (StateSlots() is the one place that says how many slots that is);
 //  - the hybrid prefix cache of checkpoints (the policy object, borrowed);
-//  - with a tier under the pool (cache/block_tier.h, borrowed; attention-only models), the
-//    loads and stores between them: a match that ends in the pool goes on through the blocks
+//  - with a tier under the pool (cache/block_tier.h, borrowed), the loads and stores between
+//    them (attention-only models: KV blocks; hybrid models: recurrent states with the blocks
+//    they follow, PlanStateLoad / OfferState): a match that ends in the pool goes on through the blocks
 //    the tier holds (Admitted::loads, into the request's fresh blocks; Loaded() says how many
 //    arrived), and every full block the tree takes is offered to the tier (TakeStores), so
 //    eviction from the pool leaves it there.
@@ -145,7 +146,7 @@ struct PrefixCaches {
   CheckpointCache* checkpoints = nullptr;
   // kByteBudget: the policy deciding every hit (null: nothing is reused).
   HybridPrefixCache* budget = nullptr;
-  // kBlockPool, attention-only models: the tier under the pool (null: none).
+  // kBlockPool: the tier under the pool (null: none); KV blocks, and a hybrid model's states.
   BlockTier* tier = nullptr;
   PrefixCaches() = default;
   PrefixCaches(CheckpointCache* c) : checkpoints(c) {}  // NOLINT: the serving case reads as a pointer

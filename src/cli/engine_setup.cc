@@ -34,7 +34,7 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
       ->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir,
                   "a disk tier under the KV pool in this folder: evicted prefixes stay on disk, survive restarts and are "
-                  "shared by the processes of one host that use the same folder (attention-only models)");
+                  "shared by the processes of one host that use the same folder (KV blocks; a hybrid model's recurrent states too)");
   cmd->add_option("--cache-disk-gb", o->cache_disk_gb, "the disk tier's bound in GB (least recently used blocks go first)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
