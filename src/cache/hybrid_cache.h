@@ -40,8 +40,31 @@ class ThreadPool;
 namespace radixlm::cache {
 
 enum class HybridPolicy { kLru, kSglangPlus, kMarconi, kMarconiStatic, kVllmPlus };
+
+class RadixPolicy;
+struct HybridCacheConfig;
+class HybridPrefixCache;
+
+// The policies, one row each (hybrid_cache.cc's kHybridPolicies): a name and what every part
+// of the system needs to know of it. A new policy is its enum value, its row, and its class (a
+// RadixPolicy in radix_policy.cc, or a HybridPrefixCache of its own).
+struct HybridPolicyRow {
+  HybridPolicy policy;
+  const char* name;
+  const char* alias;   // also accepted (null: none)
+  bool block_tree;     // a checkpoint in every block (vLLM's layout), not a radix tree of them
+  bool serves_ssm;     // keeps the SSM checkpoints of a hybrid model (the engine's state slots)
+  bool needs_alpha;    // takes its FLOP weight as given (--alpha), not tuned
+  bool in_reference;   // the Marconi artifact implements it (marconi_reference.h)
+  // A radix tree's eviction policy (null for a block tree); model_has_ssm: hits end at checkpoints.
+  std::shared_ptr<const RadixPolicy> (*radix)(bool model_has_ssm);
+};
+std::span<const HybridPolicyRow> HybridPolicies();
+const HybridPolicyRow& HybridPolicyRowOf(HybridPolicy policy);
 core::StatusOr<HybridPolicy> ParseHybridPolicy(const std::string& name);
 const char* HybridPolicyName(HybridPolicy policy);
+// The names of the rows `pick` selects, as "a, b or c" (for messages).
+std::string HybridPolicyNames(bool (*pick)(const HybridPolicyRow&), const char* last_joiner = " or ");
 
 struct HybridCacheConfig {
   HybridPolicy policy = HybridPolicy::kMarconi;

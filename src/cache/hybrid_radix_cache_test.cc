@@ -13,11 +13,35 @@
 #include "cache/cost_model.h"
 #include "cache/flat_map_internal.h"
 #include "cache/marconi_reference.h"
+#include "cache/radix_policy.h"
 #include "cache/python_heap.h"
 #include "core/thread_pool.h"
 
 namespace radixlm::cache {
 namespace {
+
+// The policy table (hybrid_cache.h): every policy has one row, names parse back to it, a radix
+// row's factory makes a policy of its kind, and the messages list what the rows allow.
+TEST(HybridPolicyTable, EveryPolicyHasOneConsistentRow) {
+  for (HybridPolicy p : {HybridPolicy::kLru, HybridPolicy::kSglangPlus, HybridPolicy::kMarconi, HybridPolicy::kMarconiStatic,
+                         HybridPolicy::kVllmPlus}) {
+    const HybridPolicyRow& row = HybridPolicyRowOf(p);
+    EXPECT_EQ(row.policy, p);
+    EXPECT_EQ(*ParseHybridPolicy(row.name), p);
+    if (row.alias) {
+      EXPECT_EQ(*ParseHybridPolicy(row.alias), p);
+    }
+    EXPECT_EQ(row.radix == nullptr, row.block_tree) << row.name;
+    if (row.radix) {
+      EXPECT_EQ(row.radix(true)->kind(), p) << row.name;
+    }
+  }
+  EXPECT_EQ(HybridPolicies().size(), 5u);
+  EXPECT_EQ(ParseHybridPolicy("nope").status().message(),
+            "unknown cache policy 'nope' (expected lru, vllm+, sglang+, marconi, marconi-static)");
+  EXPECT_EQ(MakeSlotCheckpointCache(HybridPolicy::kLru, 4, HybridShape{}, 0, false).status().message(),
+            "policy 'lru' cannot serve a model with Mamba2 layers (use sglang+, marconi or marconi-static)");
+}
 
 using Tokens = std::vector<int32_t>;
 

@@ -553,14 +553,12 @@ core::StatusOr<std::unique_ptr<HybridPrefixCache>> MakeMarconiReferenceCache(con
                                                                              const CostModel& cost) {
   if (cost.accounting() != Accounting::kReference)
     return core::InvalidArgument("the reference cache needs the reference cost model");
-  switch (config.policy) {
-    case HybridPolicy::kVllmPlus: return std::unique_ptr<HybridPrefixCache>(std::make_unique<ReferenceBlockCache>(config, cost));
-    case HybridPolicy::kSglangPlus:
-    case HybridPolicy::kMarconi:
-    case HybridPolicy::kMarconiStatic: return std::unique_ptr<HybridPrefixCache>(std::make_unique<ReferenceRadixCache>(config, cost));
-    case HybridPolicy::kLru: break;
-  }
-  return core::InvalidArgument("the Marconi artifact has no lru policy; use --reference-accounting with vllm+, sglang+, marconi or marconi-static");
+  const HybridPolicyRow& row = HybridPolicyRowOf(config.policy);
+  if (!row.in_reference)
+    return core::InvalidArgument(std::string("the Marconi artifact has no ") + row.name + " policy; use --reference-accounting with " +
+                                 HybridPolicyNames([](const HybridPolicyRow& r) { return r.in_reference; }));
+  if (row.block_tree) return std::unique_ptr<HybridPrefixCache>(std::make_unique<ReferenceBlockCache>(config, cost));
+  return std::unique_ptr<HybridPrefixCache>(std::make_unique<ReferenceRadixCache>(config, cost));
 }
 
 }  // namespace radixlm::cache

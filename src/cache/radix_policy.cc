@@ -71,16 +71,15 @@ class MarconiPolicy final : public RadixPolicy {
 
 }  // namespace
 
+std::shared_ptr<const RadixPolicy> RadixPolicy::Lru(bool) { return std::make_shared<LruPolicy>(); }
+std::shared_ptr<const RadixPolicy> RadixPolicy::SglangPlus(bool ssm) { return std::make_shared<SglangPlusPolicy>(ssm); }
+std::shared_ptr<const RadixPolicy> RadixPolicy::Marconi(bool ssm) { return std::make_shared<MarconiPolicy>(true, ssm); }
+std::shared_ptr<const RadixPolicy> RadixPolicy::MarconiStatic(bool ssm) { return std::make_shared<MarconiPolicy>(false, ssm); }
+
 std::shared_ptr<const RadixPolicy> RadixPolicy::Make(HybridPolicy policy, bool model_has_ssm) {
-  switch (policy) {
-    case HybridPolicy::kLru: return std::make_shared<LruPolicy>();
-    case HybridPolicy::kSglangPlus: return std::make_shared<SglangPlusPolicy>(model_has_ssm);
-    case HybridPolicy::kMarconi: return std::make_shared<MarconiPolicy>(true, model_has_ssm);
-    case HybridPolicy::kMarconiStatic: return std::make_shared<MarconiPolicy>(false, model_has_ssm);
-    case HybridPolicy::kVllmPlus: break;
-  }
-  RADIXLM_CHECK_MSG(false, "vllm+ is a block tree, not a radix policy");
-  return nullptr;
+  const HybridPolicyRow& row = HybridPolicyRowOf(policy);
+  RADIXLM_CHECK_MSG(row.radix != nullptr, std::string(row.name) + " is a block tree, not a radix policy");
+  return row.radix(model_has_ssm);
 }
 
 // Fagin's threshold algorithm over the two indexes: score = alpha * minmax(efficiency) +

@@ -53,7 +53,12 @@ class CandidateIndex {
 class RadixPolicy {
  public:
   // REQUIRES: a radix policy (not vllm+). model_has_ssm: hits must end at a checkpoint.
-  static std::shared_ptr<const RadixPolicy> Make(HybridPolicy policy, bool model_has_ssm);
+  static std::shared_ptr<const RadixPolicy> Make(HybridPolicy policy, bool model_has_ssm);  // its row's
+  // The policies' factories (hybrid_cache.cc's rows name them).
+  static std::shared_ptr<const RadixPolicy> Lru(bool model_has_ssm);
+  static std::shared_ptr<const RadixPolicy> SglangPlus(bool model_has_ssm);
+  static std::shared_ptr<const RadixPolicy> Marconi(bool model_has_ssm);
+  static std::shared_ptr<const RadixPolicy> MarconiStatic(bool model_has_ssm);
   virtual ~RadixPolicy() = default;
   virtual HybridPolicy kind() const = 0;
   // A hit may end at any matched token (KV alone serves it): attention-only models.

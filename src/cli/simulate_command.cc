@@ -355,13 +355,14 @@ int RunSimulate(SimulateOptions& o) {
   for (std::string name; std::getline(names, name, ',');) {
     auto policy = cache::ParseHybridPolicy(name);
     if (!policy.ok()) return fail(policy.status());
-    if (*policy == cache::HybridPolicy::kLru && shape->n_ssm_layers > 0)
-      return fail(core::InvalidArgument("policy lru caches KV only: it needs an attention-only model (" +
+    const cache::HybridPolicyRow& row = cache::HybridPolicyRowOf(*policy);
+    if (!row.serves_ssm && !row.block_tree && shape->n_ssm_layers > 0)
+      return fail(core::InvalidArgument("policy " + name + " caches KV only: it needs an attention-only model (" +
                                         shape->name + " has SSM layers); use sglang+ or marconi"));
-    if (o.reference && *policy == cache::HybridPolicy::kLru)
-      return fail(core::InvalidArgument("the Marconi artifact has no lru policy; --reference-accounting takes vllm+, sglang+, marconi or marconi-static"));
-    if (*policy == cache::HybridPolicy::kMarconiStatic && !o.alpha_set)
-      return fail(core::InvalidArgument("marconi-static needs --alpha"));
+    if (o.reference && !row.in_reference)
+      return fail(core::InvalidArgument("the Marconi artifact has no " + name + " policy; --reference-accounting takes " +
+                                        cache::HybridPolicyNames([](const cache::HybridPolicyRow& r) { return r.in_reference; })));
+    if (row.needs_alpha && !o.alpha_set) return fail(core::InvalidArgument(name + " needs --alpha"));
     sim::SimulatorConfig config;
     config.name = name;
     config.executor.step_cost = ttft;
@@ -414,7 +415,7 @@ int RunSimulate(SimulateOptions& o) {
                                          .prompt_end_checkpoints = o.prompt_end_checkpoints};
         config.executor.state_slots = cache::Memory::StateSlots(layout, true);
         config.executor.prefill_alignment = o.prefill_alignment >= 0 ? o.prefill_alignment : model_alignment;
-      } else if (*policy != cache::HybridPolicy::kLru) {
+      } else if (row.serves_ssm || row.block_tree) {
         return fail(core::InvalidArgument("an attention-only model's engine memory is the block tree's LRU: use --policy lru"));
       }
     }
