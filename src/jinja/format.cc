@@ -136,13 +136,22 @@ std::string FormatInt(int64_t v, const Spec& f) {
   return Pad(digits, sign + prefix, f, '>');
 }
 
+// Python groups the integer digits of any float it formats (',' or '_'), in exponent form too
+// ('1,234.5', '1.5e+16' has one digit).
+std::string GroupIntegerDigits(const std::string& body, char grouping) {
+  if (!grouping) return body;
+  size_t end = 0;
+  while (end < body.size() && body[end] >= '0' && body[end] <= '9') ++end;
+  return Group(body.substr(0, end), grouping) + body.substr(end);
+}
+
 std::string FormatFloat(double v, const Spec& f) {
   char type = f.type;
   const int64_t precision = f.precision < 0 ? 6 : f.precision;
   if (!type) {  // none: str(float), or 'g'-like with a precision
     if (f.precision < 0) {
       const bool neg = std::signbit(v);
-      std::string body = FloatRepr(std::fabs(v));
+      std::string body = GroupIntegerDigits(FloatRepr(std::fabs(v)), f.grouping);
       return Pad(body, neg ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "", f, '>');
     }
     type = 'g';
@@ -165,10 +174,7 @@ std::string FormatFloat(double v, const Spec& f) {
     body.resize(static_cast<size_t>(n) + 1);
     std::snprintf(body.data(), body.size(), fmt.c_str(), p, x);
     body.resize(static_cast<size_t>(n));
-    if (f.grouping && (conv == 'f' || conv == 'F')) {
-      const size_t dot = body.find('.');
-      body = Group(body.substr(0, dot), f.grouping) + (dot == std::string::npos ? "" : body.substr(dot));
-    }
+    body = GroupIntegerDigits(body, f.grouping);
   }
   if (type == '%') body += "%";
   const std::string sign = neg ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "";
