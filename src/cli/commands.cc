@@ -26,8 +26,9 @@
 #include "engine/engine.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
-#include "kernels/peak.h"
 #include "models/kv_store.h"
+#include "models/roofline.h"
+#include "runner/ceilings.h"
 #include "runner/generator.h"
 #include "runner/model_executor.h"
 #include "runner/scoring.h"
@@ -711,37 +712,8 @@ void RegisterBench(CLI::App& app) {
       return;
     }
 
-    // Ceilings: register-only FMA rate, and our GEMM on the model's own prefill shapes
-    // (the MLP projections of block 0 at M = prompt tokens).
-    const double fma_peak = kernels::MeasureFmaPeakGflops(pool);
-    const double bf16_peak = kernels::MeasureBf16DotPeakGflops(pool);
-    const double int8_peak = kernels::MeasureInt8DotPeakGops(pool);
-    const double read_bw = kernels::MeasureReadBandwidthGBs(pool);
-    // The peak of the instruction the model's largest weights run on: f32 FMA, vdpbf16ps or
-    // vpdpbusd (multiply-adds x 2 per second in each case).
-    const core::DType main_type = model.weight_dtype();
-    const bool bf16_dot = main_type == core::DType::kBF16 && model.weights().lm_head.bf16_mode() == kernels::Bf16Mode::kBf16Activations;
-    const double isa_peak = core::IsQuantized(main_type) && int8_peak > 0 ? int8_peak : bf16_dot && bf16_peak > 0 ? bf16_peak : fma_peak;
-    // The GEMM ceiling on the first MLP's shapes, or on all of a mixture of experts' first
-    // layer at the rows each expert gets in a prefill step (prompt x used / experts).
-    const bool moe = model.weights().mlp.empty() && !model.weights().moe.empty();
-    const kernels::PackedWeight& up_w = moe ? model.weights().moe[0].gate_up : model.weights().mlp.at(0).gate_up;
-    const kernels::PackedWeight& down_w = moe ? model.weights().moe[0].down : model.weights().mlp.at(0).down;
-    const int64_t M = moe ? std::max<int64_t>(1, o->prompt_tokens * c.moe.used / c.moe.experts) : o->prompt_tokens;
-    const int64_t ffn = down_w.n_in();
-    std::vector<float> x(M * std::max<int64_t>(c.d_model, ffn)), y(M * std::max(up_w.n_out(), down_w.n_out()));
+    const runner::Ceilings peak = runner::MeasureCeilings(model, pool, o->prompt_tokens);
     core::Rng rng(1);
-    for (float& v : x) v = rng.Normal(0, 1);
-    std::vector<double> gemm_runs;
-    for (int r = 0; r < 5; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      kernels::Gemm(pool, x.data(), M, c.d_model, up_w, y.data(), up_w.n_out());
-      kernels::Gemm(pool, x.data(), M, ffn, down_w, y.data(), down_w.n_out());
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      gemm_runs.push_back(2.0 * M * (double(c.d_model) * up_w.n_out() + double(ffn) * down_w.n_out()) / s / 1e9);
-    }
-    const double gemm_peak = Median(gemm_runs);
-
     std::vector<int32_t> prompt(o->prompt_tokens);
     for (auto& id : prompt) id = static_cast<int32_t>(rng.Below(c.vocab_size));
     KvSetup kv(c, o->prompt_tokens + o->gen_tokens + 1, KvDtypeOf(o->model));
@@ -774,34 +746,25 @@ void RegisterBench(CLI::App& app) {
     };
     models::ForwardProfile p_decode{p_all.total_s - p_prefill.total_s, p_all.gemm_s - p_prefill.gemm_s,
                                     p_all.ssm_s - p_prefill.ssm_s, p_all.attention_s - p_prefill.attention_s};
-    // Prefill FLOPs: linear layers for every token, lm_head for the last one, and attention
-    // scores + weighted values (4 * head_dim per (query, key) pair per head).
-    const double n = o->prompt_tokens;
-    const double attn = 4.0 * c.head_dim * c.n_heads * c.n_attention_layers() * n * (n + 1) / 2;
-    const double flops = c.LinearFlopsPerToken(false) * n + 2.0 * c.d_model * c.vocab_size + attn;
-    const double prefill_gflops = flops / (n / prefill_tps) / 1e9;
+    const double prefill_gflops = models::PrefillFlopsOf(c, o->prompt_tokens).total() / (o->prompt_tokens / prefill_tps) / 1e9;
     const double weight_gb = model.weights().nbytes() / 1e9;
-    // What a decode token reads: every weight but the experts it does not use (and an untied
-    // embedding table, of which it reads one row).
-    const json experts = ExpertsJson(model);
-    const double read_gb =
-        (model.weights().nbytes() - model.weights().embedding.size() -
-         (experts.is_null() ? 0 : experts["expert_bytes"].get<size_t>() - experts["active_expert_bytes_per_token"].get<size_t>())) /
-        1e9;
+    const double read_gb = models::DecodeBytesOf(model.weights(), c).read() / 1e9;
     json j = {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
               {"weight_type", model.weights().TypeSummary()}, {"matmul", MatmulDescription(model)},
               {"kv_dtype", o->model.kv_dtype},
               {"threads", pool.size()}, {"isa", core::IsaName(core::ActiveIsa())},
               {"prompt_tokens", o->prompt_tokens}, {"gen_tokens", o->gen_tokens},
               {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps},
-              {"prefill_gflops", prefill_gflops}, {"gemm_peak_gflops", gemm_peak},
-              {"fma_peak_gflops", fma_peak}, {"prefill_fraction_of_gemm_peak", prefill_gflops / gemm_peak},
-              {"prefill_fraction_of_fma_peak", fma_peak > 0 ? prefill_gflops / fma_peak : 0},
-              {"bf16_dot_peak_gflops", bf16_peak}, {"int8_dot_peak_gops", int8_peak}, {"isa_peak_gflops", isa_peak},
-              {"prefill_fraction_of_isa_peak", isa_peak > 0 ? prefill_gflops / isa_peak : 0},
+              {"prefill_gflops", prefill_gflops}, {"gemm_peak_gflops", peak.gemm_gflops},
+              {"fma_peak_gflops", peak.fma_gflops},
+              {"prefill_fraction_of_gemm_peak", peak.gemm_gflops > 0 ? prefill_gflops / peak.gemm_gflops : 0},
+              {"prefill_fraction_of_fma_peak", peak.fma_gflops > 0 ? prefill_gflops / peak.fma_gflops : 0},
+              {"bf16_dot_peak_gflops", peak.bf16_dot_gflops}, {"int8_dot_peak_gops", peak.int8_dot_gops},
+              {"isa_peak_gflops", peak.isa_gflops},
+              {"prefill_fraction_of_isa_peak", peak.isa_gflops > 0 ? prefill_gflops / peak.isa_gflops : 0},
               {"decode_weight_gb_per_s", read_gb * decode_tps}, {"weights_gb", weight_gb},
-              {"decode_read_gb_per_token", read_gb}, {"read_bandwidth_gb_per_s", read_bw},
-              {"decode_fraction_of_bandwidth", read_bw > 0 ? read_gb * decode_tps / read_bw : 0},
+              {"decode_read_gb_per_token", read_gb}, {"read_bandwidth_gb_per_s", peak.read_gb_per_s},
+              {"decode_fraction_of_bandwidth", peak.read_gb_per_s > 0 ? read_gb * decode_tps / peak.read_gb_per_s : 0},
               {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats},
               {"prefill_time_share", shares(p_prefill)},
               // --gen-tokens 1 has no decode step: no share (the difference of two prefills is noise).

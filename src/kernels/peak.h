@@ -3,6 +3,8 @@
 // and the DRAM read bandwidth.
 #pragma once
 
+#include <cstdint>
+
 #include "core/thread_pool.h"
 
 namespace radixlm::kernels {
@@ -11,13 +13,16 @@ namespace radixlm::kernels {
 // active ISA has (AVX-512: 16 zmm accumulators; AVX2: 12 ymm), all threads, the fastest of 9
 // runs (interference only slows a run).
 double MeasureFmaPeakGflops(core::ThreadPool& pool);
-// The same for vdpbf16ps (bf16 pairs, f32 accumulate) and vpdpbusd (int8, i32 accumulate), in
-// G-multiply-adds x 2 per second; 0 where the CPU (under the ISA cap) lacks the instruction.
+// The same for vdpbf16ps (bf16 pairs, f32 accumulate; 0 where the CPU under the ISA cap lacks
+// it) and for the int8 dot product the quantised GEMM runs (vpdpbusd with AVX-512 VNNI, else
+// AVX2's vpmaddubsw summed in int16 as gemm_avx2.cc does), in G-multiply-adds x 2 per second.
 double MeasureBf16DotPeakGflops(core::ThreadPool& pool);
 double MeasureInt8DotPeakGops(core::ThreadPool& pool);
 
-// GB/s of streaming reads of a buffer far larger than the caches (512 MiB), split across the
-// pool's threads, median of 5: the ceiling for decode, which reads every weight once a token.
-double MeasureReadBandwidthGBs(core::ThreadPool& pool);
+// GB/s of streaming reads of a buffer of `bytes` (clamped to 1 MiB .. 512 MiB), split across the
+// pool's threads, the fastest of 9: the ceiling for decode, which reads that many bytes of
+// weights once a token (a model whose weights fit the caches reads them at the caches' rate,
+// and so does this probe).
+double MeasureReadBandwidthGBs(core::ThreadPool& pool, int64_t bytes = int64_t{512} << 20);
 
 }  // namespace radixlm::kernels
