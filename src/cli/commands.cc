@@ -627,23 +627,113 @@ void BenchCascadeDecode(models::Transformer& model, core::ThreadPool& pool, int 
   std::printf("%s\n", core::JsonText(j, json_out ? -1 : 2).c_str());
 }
 
+struct BenchOptions {
+  ModelOptions model;
+  int prompt_tokens = 512, gen_tokens = 64, repeats = 3;
+  bool json_out = false;
+  // Intra-batch prefix dedup sweep (RadixMLP): batch > 0 switches to it.
+  int batch = 0, shared_prefix = 0, suffix = 64, max_batch_tokens = 8192;
+  std::string compaction = "gather";
+  // Cascade decode: decode_batch > 0 switches to it.
+  int decode_batch = 0;
+  std::string cascade = "on";
+  // Speculative decoding: --speculate given switches to it (one prompt through the engine).
+  EngineOptions engine;
+  std::string prompt, prompt_file;
+  sampling::SamplingParams sampling;
+};
+
+// A prompt for --speculate: the text given (or read), tokenised, else random ids.
+std::vector<int32_t> SpeculatePrompt(const BenchOptions& o, int64_t vocab) {
+  std::string text = o.prompt;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file, std::ios::binary);
+    if (!in) ExitIfError(core::NotFound(o.prompt_file + ": cannot open"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::vector<int32_t> prompt;
+  if (!text.empty()) {
+    auto tok = LoadTokenizer(o.model, vocab);
+    ExitIfError(tok.status());
+    return (*tok)->Encode(text, /*add_special=*/true);
+  }
+  core::Rng rng(11);
+  for (int i = 0; i < o.prompt_tokens; ++i) prompt.push_back(static_cast<int32_t>(rng.Below(vocab)));
+  return prompt;
+}
+
+// Prefill and decode throughput on a random prompt, against the ceilings measured in the same
+// run (runner/ceilings.h) over the roofline's work (models/roofline.h), and where the time goes.
+json TimeShares(const models::ForwardProfile& p) {
+  const double t = std::max(p.total_s, 1e-12);
+  return json{{"gemm", p.gemm_s / t}, {"ssm_scan", p.ssm_s / t}, {"attention", p.attention_s / t},
+              {"other", std::max(0.0, 1 - (p.gemm_s + p.ssm_s + p.attention_s) / t)}};
+}
+
+json BenchJson(const models::Transformer& model, const BenchOptions& o, int threads, const runner::Ceilings& peak,
+               double prefill_tps, double decode_tps, double load_s) {
+  const auto& c = model.config();
+  const double prefill_gflops = models::PrefillFlopsOf(c, o.prompt_tokens).total() / (o.prompt_tokens / prefill_tps) / 1e9;
+  const double weight_gb = model.weights().nbytes() / 1e9;
+  const double read_gb = models::DecodeBytesOf(model.weights(), c).read() / 1e9;
+  return {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
+          {"weight_type", model.weights().TypeSummary()}, {"matmul", MatmulDescription(model)},
+          {"kv_dtype", o.model.kv_dtype},
+          {"threads", threads}, {"isa", core::IsaName(core::ActiveIsa())},
+          {"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
+          {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps},
+          {"prefill_gflops", prefill_gflops}, {"gemm_peak_gflops", peak.gemm_gflops},
+          {"fma_peak_gflops", peak.fma_gflops},
+          {"prefill_fraction_of_gemm_peak", peak.gemm_gflops > 0 ? prefill_gflops / peak.gemm_gflops : 0},
+          {"prefill_fraction_of_fma_peak", peak.fma_gflops > 0 ? prefill_gflops / peak.fma_gflops : 0},
+          {"bf16_dot_peak_gflops", peak.bf16_dot_gflops}, {"int8_dot_peak_gops", peak.int8_dot_gops},
+          {"isa_peak_gflops", peak.isa_gflops},
+          {"prefill_fraction_of_isa_peak", peak.isa_gflops > 0 ? prefill_gflops / peak.isa_gflops : 0},
+          {"decode_weight_gb_per_s", read_gb * decode_tps}, {"weights_gb", weight_gb},
+          {"decode_read_gb_per_token", read_gb}, {"read_bandwidth_gb_per_s", peak.read_gb_per_s},
+          {"decode_fraction_of_bandwidth", peak.read_gb_per_s > 0 ? read_gb * decode_tps / peak.read_gb_per_s : 0},
+          {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o.repeats}};
+}
+
+json BenchThroughput(models::Transformer& model, core::ThreadPool& pool, const BenchOptions& o, double load_s) {
+  const auto& c = model.config();
+  const runner::Ceilings peak = runner::MeasureCeilings(model, pool, o.prompt_tokens);
+  core::Rng rng(1);
+  std::vector<int32_t> prompt(o.prompt_tokens);
+  for (auto& id : prompt) id = static_cast<int32_t>(rng.Below(c.vocab_size));
+  KvSetup kv(c, o.prompt_tokens + o.gen_tokens + 1, KvDtypeOf(o.model));
+  runner::Generator gen(model, pool, kv.store, kv.pool);
+  runner::GenerateOptions go;
+  go.max_tokens = o.gen_tokens;
+  go.prefill_chunk = o.prompt_tokens;
+  std::vector<double> prefill, decode;
+  for (int r = 0; r < o.repeats; ++r) {
+    auto res = gen.Generate(prompt, go);
+    ExitIfError(res.status());
+    prefill.push_back(o.prompt_tokens / res->prefill_seconds);
+    decode.push_back(res->decode_steps > 0 ? res->decode_steps / res->decode_seconds : 0);
+  }
+  const double prefill_tps = Median(prefill), decode_tps = Median(decode);
+  json j = BenchJson(model, o, pool.size(), peak, prefill_tps, decode_tps, load_s);
+  // Where the time goes: one profiled prefill (max_tokens 1) and one profiled full run.
+  models::ForwardProfile p_prefill, p_all;
+  runner::GenerateOptions prefill_only = go;
+  prefill_only.max_tokens = 1;
+  model.set_profile(&p_prefill);
+  ExitIfError(gen.Generate(prompt, prefill_only).status());
+  model.set_profile(&p_all);
+  ExitIfError(gen.Generate(prompt, go).status());
+  model.set_profile(nullptr);
+  const models::ForwardProfile p_decode{p_all.total_s - p_prefill.total_s, p_all.gemm_s - p_prefill.gemm_s,
+                                        p_all.ssm_s - p_prefill.ssm_s, p_all.attention_s - p_prefill.attention_s};
+  j["prefill_time_share"] = TimeShares(p_prefill);
+  // --gen-tokens 1 has no decode step: no share (the difference of two prefills is noise).
+  j["decode_time_share"] = o.gen_tokens > 1 && p_decode.total_s > 0 ? TimeShares(p_decode) : json(nullptr);
+  return j;
+}
+
 void RegisterBench(CLI::App& app) {
-  struct Opts {
-    ModelOptions model;
-    int prompt_tokens = 512, gen_tokens = 64, repeats = 3;
-    bool json_out = false;
-    // Intra-batch prefix dedup sweep (RadixMLP): batch > 0 switches to it.
-    int batch = 0, shared_prefix = 0, suffix = 64, max_batch_tokens = 8192;
-    std::string compaction = "gather";
-    // Cascade decode: decode_batch > 0 switches to it.
-    int decode_batch = 0;
-    std::string cascade = "on";
-    // Speculative decoding: --speculate given switches to it (one prompt through the engine).
-    EngineOptions engine;
-    std::string prompt, prompt_file;
-    sampling::SamplingParams sampling;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "prefill and decode throughput, with the GEMM and FMA ceilings measured in the same run; "
                                           "with --batch, prefill of a batch sharing a prefix with compaction off or on");
   AddModelOptions(cmd, &o->model);
@@ -678,102 +768,19 @@ void RegisterBench(CLI::App& app) {
     auto m = LoadFromOptions(o->model);
     ExitIfError(m.status());
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-    auto& model = **m;
-    const auto& c = model.config();
+    models::Transformer& model = **m;
     core::ThreadPool pool(o->model.threads);
-    if (speculate->count() > 0) {
-      std::vector<int32_t> prompt;
-      std::string text = o->prompt;
-      if (!o->prompt_file.empty()) {
-        std::ifstream in(o->prompt_file, std::ios::binary);
-        if (!in) ExitIfError(core::NotFound(o->prompt_file + ": cannot open"));
-        text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-      }
-      if (!text.empty()) {
-        auto tok = LoadTokenizer(o->model, c.vocab_size);
-        ExitIfError(tok.status());
-        prompt = (*tok)->Encode(text, /*add_special=*/true);
-      } else {
-        core::Rng rng(11);
-        for (int i = 0; i < o->prompt_tokens; ++i) prompt.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
-      }
-      BenchSpeculativeDecode(model, pool, prompt, o->gen_tokens, o->sampling, o->engine, KvDtypeOf(o->model), o->repeats,
-                             o->json_out);
-      return;
-    }
-    if (o->decode_batch > 0) {
-      BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",
-                         o->json_out, KvDtypeOf(o->model));
-      return;
-    }
-    if (o->batch > 0) {
-      BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens,
-                      o->repeats, o->json_out, KvDtypeOf(o->model));
-      return;
-    }
-
-    const runner::Ceilings peak = runner::MeasureCeilings(model, pool, o->prompt_tokens);
-    core::Rng rng(1);
-    std::vector<int32_t> prompt(o->prompt_tokens);
-    for (auto& id : prompt) id = static_cast<int32_t>(rng.Below(c.vocab_size));
-    KvSetup kv(c, o->prompt_tokens + o->gen_tokens + 1, KvDtypeOf(o->model));
-    runner::Generator gen(model, pool, kv.store, kv.pool);
-    runner::GenerateOptions go;
-    go.max_tokens = o->gen_tokens;
-    go.prefill_chunk = o->prompt_tokens;
-    std::vector<double> prefill, decode;
-    for (int r = 0; r < o->repeats; ++r) {
-      auto res = gen.Generate(prompt, go);
-      ExitIfError(res.status());
-      prefill.push_back(o->prompt_tokens / res->prefill_seconds);
-      decode.push_back(res->decode_steps > 0 ? res->decode_steps / res->decode_seconds : 0);
-    }
-    const double prefill_tps = Median(prefill), decode_tps = Median(decode);
-    // Where the time goes: one profiled prefill (max_tokens 1) and one profiled full run.
-    models::ForwardProfile p_prefill, p_all;
-    auto& mutable_model = model;
-    runner::GenerateOptions prefill_only = go;
-    prefill_only.max_tokens = 1;
-    mutable_model.set_profile(&p_prefill);
-    ExitIfError(gen.Generate(prompt, prefill_only).status());
-    mutable_model.set_profile(&p_all);
-    ExitIfError(gen.Generate(prompt, go).status());
-    mutable_model.set_profile(nullptr);
-    auto shares = [](const models::ForwardProfile& p) {
-      const double t = std::max(p.total_s, 1e-12);
-      return json{{"gemm", p.gemm_s / t}, {"ssm_scan", p.ssm_s / t}, {"attention", p.attention_s / t},
-                  {"other", std::max(0.0, 1 - (p.gemm_s + p.ssm_s + p.attention_s) / t)}};
-    };
-    models::ForwardProfile p_decode{p_all.total_s - p_prefill.total_s, p_all.gemm_s - p_prefill.gemm_s,
-                                    p_all.ssm_s - p_prefill.ssm_s, p_all.attention_s - p_prefill.attention_s};
-    const double prefill_gflops = models::PrefillFlopsOf(c, o->prompt_tokens).total() / (o->prompt_tokens / prefill_tps) / 1e9;
-    const double weight_gb = model.weights().nbytes() / 1e9;
-    const double read_gb = models::DecodeBytesOf(model.weights(), c).read() / 1e9;
-    json j = {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
-              {"weight_type", model.weights().TypeSummary()}, {"matmul", MatmulDescription(model)},
-              {"kv_dtype", o->model.kv_dtype},
-              {"threads", pool.size()}, {"isa", core::IsaName(core::ActiveIsa())},
-              {"prompt_tokens", o->prompt_tokens}, {"gen_tokens", o->gen_tokens},
-              {"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps},
-              {"prefill_gflops", prefill_gflops}, {"gemm_peak_gflops", peak.gemm_gflops},
-              {"fma_peak_gflops", peak.fma_gflops},
-              {"prefill_fraction_of_gemm_peak", peak.gemm_gflops > 0 ? prefill_gflops / peak.gemm_gflops : 0},
-              {"prefill_fraction_of_fma_peak", peak.fma_gflops > 0 ? prefill_gflops / peak.fma_gflops : 0},
-              {"bf16_dot_peak_gflops", peak.bf16_dot_gflops}, {"int8_dot_peak_gops", peak.int8_dot_gops},
-              {"isa_peak_gflops", peak.isa_gflops},
-              {"prefill_fraction_of_isa_peak", peak.isa_gflops > 0 ? prefill_gflops / peak.isa_gflops : 0},
-              {"decode_weight_gb_per_s", read_gb * decode_tps}, {"weights_gb", weight_gb},
-              {"decode_read_gb_per_token", read_gb}, {"read_bandwidth_gb_per_s", peak.read_gb_per_s},
-              {"decode_fraction_of_bandwidth", peak.read_gb_per_s > 0 ? read_gb * decode_tps / peak.read_gb_per_s : 0},
-              {"load_seconds", load_s}, {"peak_rss_mib", PeakRssMiB()}, {"repeats", o->repeats},
-              {"prefill_time_share", shares(p_prefill)},
-              // --gen-tokens 1 has no decode step: no share (the difference of two prefills is noise).
-              {"decode_time_share", o->gen_tokens > 1 && p_decode.total_s > 0 ? shares(p_decode) : json(nullptr)}};
-    if (o->json_out) {
-      std::printf("%s\n", core::JsonText(j).c_str());
-      return;
-    }
-    std::printf("%s\n", core::JsonText(j, 2).c_str());
+    if (speculate->count() > 0)
+      return BenchSpeculativeDecode(model, pool, SpeculatePrompt(*o, model.config().vocab_size), o->gen_tokens, o->sampling, o->engine,
+                                    KvDtypeOf(o->model), o->repeats, o->json_out);
+    if (o->decode_batch > 0)
+      return BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",
+                                o->json_out, KvDtypeOf(o->model));
+    if (o->batch > 0)
+      return BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens, o->repeats,
+                             o->json_out, KvDtypeOf(o->model));
+    const json j = BenchThroughput(model, pool, *o, load_s);
+    std::printf("%s\n", o->json_out ? core::JsonText(j).c_str() : core::JsonText(j, 2).c_str());
   });
 }
 
