@@ -1,11 +1,7 @@
 // radixlm serve: the OpenAI-compatible server on a real model with the radix prefix cache.
 #include <memory>
-#include <atomic>
+#include <optional>
 #include <cctype>
-#include <chrono>
-#include <sstream>
-#include <thread>
-#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <cstdio>
@@ -21,17 +17,48 @@
 #include "runner/scoring_queue.h"
 #include "serve/kv_events_publisher.h"
 #include "serve/server.h"
+#include "serve/shutdown.h"
 #include "tokenizer/chat_template.h"
 
 namespace radixlm::cli {
 namespace {
 
-// SIGTERM / SIGINT: the handler only counts (async-signal-safe); a watcher thread stops the
-// server, which drains (no new connections; requests in flight finish), and exits the process
-// if the drain outlasts --shutdown-timeout. A second signal exits at once.
-std::atomic<int> g_signals{0};
-void OnSignal(int) {
-  if (g_signals.fetch_add(1) >= 1) std::_Exit(130);
+// The key: --api-key, --api-key-file or RADIXLM_API_KEY; given but empty is an error (it would
+// silently turn authentication off).
+void ResolveApiKey(bool flag_given, const std::string& file, std::string* key) {
+  const int sources = flag_given + !file.empty() + (std::getenv("RADIXLM_API_KEY") != nullptr);
+  if (sources > 1) ExitIfError(core::InvalidArgument("give the API key one way: --api-key, --api-key-file or RADIXLM_API_KEY"));
+  if (!file.empty()) {
+    std::ifstream f(file);
+    if (!f) ExitIfError(core::Status(core::StatusCode::kNotFound, "cannot read the API key file " + file));
+    std::getline(f, *key);
+    while (!key->empty() && std::isspace(static_cast<unsigned char>(key->back()))) key->pop_back();
+  } else if (const char* env = std::getenv("RADIXLM_API_KEY")) {
+    *key = env;
+  }
+  if (sources == 1 && key->empty())
+    ExitIfError(core::InvalidArgument("the API key is empty (that would turn authentication off; omit it to serve without one)"));
+}
+
+// KV cache events: bound before serving (an endpoint in use is a start-up error).
+std::unique_ptr<serve::KvEventsPublisher> StartKvEvents(serve::ServerConfig& sc, const std::string& seed, size_t buffer,
+                                                        bool ssm, engine::Engine& eng) {
+  if (sc.kv_events_endpoint.empty()) return nullptr;
+  if (sc.kv_events_replay_endpoint.empty()) {
+    auto replay = serve::DefaultReplayEndpoint(sc.kv_events_endpoint);
+    ExitIfError(replay.status());
+    sc.kv_events_replay_endpoint = *replay;
+  }
+  auto pub = serve::KvEventsPublisher::Start({.endpoint = sc.kv_events_endpoint,
+                                              .replay_endpoint = sc.kv_events_replay_endpoint,
+                                              .topic = sc.kv_events_topic,
+                                              .block_size = eng.config().block_tokens,
+                                              .buffer_batches = buffer});
+  ExitIfError(pub.status());
+  std::unique_ptr<serve::KvEventsPublisher> events = std::move(pub).value();
+  ExitIfError(eng.PublishKvEvents(cache::BlockHasher(eng.config().block_tokens, seed),
+                                  [p = events.get()](std::vector<cache::KvEvent> ev) { p->Publish(std::move(ev)); }, ssm));
+  return events;
 }
 
 }  // namespace
@@ -166,20 +193,7 @@ void RegisterServe(CLI::App& app) {
                 "extension no router reads yet)");
   CLI::Option* api_key_opt = cmd->get_option("--api-key");
   cmd->callback([o, api_key_opt] {
-    // The key: --api-key, --api-key-file or RADIXLM_API_KEY; given but empty is an error (it
-    // would silently turn authentication off).
-    const int sources = (api_key_opt->count() > 0) + !o->api_key_file.empty() + (std::getenv("RADIXLM_API_KEY") != nullptr);
-    if (sources > 1) ExitIfError(core::InvalidArgument("give the API key one way: --api-key, --api-key-file or RADIXLM_API_KEY"));
-    if (!o->api_key_file.empty()) {
-      std::ifstream f(o->api_key_file);
-      if (!f) ExitIfError(core::Status(core::StatusCode::kNotFound, "cannot read the API key file " + o->api_key_file));
-      std::getline(f, o->server.api_key);
-      while (!o->server.api_key.empty() && std::isspace(static_cast<unsigned char>(o->server.api_key.back()))) o->server.api_key.pop_back();
-    } else if (const char* env = std::getenv("RADIXLM_API_KEY")) {
-      o->server.api_key = env;
-    }
-    if (sources == 1 && o->server.api_key.empty())
-      ExitIfError(core::InvalidArgument("the API key is empty (that would turn authentication off; omit it to serve without one)"));
+    ResolveApiKey(api_key_opt->count() > 0, o->api_key_file, &o->server.api_key);
     o->model.kv_tokens = o->engine.kv_tokens;  // refused up front when it cannot fit
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     auto& model = *loaded.model;
@@ -204,48 +218,13 @@ void RegisterServe(CLI::App& app) {
       scoring = std::make_unique<runner::ScoringQueue>(
           [&model, &pool, scoring_config] { return std::make_unique<runner::ScoringRunner>(model, pool, scoring_config); },
           std::min<int64_t>(o->scoring_batch_tokens, model.config().max_context));
-    // KV cache events: bound before serving (an endpoint in use is a start-up error).
-    std::unique_ptr<serve::KvEventsPublisher> kv_events;
-    if (!o->server.kv_events_endpoint.empty()) {
-      std::string& replay = o->server.kv_events_replay_endpoint;
-      if (replay.empty()) {  // tcp://HOST:PORT -> tcp://HOST:PORT+1
-        const size_t colon = o->server.kv_events_endpoint.rfind(':');
-        int port = 0;
-        if (colon == std::string::npos || o->server.kv_events_endpoint.rfind("tcp://", 0) != 0 ||
-            !(std::istringstream(o->server.kv_events_endpoint.substr(colon + 1)) >> port) || port <= 0 || port >= 65535)
-          ExitIfError(core::InvalidArgument("--kv-events must be tcp://HOST:PORT, or give --kv-events-replay"));
-        replay = o->server.kv_events_endpoint.substr(0, colon + 1) + std::to_string(port + 1);
-      }
-      auto pub = serve::KvEventsPublisher::Start({.endpoint = o->server.kv_events_endpoint,
-                                                  .replay_endpoint = replay,
-                                                  .topic = o->server.kv_events_topic,
-                                                  .block_size = eng.config().block_tokens,
-                                                  .buffer_batches = o->kv_events_buffer});
-      ExitIfError(pub.status());
-      kv_events = std::move(pub).value();
-      ExitIfError(eng.PublishKvEvents(cache::BlockHasher(eng.config().block_tokens, o->kv_events_seed),
-                                      [p = kv_events.get()](std::vector<cache::KvEvent> events) { p->Publish(std::move(events)); },
-                                      o->kv_events_ssm));
-    }
+    const std::unique_ptr<serve::KvEventsPublisher> kv_events =
+        StartKvEvents(o->server, o->kv_events_seed, o->kv_events_buffer, o->kv_events_ssm, eng);
     serve::Server server(o->server, eng, tok, format, scoring.get());
-    std::signal(SIGINT, OnSignal);
-    std::signal(SIGTERM, OnSignal);
-    std::atomic<bool> done{false};
-    std::thread watcher([&server, &done, timeout = o->shutdown_timeout] {
-      while (!done && g_signals == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (done) return;
-      std::fprintf(stderr, "radixlm: draining (at most %.0f s; a second signal exits now)\n", timeout);
-      server.Stop();
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-      while (!done && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (done) return;
-      std::fprintf(stderr, "radixlm: requests still in flight after %.0f s (--shutdown-timeout); exiting\n", timeout);
-      std::_Exit(1);
-    });
+    std::optional<serve::Drain> drain(std::in_place, [&server] { server.Stop(); }, o->shutdown_timeout);
     const core::StatusOr<int> bound = server.Bind();
     if (!bound.ok()) {
-      done = true;
-      watcher.join();
+      drain.reset();
       ExitIfError(bound.status());
     }
     eng.Start();
@@ -258,8 +237,7 @@ void RegisterServe(CLI::App& app) {
                    static_cast<long long>(s.blocks), s.used_bytes / 1e9, s.capacity_bytes / 1e9);
     }
     server.ListenAfterBind();
-    done = true;
-    watcher.join();
+    drain.reset();
     eng.Stop();
   });
 }

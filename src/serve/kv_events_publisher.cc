@@ -4,11 +4,21 @@
 
 #include <chrono>
 #include <cstring>
+#include <sstream>
 
 #define MSGPACK_NO_BOOST
 #include <msgpack.hpp>
 
 namespace radixlm::serve {
+
+core::StatusOr<std::string> DefaultReplayEndpoint(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || endpoint.rfind("tcp://", 0) != 0 ||
+      !(std::istringstream(endpoint.substr(colon + 1)) >> port) || port <= 0 || port >= 65535)
+    return core::InvalidArgument("--kv-events must be tcp://HOST:PORT, or give --kv-events-replay");
+  return endpoint.substr(0, colon + 1) + std::to_string(port + 1);
+}
 namespace {
 
 std::string SeqBytes(uint64_t seq) {

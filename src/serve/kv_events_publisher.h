@@ -45,6 +45,10 @@ struct KvEventsConfig {
   size_t buffer_batches = 10000;
 };
 
+// The replay endpoint when none is given: the events' port + 1 (tcp://HOST:PORT ->
+// tcp://HOST:PORT+1, as vLLM's examples pair them); an error for another kind of endpoint.
+core::StatusOr<std::string> DefaultReplayEndpoint(const std::string& endpoint);
+
 class KvEventsPublisher {
  public:
   // Binds both sockets now, so that an endpoint in use is an error at start-up.
