@@ -61,29 +61,23 @@ std::unique_ptr<serve::KvEventsPublisher> StartKvEvents(serve::ServerConfig& sc,
   return events;
 }
 
-}  // namespace
+struct ServeOptions {
+  ModelOptions model;
+  EngineOptions engine;
+  serve::ServerConfig server;
+  std::string chat_template, embed_pooling = "last", api_key_file;
+  double shutdown_timeout = 30;
+  int64_t scoring_batch_tokens = 8192;
+  double scoring_threshold = 0.92;
+  std::string scoring_compaction = "trie";
+  bool no_scoring = false;
+  std::string kv_events_seed = "0";
+  size_t kv_events_buffer = 10000;
+  bool kv_events_ssm = false;
+};
 
-void RegisterServe(CLI::App& app) {
-  struct Opts {
-    ModelOptions model;
-    EngineOptions engine;
-    serve::ServerConfig server;
-    std::string chat_template, embed_pooling = "last", api_key_file;
-    double shutdown_timeout = 30;
-    int64_t scoring_batch_tokens = 8192;
-    double scoring_threshold = 0.92;
-    std::string scoring_compaction = "trie";
-    bool no_scoring = false;
-    std::string kv_events_seed = "0";
-    size_t kv_events_buffer = 10000;
-    bool kv_events_ssm = false;
-  };
-  auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
-  AddModelOptions(cmd, &o->model, /*positional_model=*/true);
-  AddTokenizerOptions(cmd, &o->model);
-  ChatServingDefaults(&o->engine);
-  AddEngineOptions(cmd, &o->engine);
+// The listener: address, key, drain, transport limits.
+void AddHttpOptions(CLI::App* cmd, ServeOptions* o) {
   cmd->add_option("--host", o->server.host, "address to listen on (0.0.0.0: every interface)")
       ->check([](const std::string& h) { return h.empty() ? std::string("the address is empty (0.0.0.0 listens on every interface)") : std::string(); })
       ->capture_default_str();
@@ -117,6 +111,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-connections", o->server.max_connections, "open connections at once (more: 503 and close)")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
+}
+
+// What a completion request gets: lengths, biases, stored responses, turn reuse, template.
+void AddRequestOptions(CLI::App* cmd, ServeOptions* o) {
   cmd->add_option("--default-max-tokens", o->server.default_max_tokens)->capture_default_str();
   cmd->add_option_function<std::vector<std::string>>(
          "--logit-bias",
@@ -150,6 +148,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_flag("--allow-special-in-content", o->server.allow_special_in_content,
                 "parse special-token strings (<|im_start|>, ...) in chat message content as special tokens (default: text, so "
                 "users cannot forge turn boundaries)");
+}
+
+// Embeddings and rerank, request limits, KV cache events.
+void AddScoringAndEventOptions(CLI::App* cmd, ServeOptions* o) {
   cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens,
                   "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input")
       ->check(CLI::Range(1, 1 << 24))
@@ -191,55 +193,72 @@ void RegisterServe(CLI::App& app) {
   cmd->add_flag("--kv-events-ssm-checkpoints", o->kv_events_ssm,
                 "hybrid models: also announce SSM checkpoint positions (SsmCheckpointStored / SsmCheckpointRemoved, an "
                 "extension no router reads yet)");
-  CLI::Option* api_key_opt = cmd->get_option("--api-key");
-  cmd->callback([o, api_key_opt] {
-    ResolveApiKey(api_key_opt->count() > 0, o->api_key_file, &o->server.api_key);
-    o->model.kv_tokens = o->engine.kv_tokens;  // refused up front when it cannot fit
-    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
-    auto& model = *loaded.model;
-    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
-    std::optional<tokenizer::ChatTemplate> format;
-    if (auto f = tokenizer::ChatTemplate::ForTokenizer(tok, o->chat_template); f.ok()) format = std::move(*f);
-    else if (!o->chat_template.empty()) ExitIfError(f.status());
-    else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
-    core::ThreadPool pool(o->model.threads);
-    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model, tok.vocab_size());
-    engine::Engine& eng = serving.engine();
-    if (o->server.model_name == "radixlm") o->server.model_name = o->model.model;
-    o->server.stop_ids = EndOfTurnIds(tok);
-    o->server.embed_pooling = o->embed_pooling == "last" ? engine::Pooling::kLastToken : engine::Pooling::kMean;
-    const runner::ScoringConfig scoring_config{.max_batch_tokens = o->scoring_batch_tokens,
-                                               .threshold = o->scoring_threshold,
-                                               .trie_attention = o->scoring_compaction == "trie",
-                                               .kv_dtype = KvDtypeOf(o->model)};
-    // The runner (and its KV store for one forward) is made on the first scoring request.
-    std::unique_ptr<runner::ScoringQueue> scoring;
-    if (!o->no_scoring)
-      scoring = std::make_unique<runner::ScoringQueue>(
-          [&model, &pool, scoring_config] { return std::make_unique<runner::ScoringRunner>(model, pool, scoring_config); },
-          std::min<int64_t>(o->scoring_batch_tokens, model.config().max_context));
-    const std::unique_ptr<serve::KvEventsPublisher> kv_events =
-        StartKvEvents(o->server, o->kv_events_seed, o->kv_events_buffer, o->kv_events_ssm, eng);
-    serve::Server server(o->server, eng, tok, format, scoring.get());
-    std::optional<serve::Drain> drain(std::in_place, [&server] { server.Stop(); }, o->shutdown_timeout);
-    const core::StatusOr<int> bound = server.Bind();
-    if (!bound.ok()) {
-      drain.reset();
-      ExitIfError(bound.status());
-    }
-    eng.Start();
-    std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
-                 o->server.model_name.c_str(), o->server.host.c_str(), *bound, eng.config().num_blocks,
-                 eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
-    if (const tier::DiskTier* disk = serving.disk_tier()) {
-      const tier::DiskTierStats s = disk->stats();
-      std::fprintf(stderr, "radixlm: disk tier %s: %lld blocks, %.2f of %.2f GB\n", disk->path().c_str(),
-                   static_cast<long long>(s.blocks), s.used_bytes / 1e9, s.capacity_bytes / 1e9);
-    }
-    server.ListenAfterBind();
+}
+
+// Loads the model, starts the engine, the scoring queue and the events, serves until a signal drains it.
+void RunServe(ServeOptions& o, bool api_key_given) {
+  ResolveApiKey(api_key_given, o.api_key_file, &o.server.api_key);
+  o.model.kv_tokens = o.engine.kv_tokens;  // refused up front when it cannot fit
+  const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o.model);
+  auto& model = *loaded.model;
+  const tokenizer::Tokenizer& tok = *loaded.tokenizer;
+  std::optional<tokenizer::ChatTemplate> format;
+  if (auto f = tokenizer::ChatTemplate::ForTokenizer(tok, o.chat_template); f.ok()) format = std::move(*f);
+  else if (!o.chat_template.empty()) ExitIfError(f.status());
+  else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
+  core::ThreadPool pool(o.model.threads);
+  ServingEngine serving(model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  engine::Engine& eng = serving.engine();
+  if (o.server.model_name == "radixlm") o.server.model_name = o.model.model;
+  o.server.stop_ids = EndOfTurnIds(tok);
+  o.server.embed_pooling = o.embed_pooling == "last" ? engine::Pooling::kLastToken : engine::Pooling::kMean;
+  const runner::ScoringConfig scoring_config{.max_batch_tokens = o.scoring_batch_tokens,
+                                             .threshold = o.scoring_threshold,
+                                             .trie_attention = o.scoring_compaction == "trie",
+                                             .kv_dtype = KvDtypeOf(o.model)};
+  // The runner (and its KV store for one forward) is made on the first scoring request.
+  std::unique_ptr<runner::ScoringQueue> scoring;
+  if (!o.no_scoring)
+    scoring = std::make_unique<runner::ScoringQueue>(
+        [&model, &pool, scoring_config] { return std::make_unique<runner::ScoringRunner>(model, pool, scoring_config); },
+        std::min<int64_t>(o.scoring_batch_tokens, model.config().max_context));
+  const std::unique_ptr<serve::KvEventsPublisher> kv_events =
+      StartKvEvents(o.server, o.kv_events_seed, o.kv_events_buffer, o.kv_events_ssm, eng);
+  serve::Server server(o.server, eng, tok, format, scoring.get());
+  std::optional<serve::Drain> drain(std::in_place, [&server] { server.Stop(); }, o.shutdown_timeout);
+  const core::StatusOr<int> bound = server.Bind();
+  if (!bound.ok()) {
     drain.reset();
-    eng.Stop();
-  });
+    ExitIfError(bound.status());
+  }
+  eng.Start();
+  std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
+               o.server.model_name.c_str(), o.server.host.c_str(), *bound, eng.config().num_blocks,
+               eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
+  if (const tier::DiskTier* disk = serving.disk_tier()) {
+    const tier::DiskTierStats s = disk->stats();
+    std::fprintf(stderr, "radixlm: disk tier %s: %lld blocks, %.2f of %.2f GB\n", disk->path().c_str(),
+                 static_cast<long long>(s.blocks), s.used_bytes / 1e9, s.capacity_bytes / 1e9);
+  }
+  server.ListenAfterBind();
+  drain.reset();
+  eng.Stop();
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (default model: the built-in random:qwen3-0.6b)");
+  AddModelOptions(cmd, &o->model, /*positional_model=*/true);
+  AddTokenizerOptions(cmd, &o->model);
+  ChatServingDefaults(&o->engine);
+  AddEngineOptions(cmd, &o->engine);
+  AddHttpOptions(cmd, o.get());
+  AddRequestOptions(cmd, o.get());
+  AddScoringAndEventOptions(cmd, o.get());
+  CLI::Option* api_key_opt = cmd->get_option("--api-key");
+  cmd->callback([o, api_key_opt] { RunServe(*o, api_key_opt->count() > 0); });
 }
 
 }  // namespace radixlm::cli
