@@ -21,6 +21,7 @@
 #include "runner/hybrid_cache_setup.h"
 #include "sim/fleet.h"
 #include "sim/model_shape.h"
+#include "sim/setup.h"
 #include "sim/simulator.h"
 #include "sim/workloads.h"
 
@@ -30,29 +31,14 @@ namespace {
 using nlohmann::json;
 
 struct SimulateOptions {
-  std::string trace, generate, out, model = "marconi-7b", cache_size = "40GB", policy = "marconi";
-  std::string csv, plot, ttft_table, layers, memory = "budget", arrivals = "sequential";
-  double alpha = 0;
-  bool alpha_set = false, reference = false, json_out = false, checkpoints_only = false;
-  int bootstrap_multiplier = 5, threads = 2, block_tokens = 512;
+  std::string trace, generate, out, model = "marconi-7b", cache_size = "40GB";
+  std::string csv, plot, ttft_table, layers;
+  bool json_out = false, checkpoints_only = false;
+  int threads = 2, block_tokens = 512;
   int64_t d_state = 0;
   int64_t max_output_tokens = sim::TraceLimits{}.max_output_tokens;
-  // --memory engine: the engine's serving memory, as `serve` takes it.
-  int64_t kv_tokens = 32768;
-  int32_t kv_block_tokens = 16;
-  int checkpoint_slots = 32, max_running = 16, step_tokens = 0;
-  int prefill_alignment = -1;  // -1: the model's (an engine model's Mamba2 chunk), else 0
-  bool prompt_end_checkpoints = false;
-  int64_t prompt_end_min_gap = 256;
-  // --memory engine, attention-only models: a modelled disk tier under the KV pool.
-  double disk_gb = 0, disk_gbps = 2;
+  sim::SetupOptions setup;  // the simulators' (sim/setup.h)
   sim::WorkloadOptions workload;
-  // A fleet: --replicas engines with 1/N of the memory each behind a router (sim/fleet.h).
-  int replicas = 1;
-  std::string routing = "all";
-  double match_threshold = sim::FleetConfig{}.match_threshold;
-  double pressure_slack = sim::FleetConfig{}.pressure_slack;
-  double pressure_window = sim::FleetConfig{}.pressure_window;
 };
 
 core::StatusOr<double> ParseBytes(const std::string& text) {
@@ -77,10 +63,10 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, const 
   json j;
   j["policy"] = r.policy;
   j["model"] = shape.name;
-  j["memory"] = o.memory;
-  j["arrivals"] = o.arrivals;
+  j["memory"] = o.setup.memory;
+  j["arrivals"] = o.setup.arrivals;
   j["cache_size_bytes"] = r.capacity_bytes;
-  j["accounting"] = o.reference ? "reference" : "corrected";
+  j["accounting"] = o.setup.reference ? "reference" : "corrected";
   // The engine's metrics: the figures a served run reports.
   const engine::EngineMetrics& m = r.metrics;
   j["requests"] = m.requests_finished;
@@ -133,7 +119,7 @@ json ResultJson(const sim::SimResult& r, const cache::HybridShape& shape, const 
   if (r.disk_bytes > 0) {
     // The modelled disk tier (sim/disk_model.h): of hit_tokens, those it served.
     const sim::DiskModelStats& d = r.disk;
-    j["disk"] = {{"capacity_bytes", r.disk_bytes}, {"gbps", o.disk_gbps}, {"block_bytes", d.block_bytes},
+    j["disk"] = {{"capacity_bytes", r.disk_bytes}, {"gbps", o.setup.disk_gbps}, {"block_bytes", d.block_bytes},
                  {"capacity_blocks", d.capacity_blocks}, {"blocks_held", d.blocks},
                  {"hit_tokens", m.tier_hit_tokens}, {"loaded_blocks", m.tier_loaded_blocks},
                  {"failed_loads", m.tier_failed_loads}, {"offered_blocks", m.tier_offered_blocks},
@@ -154,7 +140,7 @@ void PrintHuman(const sim::SimResult& r, const SimulateOptions& o) {
   const engine::EngineMetrics& m = r.metrics;
   std::printf("  disk %.4g GB at %.4g GB/s: hit %lld tokens (%.4f of input), %lld blocks loaded (%.2f s), "
               "%lld/%lld blocks held, %lld evicted, read %.4g GB, written %.4g GB; prompt tokens computed %lld\n",
-              r.disk_bytes / 1e9, o.disk_gbps, static_cast<long long>(m.tier_hit_tokens),
+              r.disk_bytes / 1e9, o.setup.disk_gbps, static_cast<long long>(m.tier_hit_tokens),
               m.prompt_tokens ? double(m.tier_hit_tokens) / m.prompt_tokens : 0.0, static_cast<long long>(m.tier_loaded_blocks),
               r.disk_read_seconds, static_cast<long long>(r.disk.blocks), static_cast<long long>(r.disk.capacity_blocks),
               static_cast<long long>(r.disk.evicted_blocks), r.disk.bytes_read / 1e9, r.disk.bytes_written / 1e9,
@@ -216,10 +202,10 @@ core::Status Plot(const std::string& prefix, const std::vector<sim::SimResult>& 
 int ReportFleets(const SimulateOptions& o, const sim::SimResult& single,
                  std::vector<std::unique_ptr<sim::FleetSimulator>>& fleets) {
   const engine::EngineMetrics& one = single.metrics;
-  json out = {{"replicas", o.replicas},
+  json out = {{"replicas", o.setup.replicas},
               {"policy", single.policy},
-              {"arrivals", o.arrivals},
-              {"kv_tokens_total", o.kv_tokens},
+              {"arrivals", o.setup.arrivals},
+              {"kv_tokens_total", o.setup.kv_tokens},
               {"single_cache", {{"token_hit_rate", one.TokenHitRate()},
                                 {"requests_rejected", one.requests_rejected},
                                 {"computed_prompt_tokens", one.prompt_tokens - one.cached_prompt_tokens},
@@ -257,12 +243,12 @@ int ReportFleets(const SimulateOptions& o, const sim::SimResult& single,
     std::cout << core::JsonText(out) << "\n";
     return 0;
   }
-  std::printf("one cache of %lld KV tokens: token hit %.4f, prompt tokens computed %lld\n", static_cast<long long>(o.kv_tokens),
+  std::printf("one cache of %lld KV tokens: token hit %.4f, prompt tokens computed %lld\n", static_cast<long long>(o.setup.kv_tokens),
               one.TokenHitRate(), static_cast<long long>(one.prompt_tokens - one.cached_prompt_tokens));
   for (const json& f : list)
     std::printf("%d replicas, %-13s token hit %.4f (%.3fx one cache)  duplicate prefill %lld tokens  duplicate blocks %lld  "
                 "TTFT p50/p95 %.0f/%.0f ms%s\n",
-                o.replicas, f["routing"].get<std::string>().c_str(), f["token_hit_rate"].get<double>(),
+                o.setup.replicas, f["routing"].get<std::string>().c_str(), f["token_hit_rate"].get<double>(),
                 f["hit_rate_vs_single_cache"].get<double>(), static_cast<long long>(f["duplicate_prefill_tokens"].get<int64_t>()),
                 static_cast<long long>(f["duplicate_blocks_at_end"].get<int64_t>()), f["ttft_ms_p50"].get<double>(),
                 f["ttft_ms_p95"].get<double>(),
@@ -272,6 +258,90 @@ int ReportFleets(const SimulateOptions& o, const sim::SimResult& single,
   return 0;
 }
 
+// --generate KIND --out FILE: the workload's trace, written.
+core::Status WriteWorkload(const SimulateOptions& o) {
+  std::ofstream out(o.out);
+  if (!out) return core::InvalidArgument("cannot write " + o.out);
+  int64_t n = 0;
+  RADIXLM_RETURN_IF_ERROR(sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
+    sim::WriteMarconiLine(out, r);
+    ++n;
+  }));
+  std::cerr << "wrote " << n << " requests to " << o.out << "\n";
+  return core::Status::Ok();
+}
+
+// The modelled shape: a named shape or a model the engine loads (its own layouts; the simulator
+// does not link model code), with --d-state, --checkpoints-only and --layers applied.
+core::StatusOr<cache::HybridShape> ShapeOf(const SimulateOptions& o, int* model_alignment) {
+  RADIXLM_ASSIGN_OR_RETURN(cache::HybridShape shape,
+                           sim::ResolveModelShape(o.model, [&](const std::string& spec) -> core::StatusOr<cache::HybridShape> {
+                             RADIXLM_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadConfig(spec));
+                             if (config.n_ssm_layers() > 0) *model_alignment = config.ssm_chunk;
+                             return runner::ShapeOfModel(config);
+                           }));
+  if (o.d_state > 0) shape.d_state = o.d_state;
+  if (o.checkpoints_only) shape.kv_elem_bytes = 0;  // the engine's setting: KV in its own pool
+  if (!o.layers.empty()) {
+    int ssm, attn, mlp;
+    if (std::sscanf(o.layers.c_str(), "%d:%d:%d", &ssm, &attn, &mlp) != 3 || ssm < 0 || attn < 0 || mlp < 0)
+      return core::InvalidArgument("--layers wants SSM:ATTENTION:MLP counts, e.g. 24:4:28");
+    shape.n_ssm_layers = ssm, shape.n_attn_layers = attn, shape.n_mlp_layers = mlp;
+  }
+  return shape;
+}
+
+// The trace (or the generated workload) into every simulator.
+core::Status FeedAll(const SimulateOptions& o, sim::Simulators& sims) {
+  if (o.trace.empty()) {
+    core::Status failed = core::Status::Ok();
+    RADIXLM_RETURN_IF_ERROR(sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
+      if (failed.ok()) failed = sims.Feed(r);
+    }));
+    return failed;
+  }
+  auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens, {.max_output_tokens = o.max_output_tokens});
+  if (!reader.ok()) return reader.status();
+  // One request per line: the bar's total, counted only for a bar on a terminal and a regular
+  // file (a pipe, --trace <(zcat t.gz), can be read once).
+  int64_t lines = 0;
+  if (isatty(2) && std::filesystem::is_regular_file(o.trace)) {
+    std::ifstream count(o.trace, std::ios::binary);
+    for (std::string line; std::getline(count, line);) lines += line.find_first_not_of(" \t\r") != std::string::npos;
+  }
+  Progress progress("simulate", lines);
+  sim::TraceRequest request;
+  int64_t fed = 0;
+  for (;;) {
+    RADIXLM_ASSIGN_OR_RETURN(const bool more, reader->Next(&request));
+    if (!more) break;
+    RADIXLM_RETURN_IF_ERROR(sims.Feed(request));
+    progress.Update(++fed);
+  }
+  progress.Done();
+  return core::Status::Ok();
+}
+
+core::Status Report(const SimulateOptions& o, const std::vector<sim::SimResult>& results, const cache::HybridShape& shape,
+                    const cache::CostModel& cost) {
+  if (!o.csv.empty()) RADIXLM_RETURN_IF_ERROR(WriteCsv(o.csv, results));
+  if (!o.plot.empty()) RADIXLM_RETURN_IF_ERROR(Plot(o.plot, results));
+  if (o.json_out && results.size() == 1) {
+    std::cout << core::JsonText(ResultJson(results[0], shape, o)) << "\n";
+  } else if (o.json_out) {
+    json all = json::array();
+    for (const auto& r : results) all.push_back(ResultJson(r, shape, o));
+    std::cout << core::JsonText(json{{"results", all}}) << "\n";
+  } else {
+    const sim::TtftModel& ttft = o.setup.ttft;
+    std::printf("model %s: %d SSM, %d attention, %d MLP layers; checkpoint %.2f MB, KV %.1f KB/token; TTFT %.2f ms + %.5f ms/token\n",
+                shape.name.c_str(), shape.n_ssm_layers, shape.n_attn_layers, shape.n_mlp_layers, cost.CheckpointBytes() / 1e6,
+                cost.KvBytes(1) / 1e3, ttft.intercept_ms(), ttft.ms_per_token());
+    for (const auto& r : results) PrintHuman(r, o);
+  }
+  return core::Status::Ok();
+}
+
 int RunSimulate(SimulateOptions& o) {
   auto fail = [](const core::Status& s) {
     std::cerr << "error: " << s.message() << "\n";
@@ -279,237 +349,36 @@ int RunSimulate(SimulateOptions& o) {
   };
   if (!o.generate.empty()) o.workload.kind = o.generate;
   if (!o.generate.empty() && !o.out.empty()) {
-    std::ofstream out(o.out);
-    if (!out) return fail(core::InvalidArgument("cannot write " + o.out));
-    int64_t n = 0;
-    core::Status s = sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
-      sim::WriteMarconiLine(out, r);
-      ++n;
-    });
-    if (!s.ok()) return fail(s);
-    std::cerr << "wrote " << n << " requests to " << o.out << "\n";
-    return 0;
+    const core::Status written = WriteWorkload(o);
+    return written.ok() ? 0 : fail(written);
   }
   if (o.trace.empty() == o.generate.empty())
     return fail(core::InvalidArgument("give --trace FILE, or --generate KIND (with --out to write it)"));
-  // A model the engine loads: its own layouts (the simulator does not link model code).
   int model_alignment = 0;  // an engine model's Mamba2 chunk (what its executor reports)
-  auto shape = sim::ResolveModelShape(o.model, [&](const std::string& spec) -> core::StatusOr<cache::HybridShape> {
-    RADIXLM_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadConfig(spec));
-    if (config.n_ssm_layers() > 0) model_alignment = config.ssm_chunk;
-    return runner::ShapeOfModel(config);
-  });
+  auto shape = ShapeOf(o, &model_alignment);
   if (!shape.ok()) return fail(shape.status());
-  if (o.d_state > 0) shape->d_state = o.d_state;
-  if (o.checkpoints_only) shape->kv_elem_bytes = 0;  // the engine's setting: KV in its own pool
-  if (!o.layers.empty()) {
-    int ssm, attn, mlp;
-    if (std::sscanf(o.layers.c_str(), "%d:%d:%d", &ssm, &attn, &mlp) != 3 || ssm < 0 || attn < 0 || mlp < 0)
-      return fail(core::InvalidArgument("--layers wants SSM:ATTENTION:MLP counts, e.g. 24:4:28"));
-    shape->n_ssm_layers = ssm, shape->n_attn_layers = attn, shape->n_mlp_layers = mlp;
-  }
   auto capacity = ParseBytes(o.cache_size);
   if (!capacity.ok()) return fail(capacity.status());
+  o.setup.capacity_bytes = *capacity;
   // The built-in line is Marconi's fit of Jamba-1.5-Mini's profiled prefill times; a table
   // refits it.
-  sim::TtftModel ttft = sim::TtftModel::Default();
   if (!o.ttft_table.empty()) {
     auto fitted = sim::TtftModel::FitCsv(o.ttft_table);
     if (!fitted.ok()) return fail(fitted.status());
-    ttft = *fitted;
+    o.setup.ttft = *fitted;
   }
-  // CLI11 reads nan and inf as numbers; none of these means anything then, nor a negative alpha.
-  if (!std::isfinite(o.alpha) || o.alpha < 0) return fail(core::InvalidArgument("--alpha must be a finite number >= 0"));
   if (!std::isfinite(o.workload.sessions_per_second) || !std::isfinite(o.workload.mean_agent_gap_s))
     return fail(core::InvalidArgument("--sps and --art must be finite numbers"));
-  const cache::Accounting accounting = o.reference ? cache::Accounting::kReference : cache::Accounting::kCorrected;
-  const cache::CostModel cost(*shape, accounting);
-  const bool engine_memory = o.memory == "engine";
-  if (engine_memory && o.reference)
-    return fail(core::InvalidArgument("--reference-accounting is Marconi's byte-budget model; it takes --memory budget"));
-  if (!std::isfinite(o.disk_gb) || o.disk_gb < 0 || !std::isfinite(o.disk_gbps) || o.disk_gbps <= 0)
-    return fail(core::InvalidArgument("--disk-gb must be a finite number >= 0 and --disk-gbps one > 0"));
-  if (o.disk_gb > 0) {
-    // The tier sits under the engine's KV block pool and holds KV blocks only (cache::Memory
-    // gives a recurrent model none: its hits end at the checkpoints the disk lacks).
-    if (!engine_memory)
-      return fail(core::InvalidArgument("--disk-gb models a disk tier under the engine's KV block pool: it takes --memory engine "
-                                        "(--memory budget has no pool)"));
-    if (shape->n_ssm_layers > 0 || cost.KvBytes(o.kv_block_tokens) <= 0)
-      return fail(core::InvalidArgument("--disk-gb: the disk tier holds KV blocks of attention-only models (" + shape->name +
-                                        " has SSM layers or no KV)"));
-    // A fleet's router indexes each replica's blocks from its KV events, which do not tell it
-    // yet that a block the pool dropped is still on the replica's disk (sim/fleet.h).
-    if (o.replicas > 1)
-      return fail(core::InvalidArgument("--disk-gb takes one engine: the fleet's routing index does not follow blocks on a disk yet"));
-    if (o.disk_gb * 1e9 < static_cast<double>(cost.KvBytes(o.kv_block_tokens)))
-      return fail(core::InvalidArgument("--disk-gb " + std::to_string(o.disk_gb) + " holds no KV block of " +
-                                        std::to_string(cost.KvBytes(o.kv_block_tokens)) + " bytes"));
-  }
+  const cache::CostModel cost(*shape, o.setup.reference ? cache::Accounting::kReference : cache::Accounting::kCorrected);
   core::ThreadPool pool(o.threads);
-  std::vector<std::unique_ptr<sim::Simulator>> sims;
-  std::vector<std::unique_ptr<sim::FleetSimulator>> fleets;
-  if (o.replicas > 1 && (!engine_memory || o.policy == "all" || o.policy.find(',') != std::string::npos))
-    return fail(core::InvalidArgument("--replicas takes --memory engine and one --policy (each replica runs it on 1/N of the memory)"));
-  std::stringstream names(o.policy == "all" ? (engine_memory ? "sglang+,marconi" : "vllm+,sglang+,marconi") : o.policy);
-  for (std::string name; std::getline(names, name, ',');) {
-    auto policy = cache::ParseHybridPolicy(name);
-    if (!policy.ok()) return fail(policy.status());
-    const cache::HybridPolicyRow& row = cache::HybridPolicyRowOf(*policy);
-    if (!row.serves_ssm && !row.block_tree && shape->n_ssm_layers > 0)
-      return fail(core::InvalidArgument("policy " + name + " caches KV only: it needs an attention-only model (" +
-                                        shape->name + " has SSM layers); use sglang+ or marconi"));
-    if (o.reference && !row.in_reference)
-      return fail(core::InvalidArgument("the Marconi artifact has no " + name + " policy; --reference-accounting takes " +
-                                        cache::HybridPolicyNames([](const cache::HybridPolicyRow& r) { return r.in_reference; })));
-    if (row.needs_alpha && !o.alpha_set) return fail(core::InvalidArgument(name + " needs --alpha"));
-    sim::SimulatorConfig config;
-    config.name = name;
-    config.executor.step_cost = ttft;
-    config.arrivals = o.arrivals == "trace" ? sim::Arrivals::kTrace : sim::Arrivals::kSequential;
-    // Prefill in one step unless a budget is given: the TTFT line prices one prefill.
-    config.engine.scheduler.step_token_budget = o.step_tokens > 0 ? o.step_tokens : (1 << 30);
-    config.engine.scheduler.max_running = o.max_running;
-    config.engine.prompt_end_checkpoints = o.prompt_end_checkpoints;
-    config.engine.prompt_end_min_gap = o.prompt_end_min_gap;
-    sim::SimPolicy made;
-    if (!engine_memory) {
-      config.engine.memory_mode = cache::MemoryMode::kByteBudget;
-      config.capacity_bytes = *capacity;
-      cache::HybridCacheConfig hc;
-      hc.policy = *policy;
-      hc.capacity_bytes = *capacity;
-      hc.alpha = o.alpha;
-      hc.bootstrap_multiplier = o.bootstrap_multiplier;
-      hc.tuning_pool = &pool;
-      if (o.reference) {
-        auto ref = cache::MakeMarconiReferenceCache(hc, cost);
-        if (!ref.ok()) return fail(ref.status());
-        made.budget = std::move(ref).value();
-      } else {
-        made.budget = cache::MakeHybridCache(hc, cost);
-      }
-    } else {
-      // The engine's memory as served: KV blocks and the radix tree's LRU; a hybrid's checkpoint
-      // slots with the policy; the state slots its executor would hold.
-      config.engine.memory_mode = cache::MemoryMode::kBlockPool;
-      config.engine.block_tokens = o.kv_block_tokens;
-      const int64_t blocks = (o.kv_tokens + o.kv_block_tokens - 1) / o.kv_block_tokens;
-      if (blocks > std::numeric_limits<int32_t>::max())
-        return fail(core::InvalidArgument("--kv-tokens " + std::to_string(o.kv_tokens) + " is " +
-                                          std::to_string(blocks) + " blocks of " + std::to_string(o.kv_block_tokens) +
-                                          " tokens; the pool holds at most 2^31-1 blocks"));
-      config.engine.num_blocks = static_cast<int32_t>(blocks);
-      config.engine.checkpoint_slots = o.checkpoint_slots;
-      config.disk_bytes = o.disk_gb * 1e9;
-      config.executor.disk_gbps = o.disk_gbps;
-      config.capacity_bytes = static_cast<double>(cost.KvBytes(int64_t{config.engine.num_blocks} * o.kv_block_tokens));
-      if (shape->n_ssm_layers > 0) {
-        auto ckpt = cache::MakeSlotCheckpointCache(*policy, o.checkpoint_slots, *shape, o.alpha,
-                                                   /*tune_in_background=*/false);
-        if (!ckpt.ok()) return fail(ckpt.status());
-        made.checkpoints = std::move(ckpt).value();
-        config.capacity_bytes += o.checkpoint_slots * static_cast<double>(cost.CheckpointBytes());
-        const cache::MemoryConfig layout{.max_running = o.max_running, .recurrent = true,
-                                         .checkpoint_slots = o.checkpoint_slots,
-                                         .prompt_end_checkpoints = o.prompt_end_checkpoints};
-        config.executor.state_slots = cache::Memory::StateSlots(layout, true);
-        config.executor.prefill_alignment = o.prefill_alignment >= 0 ? o.prefill_alignment : model_alignment;
-      } else if (row.serves_ssm || row.block_tree) {
-        return fail(core::InvalidArgument("an attention-only model's engine memory is the block tree's LRU: use --policy lru"));
-      }
-    }
-    sims.push_back(std::make_unique<sim::Simulator>(config, std::move(made), cost));
-    if (o.replicas > 1) {  // the fleets, next to the one cache of the same total size above
-      sim::FleetConfig fc;
-      fc.replicas = o.replicas;
-      fc.match_threshold = o.match_threshold;
-      fc.pressure_slack = o.pressure_slack;
-      fc.pressure_window = o.pressure_window;
-      fc.replica = config;
-      fc.replica.engine.num_blocks = std::max<int32_t>(1, config.engine.num_blocks / o.replicas);
-      const int slots = std::max(1, o.checkpoint_slots / o.replicas);
-      fc.replica.engine.checkpoint_slots = slots;
-      fc.replica.capacity_bytes = config.capacity_bytes / o.replicas;
-      auto make_policy = [&, policy = *policy, slots]() {
-        sim::SimPolicy p;
-        if (shape->n_ssm_layers > 0)
-          p.checkpoints = cache::MakeSlotCheckpointCache(policy, slots, *shape, o.alpha, /*tune_in_background=*/false).value();
-        return p;
-      };
-      std::stringstream routings(o.routing == "all" ? "round-robin,least-loaded,prefix-aware" : o.routing);
-      for (std::string r; std::getline(routings, r, ',');) {
-        auto routing = sim::ParseRouting(r);
-        if (!routing.ok()) return fail(routing.status());
-        fc.routing = *routing;
-        auto fleet = sim::FleetSimulator::Create(fc, make_policy, cost);
-        if (!fleet.ok()) return fail(fleet.status());
-        fleets.push_back(std::move(fleet).value());
-      }
-    }
-  }
-  if (sims.empty()) return fail(core::InvalidArgument("--policy names no policy"));
-  auto feed = [&](const sim::TraceRequest& r) -> core::Status {
-    for (auto& sim : sims) RADIXLM_RETURN_IF_ERROR(sim->Feed(r));
-    for (auto& fleet : fleets) RADIXLM_RETURN_IF_ERROR(fleet->Feed(r));
-    return core::Status::Ok();
-  };
-  if (o.trace.empty()) {
-    core::Status failed = core::Status::Ok();
-    core::Status s = sim::GenerateWorkload(o.workload, [&](const sim::TraceRequest& r) {
-      if (failed.ok()) failed = feed(r);
-    });
-    if (!s.ok()) return fail(s);
-    if (!failed.ok()) return fail(failed);
-  } else {
-    auto reader = sim::TraceReader::Open(o.trace, sim::TraceFormat::kAuto, o.block_tokens, {.max_output_tokens = o.max_output_tokens});
-    if (!reader.ok()) return fail(reader.status());
-    // One request per line: the bar's total, counted only for a bar on a terminal and a regular
-    // file (a pipe, --trace <(zcat t.gz), can be read once).
-    int64_t lines = 0;
-    if (isatty(2) && std::filesystem::is_regular_file(o.trace)) {
-      std::ifstream count(o.trace, std::ios::binary);
-      for (std::string line; std::getline(count, line);) lines += line.find_first_not_of(" \t\r") != std::string::npos;
-    }
-    Progress progress("simulate", lines);
-    sim::TraceRequest request;
-    int64_t fed = 0;
-    for (;;) {
-      auto more = reader->Next(&request);
-      if (!more.ok()) return fail(more.status());
-      if (!*more) break;
-      core::Status s = feed(request);
-      if (!s.ok()) return fail(s);
-      progress.Update(++fed);
-    }
-    progress.Done();
-  }
+  auto sims = sim::BuildSimulators(o.setup, *shape, cost, model_alignment, &pool);
+  if (!sims.ok()) return fail(sims.status());
+  if (const core::Status s = FeedAll(o, *sims); !s.ok()) return fail(s);
   std::vector<sim::SimResult> results;
-  for (auto& sim : sims) results.push_back(sim->Finish());
-  if (!fleets.empty()) return ReportFleets(o, results[0], fleets);
-  if (!o.csv.empty()) {
-    core::Status s = WriteCsv(o.csv, results);
-    if (!s.ok()) return fail(s);
-  }
-  if (!o.plot.empty()) {
-    core::Status s = Plot(o.plot, results);
-    if (!s.ok()) return fail(s);
-  }
-  if (o.json_out) {
-    if (results.size() == 1) {
-      std::cout << core::JsonText(ResultJson(results[0], *shape, o)) << "\n";
-    } else {
-      json all = json::array();
-      for (const auto& r : results) all.push_back(ResultJson(r, *shape, o));
-      std::cout << core::JsonText(json{{"results", all}}) << "\n";
-    }
-  } else {
-    std::printf("model %s: %d SSM, %d attention, %d MLP layers; checkpoint %.2f MB, KV %.1f KB/token; TTFT %.2f ms + %.5f ms/token\n",
-                shape->name.c_str(), shape->n_ssm_layers, shape->n_attn_layers, shape->n_mlp_layers,
-                cost.CheckpointBytes() / 1e6, cost.KvBytes(1) / 1e3, ttft.intercept_ms(), ttft.ms_per_token());
-    for (const auto& r : results) PrintHuman(r, o);
-  }
-  return 0;
+  for (auto& sim : sims->sims) results.push_back(sim->Finish());
+  if (!sims->fleets.empty()) return ReportFleets(o, results[0], sims->fleets);
+  const core::Status reported = Report(o, results, *shape, cost);
+  return reported.ok() ? 0 : fail(reported);
 }
 
 }  // namespace
@@ -519,40 +388,40 @@ void RegisterSimulate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the engine with a cost model (no model weights), or generate a workload trace");
   cmd->add_option("--trace", o->trace, "JSONL trace: Marconi schema (token ids) or Mooncake (hash_ids), detected");
   cmd->add_option("--model", o->model, "marconi-7b[-n16|-n128], nemotron-h-8b, a config.json, or a model the engine loads");
-  cmd->add_option("--memory", o->memory, "budget: Marconi's model, one byte budget (--cache-size) for KV and checkpoints; "
+  cmd->add_option("--memory", o->setup.memory, "budget: Marconi's model, one byte budget (--cache-size) for KV and checkpoints; "
                                          "engine: the engine's serving memory (--kv-tokens, --kv-block-tokens, --checkpoint-slots)")
       ->check(CLI::IsMember({"budget", "engine"}))
       ->capture_default_str();
-  cmd->add_option("--arrivals", o->arrivals, "sequential: each request after the previous finished (Marconi); trace: at its timestamp, with the engine's concurrency")
+  cmd->add_option("--arrivals", o->setup.arrivals, "sequential: each request after the previous finished (Marconi); trace: at its timestamp, with the engine's concurrency")
       ->check(CLI::IsMember({"sequential", "trace"}))
       ->capture_default_str();
   cmd->add_option("--cache-size", o->cache_size, "--memory budget: cache capacity, e.g. 2GB, 40GB, 512MiB");
-  cmd->add_option("--kv-tokens", o->kv_tokens, "--memory engine: KV pool size in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--kv-block-tokens", o->kv_block_tokens, "--memory engine: tokens per KV block")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "--memory engine, hybrid models: cached SSM checkpoints")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--disk-gb", o->disk_gb,
+  cmd->add_option("--kv-tokens", o->setup.kv_tokens, "--memory engine: KV pool size in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--kv-block-tokens", o->setup.kv_block_tokens, "--memory engine: tokens per KV block")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--checkpoint-slots", o->setup.checkpoint_slots, "--memory engine, hybrid models: cached SSM checkpoints")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--disk-gb", o->setup.disk_gb,
                   "--memory engine, attention-only models: a modelled disk tier of this many GB under the KV pool "
                   "(LRU; 0: none; not with --replicas)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
-  cmd->add_option("--disk-gbps", o->disk_gbps, "the disk tier's read bandwidth in GB/s (a load's time is charged to the simulated clock)")
+  cmd->add_option("--disk-gbps", o->setup.disk_gbps, "the disk tier's read bandwidth in GB/s (a load's time is charged to the simulated clock)")
       ->check(CLI::Range(1e-6, 1e6))
       ->capture_default_str();
-  cmd->add_option("--max-running", o->max_running, "sequences per engine batch")->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--step-tokens", o->step_tokens, "tokens per engine step (chunked prefill; default: a prefill in one step)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_flag("--prompt-end-checkpoints", o->prompt_end_checkpoints,
+  cmd->add_option("--max-running", o->setup.max_running, "sequences per engine batch")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--step-tokens", o->setup.step_tokens, "tokens per engine step (chunked prefill; default: a prefill in one step)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_flag("--prompt-end-checkpoints", o->setup.prompt_end_checkpoints,
                 "hybrid policies: also keep each prompt's end state (a verbatim repeat hits; a checkpoint per request)");
-  cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
+  cmd->add_option("--prompt-end-min-gap", o->setup.prompt_end_min_gap,
                   "keep a prompt's end state only this many tokens past the state the request starts from or captures")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
-  cmd->add_option("--prefill-alignment", o->prefill_alignment, "prefill chunk grid (default: the engine model's Mamba2 chunk)")->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--policy", o->policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
-  cmd->add_option_function<double>("--alpha", [o](double a) { o->alpha = a, o->alpha_set = true; },
+  cmd->add_option("--prefill-alignment", o->setup.prefill_alignment, "prefill chunk grid (default: the engine model's Mamba2 chunk)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--policy", o->setup.policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
+  cmd->add_option_function<double>("--alpha", [o](double a) { o->setup.alpha = a, o->setup.alpha_set = true; },
                                    "FLOP-efficiency weight (marconi-static; marconi's starting value)");
-  cmd->add_option("--bootstrap-multiplier", o->bootstrap_multiplier, "marconi: tuning window = this x requests before the first eviction (15 for LMSys)")
+  cmd->add_option("--bootstrap-multiplier", o->setup.bootstrap_multiplier, "marconi: tuning window = this x requests before the first eviction (15 for LMSys)")
       ->check(CLI::Range(1, 1000));
-  cmd->add_flag("--reference-accounting", o->reference, "reproduce the Marconi artifact's accounting, quirks included");
+  cmd->add_flag("--reference-accounting", o->setup.reference, "reproduce the Marconi artifact's accounting, quirks included");
   cmd->add_option("--d-state", o->d_state, "override the model's SSM state size");
   cmd->add_flag("--checkpoints-only", o->checkpoints_only,
                 "count only SSM checkpoints against the capacity (as the engine's checkpoint pool does)");
@@ -567,21 +436,21 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--csv", o->csv, "write one row per request and policy");
   cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");
   cmd->add_flag("--json", o->json_out, "print JSON");
-  cmd->add_option("--replicas", o->replicas,
+  cmd->add_option("--replicas", o->setup.replicas,
                   "simulate a fleet: N engines with 1/N of the memory (--kv-tokens, --checkpoint-slots) each, behind a router, "
                   "next to one engine with all of it (--memory engine)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--routing", o->routing, "round-robin, least-loaded, prefix-aware (on the replicas' KV events), a comma list, or all")
+  cmd->add_option("--routing", o->setup.routing, "round-robin, least-loaded, prefix-aware (on the replicas' KV events), a comma list, or all")
       ->capture_default_str();
-  cmd->add_option("--match-threshold", o->match_threshold,
+  cmd->add_option("--match-threshold", o->setup.match_threshold,
                   "prefix-aware: a cached prefix covering more than this share of the request is always followed (SGLang's cache_threshold)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--pressure-slack", o->pressure_slack,
+  cmd->add_option("--pressure-slack", o->setup.pressure_slack,
                   "prefix-aware: a shorter match is followed while its replica's recent new tokens stay within (1 + this) x the mean")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
-  cmd->add_option("--pressure-window", o->pressure_window, "prefix-aware: the pressure decays over this many x replicas requests")
+  cmd->add_option("--pressure-window", o->setup.pressure_window, "prefix-aware: the pressure decays over this many x replicas requests")
       ->check(CLI::Range(0.01, 1e6))
       ->capture_default_str();
   cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
