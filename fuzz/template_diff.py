@@ -60,11 +60,12 @@ KNOWN = [
     ("python_limits", lambda ref, got, src: (ref[0] in ("RecursionError", "MemoryError") and got[0] != "text") or
      (ref[0] == "ValueError" and "Exceeds the limit (4300 digits)" in ref[1])),
     # Printed objects that are not values: Python shows a lazy map/select as "<generator object
-    # ... at 0x...>" (radixlm has no generators: it prints the list), a method as "<built-in
+    # ... at 0x...>" and a list's |reverse as "<list_reverseiterator object ...>" (radixlm has no
+    # generators or iterators: it prints the list), a method as "<built-in
     # method ... at 0x...>" or "<bound method ...>", a macro as "<Macro 'm'>"; radixlm prints
     # "<function name>". Addresses differ run to run; a template printing these is broken anyway.
     ("object_repr", lambda ref, got, src: ref[0] == "text" and (re.search(
-        r"<(generator object|built-in method|bound method|Macro|function) ", ref[1]) is not None or
+        r"<(generator object|built-in method|bound method|Macro|function|list_reverseiterator object|str_ascii_iterator object) ", ref[1]) is not None or
         # ... or iterates its text (for c in d.items|string): a method named, not called
         re.search(r"\.(items|keys|values|get|lower|upper|title|capitalize|strip|lstrip|rstrip|split|rsplit|splitlines|"
                   r"replace|startswith|endswith|join|format|count|find|rfind|index|isdigit|isalpha|isalnum|isspace|"
