@@ -13,6 +13,7 @@
 #include "cli/common.h"
 #include "cli/engine_setup.h"
 #include "models/kv_store.h"
+#include "serve/chat_session.h"
 #include "serve/completion_stream.h"
 #include "tokenizer/chat_template.h"
 
@@ -119,15 +120,84 @@ void RegisterTokenize(CLI::App& app) {
   });
 }
 
+namespace {
+
+struct ChatOptions {
+  ModelOptions model;
+  EngineOptions engine;
+  std::string system, chat_template;
+  int max_tokens = 64;
+  sampling::SamplingParams sampling;
+};
+
+// The conversation on stdin through serve::ChatSession: each turn's reply streamed, then its
+// prompt, cached and computed tokens; the totals at the end.
+void RunChat(ChatOptions& o) {
+  o.model.kv_tokens = o.engine.kv_tokens;  // refused up front when it cannot fit
+  const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o.model);
+  const tokenizer::Tokenizer& tok = *loaded.tokenizer;
+  auto format = tokenizer::ChatTemplate::ForTokenizer(tok, o.chat_template);
+  ExitIfError(format.status());
+  // The same engine as `serve`: a conversation's history stays in the radix cache.
+  core::ThreadPool pool(o.model.threads);
+  ServingEngine serving(*loaded.model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  engine::Engine& eng = serving.engine();
+  serve::ChatSession chat(eng, tok, *format, o.system,
+                          {.max_tokens = o.max_tokens, .stop_ids = EndOfTurnIds(tok), .sampling = o.sampling});
+  std::fprintf(stderr, "%s on %d threads, %s chat template, prefix cache %s; one message per line, Ctrl-D to end\n",
+               loaded.model->config().name.c_str(), pool.size(), o.chat_template.empty() ? "the model's" : o.chat_template.c_str(),
+               o.engine.no_prefix_cache ? "off" : "on");
+  if (o.model.model.rfind("random:", 0) == 0)
+    std::fprintf(stderr, "(random weights: the replies are noise; the token ids, the streaming and the costs are real)\n");
+  std::string line;
+  int turns = 0;
+  int64_t total_prompt = 0, total_cached = 0;
+  double total_prefill_s = 0;
+  while (std::printf("\n> "), std::fflush(stdout), std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    auto turn = chat.Prepare(line);
+    ExitIfError(turn.status());
+    if (!turn->fits) {
+      std::printf("[this message and --max-tokens exceed the %lld-token limit (the model's context, --kv-tokens)]\n",
+                  static_cast<long long>(eng.max_request_tokens()));
+      continue;
+    }
+    if (!isatty(0)) std::printf("%s", line.c_str());  // echo scripted input so the log reads as a chat
+    std::printf("\n");
+    if (turn->dropped > 0)
+      std::printf("[the oldest %d exchange%s dropped to fit the %lld-token context]\n", turn->dropped, turn->dropped > 1 ? "s" : "",
+                  static_cast<long long>(eng.max_request_tokens()));
+    auto usage = chat.Run([](const std::string& delta) {
+      std::printf("%s", delta.c_str());
+      std::fflush(stdout);
+    });
+    if (!usage.ok()) {
+      std::fprintf(stderr, "radixlm chat: %s\n", usage.status().message().c_str());
+      std::exit(1);
+    }
+    const engine::Usage& u = *usage;
+    const double decode_s = u.total_seconds - u.ttft_seconds;
+    ++turns;
+    total_prompt += turn->prompt_tokens;
+    total_cached += u.cached_tokens;
+    total_prefill_s += u.ttft_seconds;
+    std::printf("\n[turn %d: prompt %lld tokens = %lld cached + %lld computed, first token after %.0f ms; %lld tokens at %.1f tok/s]\n",
+                turns, static_cast<long long>(turn->prompt_tokens), static_cast<long long>(u.cached_tokens),
+                static_cast<long long>(turn->prompt_tokens - u.cached_tokens), u.ttft_seconds * 1e3,
+                static_cast<long long>(u.completion_tokens), u.completion_tokens > 1 && decode_s > 0 ? (u.completion_tokens - 1) / decode_s : 0.0);
+  }
+  std::printf("\n");
+  if (turns > 0)
+    std::printf("[%d turns: %lld prompt tokens, %lld (%.0f%%) from the prefix cache, %lld computed; %.2f s to first tokens]\n", turns,
+                static_cast<long long>(total_prompt), static_cast<long long>(total_cached),
+                100.0 * total_cached / std::max<int64_t>(1, total_prompt), static_cast<long long>(total_prompt - total_cached),
+                total_prefill_s);
+}
+
+}  // namespace
+
 void RegisterChat(CLI::App& app) {
-  struct Opts {
-    ModelOptions model;
-    EngineOptions engine;
-    std::string system, chat_template;
-    int max_tokens = 64;
-    sampling::SamplingParams sampling;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ChatOptions>();
   o->engine.kv_tokens = 8192;  // one conversation
   o->engine.max_running = 1;
   ChatServingDefaults(&o->engine);
@@ -142,126 +212,7 @@ void RegisterChat(CLI::App& app) {
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p);
   cmd->add_option("--seed", o->sampling.seed);
-  cmd->callback([o] {
-    o->model.kv_tokens = o->engine.kv_tokens;  // refused up front when it cannot fit
-    const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
-    auto& model = *loaded.model;
-    const tokenizer::Tokenizer& tok = *loaded.tokenizer;
-    auto format = tokenizer::ChatTemplate::ForTokenizer(tok, o->chat_template);
-    ExitIfError(format.status());
-    // The same engine as `serve`: a conversation's history stays in the radix cache, so each
-    // turn computes only what is new (the previous reply's last token and the new message).
-    core::ThreadPool pool(o->model.threads);
-    ServingEngine serving(model, pool, o->engine, KvDtypeOf(o->model), &o->model, tok.vocab_size());
-    engine::Engine& eng = serving.engine();
-    // A turn ends at an end-of-turn token, or at an end marker written as text (a model whose
-    // tokenizer has no such special token).
-    std::vector<std::string> stops;
-    for (const char* end : {"<|im_end|>", "<|eot_id|>", "</s>", "<|end|>", "<end_of_turn>"})
-      if (format->source().find(end) != std::string::npos) stops.push_back(end);
-    std::vector<tokenizer::ChatMessage> history;
-    if (!o->system.empty()) history.push_back({"system", o->system});
-    std::fprintf(stderr, "%s on %d threads, %s chat template, prefix cache %s; one message per line, Ctrl-D to end\n",
-                 model.config().name.c_str(), pool.size(), o->chat_template.empty() ? "the model's" : o->chat_template.c_str(),
-                 o->engine.no_prefix_cache ? "off" : "on");
-    if (o->model.model.rfind("random:", 0) == 0)
-      std::fprintf(stderr, "(random weights: the replies are noise; the token ids, the streaming and the costs are real)\n");
-    std::string line;
-    int turn = 0;
-    int64_t total_prompt = 0, total_cached = 0;
-    std::string prev_text;                          // the last prompt's text ...
-    std::vector<int32_t> prev_tokens, prev_reply;   // ... its tokens, and the reply's as generated
-    double total_prefill_s = 0;
-    while (std::printf("\n> "), std::fflush(stdout), std::getline(std::cin, line)) {
-      if (line.empty()) continue;
-      history.push_back({"user", line});
-      engine::RequestParams params;
-      params.max_tokens = o->max_tokens;
-      params.stop_ids = EndOfTurnIds(tok);
-      params.sampling = o->sampling;
-      params.sampling.seed = o->sampling.seed + static_cast<uint64_t>(turn);
-      // Past the context (or the KV pool), the oldest exchange goes, as chat clients do; the
-      // system message stays. The cache then still holds the system prompt's prefix.
-      const size_t keep = o->system.empty() ? 0 : 1;
-      int dropped = 0;
-      std::string prompt_text;
-      std::vector<tokenizer::ChatMessage> trimmed = history;  // history changes only if the message fits
-      for (;;) {
-        auto rendered = format->RenderMessages(trimmed, /*add_generation_prompt=*/true);
-        ExitIfError(rendered.status());
-        prompt_text = std::move(*rendered);
-        params.prompt = tokenizer::ContinueTokens(tok, prev_text, prev_tokens, prev_reply, prompt_text);
-        if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens <= eng.max_request_tokens()) break;
-        if (trimmed.size() < keep + 3) break;  // only this message left: it does not fit
-        trimmed.erase(trimmed.begin() + static_cast<std::ptrdiff_t>(keep), trimmed.begin() + static_cast<std::ptrdiff_t>(keep + 2));
-        ++dropped;
-      }
-      if (static_cast<int64_t>(params.prompt.size()) + params.max_tokens > eng.max_request_tokens()) {
-        std::printf("[this message and --max-tokens exceed the %lld-token limit (the model's context, --kv-tokens)]\n",
-                    static_cast<long long>(eng.max_request_tokens()));
-        history.pop_back();
-        continue;
-      }
-      history = std::move(trimmed);
-      if (!isatty(0)) std::printf("%s", line.c_str());  // echo scripted input so the log reads as a chat
-      std::printf("\n");
-      if (dropped > 0)
-        std::printf("[the oldest %d exchange%s dropped to fit the %lld-token context]\n", dropped, dropped > 1 ? "s" : "",
-                    static_cast<long long>(eng.max_request_tokens()));
-      serve::CompletionText text(tok, stops);
-      bool done = false;
-      engine::TokenEvent last;
-      const int64_t prompt_tokens = static_cast<int64_t>(params.prompt.size());
-      std::vector<int32_t> sent_prompt = params.prompt;
-      auto id = eng.Submit(std::move(params), [&](const engine::TokenEvent& ev) {
-        std::printf("%s", text.Push(ev).c_str());
-        std::fflush(stdout);
-        if (ev.finish != engine::FinishReason::kNone) {
-          done = true;
-          last = ev;
-        }
-      });
-      ExitIfError(id.status());
-      bool cancelled = false;
-      while (!done) {
-        // Token callbacks run here, on this thread. A request alone always fits (Submit checked
-        // it against the pool), so a step with nothing to do before it finished is a bug.
-        if (!eng.Step() && !done) {
-          std::fprintf(stderr, "radixlm chat: the engine stopped before the reply finished\n");
-          std::exit(1);
-        }
-        if (text.stopped() && !cancelled) {
-          eng.EndEarly(*id);  // the end marker came as text: finish, keeping the reply cached
-          cancelled = true;
-        }
-      }
-      if (last.finish == engine::FinishReason::kError) {
-        std::fprintf(stderr, "radixlm chat: %s\n", last.error.c_str());
-        std::exit(1);
-      }
-      history.push_back({"assistant", text.text()});
-      prev_text = prompt_text;
-      prev_tokens = std::move(sent_prompt);
-      prev_reply = text.ids();
-      const engine::Usage& u = last.usage;
-      const double decode_s = u.total_seconds - u.ttft_seconds;
-      ++turn;
-      total_prompt += prompt_tokens;
-      total_cached += u.cached_tokens;
-      total_prefill_s += u.ttft_seconds;
-      std::printf("\n[turn %d: prompt %lld tokens = %lld cached + %lld computed, first token after %.0f ms; %lld tokens at %.1f tok/s]\n",
-                  turn, static_cast<long long>(prompt_tokens), static_cast<long long>(u.cached_tokens),
-                  static_cast<long long>(prompt_tokens - u.cached_tokens), u.ttft_seconds * 1e3,
-                  static_cast<long long>(u.completion_tokens),
-                  u.completion_tokens > 1 && decode_s > 0 ? (u.completion_tokens - 1) / decode_s : 0.0);
-    }
-    std::printf("\n");
-    if (turn > 0)
-      std::printf("[%d turns: %lld prompt tokens, %lld (%.0f%%) from the prefix cache, %lld computed; %.2f s to first tokens]\n",
-                  turn, static_cast<long long>(total_prompt), static_cast<long long>(total_cached),
-                  100.0 * total_cached / std::max<int64_t>(1, total_prompt),
-                  static_cast<long long>(total_prompt - total_cached), total_prefill_s);
-  });
+  cmd->callback([o] { RunChat(*o); });
 }
 
 }  // namespace radixlm::cli
