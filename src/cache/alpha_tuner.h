@@ -14,6 +14,7 @@
 // Thread-safety: the tuner is owned by one cache and called from its loop only.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -68,5 +69,24 @@ class AlphaTuner {
   // Set when the tuner goes away; the background replays stop at the next alpha.
   std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
 };
+
+// Poll for a radix cache type C (the production cache and the Marconi reference share it): the
+// replay of one alpha is a replica C(*snapshot, alpha) serving the window's requests (Lookup of
+// the input, Admit of input + output); its score, the FLOPs saved over its last `last_n`.
+template <class C>
+std::optional<double> PollTuner(AlphaTuner& tuner, std::shared_ptr<const C> snapshot, const CostModel& cost, int64_t requests) {
+  auto replay = [snapshot, cost](double alpha, const std::vector<AlphaTuner::Request>& window, int last_n) {
+    C replica(*snapshot, alpha);
+    for (const AlphaTuner::Request& r : window) {
+      std::span<const int32_t> all(r.tokens);
+      replica.Lookup(all.first(r.input_len));
+      replica.Admit(all);
+    }
+    const std::vector<HybridRequestStat>& h = replica.history();
+    const size_t take = std::min<size_t>(h.size(), last_n);
+    return HistoryFlopsSaved(cost, std::span<const HybridRequestStat>(h).subspan(h.size() - take));
+  };
+  return tuner.Poll(requests, replay);
+}
 
 }  // namespace radixlm::cache

@@ -255,20 +255,7 @@ HybridReservation HybridRadixCache::ReserveWith(std::span<const int32_t> sequenc
 
 void HybridRadixCache::PollTuner() {
   if (!tuner_ || tuner_->tuned() || !snapshot_) return;
-  const std::shared_ptr<const HybridRadixCache> snapshot = snapshot_;
-  const CostModel cost = cost_;
-  auto replay = [snapshot, cost](double alpha, const std::vector<AlphaTuner::Request>& window, int last_n) {
-    HybridRadixCache replica(*snapshot, alpha);
-    for (const AlphaTuner::Request& r : window) {
-      std::span<const int32_t> all(r.tokens);
-      replica.Lookup(all.first(r.input_len));
-      replica.Admit(all);
-    }
-    const size_t n = replica.history_.size();
-    const size_t take = std::min<size_t>(n, last_n);
-    return HistoryFlopsSaved(cost, std::span<const HybridRequestStat>(replica.history_).subspan(n - take));
-  };
-  if (const std::optional<double> tuned = tuner_->Poll(static_cast<int64_t>(history_.size()), replay)) {
+  if (const std::optional<double> tuned = cache::PollTuner(*tuner_, snapshot_, cost_, static_cast<int64_t>(history_.size()))) {
     alpha_ = *tuned;
     snapshot_.reset();
   }
