@@ -28,6 +28,7 @@
 #include "kernels/gemm.h"
 #include "models/kv_store.h"
 #include "models/roofline.h"
+#include "runner/benchmarks.h"
 #include "runner/ceilings.h"
 #include "runner/generator.h"
 #include "runner/model_executor.h"
@@ -487,146 +488,6 @@ void RegisterPerplexity(CLI::App& app) {
 // Prefill of `batch` sequences = one shared prefix + a random suffix each, run as the scoring
 // runner runs them: forwards filled up to max_batch_tokens *computed* rows (original rows when
 // off, compact rows when compacted) and KV blocks of a forward's rows plus one per sequence;
-// gather mode keeps every original row's K/V, trie mode shares the prefix's full blocks as the
-// radix cache would, so its forwards hold more sequences. Each forward also computes its last
-// rows' logits. Reports tokens/s (original tokens over the runner's forward time: plan, tables
-// and forward), the observed compact/original ratio and the ideal ratio r = B(P+S) / (P+BS).
-void BenchCompaction(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
-                     const std::string& mode, int max_batch_tokens, int repeats, bool json_out, core::DType kv_dtype) {
-  const auto& c = model.config();
-  if (mode != "off" && mode != "gather" && mode != "trie")
-    ExitIfError(core::InvalidArgument("--compaction is off, gather or trie"));
-  const int len = prefix + suffix;
-  if (len <= 0 || len > max_batch_tokens) ExitIfError(core::InvalidArgument("a sequence must fit --max-batch-tokens"));
-  core::Rng rng(5);
-  std::vector<int32_t> shared(prefix);
-  for (auto& t : shared) t = static_cast<int32_t>(rng.Below(c.vocab_size));
-  std::vector<std::vector<int32_t>> seqs(batch);
-  for (auto& s : seqs) {
-    s = shared;
-    for (int i = 0; i < suffix; ++i) s.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
-  }
-  const int64_t bt = 16;
-  runner::ScoringRunner scorer(model, pool,
-                               {.max_batch_tokens = max_batch_tokens,
-                                .kv_rows = ((max_batch_tokens + bt - 1) / bt + batch) * bt,
-                                .threshold = mode == "off" ? 0.0 : 1.0,  // 1 = compact every forward
-                                .trie_attention = mode == "trie",
-                                .block_tokens = static_cast<int32_t>(bt),
-                                .kv_dtype = kv_dtype});
-  std::vector<double> rates;
-  runner::ScoringStats run;
-  for (int r = 0; r < repeats; ++r) {
-    const runner::ScoringStats before = scorer.stats();
-    ExitIfError(scorer.YesNoLogits(seqs, 0, 1).status());
-    const runner::ScoringStats& after = scorer.stats();
-    run = {.forwards = after.forwards - before.forwards,
-           .original_rows = after.original_rows - before.original_rows,
-           .computed_rows = after.computed_rows - before.computed_rows,
-           .seconds = after.seconds - before.seconds};
-    rates.push_back(run.original_rows / run.seconds);
-  }
-  const double ideal = double(batch) * len / (prefix + double(batch) * suffix);
-  const json j = {{"model", c.name}, {"batch", batch}, {"shared_prefix", prefix}, {"suffix", suffix},
-                  {"compaction", mode}, {"forwards", run.forwards},
-                  {"max_batch_tokens", max_batch_tokens},
-                  {"tokens_per_s", Median(rates)}, {"observed_ratio", double(run.computed_rows) / run.original_rows},
-                  {"ideal_speedup_r", ideal}, {"threads", pool.size()}, {"repeats", repeats}};
-  std::printf("%s\n", core::JsonText(j, json_out ? -1 : 2).c_str());
-}
-
-// Decode of `batch` concurrent requests that share a `prefix`-token prompt prefix (+ `suffix`
-// own tokens each), through the serving engine with the radix cache (the prefix is cached by a
-// first request, so the batch's block tables share its blocks), cascade attention on or off.
-// Reports decode tokens/s over the steps where every request decodes, and the KV bytes the
-// attention layers read per decode step (at the middle of the decode) in each mode.
-void BenchCascadeDecode(models::Transformer& model, core::ThreadPool& pool, int batch, int prefix, int suffix,
-                        int gen_tokens, bool cascade, bool json_out, core::DType kv_dtype) {
-  const auto& c = model.config();
-  if (batch < 1 || prefix < 0 || suffix < 1 || gen_tokens < 2)
-    ExitIfError(core::InvalidArgument("--decode-batch >= 1, --suffix >= 1 and --gen-tokens >= 2"));
-  const int32_t bt = 16;
-  // The prefix once (shared), then each request's own tokens and a partial block of slack.
-  const int64_t per_request = suffix + gen_tokens + 2 * bt;
-  engine::EngineConfig ec;
-  ec.block_tokens = bt;
-  ec.num_blocks = static_cast<int32_t>((prefix + static_cast<int64_t>(batch + 1) * per_request) / bt + 8);
-  ec.scheduler.max_running = batch + 1;
-  ec.scheduler.step_token_budget = 2048;
-  if (prefix + suffix + gen_tokens > c.max_context) ExitIfError(core::InvalidArgument("longer than the model's context"));
-  models::KvStore kv(c, {ec.num_blocks, ec.block_tokens, kv_dtype});
-  runner::ModelExecutor exec(model, pool, kv);
-  exec.set_compaction({.threshold = 0});
-  exec.set_cascade(cascade);
-  engine::Engine eng(ec, exec);
-  core::Rng rng(7);
-  std::vector<int32_t> shared(prefix);
-  for (auto& t : shared) t = static_cast<int32_t>(rng.Below(c.vocab_size));
-  auto make = [&](int max_tokens) {
-    engine::RequestParams p;
-    p.prompt = shared;
-    for (int i = 0; i < suffix; ++i) p.prompt.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
-    p.max_tokens = max_tokens;
-    p.sampling.temperature = 0;
-    return p;
-  };
-  ExitIfError(eng.Submit(make(1), nullptr).status());  // caches the shared prefix
-  eng.RunUntilIdle();
-  int first_tokens = 0, finished = 0;
-  for (int i = 0; i < batch; ++i)
-    ExitIfError(eng.Submit(make(gen_tokens), [&](const engine::TokenEvent& ev) {
-                     if (ev.finish != engine::FinishReason::kNone) ++finished;
-                     else if (ev.token >= 0) ++first_tokens;
-                   }).status());
-  // Prefill (and the first token of every request), then time the steps where all decode.
-  int64_t steps = 0;
-  while (first_tokens < batch) eng.Step();
-  const int64_t cascade_rows_before = exec.cascade_rows();
-  models::ForwardProfile prof;  // where the timed steps' forwards go
-  model.set_profile(&prof);
-  const auto t0 = std::chrono::steady_clock::now();
-  while (finished < batch) {
-    eng.Step();
-    ++steps;
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  model.set_profile(nullptr);
-  const int64_t decode_tokens = static_cast<int64_t>(batch) * (gen_tokens - 1);
-  // KV bytes the attention layers read in one decode step at the middle of the decode.
-  const double token_bytes = 2.0 * c.n_kv_heads * c.head_dim * core::DTypeSize(kv_dtype) * c.n_attention_layers();
-  const int64_t split = kernels::AttentionSplitTokens(bt);
-  const int64_t shared_tokens = (prefix / bt * bt) / split * split;  // whole split chunks of whole blocks
-  const int64_t mid = prefix + suffix + gen_tokens / 2;
-  const int tile = kernels::CascadeTileRows(c.n_heads / c.n_kv_heads);
-  const double plain_bytes = token_bytes * batch * mid;
-  const double cascade_bytes =
-      batch >= 2 ? token_bytes * (static_cast<double>(shared_tokens) * ((batch + tile - 1) / tile) +
-                                  static_cast<double>(batch) * (mid - shared_tokens))
-                 : plain_bytes;
-  json j = {{"model", c.name},
-            {"threads", pool.size()},
-            {"isa", core::IsaName(core::ActiveIsa())},
-            {"kv_dtype", std::string(core::DTypeName(kv_dtype))},
-            {"decode_batch", batch},
-            {"shared_prefix", prefix},
-            {"suffix", suffix},
-            {"gen_tokens", gen_tokens},
-            {"cascade", cascade ? "on" : "off"},
-            {"decode_steps", steps},
-            {"decode_tokens", decode_tokens},
-            {"decode_seconds", seconds},
-            {"decode_tokens_per_s", decode_tokens / seconds},
-            // Seconds of the timed steps in forwards, their GEMMs (lm_head included) and their
-            // attention calls (the rest of a forward: norms, RoPE, K/V writes, copies).
-            {"decode_forward_s", prof.total_s},
-            {"decode_gemm_s", prof.gemm_s},
-            {"decode_attention_s", prof.attention_s},
-            {"cascade_rows", exec.cascade_rows() - cascade_rows_before},
-            {"kv_bytes_read_per_step", cascade ? cascade_bytes : plain_bytes},
-            {"kv_bytes_ratio_plain_over_cascade", plain_bytes / cascade_bytes}};
-  std::printf("%s\n", core::JsonText(j, json_out ? -1 : 2).c_str());
-}
-
 struct BenchOptions {
   ModelOptions model;
   int prompt_tokens = 512, gen_tokens = 64, repeats = 3;
@@ -773,13 +634,20 @@ void RegisterBench(CLI::App& app) {
     if (speculate->count() > 0)
       return BenchSpeculativeDecode(model, pool, SpeculatePrompt(*o, model.config().vocab_size), o->gen_tokens, o->sampling, o->engine,
                                     KvDtypeOf(o->model), o->repeats, o->json_out);
-    if (o->decode_batch > 0)
-      return BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",
-                                o->json_out, KvDtypeOf(o->model));
-    if (o->batch > 0)
-      return BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens, o->repeats,
-                             o->json_out, KvDtypeOf(o->model));
-    const json j = BenchThroughput(model, pool, *o, load_s);
+    json j;
+    if (o->decode_batch > 0) {
+      auto r = runner::BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",
+                                          KvDtypeOf(o->model));
+      ExitIfError(r.status());
+      j = std::move(*r);
+    } else if (o->batch > 0) {
+      auto r = runner::BenchCompaction(model, pool, o->batch, o->shared_prefix, o->suffix, o->compaction, o->max_batch_tokens,
+                                       o->repeats, KvDtypeOf(o->model));
+      ExitIfError(r.status());
+      j = std::move(*r);
+    } else {
+      j = BenchThroughput(model, pool, *o, load_s);
+    }
     std::printf("%s\n", o->json_out ? core::JsonText(j).c_str() : core::JsonText(j, 2).c_str());
   });
 }
