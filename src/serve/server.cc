@@ -68,6 +68,117 @@ ApiError SubmitError(const core::Status& st, bool chat) {
   return {400, st.message(), "invalid_request_error", "prompt", "invalid_value"};
 }
 
+// Prometheus text exposition: # HELP, # TYPE and the sample of each metric.
+struct PromText {
+  std::ostringstream o;
+  void Metric(const char* name, const char* type, const char* help, double value, const std::string& labels = "") {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << labels << " " << value << "\n";
+  }
+};
+
+void WriteEngineMetrics(PromText& p, const engine::EngineMetrics& m, int64_t http_requests, int64_t http_errors) {
+  p.Metric("radixlm_requests_total", "counter", "Requests accepted by the engine.", m.requests_submitted);
+  p.Metric("radixlm_requests_finished_total", "counter", "Requests finished (any reason).", m.requests_finished);
+  p.Metric("radixlm_requests_rejected_total", "counter", "Requests rejected at submission.", m.requests_rejected);
+  p.Metric("radixlm_http_requests_total", "counter", "HTTP requests received.", http_requests);
+  p.Metric("radixlm_http_errors_total", "counter", "HTTP requests answered with an error.", http_errors);
+  p.Metric("radixlm_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
+  p.Metric("radixlm_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", m.cached_prompt_tokens);
+  p.Metric("radixlm_computed_tokens_total", "counter", "Tokens whose KV the model computed (prefill + decode).", m.computed_tokens);
+  p.Metric("radixlm_deduplicated_tokens_total", "counter",
+           "Prefill rows shared within a step and computed once (included in computed_tokens).", m.deduplicated_tokens);
+  p.Metric("radixlm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  p.Metric("radixlm_cache_hit_rate", "gauge", "cache_hit_tokens_total / prompt_tokens_total.",
+           m.prompt_tokens ? double(m.cached_prompt_tokens) / m.prompt_tokens : 0.0);
+  p.Metric("radixlm_cache_tokens", "gauge", "Tokens held by the prefix cache.", m.tree_cached_tokens);
+  p.Metric("radixlm_cache_evicted_tokens_total", "counter", "Tokens evicted from the prefix cache.", m.evicted_tokens);
+  p.Metric("radixlm_queue_length", "gauge", "Requests waiting for admission.", m.waiting);
+  p.Metric("radixlm_running_requests", "gauge", "Requests in the running batch.", m.running);
+  p.Metric("radixlm_kv_blocks_in_use", "gauge", "KV blocks referenced by requests or the cache.", m.blocks_in_use);
+  p.Metric("radixlm_kv_blocks_total", "gauge", "KV blocks in the pool.", m.blocks_total);
+  p.Metric("radixlm_preemptions_total", "counter", "Requests preempted for lack of KV blocks.", m.preemptions);
+  p.Metric("radixlm_steps_total", "counter", "Engine steps that computed tokens.", m.steps);
+  p.Metric("radixlm_step_seconds_total", "counter", "Time spent in engine steps.", m.step_seconds_total);
+}
+
+// Per tier of the prefix cache (medium "cpu": the KV pool; "disk": --cache-dir).
+void WriteTierMetrics(PromText& p, const engine::EngineMetrics& m, const cache::BlockTier* tier) {
+  const cache::TierReport disk = tier ? tier->Report() : cache::TierReport{};
+  auto tiered = [&](const char* name, const char* type, const char* help, double cpu, double on_disk) {
+    p.o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << "{medium=\"cpu\"} " << cpu << "\n";
+    if (tier) p.o << name << "{medium=\"disk\"} " << on_disk << "\n";
+  };
+  tiered("radixlm_cache_tier_blocks", "gauge", "Blocks held by each tier.", m.blocks_in_use, disk.blocks);
+  tiered("radixlm_cache_tier_hit_tokens_total", "counter", "Prompt tokens served from each tier.",
+         m.cached_prompt_tokens - m.tier_hit_tokens, m.tier_hit_tokens);
+  if (!tier) return;
+  const std::string d = "{medium=\"disk\"}";
+  p.Metric("radixlm_cache_tier_used_bytes", "gauge", "Bytes the disk tier holds.", disk.used_bytes, d);
+  p.Metric("radixlm_cache_tier_capacity_bytes", "gauge", "The disk tier's bound.", disk.capacity_bytes, d);
+  p.Metric("radixlm_cache_tier_read_bytes_total", "counter", "Bytes loaded from the disk tier.", disk.bytes_read, d);
+  p.Metric("radixlm_cache_tier_written_bytes_total", "counter", "Bytes written to the disk tier.", disk.bytes_written, d);
+  p.Metric("radixlm_cache_tier_load_failures_total", "counter", "Loads that failed (missing, corrupt, I/O) and were recomputed.",
+           disk.failed_loads, d);
+  p.Metric("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from the disk tier.",
+           m.tier_load_seconds, d);
+  p.Metric("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because the write queue was full.",
+           disk.skipped_stores, d);
+}
+
+// Speculative decoding, by where drafts came from (engine::SpeculateConfig).
+void WriteSpeculationMetrics(PromText& p, const engine::EngineMetrics& m) {
+  auto by_origin = [&](const char* name, const char* help, auto field) {
+    p.o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
+    for (size_t i = 0; i < m.speculation.size(); ++i)
+      p.o << name << "{origin=\"" << engine::SpeculationOrigin(i) << "\"} " << m.speculation[i].*field << "\n";
+  };
+  by_origin("radixlm_spec_verifications_total", "Decode steps of a request that verified a draft.", &engine::SpeculationCounts::steps);
+  by_origin("radixlm_spec_draft_tokens_total", "Draft tokens computed.", &engine::SpeculationCounts::drafted);
+  by_origin("radixlm_spec_accepted_tokens_total", "Draft tokens the model produced (kept).", &engine::SpeculationCounts::accepted);
+  by_origin("radixlm_spec_recomputed_tokens_total", "Recurrent models: accepted tokens computed again after a rollback.",
+            &engine::SpeculationCounts::recomputed);
+  p.o << "# HELP radixlm_spec_acceptance_rate Accepted / drafted tokens.\n# TYPE radixlm_spec_acceptance_rate gauge\n";
+  for (size_t i = 0; i < m.speculation.size(); ++i) {
+    const engine::SpeculationCounts& c = m.speculation[i];
+    p.o << "radixlm_spec_acceptance_rate{origin=\"" << engine::SpeculationOrigin(i) << "\"} "
+        << (c.drafted ? double(c.accepted) / c.drafted : 0.0) << "\n";
+  }
+}
+
+// The same figures under vLLM's names, which fleet routers and dashboards read (vLLM v1: gauges
+// of requests and KV usage as a 0-1 fraction; prefix-cache counters in tokens). Unlike vLLM's,
+// the usage fraction counts cached blocks that no request holds as used.
+void WriteVllmMetrics(PromText& p, const engine::EngineMetrics& m, const std::string& model_name, bool speculate) {
+  const std::string label = "{model_name=\"" + model_name + "\"}";
+  auto vllm = [&](const char* name, const char* type, const char* help, double value) { p.Metric(name, type, help, value, label); };
+  vllm("vllm:num_requests_running", "gauge", "Requests in the running batch.", m.running);
+  vllm("vllm:num_requests_waiting", "gauge", "Requests waiting for admission.", m.waiting);
+  vllm("vllm:kv_cache_usage_perc", "gauge", "KV blocks in use (requests or cache) / KV blocks, 0-1.",
+       m.blocks_total ? double(m.blocks_in_use) / m.blocks_total : 0.0);
+  vllm("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m.prompt_tokens);
+  vllm("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", m.cached_prompt_tokens);
+  vllm("vllm:num_preemptions_total", "counter", "Requests preempted.", m.preemptions);
+  vllm("vllm:prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
+  vllm("vllm:generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  if (!speculate) return;
+  const engine::SpeculationCounts all = m.SpeculationTotal();
+  vllm("vllm:spec_decode_num_drafts_total", "counter", "Drafts verified.", all.steps);
+  vllm("vllm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.", all.drafted);
+  vllm("vllm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", all.accepted);
+}
+
+void WriteScoringMetrics(PromText& p, const engine::ScoringStats& st) {
+  p.Metric("radixlm_scoring_inputs_total", "counter", "Inputs embedded or reranked.", st.sequences);
+  p.Metric("radixlm_scoring_tokens_total", "counter", "Tokens of embedded or reranked inputs.", st.original_rows);
+  p.Metric("radixlm_scoring_computed_tokens_total", "counter", "Rows the scoring forwards computed (after intra-batch prefix dedup).",
+           st.computed_rows);
+  p.Metric("radixlm_scoring_forwards_total", "counter", "Scoring forwards.", st.forwards);
+  p.Metric("radixlm_scoring_compacted_forwards_total", "counter", "Scoring forwards run compacted.", st.compacted_forwards);
+  p.Metric("radixlm_scoring_batches_total", "counter", "Batches the scoring queue formed.", st.batches);
+  p.Metric("radixlm_scoring_merged_requests_total", "counter", "Requests that shared a batch with another.", st.merged_jobs);
+  p.Metric("radixlm_scoring_seconds_total", "counter", "Time spent in scoring forwards.", st.seconds);
+}
+
 }  // namespace
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
@@ -569,106 +680,13 @@ json Server::CacheTiers() const {
 
 std::string Server::MetricsText() const {
   const engine::EngineMetrics m = engine_.Metrics();
-  std::ostringstream o;
-  auto metric = [&](const char* name, const char* type, const char* help, double value, const std::string& labels = "") {
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << labels << " " << value << "\n";
-  };
-  metric("radixlm_requests_total", "counter", "Requests accepted by the engine.", m.requests_submitted);
-  metric("radixlm_requests_finished_total", "counter", "Requests finished (any reason).", m.requests_finished);
-  metric("radixlm_requests_rejected_total", "counter", "Requests rejected at submission.", m.requests_rejected);
-  metric("radixlm_http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
-  metric("radixlm_http_errors_total", "counter", "HTTP requests answered with an error.", http_errors_.load());
-  metric("radixlm_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
-  metric("radixlm_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.", m.cached_prompt_tokens);
-  metric("radixlm_computed_tokens_total", "counter", "Tokens whose KV the model computed (prefill + decode).", m.computed_tokens);
-  metric("radixlm_deduplicated_tokens_total", "counter",
-         "Prefill rows shared within a step and computed once (included in computed_tokens).", m.deduplicated_tokens);
-  metric("radixlm_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
-  metric("radixlm_cache_hit_rate", "gauge", "cache_hit_tokens_total / prompt_tokens_total.",
-         m.prompt_tokens ? double(m.cached_prompt_tokens) / m.prompt_tokens : 0.0);
-  metric("radixlm_cache_tokens", "gauge", "Tokens held by the prefix cache.", m.tree_cached_tokens);
-  metric("radixlm_cache_evicted_tokens_total", "counter", "Tokens evicted from the prefix cache.", m.evicted_tokens);
-  metric("radixlm_queue_length", "gauge", "Requests waiting for admission.", m.waiting);
-  metric("radixlm_running_requests", "gauge", "Requests in the running batch.", m.running);
-  metric("radixlm_kv_blocks_in_use", "gauge", "KV blocks referenced by requests or the cache.", m.blocks_in_use);
-  metric("radixlm_kv_blocks_total", "gauge", "KV blocks in the pool.", m.blocks_total);
-  metric("radixlm_preemptions_total", "counter", "Requests preempted for lack of KV blocks.", m.preemptions);
-  metric("radixlm_steps_total", "counter", "Engine steps that computed tokens.", m.steps);
-  metric("radixlm_step_seconds_total", "counter", "Time spent in engine steps.", m.step_seconds_total);
-  // Per tier of the prefix cache (medium "cpu": the KV pool; "disk": --cache-dir).
-  const cache::TierReport disk = engine_.tier() ? engine_.tier()->Report() : cache::TierReport{};
-  auto tiered = [&](const char* name, const char* type, const char* help, double cpu, double on_disk) {
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-      << name << "{medium=\"cpu\"} " << cpu << "\n";
-    if (engine_.tier()) o << name << "{medium=\"disk\"} " << on_disk << "\n";
-  };
-  tiered("radixlm_cache_tier_blocks", "gauge", "Blocks held by each tier.", m.blocks_in_use, disk.blocks);
-  tiered("radixlm_cache_tier_hit_tokens_total", "counter", "Prompt tokens served from each tier.",
-         m.cached_prompt_tokens - m.tier_hit_tokens, m.tier_hit_tokens);
-  if (engine_.tier()) {
-    metric("radixlm_cache_tier_used_bytes", "gauge", "Bytes the disk tier holds.", disk.used_bytes, "{medium=\"disk\"}");
-    metric("radixlm_cache_tier_capacity_bytes", "gauge", "The disk tier's bound.", disk.capacity_bytes, "{medium=\"disk\"}");
-    metric("radixlm_cache_tier_read_bytes_total", "counter", "Bytes loaded from the disk tier.", disk.bytes_read, "{medium=\"disk\"}");
-    metric("radixlm_cache_tier_written_bytes_total", "counter", "Bytes written to the disk tier.", disk.bytes_written, "{medium=\"disk\"}");
-    metric("radixlm_cache_tier_load_failures_total", "counter", "Loads that failed (missing, corrupt, I/O) and were recomputed.",
-           disk.failed_loads, "{medium=\"disk\"}");
-    metric("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from the disk tier.",
-           m.tier_load_seconds, "{medium=\"disk\"}");
-    metric("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because the write queue was full.",
-           disk.skipped_stores, "{medium=\"disk\"}");
-  }
-  // Speculative decoding, by where drafts came from (engine::SpeculateConfig).
-  if (engine_.config().speculate.on()) {
-    auto by_origin = [&](const char* name, const char* help, auto field) {
-      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n";
-      for (size_t i = 0; i < m.speculation.size(); ++i)
-        o << name << "{origin=\"" << engine::SpeculationOrigin(i) << "\"} " << m.speculation[i].*field << "\n";
-    };
-    by_origin("radixlm_spec_verifications_total", "Decode steps of a request that verified a draft.", &engine::SpeculationCounts::steps);
-    by_origin("radixlm_spec_draft_tokens_total", "Draft tokens computed.", &engine::SpeculationCounts::drafted);
-    by_origin("radixlm_spec_accepted_tokens_total", "Draft tokens the model produced (kept).", &engine::SpeculationCounts::accepted);
-    by_origin("radixlm_spec_recomputed_tokens_total", "Recurrent models: accepted tokens computed again after a rollback.",
-              &engine::SpeculationCounts::recomputed);
-    o << "# HELP radixlm_spec_acceptance_rate Accepted / drafted tokens.\n# TYPE radixlm_spec_acceptance_rate gauge\n";
-    for (size_t i = 0; i < m.speculation.size(); ++i) {
-      const engine::SpeculationCounts& c = m.speculation[i];
-      o << "radixlm_spec_acceptance_rate{origin=\"" << engine::SpeculationOrigin(i) << "\"} "
-        << (c.drafted ? double(c.accepted) / c.drafted : 0.0) << "\n";
-    }
-  }
-  // The same figures under vLLM's names, which fleet routers and dashboards read (vLLM v1:
-  // gauges of requests and KV usage as a 0-1 fraction; prefix-cache counters in tokens).
-  // Unlike vLLM's, the usage fraction counts cached blocks that no request holds as used.
-  const std::string label = "{model_name=\"" + config_.model_name + "\"}";
-  auto vllm = [&](const char* name, const char* type, const char* help, double value) { metric(name, type, help, value, label); };
-  vllm("vllm:num_requests_running", "gauge", "Requests in the running batch.", m.running);
-  vllm("vllm:num_requests_waiting", "gauge", "Requests waiting for admission.", m.waiting);
-  vllm("vllm:kv_cache_usage_perc", "gauge", "KV blocks in use (requests or cache) / KV blocks, 0-1.",
-       m.blocks_total ? double(m.blocks_in_use) / m.blocks_total : 0.0);
-  vllm("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", m.prompt_tokens);
-  vllm("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", m.cached_prompt_tokens);
-  vllm("vllm:num_preemptions_total", "counter", "Requests preempted.", m.preemptions);
-  vllm("vllm:prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", m.prompt_tokens);
-  vllm("vllm:generation_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
-  if (engine_.config().speculate.on()) {
-    const engine::SpeculationCounts all = m.SpeculationTotal();
-    vllm("vllm:spec_decode_num_drafts_total", "counter", "Drafts verified.", all.steps);
-    vllm("vllm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.", all.drafted);
-    vllm("vllm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", all.accepted);
-  }
-  if (scoring_) {
-    const engine::ScoringStats st = scoring_->stats();
-    metric("radixlm_scoring_inputs_total", "counter", "Inputs embedded or reranked.", st.sequences);
-    metric("radixlm_scoring_tokens_total", "counter", "Tokens of embedded or reranked inputs.", st.original_rows);
-    metric("radixlm_scoring_computed_tokens_total", "counter",
-           "Rows the scoring forwards computed (after intra-batch prefix dedup).", st.computed_rows);
-    metric("radixlm_scoring_forwards_total", "counter", "Scoring forwards.", st.forwards);
-    metric("radixlm_scoring_compacted_forwards_total", "counter", "Scoring forwards run compacted.", st.compacted_forwards);
-    metric("radixlm_scoring_batches_total", "counter", "Batches the scoring queue formed.", st.batches);
-    metric("radixlm_scoring_merged_requests_total", "counter", "Requests that shared a batch with another.", st.merged_jobs);
-    metric("radixlm_scoring_seconds_total", "counter", "Time spent in scoring forwards.", st.seconds);
-  }
-  return o.str();
+  PromText p;
+  WriteEngineMetrics(p, m, http_requests_.load(), http_errors_.load());
+  WriteTierMetrics(p, m, engine_.tier());
+  if (engine_.config().speculate.on()) WriteSpeculationMetrics(p, m);
+  WriteVllmMetrics(p, m, config_.model_name, engine_.config().speculate.on());
+  if (scoring_) WriteScoringMetrics(p, scoring_->stats());
+  return p.o.str();
 }
 
 }  // namespace radixlm::serve
