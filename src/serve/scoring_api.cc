@@ -88,124 +88,144 @@ ApiAnswer ScoringApi::Call(ScoringRoute route, const json& body) const {
   return Answer(call, scoring_.Submit(std::move(job)).get());
 }
 
-ScoringCall ScoringApi::Prepare(ScoringRoute route, const json& body) const {
-  ScoringCall call;
-  call.route = route;
-  auto refuse = [&](ApiAnswer a) {
-    call.refused = std::move(a);
-    return call;
-  };
-  const bool openai = route == ScoringRoute::kEmbeddings;
-  if (!body.is_object())
-    return refuse(openai ? OpenAiError({400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json"})
-                         : TeiError(422, "the request body must be a JSON object"));
+// /v1/embeddings: OpenAI's request (input: a string, strings, token ids or lists of ids).
+std::optional<ApiAnswer> ScoringApi::PrepareEmbeddings(const json& body, ScoringCall* call) const {
   std::string error;
   const bool last = config_.embed_pooling == engine::Pooling::kLastToken;
   const int64_t limit = scoring_.max_input_tokens();
-  engine::ScoringJob& job = call.job;
-  job.pooling = config_.embed_pooling;
-  if (route == ScoringRoute::kEmbeddings) {
-    const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
-    if (!error.empty()) return refuse(OpenAiError({400, error, "invalid_request_error", "instruction", "invalid_type"}));
-    call.encoding = OptionalString(body, "encoding_format", &error).value_or("float");
-    if (!error.empty()) return refuse(OpenAiError({400, error, "invalid_request_error", "encoding_format", "invalid_type"}));
-    if (call.encoding != "float" && call.encoding != "base64")
-      return refuse(OpenAiError({400, "'encoding_format' must be 'float' or 'base64'", "invalid_request_error", "encoding_format", "invalid_value"}));
-    if (!body.contains("input")) return refuse(OpenAiError({400, "'input' is required", "invalid_request_error", "input", "missing"}));
-    // input: a string, a list of strings, a list of token ids, or a list of lists of ids.
-    const json& in = body["input"];
-    if (in.is_array() && !IsTokenIdList(in) && static_cast<int64_t>(in.size()) > config_.max_inputs)
-      return refuse(OpenAiError({400, "'input' holds " + std::to_string(in.size()) + " inputs; the limit is " +
-                                          std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)",
-                                 "invalid_request_error", "input", "too_many_inputs"}));
-    std::optional<ApiAnswer> failed;
-    auto add_text = [&](const std::string& text) -> bool {
-      auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, text, last, limit, /*truncate=*/false);
-      if (!ids.ok()) {
-        failed = OpenAiError({400, "input " + std::to_string(job.inputs.size()) + ": " + ids.status().message(),
-                              "invalid_request_error", "input", "context_length_exceeded"});
-        return false;
-      }
-      job.inputs.push_back(std::move(*ids));
-      return true;
-    };
-    if (in.is_string()) {
-      if (!add_text(in.get<std::string>())) return refuse(*failed);
-    } else if (IsTokenIdList(in)) {
-      job.inputs.push_back(in.get<std::vector<int32_t>>());
-    } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); })) {
-      for (const json& x : in)
-        if (!add_text(x.get<std::string>())) return refuse(*failed);
-    } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return IsTokenIdList(x); })) {
-      for (const json& x : in) job.inputs.push_back(x.get<std::vector<int32_t>>());
-    } else {
-      return refuse(OpenAiError({400, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of ids",
-                                 "invalid_request_error", "input", "invalid_type"}));
+  engine::ScoringJob& job = call->job;
+  const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
+  if (!error.empty()) return (OpenAiError({400, error, "invalid_request_error", "instruction", "invalid_type"}));
+  call->encoding = OptionalString(body, "encoding_format", &error).value_or("float");
+  if (!error.empty()) return (OpenAiError({400, error, "invalid_request_error", "encoding_format", "invalid_type"}));
+  if (call->encoding != "float" && call->encoding != "base64")
+    return (OpenAiError({400, "'encoding_format' must be 'float' or 'base64'", "invalid_request_error", "encoding_format", "invalid_value"}));
+  if (!body.contains("input")) return (OpenAiError({400, "'input' is required", "invalid_request_error", "input", "missing"}));
+  // input: a string, a list of strings, a list of token ids, or a list of lists of ids.
+  const json& in = body["input"];
+  if (in.is_array() && !IsTokenIdList(in) && static_cast<int64_t>(in.size()) > config_.max_inputs)
+    return (OpenAiError({400, "'input' holds " + std::to_string(in.size()) + " inputs; the limit is " +
+                                        std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)",
+                               "invalid_request_error", "input", "too_many_inputs"}));
+  std::optional<ApiAnswer> failed;
+  auto add_text = [&](const std::string& text) -> bool {
+    auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, text, last, limit, /*truncate=*/false);
+    if (!ids.ok()) {
+      failed = OpenAiError({400, "input " + std::to_string(job.inputs.size()) + ": " + ids.status().message(),
+                            "invalid_request_error", "input", "context_length_exceeded"});
+      return false;
     }
-    if (body.contains("dimensions") && !body["dimensions"].is_null()) {
-      if (!body["dimensions"].is_number_integer() || body["dimensions"].get<int64_t>() < 1)
-        return refuse(OpenAiError({400, "'dimensions' must be a positive integer", "invalid_request_error", "dimensions", "invalid_value"}));
-      call.dimensions = body["dimensions"].get<int64_t>();
-    }
-  } else if (route == ScoringRoute::kEmbed) {
-    const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
-    bool normalize = true, truncate = false;
-    if (!error.empty() || !OptionalBool(body, "normalize", true, &normalize, &error) ||
-        !OptionalBool(body, "truncate", false, &truncate, &error))
-      return refuse(TeiError(422, error));
-    if (body.contains("prompt_name") && !body["prompt_name"].is_null())
-      return refuse(TeiError(422, "'prompt_name' is not supported; pass 'instruction' for queries"));
-    if (!body.contains("inputs")) return refuse(TeiError(422, "'inputs' is required"));
-    const json& in = body["inputs"];
-    if (in.is_array() && static_cast<int64_t>(in.size()) > config_.max_inputs)
-      return refuse(TeiError(413, "'inputs' holds " + std::to_string(in.size()) + " inputs; the limit is " +
-                                      std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)"));
-    std::vector<std::string> texts;
-    if (in.is_string()) texts.push_back(in.get<std::string>());
-    else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); }))
-      for (const json& x : in) texts.push_back(x.get<std::string>());
-    else return refuse(TeiError(422, "'inputs' must be a string or a non-empty list of strings"));
-    job.normalize = normalize;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, texts[i], last, limit, truncate);
-      if (!ids.ok()) return refuse(TeiError(413, "Input validation error: inputs " + std::to_string(i) + ": " + ids.status().message()));
-      job.inputs.push_back(std::move(*ids));
-    }
+    job.inputs.push_back(std::move(*ids));
+    return true;
+  };
+  if (in.is_string()) {
+    if (!add_text(in.get<std::string>())) return (*failed);
+  } else if (IsTokenIdList(in)) {
+    job.inputs.push_back(in.get<std::vector<int32_t>>());
+  } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); })) {
+    for (const json& x : in)
+      if (!add_text(x.get<std::string>())) return (*failed);
+  } else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return IsTokenIdList(x); })) {
+    for (const json& x : in) job.inputs.push_back(x.get<std::vector<int32_t>>());
   } else {
-    const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.rerank_instruction);
-    bool truncate = false;
-    if (!error.empty() || !OptionalBool(body, "raw_scores", false, &call.raw_scores, &error) ||
-        !OptionalBool(body, "return_text", false, &call.return_text, &error) ||
-        !OptionalBool(body, "truncate", false, &truncate, &error))
-      return refuse(TeiError(422, error));
-    if (!body.contains("query") || !body["query"].is_string()) return refuse(TeiError(422, "'query' must be a string"));
-    if (!body.contains("texts") || !body["texts"].is_array() || body["texts"].empty() ||
-        !std::all_of(body["texts"].begin(), body["texts"].end(), [](const json& x) { return x.is_string(); }))
-      return refuse(TeiError(422, "'texts' must be a non-empty list of strings"));
-    if (static_cast<int64_t>(body["texts"].size()) > config_.max_inputs)
-      return refuse(TeiError(413, "'texts' holds " + std::to_string(body["texts"].size()) + " texts; the limit is " +
-                                      std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)"));
-    if (!rerank_format_.ok()) return refuse(TeiError(501, rerank_format_.status().message(), "Backend"));
-    const tokenizer::RerankerFormat& format = *rerank_format_;
-    const std::string query = body["query"].get<std::string>();
-    job.kind = engine::ScoringJob::Kind::kYesNo;
-    job.yes_id = format.yes_id;
-    job.no_id = format.no_id;
-    for (size_t i = 0; i < body["texts"].size(); ++i) {
-      const std::string text = body["texts"][i].get<std::string>();
-      // Render untruncated first: without "truncate" an over-long pair is refused, not cut.
-      std::vector<int32_t> ids = tokenizer::RenderRerankPair(format, tok_, instruction, query, text, INT64_MAX);
-      if (static_cast<int64_t>(ids.size()) > limit) {
-        if (!truncate)
-          return refuse(TeiError(413, "Input validation error: texts " + std::to_string(i) + " gives " + std::to_string(ids.size()) +
-                                          " tokens with the query and template; the limit is " + std::to_string(limit)));
-        ids = tokenizer::RenderRerankPair(format, tok_, instruction, query, text, limit);
-      }
-      job.inputs.push_back(std::move(ids));
-    }
-    if (call.return_text) call.texts = body["texts"];
+    return (OpenAiError({400, "'input' must be a non-empty string, list of strings, list of token ids or list of lists of ids",
+                               "invalid_request_error", "input", "invalid_type"}));
   }
-  for (const auto& x : job.inputs) call.tokens += static_cast<int64_t>(x.size());
+  if (body.contains("dimensions") && !body["dimensions"].is_null()) {
+    if (!body["dimensions"].is_number_integer() || body["dimensions"].get<int64_t>() < 1)
+      return (OpenAiError({400, "'dimensions' must be a positive integer", "invalid_request_error", "dimensions", "invalid_value"}));
+    call->dimensions = body["dimensions"].get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+// /embed: TEI's request (inputs: a string or strings; normalize, truncate).
+std::optional<ApiAnswer> ScoringApi::PrepareEmbed(const json& body, ScoringCall* call) const {
+  std::string error;
+  const bool last = config_.embed_pooling == engine::Pooling::kLastToken;
+  const int64_t limit = scoring_.max_input_tokens();
+  engine::ScoringJob& job = call->job;
+  const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
+  bool normalize = true, truncate = false;
+  if (!error.empty() || !OptionalBool(body, "normalize", true, &normalize, &error) ||
+      !OptionalBool(body, "truncate", false, &truncate, &error))
+    return (TeiError(422, error));
+  if (body.contains("prompt_name") && !body["prompt_name"].is_null())
+    return (TeiError(422, "'prompt_name' is not supported; pass 'instruction' for queries"));
+  if (!body.contains("inputs")) return (TeiError(422, "'inputs' is required"));
+  const json& in = body["inputs"];
+  if (in.is_array() && static_cast<int64_t>(in.size()) > config_.max_inputs)
+    return (TeiError(413, "'inputs' holds " + std::to_string(in.size()) + " inputs; the limit is " +
+                                    std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)"));
+  std::vector<std::string> texts;
+  if (in.is_string()) texts.push_back(in.get<std::string>());
+  else if (in.is_array() && !in.empty() && std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); }))
+    for (const json& x : in) texts.push_back(x.get<std::string>());
+  else return (TeiError(422, "'inputs' must be a string or a non-empty list of strings"));
+  job.normalize = normalize;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, texts[i], last, limit, truncate);
+    if (!ids.ok()) return (TeiError(413, "Input validation error: inputs " + std::to_string(i) + ": " + ids.status().message()));
+    job.inputs.push_back(std::move(*ids));
+  }
+  return std::nullopt;
+}
+
+// /rerank: TEI's request (query, texts; raw_scores, return_text, truncate): yes / no logits.
+std::optional<ApiAnswer> ScoringApi::PrepareRerank(const json& body, ScoringCall* call) const {
+  std::string error;
+  const int64_t limit = scoring_.max_input_tokens();
+  engine::ScoringJob& job = call->job;
+  const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.rerank_instruction);
+  bool truncate = false;
+  if (!error.empty() || !OptionalBool(body, "raw_scores", false, &call->raw_scores, &error) ||
+      !OptionalBool(body, "return_text", false, &call->return_text, &error) ||
+      !OptionalBool(body, "truncate", false, &truncate, &error))
+    return (TeiError(422, error));
+  if (!body.contains("query") || !body["query"].is_string()) return (TeiError(422, "'query' must be a string"));
+  if (!body.contains("texts") || !body["texts"].is_array() || body["texts"].empty() ||
+      !std::all_of(body["texts"].begin(), body["texts"].end(), [](const json& x) { return x.is_string(); }))
+    return (TeiError(422, "'texts' must be a non-empty list of strings"));
+  if (static_cast<int64_t>(body["texts"].size()) > config_.max_inputs)
+    return (TeiError(413, "'texts' holds " + std::to_string(body["texts"].size()) + " texts; the limit is " +
+                                    std::to_string(config_.max_inputs) + " per request (--max-scoring-inputs)"));
+  if (!rerank_format_.ok()) return (TeiError(501, rerank_format_.status().message(), "Backend"));
+  const tokenizer::RerankerFormat& format = *rerank_format_;
+  const std::string query = body["query"].get<std::string>();
+  job.kind = engine::ScoringJob::Kind::kYesNo;
+  job.yes_id = format.yes_id;
+  job.no_id = format.no_id;
+  for (size_t i = 0; i < body["texts"].size(); ++i) {
+    const std::string text = body["texts"][i].get<std::string>();
+    // Render untruncated first: without "truncate" an over-long pair is refused, not cut.
+    std::vector<int32_t> ids = tokenizer::RenderRerankPair(format, tok_, instruction, query, text, INT64_MAX);
+    if (static_cast<int64_t>(ids.size()) > limit) {
+      if (!truncate)
+        return (TeiError(413, "Input validation error: texts " + std::to_string(i) + " gives " + std::to_string(ids.size()) +
+                                        " tokens with the query and template; the limit is " + std::to_string(limit)));
+      ids = tokenizer::RenderRerankPair(format, tok_, instruction, query, text, limit);
+    }
+    job.inputs.push_back(std::move(ids));
+  }
+  if (call->return_text) call->texts = body["texts"];
+  return std::nullopt;
+}
+
+ScoringCall ScoringApi::Prepare(ScoringRoute route, const json& body) const {
+  ScoringCall call;
+  call.route = route;
+  const bool openai = route == ScoringRoute::kEmbeddings;
+  if (!body.is_object()) {
+    call.refused = openai ? OpenAiError({400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json"})
+                          : TeiError(422, "the request body must be a JSON object");
+    return call;
+  }
+  call.job.pooling = config_.embed_pooling;
+  call.refused = route == ScoringRoute::kEmbeddings ? PrepareEmbeddings(body, &call)
+                 : route == ScoringRoute::kEmbed    ? PrepareEmbed(body, &call)
+                                                    : PrepareRerank(body, &call);
+  if (!call.refused)
+    for (const auto& x : call.job.inputs) call.tokens += static_cast<int64_t>(x.size());
   return call;
 }
 

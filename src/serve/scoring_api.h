@@ -74,6 +74,11 @@ class ScoringApi {
   engine::ScoringService& service() const { return scoring_; }
 
  private:
+  // Each route's request into call->job (and the call's output options); the refusal, if any.
+  std::optional<ApiAnswer> PrepareEmbeddings(const nlohmann::json& body, ScoringCall* call) const;
+  std::optional<ApiAnswer> PrepareEmbed(const nlohmann::json& body, ScoringCall* call) const;
+  std::optional<ApiAnswer> PrepareRerank(const nlohmann::json& body, ScoringCall* call) const;
+
   const tokenizer::Tokenizer& tok_;
   engine::ScoringService& scoring_;
   ScoringApiConfig config_;
