@@ -421,92 +421,83 @@ void Server::RememberTurn(const CompletionRequest& request, const std::string& r
   turns_->Remember(std::move(turn));
 }
 
-bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err) {
-  CompletionRequest& request = ex.request;
-  const CompletionLimits limits = Limits();
-  std::string& rendered = run->rendered;
-  if (!BuildPrompt(request, tok_, chat_format_, &request.params.prompt, err, &rendered)) return false;
-  ReuseTurns(request, rendered);
-  // (Anthropic's wording, which Claude Code compacts its history on; an error of every API.)
-  if (static_cast<int64_t>(request.params.prompt.size()) >= engine_.max_request_tokens()) {
-    *err = {400, "prompt is too long: " + std::to_string(request.params.prompt.size()) + " tokens > " +
-                     std::to_string(engine_.max_request_tokens() - 1) + " maximum",
-            "invalid_request_error", request.chat ? "messages" : "prompt", "context_length_exceeded"};
+// echo with logprobs: the prompt's log-probabilities, scored by the scoring service (one forward
+// over the prompt, logits of every position).
+bool Server::ScorePrompt(const CompletionRequest& request, std::vector<engine::TokenLogprob>* out, ApiError* err) {
+  if (!scoring_) {
+    *err = {400, "'echo' with 'logprobs' needs the scoring service (serve without --no-scoring)", "invalid_request_error",
+            "echo", "unsupported_parameter"};
     return false;
   }
-  // echo with logprobs: the prompt's log-probabilities, scored by the scoring service (one
-  // forward over the prompt, logits of every position).
-  std::vector<engine::TokenLogprob> prompt_logprobs;
-  if (request.echo && request.top_logprobs >= 0) {
-    if (!scoring_) {
-      *err = {400, "'echo' with 'logprobs' needs the scoring service (serve without --no-scoring)", "invalid_request_error",
-              "echo", "unsupported_parameter"};
-      return false;
-    }
-    engine::ScoringJob job;
-    job.kind = engine::ScoringJob::Kind::kPromptLogprobs;
-    job.top_k = request.top_logprobs;
-    job.inputs = {request.params.prompt};
-    auto scored = scoring_->Submit(std::move(job)).get();
-    if (!scored.ok()) {
-      *err = {400, "scoring the prompt: " + scored.status().message(), "invalid_request_error", "prompt", "invalid_value"};
-      return false;
-    }
-    prompt_logprobs = std::move(scored->prompt_logprobs[0]);
+  engine::ScoringJob job;
+  job.kind = engine::ScoringJob::Kind::kPromptLogprobs;
+  job.top_k = request.top_logprobs;
+  job.inputs = {request.params.prompt};
+  auto scored = scoring_->Submit(std::move(job)).get();
+  if (!scored.ok()) {
+    *err = {400, "scoring the prompt: " + scored.status().message(), "invalid_request_error", "prompt", "invalid_value"};
+    return false;
   }
-  // A length the client left open, or asked beyond the context: never more than fits (as
-  // llama-server cuts it; the answer then ends with finish reason length / max_tokens).
+  *out = std::move(scored->prompt_logprobs[0]);
+  return true;
+}
+
+// What the server adds to a request's parameters: max_tokens cut to what the context leaves
+// (a length the client left open, or asked beyond it: the answer then ends with finish reason
+// length, as llama-server cuts it) and to --max-output-tokens, --logit-bias, the cache mark.
+void Server::FitParams(const Exchange& ex, CompletionRequest& request) const {
   const int64_t left = engine_.max_request_tokens() - static_cast<int64_t>(request.params.prompt.size());
   if (left >= 1 && left < request.params.max_tokens) request.params.max_tokens = static_cast<int>(left);
   if (config_.max_output_tokens > 0 && request.params.max_tokens > config_.max_output_tokens)
     request.params.max_tokens = config_.max_output_tokens;
   for (const auto& [id, bias] : config_.logit_bias)
     if (id < tok_.vocab_size()) request.params.logit_bias.emplace_back(id, bias);
-  // (A prompt longer than the context gets the engine's context_length_exceeded at Submit.)
-  const bool fits_context = static_cast<int64_t>(request.params.prompt.size()) + request.params.max_tokens <= engine_.max_request_tokens();
-  if (fits_context && !CheckRequestSize(request, limits, err)) return false;
-  auto plan = std::make_shared<OutputPlan>();
-  if (!shaper_->Plan(request, rendered, plan.get(), err)) return false;
   request.params.top_logprobs = request.top_logprobs;
-  if (ex.cache_mark_tokens != 0) {
-    request.params.cache_mark.tokens = ex.cache_mark_tokens == Exchange::kWholePrompt
-                                           ? static_cast<int64_t>(request.params.prompt.size())
-                                           : std::min<int64_t>(ex.cache_mark_tokens, request.params.prompt.size());
-    request.params.cache_mark.ttl_seconds = ex.cache_mark_ttl_seconds;
+  if (ex.cache_mark_tokens == 0) return;
+  request.params.cache_mark.tokens = ex.cache_mark_tokens == Exchange::kWholePrompt
+                                         ? static_cast<int64_t>(request.params.prompt.size())
+                                         : std::min<int64_t>(ex.cache_mark_tokens, request.params.prompt.size());
+  request.params.cache_mark.ttl_seconds = ex.cache_mark_ttl_seconds;
+}
+
+// Parallel sampling: the prompt is prefilled once (a prompt-only request puts it in the radix
+// cache), then the samples find it there and share its blocks, so they decode as one cascade
+// group. The prompt's usage, or why it could not run.
+bool Server::WarmPrompt(const HttpRequest& req, const CompletionRequest& request, Running* run, ApiError* err) {
+  engine::RequestParams prefill = request.params;
+  prefill.continuation = std::vector<int32_t>{};
+  auto warm = std::make_shared<Channel>();
+  auto wid = engine_.Submit(prefill, [warm](const engine::TokenEvent& ev) { warm->Push(ev); });
+  if (!wid.ok()) {
+    *err = SubmitError(wid.status(), request.chat);
+    return false;
   }
-  const int runs = request.best_of;  // samples drawn: n, or best_of (>= n, not streamed)
-  if (runs > 1) {
-    // Parallel sampling: the prompt is prefilled once (a prompt-only request puts it in the
-    // radix cache), then the n samples find it there and share its blocks, so they decode as
-    // one cascade group.
-    engine::RequestParams prefill = request.params;
-    prefill.continuation = std::vector<int32_t>{};
-    auto warm = std::make_shared<Channel>();
-    auto wid = engine_.Submit(prefill, [warm](const engine::TokenEvent& ev) { warm->Push(ev); });
-    if (!wid.ok()) {
-      *err = SubmitError(wid.status(), request.chat);
-      return false;
+  engine::TokenEvent ev;
+  bool cancelled = false;
+  while (!warm->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
+    if (!cancelled && req.ClientGone()) {
+      cancelled = true;
+      engine_.Cancel(*wid);
     }
-    engine::TokenEvent ev;
-    bool cancelled = false;
-    while (!warm->Pop(&ev, std::chrono::milliseconds(200)) || ev.finish == engine::FinishReason::kNone) {
-      if (!cancelled && req.ClientGone()) {
-        cancelled = true;
-        engine_.Cancel(*wid);
-      }
-    }
-    if (cancelled) {
-      *err = {499, "the client closed the connection", "invalid_request_error", "", "client_closed"};
-      return false;
-    }
-    run->prompt_usage = ev.usage;
   }
-  // One engine request per choice, all reporting into one channel.
+  if (cancelled) {
+    *err = {499, "the client closed the connection", "invalid_request_error", "", "client_closed"};
+    return false;
+  }
+  run->prompt_usage = ev.usage;
+  return true;
+}
+
+// One engine request per sample drawn (n, or best_of), all reporting into one channel, and each
+// one's output pipeline.
+bool Server::SubmitRuns(const CompletionRequest& request, const OutputPlan& plan,
+                        const std::vector<engine::TokenLogprob>& prompt_logprobs, Running* run, ApiError* err) {
+  const int runs = request.best_of;
   for (int i = 0; i < runs; ++i) {
     engine::RequestParams params = request.params;
     params.sampling.seed = request.params.sampling.seed + static_cast<uint64_t>(i);
     params.cumulative_logprob = runs > request.n;
-    params.constraint = plan->NewConstraint();  // each sample its own matcher
+    params.constraint = plan.NewConstraint();  // each sample its own matcher
     auto channel = run->channel;
     auto id = engine_.Submit(std::move(params), [channel](const engine::TokenEvent& ev) { channel->Push(ev); });
     if (!id.ok()) {
@@ -517,12 +508,36 @@ bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError*
     run->ids.push_back(*id);
   }
   for (int i = 0; i < runs; ++i) {
-    ChoiceSetup setup = plan->setup;
+    ChoiceSetup setup = plan.setup;
     setup.id_seed = request.params.sampling.seed * 31 + static_cast<uint64_t>(i) + 1;
     run->outputs.push_back(std::make_unique<ChoiceOutput>(tok_, std::move(setup)));
     if (request.echo && request.top_logprobs >= 0) run->outputs.back()->SetPromptLogprobs(request.params.prompt, prompt_logprobs);
   }
   return true;
+}
+
+bool Server::Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err) {
+  CompletionRequest& request = ex.request;
+  std::string& rendered = run->rendered;
+  if (!BuildPrompt(request, tok_, chat_format_, &request.params.prompt, err, &rendered)) return false;
+  ReuseTurns(request, rendered);
+  // (Anthropic's wording, which Claude Code compacts its history on; an error of every API.)
+  if (static_cast<int64_t>(request.params.prompt.size()) >= engine_.max_request_tokens()) {
+    *err = {400, "prompt is too long: " + std::to_string(request.params.prompt.size()) + " tokens > " +
+                     std::to_string(engine_.max_request_tokens() - 1) + " maximum",
+            "invalid_request_error", request.chat ? "messages" : "prompt", "context_length_exceeded"};
+    return false;
+  }
+  std::vector<engine::TokenLogprob> prompt_logprobs;
+  if (request.echo && request.top_logprobs >= 0 && !ScorePrompt(request, &prompt_logprobs, err)) return false;
+  FitParams(ex, request);
+  // (A prompt longer than the context gets the engine's context_length_exceeded at Submit.)
+  const bool fits_context = static_cast<int64_t>(request.params.prompt.size()) + request.params.max_tokens <= engine_.max_request_tokens();
+  if (fits_context && !CheckRequestSize(request, Limits(), err)) return false;
+  auto plan = std::make_shared<OutputPlan>();
+  if (!shaper_->Plan(request, rendered, plan.get(), err)) return false;
+  if (request.best_of > 1 && !WarmPrompt(req, request, run, err)) return false;
+  return SubmitRuns(request, *plan, prompt_logprobs, run, err);
 }
 
 // The usage of a response: the prompt once, every choice's completion.

@@ -99,6 +99,11 @@ class Server {
   void ReuseTurns(CompletionRequest& request, const std::string& rendered) const;
   void RememberTurn(const CompletionRequest& request, const std::string& rendered, const ChoiceEnd& end) const;
   bool Start(const HttpRequest& req, Exchange& ex, Running* run, ApiError* err);
+  bool ScorePrompt(const CompletionRequest& request, std::vector<engine::TokenLogprob>* out, ApiError* err);
+  void FitParams(const Exchange& ex, CompletionRequest& request) const;
+  bool WarmPrompt(const HttpRequest& req, const CompletionRequest& request, Running* run, ApiError* err);
+  bool SubmitRuns(const CompletionRequest& request, const OutputPlan& plan, const std::vector<engine::TokenLogprob>& prompt_logprobs,
+                  Running* run, ApiError* err);
   void Respond(const HttpRequest& req, HttpResponse& res, const FrontDoor& door, const std::shared_ptr<Exchange>& ex,
                const std::shared_ptr<Running>& run);
   void Stream(const HttpRequest& req, HttpResponse& res, const std::shared_ptr<Exchange>& ex,
