@@ -379,93 +379,138 @@ std::string ResponseScope(const HttpRequest& req, const std::string& cache_salt)
   return key + '\0' + cache_salt;
 }
 
-std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlohmann::ordered_json& body, ApiError* err) {
-  if (!body.is_object()) return Bad(err, "the body must be a JSON object", ""), nullptr;
-  auto ex = std::make_unique<ResponsesExchange>(tok_, store_);
-  ojson chat = ojson::object();
+namespace {
+
+// Every field of the body in the door's table: an unknown one is an error, a refused one set
+// is an error, a skipped one is named in the Warning header.
+bool CheckFields(const ojson& body, ResponsesExchange* ex, ApiError* err) {
   for (const auto& [key, v] : body.items()) {
     auto it = Fields().find(key);
-    if (it == Fields().end()) return Bad(err, "Unknown parameter: '" + key + "'.", key), nullptr;
-    if (it->second == Field::kRefuse && !v.is_null() && v != false)
-      return Bad(err, "'" + key + "' is not supported by this server", key), nullptr;
+    if (it == Fields().end()) return Bad(err, "Unknown parameter: '" + key + "'.", key);
+    if (it->second == Field::kRefuse && !v.is_null() && v != false) return Bad(err, "'" + key + "' is not supported by this server", key);
     if (it->second == Field::kSkip) ex->ignored.push_back(key);
   }
-  ex->model = body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>() : "";
-  const std::string salt = body.contains("cache_salt") && body["cache_salt"].is_string() ? body["cache_salt"].get<std::string>() : "";
-  ex->scope = ResponseScope(req, salt);
-  ex->store = !body.contains("store") || body["store"].is_null() || body["store"] == true;
-  Conversation c;
-  if (body.contains("previous_response_id") && !body["previous_response_id"].is_null()) {
-    if (!body["previous_response_id"].is_string()) return Bad(err, "'previous_response_id' must be a string", "previous_response_id"), nullptr;
-    ex->previous = store_.Get(body["previous_response_id"].get<std::string>(), ex->scope);
-    if (!ex->previous) {
-      *err = {404, "Previous response with id '" + body["previous_response_id"].get<std::string>() + "' not found.",
-              "invalid_request_error", "previous_response_id", "previous_response_not_found"};
-      return nullptr;
-    }
-    c.messages = ex->previous->messages;
-    for (const ojson& m : c.messages)
-      if (m.contains("tool_calls"))
-        for (const ojson& call : m["tool_calls"]) c.call_ids.insert(FieldString(call, "id", ""));
+  return true;
+}
+
+// previous_response_id: the stored conversation this one continues (in the caller's scope).
+bool ContinuePrevious(const ojson& body, ResponseStore& store, ResponsesExchange* ex, Conversation* c, ApiError* err) {
+  if (!body.contains("previous_response_id") || body["previous_response_id"].is_null()) return true;
+  if (!body["previous_response_id"].is_string()) return Bad(err, "'previous_response_id' must be a string", "previous_response_id");
+  ex->previous = store.Get(body["previous_response_id"].get<std::string>(), ex->scope);
+  if (!ex->previous) {
+    *err = {404, "Previous response with id '" + body["previous_response_id"].get<std::string>() + "' not found.",
+            "invalid_request_error", "previous_response_id", "previous_response_not_found"};
+    return false;
   }
-  if (body.contains("instructions") && body["instructions"].is_string()) c.instructions = body["instructions"].get<std::string>();
-  if (!body.contains("input")) return Bad(err, "Missing required parameter: 'input'.", "input"), nullptr;
+  c->messages = ex->previous->messages;
+  for (const ojson& m : c->messages)
+    if (m.contains("tool_calls"))
+      for (const ojson& call : m["tool_calls"]) c->call_ids.insert(FieldString(call, "id", ""));
+  return true;
+}
+
+// The chat messages: the previous conversation, the input's items, and the instructions ahead
+// of (joined with) the input's own system message.
+bool ChatMessages(const ojson& body, ResponsesExchange* ex, Conversation* c, ojson* chat, ApiError* err) {
+  if (body.contains("instructions") && body["instructions"].is_string()) c->instructions = body["instructions"].get<std::string>();
+  if (!body.contains("input")) return Bad(err, "Missing required parameter: 'input'.", "input");
   ojson input = body["input"];
   if (input.is_string()) input = ojson::array({{{"role", "user"}, {"content", input.get<std::string>()}}});
-  if (!input.is_array()) return Bad(err, "'input' must be a string or a list of items", "input"), nullptr;
-  if (!Items(input, ex->previous != nullptr, &c, err)) return nullptr;
-  ex->stored_messages = c.messages;
-  chat["messages"] = c.messages;
-  if (!c.instructions.empty()) {  // ahead of (joined with) the input's own system message
-    ojson& first = chat["messages"];
+  if (!input.is_array()) return Bad(err, "'input' must be a string or a list of items", "input");
+  if (!Items(input, ex->previous != nullptr, c, err)) return false;
+  ex->stored_messages = c->messages;
+  (*chat)["messages"] = c->messages;
+  if (!c->instructions.empty()) {
+    ojson& first = (*chat)["messages"];
     if (!first.empty() && FieldString(first[0], "role", "") == "system")
-      first[0]["content"] = c.instructions + "\n\n" + first[0]["content"].get<std::string>();
+      first[0]["content"] = c->instructions + "\n\n" + first[0]["content"].get<std::string>();
     else
-      first.insert(first.begin(), ojson{{"role", "system"}, {"content", c.instructions}});
+      first.insert(first.begin(), ojson{{"role", "system"}, {"content", c->instructions}});
   }
-  if (chat["messages"].empty()) return Bad(err, "'input' has no message", "input"), nullptr;
+  if ((*chat)["messages"].empty()) return Bad(err, "'input' has no message", "input");
+  return true;
+}
+
+bool ChatToolFields(const ojson& body, ResponsesExchange* ex, ojson* chat, ApiError* err) {
   if (body.contains("tools") && !body["tools"].is_null()) {
     bool ok = true;
     ojson tools = ChatTools(body["tools"], &ex->ignored, err, &ok);
-    if (!ok) return nullptr;
-    if (!tools.empty()) chat["tools"] = std::move(tools);
+    if (!ok) return false;
+    if (!tools.empty()) (*chat)["tools"] = std::move(tools);
   }
-  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
-    const ojson& tc = body["tool_choice"];
-    if (tc.is_string()) chat["tool_choice"] = tc;
-    else if (tc.is_object() && FieldString(tc, "type", "") == "function" && tc.contains("name"))
-      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
-    else return Bad(err, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\"}", "tool_choice"), nullptr;
-  }
-  for (const char* k : {"parallel_tool_calls", "temperature", "top_p", "stream", "cache_salt", "user"})
-    if (body.contains(k) && !body[k].is_null()) chat[k] = body[k];
-  // Unset: up to what the context leaves (the server cuts it), as the API's null means.
-  chat["max_tokens"] = body.contains("max_output_tokens") && !body["max_output_tokens"].is_null() ? body["max_output_tokens"]
-                                                                                                   : ojson(limits_.max_total_tokens);
+  if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return true;
+  const ojson& tc = body["tool_choice"];
+  if (tc.is_string()) (*chat)["tool_choice"] = tc;
+  else if (tc.is_object() && FieldString(tc, "type", "") == "function" && tc.contains("name"))
+    (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc["name"]}}}};
+  else return Bad(err, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\"}", "tool_choice");
+  return true;
+}
+
+// text.format (the output's JSON shape) and reasoning.effort, in the chat request's terms.
+bool TextAndReasoning(const ojson& body, ResponsesExchange* ex, ojson* chat, ApiError* err) {
   if (body.contains("text") && body["text"].is_object()) {
     const ojson& t = body["text"];
     if (t.contains("verbosity")) ex->ignored.push_back("text.verbosity");
     if (t.contains("format") && t["format"].is_object()) {
       const std::string type = FieldString(t["format"], "type", "text");
-      if (type == "json_object") chat["response_format"] = {{"type", "json_object"}};
+      if (type == "json_object") (*chat)["response_format"] = {{"type", "json_object"}};
       else if (type == "json_schema")
-        chat["response_format"] = {{"type", "json_schema"},
-                                   {"json_schema", {{"name", FieldString(t["format"], "name", "output")},
-                                                    {"schema", t["format"].value("schema", ojson::object())},
-                                                    {"strict", FieldBool(t["format"], "strict", false)}}}};
-      else if (type != "text") return Bad(err, "unknown text.format type '" + type + "'", "text.format.type"), nullptr;
+        (*chat)["response_format"] = {{"type", "json_schema"},
+                                      {"json_schema", {{"name", FieldString(t["format"], "name", "output")},
+                                                       {"schema", t["format"].value("schema", ojson::object())},
+                                                       {"strict", FieldBool(t["format"], "strict", false)}}}};
+      else if (type != "text") return Bad(err, "unknown text.format type '" + type + "'", "text.format.type");
     }
   }
-  if (body.contains("reasoning") && body["reasoning"].is_object()) {
-    const ojson& r = body["reasoning"];
-    if (r.contains("effort") && r["effort"].is_string()) {
-      const std::string e = r["effort"].get<std::string>();
-      chat["reasoning_effort"] = e == "low" || e == "medium" || e == "high" ? e : e == "minimal" || e == "none" ? "low" : "high";
-      // No reasoning asked for: the templates' switch for it (Qwen3's enable_thinking).
-      if (e == "none" || e == "minimal") chat["chat_template_kwargs"] = {{"enable_thinking", false}};
-    }
-    if (r.contains("summary") && !r["summary"].is_null()) ex->ignored.push_back("reasoning.summary");
+  if (!body.contains("reasoning") || !body["reasoning"].is_object()) return true;
+  const ojson& r = body["reasoning"];
+  if (r.contains("effort") && r["effort"].is_string()) {
+    const std::string e = r["effort"].get<std::string>();
+    (*chat)["reasoning_effort"] = e == "low" || e == "medium" || e == "high" ? e : e == "minimal" || e == "none" ? "low" : "high";
+    // No reasoning asked for: the templates' switch for it (Qwen3's enable_thinking).
+    if (e == "none" || e == "minimal") (*chat)["chat_template_kwargs"] = {{"enable_thinking", false}};
   }
+  if (r.contains("summary") && !r["summary"].is_null()) ex->ignored.push_back("reasoning.summary");
+  return true;
+}
+
+// The request fields the Response object repeats, with the API's defaults.
+void EchoFields(const ojson& body, ResponsesExchange* ex) {
+  for (const char* k : {"instructions", "max_output_tokens", "parallel_tool_calls", "previous_response_id", "temperature",
+                        "tool_choice", "tools", "top_p", "metadata", "reasoning", "text", "truncation", "user", "store"})
+    ex->echo[k] = body.contains(k) ? body[k] : ojson(nullptr);
+  const std::pair<const char*, ojson> defaults[] = {
+      {"tools", ojson::array()},    {"tool_choice", "auto"},      {"parallel_tool_calls", true},
+      {"metadata", ojson::object()}, {"truncation", "disabled"},   {"text", {{"format", {{"type", "text"}}}}},
+      {"temperature", 1.0},          {"top_p", 1.0}};
+  for (const auto& [k, v] : defaults)
+    if (ex->echo[k].is_null()) ex->echo[k] = v;
+  ex->echo["store"] = ex->store;
+}
+
+}  // namespace
+
+std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlohmann::ordered_json& body, ApiError* err) {
+  if (!body.is_object()) return Bad(err, "the body must be a JSON object", ""), nullptr;
+  auto ex = std::make_unique<ResponsesExchange>(tok_, store_);
+  if (!CheckFields(body, ex.get(), err)) return nullptr;
+  ex->model = body.contains("model") && body["model"].is_string() ? body["model"].get<std::string>() : "";
+  const std::string salt = body.contains("cache_salt") && body["cache_salt"].is_string() ? body["cache_salt"].get<std::string>() : "";
+  ex->scope = ResponseScope(req, salt);
+  ex->store = !body.contains("store") || body["store"].is_null() || body["store"] == true;
+  Conversation c;
+  ojson chat = ojson::object();
+  if (!ContinuePrevious(body, store_, ex.get(), &c, err) || !ChatMessages(body, ex.get(), &c, &chat, err) ||
+      !ChatToolFields(body, ex.get(), &chat, err))
+    return nullptr;
+  for (const char* k : {"parallel_tool_calls", "temperature", "top_p", "stream", "cache_salt", "user"})
+    if (body.contains(k) && !body[k].is_null()) chat[k] = body[k];
+  // Unset: up to what the context leaves (the server cuts it), as the API's null means.
+  chat["max_tokens"] = body.contains("max_output_tokens") && !body["max_output_tokens"].is_null() ? body["max_output_tokens"]
+                                                                                                   : ojson(limits_.max_total_tokens);
+  if (!TextAndReasoning(body, ex.get(), &chat, err)) return nullptr;
   CompletionLimits limits = limits_;
   limits.model_name.clear();
   if (!ParseCompletionRequest(chat, /*chat=*/true, limits, &ex->request, err)) {
@@ -478,18 +523,7 @@ std::unique_ptr<Exchange> ResponsesDoor::Parse(const HttpRequest& req, const nlo
     ex->cache_mark_tokens = Exchange::kWholePrompt;
     ex->cache_mark_ttl_seconds = FieldString(body, "prompt_cache_retention", "") == "24h" ? 86400 : 300;
   }
-  for (const char* k : {"instructions", "max_output_tokens", "parallel_tool_calls", "previous_response_id", "temperature",
-                        "tool_choice", "tools", "top_p", "metadata", "reasoning", "text", "truncation", "user", "store"})
-    ex->echo[k] = body.contains(k) ? body[k] : ojson(nullptr);
-  if (ex->echo["tools"].is_null()) ex->echo["tools"] = ojson::array();
-  if (ex->echo["tool_choice"].is_null()) ex->echo["tool_choice"] = "auto";
-  if (ex->echo["parallel_tool_calls"].is_null()) ex->echo["parallel_tool_calls"] = true;
-  if (ex->echo["metadata"].is_null()) ex->echo["metadata"] = ojson::object();
-  if (ex->echo["truncation"].is_null()) ex->echo["truncation"] = "disabled";
-  if (ex->echo["text"].is_null()) ex->echo["text"] = {{"format", {{"type", "text"}}}};
-  if (ex->echo["temperature"].is_null()) ex->echo["temperature"] = 1.0;
-  if (ex->echo["top_p"].is_null()) ex->echo["top_p"] = 1.0;
-  ex->echo["store"] = ex->store;
+  EchoFields(body, ex.get());
   return ex;
 }
 
