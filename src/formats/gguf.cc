@@ -187,6 +187,89 @@ double GgufValue::AsDouble() const {
   return static_cast<double>(AsInt());
 }
 
+namespace {
+
+// A tensor's description in the header.
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  uint32_t type;
+  uint64_t offset;
+};
+
+core::Status ReadTensorInfos(Reader& r, std::vector<TensorInfo>* infos) {
+  for (TensorInfo& info : *infos) {
+    RADIXLM_RETURN_IF_ERROR(r.ReadString(&info.name));
+    uint32_t n_dims = 0;
+    RADIXLM_RETURN_IF_ERROR(r.Read(&n_dims));
+    if (n_dims == 0 || n_dims > 4) return r.Error("tensor '" + info.name + "' has " + std::to_string(n_dims) + " dims");
+    info.shape.resize(n_dims);
+    for (uint32_t d = 0; d < n_dims; ++d) {  // GGUF lists dims innermost first
+      uint64_t ne = 0;
+      RADIXLM_RETURN_IF_ERROR(r.Read(&ne));
+      if (ne == 0 || ne > (1ull << 40)) return r.Error("tensor '" + info.name + "' has dimension " + std::to_string(ne));
+      info.shape[n_dims - 1 - d] = static_cast<int64_t>(ne);
+    }
+    RADIXLM_RETURN_IF_ERROR(r.Read(&info.type));
+    RADIXLM_RETURN_IF_ERROR(r.Read(&info.offset));
+  }
+  return core::Status::Ok();
+}
+
+// A tensor's entry over the mapped data, its type, shape and bounds checked.
+core::StatusOr<TensorEntry> EntryOf(const std::string& path, const TensorInfo& info, const core::MappedFile& file,
+                                    uint64_t data_start, int64_t alignment) {
+  TensorEntry e;
+  e.name = info.name;
+  e.shape = info.shape;
+  e.file = path;
+  if (!DTypeOfGgml(info.type, &e.dtype))
+    return core::Unimplemented(path + ": tensor '" + info.name + "' has type " + GgmlTypeName(info.type) +
+                               "; radixlm reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
+                               "Q5_K and Q6_K GGUF tensors");
+  if (e.shape.back() % core::BlockElems(e.dtype) != 0)
+    return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " of type " + GgmlTypeName(info.type) +
+                          " has rows that are not whole blocks of " + std::to_string(core::BlockElems(e.dtype)));
+  if (!ShapeBytes(e.shape, e.dtype, &e.nbytes))
+    return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " is implausibly large");
+  if (info.offset % alignment != 0) return core::DataLoss(path + ": tensor '" + info.name + "' offset is not aligned");
+  // Compared by subtraction: offset is untrusted and data_start + offset could wrap.
+  if (data_start > file.size() || info.offset > file.size() - data_start || e.nbytes > file.size() - data_start - info.offset)
+    return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " runs past the end of the file (truncated?)");
+  e.data = file.data() + data_start + info.offset;
+  return e;
+}
+
+using Span = std::tuple<uint64_t, uint64_t, std::string>;  // [begin, end) in the data, name
+
+// Tensors may not share bytes: a type or offset changed to overlap a neighbour would read the
+// neighbour's data as weights (llama.cpp's converter never writes that) ... nor leave bytes
+// between them: every GGUF writer (llama.cpp's, gguf-py) lays the tensors out back to back,
+// each padded to the alignment, and llama.cpp refuses an offset that is not the running sum. A
+// gap, data before the first tensor or after the last, means a type, a shape or the tensor
+// count was changed (the weights would be read from the wrong bytes).
+core::Status CheckLayout(const std::string& path, std::vector<Span> spans, int64_t alignment, uint64_t data_bytes) {
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (std::get<0>(spans[i]) < std::get<1>(spans[i - 1]))
+      return core::DataLoss(path + ": tensors '" + std::get<2>(spans[i - 1]) + "' and '" + std::get<2>(spans[i]) +
+                            "' overlap in the file");
+  auto padded = [&](uint64_t end) { return (end + alignment - 1) / alignment * alignment; };
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const uint64_t expect = i == 0 ? 0 : padded(std::get<1>(spans[i - 1]));
+    if (std::get<0>(spans[i]) != expect)
+      return core::DataLoss(path + ": tensor '" + std::get<2>(spans[i]) + "' starts at " + std::to_string(std::get<0>(spans[i])) +
+                            " in the data, not at " + std::to_string(expect) +
+                            " (a tensor's type, shape or the tensor count does not match the file's bytes)");
+  }
+  if (!spans.empty() && data_bytes > padded(std::get<1>(spans.back())))
+    return core::DataLoss(path + ": " + std::to_string(data_bytes - padded(std::get<1>(spans.back()))) +
+                          " bytes after the last tensor's data (the tensor count or a tensor's type does not match the file)");
+  return core::Status::Ok();
+}
+
+}  // namespace
+
 core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
   auto mapped = core::MappedFile::Open(path);
   if (!mapped.ok()) return mapped.status();
@@ -218,81 +301,19 @@ core::StatusOr<GgufFile> GgufFile::Open(const std::string& path) {
     RADIXLM_RETURN_IF_ERROR(ReadValue(r, static_cast<GgufType>(type), &value, 0));
     g.metadata_[key] = std::move(value);
   }
-  struct Info {
-    std::string name;
-    std::vector<int64_t> shape;
-    uint32_t type;
-    uint64_t offset;
-  };
-  std::vector<Info> infos(n_tensors);
-  for (Info& info : infos) {
-    RADIXLM_RETURN_IF_ERROR(r.ReadString(&info.name));
-    uint32_t n_dims = 0;
-    RADIXLM_RETURN_IF_ERROR(r.Read(&n_dims));
-    if (n_dims == 0 || n_dims > 4) return r.Error("tensor '" + info.name + "' has " + std::to_string(n_dims) + " dims");
-    info.shape.resize(n_dims);
-    for (uint32_t d = 0; d < n_dims; ++d) {  // GGUF lists dims innermost first
-      uint64_t ne = 0;
-      RADIXLM_RETURN_IF_ERROR(r.Read(&ne));
-      if (ne == 0 || ne > (1ull << 40)) return r.Error("tensor '" + info.name + "' has dimension " + std::to_string(ne));
-      info.shape[n_dims - 1 - d] = static_cast<int64_t>(ne);
-    }
-    RADIXLM_RETURN_IF_ERROR(r.Read(&info.type));
-    RADIXLM_RETURN_IF_ERROR(r.Read(&info.offset));
-  }
+  std::vector<TensorInfo> infos(n_tensors);
+  RADIXLM_RETURN_IF_ERROR(ReadTensorInfos(r, &infos));
   const int64_t alignment = g.GetIntOr("general.alignment", 32);
   if (alignment <= 0 || (alignment & (alignment - 1)))
     return core::DataLoss(path + ": general.alignment " + std::to_string(alignment) + " is not a power of two");
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
-  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // [begin, end) in the data, name
-  for (const Info& info : infos) {
-    TensorEntry e;
-    e.name = info.name;
-    e.shape = info.shape;
-    e.file = path;
-    if (!DTypeOfGgml(info.type, &e.dtype))
-      return core::Unimplemented(path + ": tensor '" + info.name + "' has type " + GgmlTypeName(info.type) +
-                                 "; radixlm reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
-                                 "Q5_K and Q6_K GGUF tensors");
-    if (e.shape.back() % core::BlockElems(e.dtype) != 0)
-      return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " of type " +
-                            GgmlTypeName(info.type) + " has rows that are not whole blocks of " +
-                            std::to_string(core::BlockElems(e.dtype)));
-    if (!ShapeBytes(e.shape, e.dtype, &e.nbytes))
-      return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " is implausibly large");
-    if (info.offset % alignment != 0)
-      return core::DataLoss(path + ": tensor '" + info.name + "' offset is not aligned");
-    // Compared by subtraction: offset is untrusted and data_start + offset could wrap.
-    if (data_start > file->size() || info.offset > file->size() - data_start ||
-        e.nbytes > file->size() - data_start - info.offset)
-      return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() +
-                            " runs past the end of the file (truncated?)");
-    e.data = file->data() + data_start + info.offset;
+  std::vector<Span> spans;
+  for (const TensorInfo& info : infos) {
+    RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, EntryOf(path, info, *file, data_start, alignment));
     spans.push_back({info.offset, info.offset + e.nbytes, info.name});
     RADIXLM_RETURN_IF_ERROR(g.tensors_->Add(std::move(e)));
   }
-  // Tensors may not share bytes: a type or offset changed to overlap a neighbour would read the
-  // neighbour's data as weights (llama.cpp's converter never writes that).
-  std::sort(spans.begin(), spans.end());
-  for (size_t i = 1; i < spans.size(); ++i)
-    if (std::get<0>(spans[i]) < std::get<1>(spans[i - 1]))
-      return core::DataLoss(path + ": tensors '" + std::get<2>(spans[i - 1]) + "' and '" + std::get<2>(spans[i]) +
-                            "' overlap in the file");
-  // ... nor leave bytes between them: every GGUF writer (llama.cpp's, gguf-py) lays the tensors
-  // out back to back, each padded to the alignment, and llama.cpp refuses an offset that is not
-  // the running sum. A gap, data before the first tensor or after the last, means a type, a
-  // shape or the tensor count was changed (the weights would be read from the wrong bytes).
-  auto padded = [&](uint64_t end) { return (end + alignment - 1) / alignment * alignment; };
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const uint64_t expect = i == 0 ? 0 : padded(std::get<1>(spans[i - 1]));
-    if (std::get<0>(spans[i]) != expect)
-      return core::DataLoss(path + ": tensor '" + std::get<2>(spans[i]) + "' starts at " + std::to_string(std::get<0>(spans[i])) +
-                            " in the data, not at " + std::to_string(expect) +
-                            " (a tensor's type, shape or the tensor count does not match the file's bytes)");
-  }
-  if (!spans.empty() && file->size() - data_start > padded(std::get<1>(spans.back())))
-    return core::DataLoss(path + ": " + std::to_string(file->size() - data_start - padded(std::get<1>(spans.back()))) +
-                          " bytes after the last tensor's data (the tensor count or a tensor's type does not match the file)");
+  RADIXLM_RETURN_IF_ERROR(CheckLayout(path, std::move(spans), alignment, file->size() - data_start));
   g.tensors_->AddFile(std::move(file));
   return g;
 }
