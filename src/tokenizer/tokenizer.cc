@@ -200,6 +200,101 @@ std::string BadTokenId(const json& v) {
     return "";
   return "has id " + core::JsonText(v) + ", not an integer in [0, 16777216)";
 }
+
+core::Status CheckHfIds(const std::string& path, const json& j) {
+  for (auto& [piece, id] : j.at("model").at("vocab").items())
+    if (std::string why = BadTokenId(id); !why.empty()) return core::DataLoss(path + ": vocab '" + piece + "' " + why);
+  for (const json& a : j.value("added_tokens", json::array()))
+    if (std::string why = BadTokenId(a.value("id", json())); !why.empty())
+      return core::DataLoss(path + ": added token '" + a.value("content", std::string("?")) + "' " + why);
+  return core::Status::Ok();
+}
+
+// merges: "a b" strings (older files) or [a, b] pairs, in rank order.
+core::Status AddHfMerges(TokenizerBuilder& b, const json& merges, const std::string& path) {
+  int32_t rank = 0;
+  for (const json& m : merges) {
+    std::string l, r;
+    if (m.is_array()) {
+      l = m.at(0).get<std::string>();
+      r = m.at(1).get<std::string>();
+    } else {
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) return core::DataLoss(path + ": merge '" + s + "' is not 'a b'");
+      l = s.substr(0, sp);
+      r = s.substr(sp + 1);
+    }
+    RADIXLM_RETURN_IF_ERROR(b.AddMerge(l, r, rank++));
+  }
+  return core::Status::Ok();
+}
+
+// The split pattern of a Split pre-tokenizer anywhere in the tree, else ByteLevel's own (GPT-2).
+std::string SplitPattern(const json& pre_tokenizer) {
+  std::string pattern = kGpt2Pattern;
+  std::function<void(const json&)> find = [&](const json& node) {
+    if (node.is_object()) {
+      if (node.value("type", "") == "Split" && node.contains("pattern") && node["pattern"].contains("Regex"))
+        pattern = node["pattern"]["Regex"].get<std::string>();
+      for (auto& [k, v] : node.items()) find(v);
+    } else if (node.is_array()) {
+      for (auto& v : node) find(v);
+    }
+  };
+  find(pre_tokenizer);
+  return pattern;
+}
+
+// BOS / EOS and whether encoding adds them: the post-processor's template when there is one,
+// else tokenizer_config.json.
+struct SpecialEnds {
+  int32_t bos = -1, eos = -1;
+  bool add_bos = false, add_eos = false;
+};
+SpecialEnds EndsOf(const Tokenizer& t, const json& post, const json& config) {
+  auto token_of = [&](const char* key) -> int32_t {
+    if (!config.contains(key)) return -1;
+    const json& v = config[key];
+    if (v.is_string()) return t.TokenId(v.get<std::string>());
+    if (v.is_object() && v.contains("content")) return t.TokenId(v["content"].get<std::string>());
+    return -1;
+  };
+  SpecialEnds e{token_of("bos_token"), token_of("eos_token")};
+  if (post.is_object() && post.value("type", "") == "TemplateProcessing") {  // often null
+    const json& single = post.at("single");
+    if (!single.empty() && single.front().contains("SpecialToken")) {
+      e.add_bos = true;
+      e.bos = t.TokenId(single.front().at("SpecialToken").at("id").get<std::string>());
+    }
+    if (single.size() > 1 && single.back().contains("SpecialToken")) {
+      e.add_eos = true;
+      e.eos = t.TokenId(single.back().at("SpecialToken").at("id").get<std::string>());
+    }
+  } else {
+    e.add_bos = config.value("add_bos_token", false) && e.bos >= 0;
+    e.add_eos = config.value("add_eos_token", false) && e.eos >= 0;
+  }
+  return e;
+}
+
+// The chat template: chat_template.jinja beside the tokenizer (transformers >= 4.50), else
+// tokenizer_config.json's string, or from its list of named templates the "default" one.
+std::string HfChatTemplate(const json& config, const fs::path& dir) {
+  std::string text;
+  if (config.contains("chat_template") && config["chat_template"].is_string()) {
+    text = config["chat_template"].get<std::string>();
+  } else if (config.contains("chat_template") && config["chat_template"].is_array()) {
+    for (const json& named : config["chat_template"])
+      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+        text = named["template"].get<std::string>();
+  }
+  if (const fs::path jinja = dir / "chat_template.jinja"; fs::exists(jinja)) {
+    std::ifstream in(jinja, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return text;
+}
 }  // namespace
 
 core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::string& path) {
@@ -212,94 +307,30 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::stri
     const bool byte_level = dump_pre.find("ByteLevel") != std::string::npos || dump_dec.find("ByteLevel") != std::string::npos;
     TokenizerBuilder b(byte_level ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, path);
     Tokenizer& t = b.t();
-    for (auto& [piece, id] : model.at("vocab").items())
-      if (std::string why = BadTokenId(id); !why.empty()) return core::DataLoss(path + ": vocab '" + piece + "' " + why);
-    for (const json& a : j.value("added_tokens", json::array()))
-      if (std::string why = BadTokenId(a.value("id", json())); !why.empty())
-        return core::DataLoss(path + ": added token '" + a.value("content", std::string("?")) + "' " + why);
+    RADIXLM_RETURN_IF_ERROR(CheckHfIds(path, j));
     for (auto& [piece, id] : model.at("vocab").items()) b.SetPiece(id.get<int32_t>(), piece);
     for (const json& a : j.value("added_tokens", json::array()))
       b.AddAdded(a.at("content").get<std::string>(), a.at("id").get<int32_t>(), a.value("special", false));
-    int32_t rank = 0;
-    for (const json& m : model.at("merges")) {
-      std::string l, r;
-      if (m.is_array()) {
-        l = m.at(0).get<std::string>();
-        r = m.at(1).get<std::string>();
-      } else {
-        const std::string s = m.get<std::string>();
-        const size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos) return core::DataLoss(path + ": merge '" + s + "' is not 'a b'");
-        l = s.substr(0, sp);
-        r = s.substr(sp + 1);
-      }
-      RADIXLM_RETURN_IF_ERROR(b.AddMerge(l, r, rank++));
-    }
+    RADIXLM_RETURN_IF_ERROR(AddHfMerges(b, model.at("merges"), path));
     t.ignore_merges_ = model.value("ignore_merges", false);
     if (model.contains("unk_token") && model["unk_token"].is_string()) t.unk_id_ = t.TokenId(model["unk_token"].get<std::string>());
     const json norm = j.value("normalizer", json());
     t.nfc_ = core::JsonText(norm).find("\"NFC\"") != std::string::npos;
     t.spm_prefix_space_ = core::JsonText(norm).find("Prepend") != std::string::npos;
     if (byte_level) {
-      // The split pattern from a Split pre-tokenizer, else ByteLevel's own (GPT-2) regex.
-      std::string pattern = kGpt2Pattern;
-      std::function<void(const json&)> find = [&](const json& node) {
-        if (node.is_object()) {
-          if (node.value("type", "") == "Split" && node.contains("pattern") && node["pattern"].contains("Regex"))
-            pattern = node["pattern"]["Regex"].get<std::string>();
-          for (auto& [k, v] : node.items()) find(v);
-        } else if (node.is_array()) {
-          for (auto& v : node) find(v);
-        }
-      };
-      find(j.value("pre_tokenizer", json()));
+      const std::string pattern = SplitPattern(j.value("pre_tokenizer", json()));
       RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(pattern));
       const PreTokenizerPreset* preset = PreTokenizerOfPattern(pattern);
       t.pre_name_ = preset ? preset->name : "";
     }
-    // BOS/EOS: the post-processor's template when there is one, else tokenizer_config.json.
-    const json post = j.value("post_processor", json());
     const fs::path config_path = fs::path(path).parent_path() / "tokenizer_config.json";
     json config = json::object();
     if (fs::exists(config_path)) {
       RADIXLM_ASSIGN_OR_RETURN(config, ReadJson(config_path.string()));
     }
-    auto token_of = [&](const char* key) -> int32_t {
-      if (!config.contains(key)) return -1;
-      const json& v = config[key];
-      if (v.is_string()) return t.TokenId(v.get<std::string>());
-      if (v.is_object() && v.contains("content")) return t.TokenId(v["content"].get<std::string>());
-      return -1;
-    };
-    t.bos_id_ = token_of("bos_token");
-    t.eos_id_ = token_of("eos_token");
-    if (post.is_object() && post.value("type", "") == "TemplateProcessing") {  // often null
-      const json& single = post.at("single");
-      if (!single.empty() && single.front().contains("SpecialToken")) {
-        t.add_bos_ = true;
-        t.bos_id_ = t.TokenId(single.front().at("SpecialToken").at("id").get<std::string>());
-      }
-      if (single.size() > 1 && single.back().contains("SpecialToken")) {
-        t.add_eos_ = true;
-        t.eos_id_ = t.TokenId(single.back().at("SpecialToken").at("id").get<std::string>());
-      }
-    } else {
-      t.add_bos_ = config.value("add_bos_token", false) && t.bos_id_ >= 0;
-      t.add_eos_ = config.value("add_eos_token", false) && t.eos_id_ >= 0;
-    }
-    // The chat template: chat_template.jinja beside the tokenizer (transformers >= 4.50), else
-    // tokenizer_config.json's string, or from its list of named templates the "default" one.
-    if (config.contains("chat_template") && config["chat_template"].is_string()) {
-      t.chat_template_ = config["chat_template"].get<std::string>();
-    } else if (config.contains("chat_template") && config["chat_template"].is_array()) {
-      for (const json& named : config["chat_template"])
-        if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
-          t.chat_template_ = named["template"].get<std::string>();
-    }
-    if (const fs::path jinja = fs::path(path).parent_path() / "chat_template.jinja"; fs::exists(jinja)) {
-      std::ifstream in(jinja, std::ios::binary);
-      t.chat_template_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    const SpecialEnds ends = EndsOf(t, j.value("post_processor", json()), config);
+    t.bos_id_ = ends.bos, t.eos_id_ = ends.eos, t.add_bos_ = ends.add_bos, t.add_eos_ = ends.add_eos;
+    t.chat_template_ = HfChatTemplate(config, fs::path(path).parent_path());
     RADIXLM_RETURN_IF_ERROR(b.Finish());
     return b.Release();
   } catch (const std::exception& e) {  // JSON type errors, and anything a malformed file makes a reader throw
