@@ -112,6 +112,9 @@ class Compiler {
     bool IsRequired(const std::string& n) const { return std::find(required.begin(), required.end(), n) != required.end(); }
   };
   ObjectShape ObjectMembers(const Json& s, const std::string& path);
+  std::optional<Json> PatternMembers(const Json& s, const Json& props, const std::string& path, ObjectShape* o);
+  void AdditionalValues(const std::string& path, ObjectShape* o);
+  void MemberList(const Json& s, const Json& props, const std::string& path, ObjectShape* o);
   void PropertyNames(const Json& names, const Json& props, const std::string& path, ObjectShape* o);
   std::string ObjectRule(const Json& s, const std::string& path);
   std::string KeyNotIn(const std::vector<std::string>& names);

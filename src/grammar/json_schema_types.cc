@@ -254,13 +254,11 @@ void Compiler::PropertyNames(const Json& names, const Json& props, const std::st
   }
 }
 
-Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& path) {
-  ObjectShape o;
-  const Json empty = Json::object();
-  const Json& props = s.contains("properties") ? s["properties"] : empty;
-  if (!props.is_object()) Fail(path, "'properties' must be an object");
-  o.additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
-  o.extra = !(o.additional.is_boolean() && !o.additional.get<bool>());
+// patternProperties: a pattern every name matches folds into the members and
+// additionalProperties (the returned schema, compiled instead); a one-line-names pattern with no
+// declared members types those names; with additional members closed, the names the patterns
+// match become the extra members (RefusedKeyword says what is refused).
+std::optional<Json> Compiler::PatternMembers(const Json& s, const Json& props, const std::string& path, ObjectShape* o) {
   if (s.contains("patternProperties") && s["patternProperties"].is_object() && s["patternProperties"].size() == 1) {
     const std::string pattern = s["patternProperties"].begin().key();
     const Json sub = s["patternProperties"].begin().value();
@@ -274,18 +272,18 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
         for (auto& [n, x] : every["properties"].items()) x = IsTrivialSchema(x) ? sub : Json{{"allOf", Json::array({x, sub})}};
       }
       every["additionalProperties"] = sub;
-      return ObjectMembers(every, path);
+      return every;
     }
-    if (kind == PatternKind::kOneLineNames && props.empty() && !(IsTrivialSchema(sub) && IsTrivialSchema(o.additional))) {
+    if (kind == PatternKind::kOneLineNames && props.empty() && !(IsTrivialSchema(sub) && IsTrivialSchema(o->additional))) {
       // No declared members (RefusedKeyword): names without a line terminator are typed by sub,
       // the others by additionalProperties.
-      o.patterns.push_back(pattern);
-      o.broken_value_schema = o.additional;
-      o.additional = sub;
-      o.extra = true;
+      o->patterns.push_back(pattern);
+      o->broken_value_schema = o->additional;
+      o->additional = sub;
+      o->extra = true;
     }
   }
-  if (s.contains("patternProperties") && !s["patternProperties"].empty() && !o.extra) {
+  if (s.contains("patternProperties") && !s["patternProperties"].empty() && !o->extra) {
     // Additional members closed, every pattern with one schema (RefusedKeyword): the extra
     // members are the names some pattern matches, typed by that schema, provided no declared
     // name matches a pattern. (Patterns whose schema is trivial beside open members constrain
@@ -296,58 +294,79 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
       for (const auto& [n, x] : props.items()) {
         if (PatternMatches(pattern, n, path)) Fail(path, "unsupported keyword 'patternProperties': it matches the property '" + n + "'");
       }
-      o.patterns.push_back(pattern);
-      o.additional = sub;
+      o->patterns.push_back(pattern);
+      o->additional = sub;
     }
-    o.extra = true;
+    o->extra = true;
   }
-  if (s.contains("propertyNames")) PropertyNames(s["propertyNames"], props, path, &o);
-  if (o.extra) {
+  return std::nullopt;
+}
+
+// The compiled value of an additional member (none fits: no additional member), and of a member
+// whose name has a line terminator beside a one-line-names pattern.
+void Compiler::AdditionalValues(const std::string& path, ObjectShape* o) {
+  if (o->extra) {
     try {
-      o.additional_value = Visit(o.additional, path + "/additionalProperties");
+      o->additional_value = Visit(o->additional, path + "/additionalProperties");
     } catch (const Unsatisfiable&) {
-      o.extra = false;  // no value fits: no additional member
+      o->extra = false;  // no value fits: no additional member
     }
   }
-  if (!o.broken_value_schema.is_null() && !(o.broken_value_schema.is_boolean() && !o.broken_value_schema.get<bool>())) {
+  if (!o->broken_value_schema.is_null() && !(o->broken_value_schema.is_boolean() && !o->broken_value_schema.get<bool>())) {
     try {
-      o.broken_value = Visit(o.broken_value_schema, path + "/additionalProperties");
-      o.extra = true;
+      o->broken_value = Visit(o->broken_value_schema, path + "/additionalProperties");
+      o->extra = true;
     } catch (const Unsatisfiable&) {
     }
   }
+}
+
+// Members in schema order, then required names only `additionalProperties` types.
+void Compiler::MemberList(const Json& s, const Json& props, const std::string& path, ObjectShape* o) {
   if (s.contains("required")) {
     if (!s["required"].is_array()) Fail(path, "unsupported keyword 'required': must be an array");
     for (const Json& r : s["required"]) {
       if (!r.is_string()) Fail(path, "'required' must hold strings");
-      if (!o.IsRequired(r.get<std::string>())) o.required.push_back(r);
+      if (!o->IsRequired(r.get<std::string>())) o->required.push_back(r);
     }
   }
-  // Members in schema order, then required names only `additionalProperties` types.
   for (const auto& [n, sub] : props.items()) {
-    o.names.push_back(n);
+    o->names.push_back(n);
     if (sub.is_boolean() && !sub.get<bool>()) {
-      if (o.IsRequired(n)) Empty(path, "required property '" + n + "' has the schema false");
+      if (o->IsRequired(n)) Empty(path, "required property '" + n + "' has the schema false");
       continue;
     }
-    if (!o.names_schema.is_null() && !StringSatisfies(n, o.names_schema)) {
-      if (o.IsRequired(n)) Empty(path, "required property '" + n + "' is not allowed by 'propertyNames'");
+    if (!o->names_schema.is_null() && !StringSatisfies(n, o->names_schema)) {
+      if (o->IsRequired(n)) Empty(path, "required property '" + n + "' is not allowed by 'propertyNames'");
       continue;
     }
-    o.members.push_back({n, sub});
+    o->members.push_back({n, sub});
   }
-  for (const std::string& r : o.required) {
+  for (const std::string& r : o->required) {
     if (props.contains(r)) continue;
-    const bool by_pattern = o.patterns.empty() || std::any_of(o.patterns.begin(), o.patterns.end(), [&](const std::string& p) {
+    const bool by_pattern = o->patterns.empty() || std::any_of(o->patterns.begin(), o->patterns.end(), [&](const std::string& p) {
       return PatternMatches(p, r, path);
     });
-    const bool by_names = o.names_schema.is_null() || StringSatisfies(r, o.names_schema);
-    if (!o.extra || !by_pattern || !by_names) {
+    const bool by_names = o->names_schema.is_null() || StringSatisfies(r, o->names_schema);
+    if (!o->extra || !by_pattern || !by_names) {
       Empty(path, "required property '" + r + "' is not allowed by 'additionalProperties' / 'propertyNames'");
     }
-    o.names.push_back(r);
-    o.members.push_back({r, o.additional});
+    o->names.push_back(r);
+    o->members.push_back({r, o->additional});
   }
+}
+
+Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& path) {
+  ObjectShape o;
+  const Json empty = Json::object();
+  const Json& props = s.contains("properties") ? s["properties"] : empty;
+  if (!props.is_object()) Fail(path, "'properties' must be an object");
+  o.additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+  o.extra = !(o.additional.is_boolean() && !o.additional.get<bool>());
+  if (const std::optional<Json> folded = PatternMembers(s, props, path, &o)) return ObjectMembers(*folded, path);
+  if (s.contains("propertyNames")) PropertyNames(s["propertyNames"], props, path, &o);
+  AdditionalValues(path, &o);
+  MemberList(s, props, path, &o);
   // Member counts: only where they constrain (more than the required names; fewer than the
   // members there could be), counted by the chain below.
   const auto min_props = Count(s, "minProperties", path), max_props = Count(s, "maxProperties", path);
