@@ -177,6 +177,88 @@ struct RunResult {
   }
 };
 
+// One streamed chat completion as a client sees it: status (0: no response), the body or the
+// stream's unread rest, usage, the answer's text and token ids, the time to its first token.
+struct Streamed {
+  int status = 0;
+  std::string rest, answer;
+  json usage;
+  std::vector<int32_t> ids;
+  double ttft = -1;
+};
+
+Streamed PostStreaming(httplib::Client& http, const json& body) {
+  Streamed s;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = core::JsonText(body);
+  req.set_header("Content-Type", "application/json");
+  const double start = engine::NowSeconds();
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    s.rest.append(data, len);
+    for (size_t nl; (nl = s.rest.find("\n\n")) != std::string::npos; s.rest.erase(0, nl + 2)) {
+      const std::string line = s.rest.substr(0, nl);
+      if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+      json chunk = json::parse(line.substr(6), nullptr, false);
+      if (chunk.is_discarded()) continue;
+      if (chunk.contains("usage")) s.usage = chunk["usage"];
+      if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+      const json& c = chunk["choices"][0];
+      if (c.contains("token_ids")) {
+        if (s.ttft < 0) s.ttft = engine::NowSeconds() - start;
+        for (const auto& x : c["token_ids"]) s.ids.push_back(x.get<int32_t>());
+      }
+      if (c.contains("delta") && c["delta"].contains("content")) s.answer += c["delta"]["content"].get<std::string>();
+    }
+    return true;
+  };
+  auto res = http.send(req);
+  if (res) {
+    s.status = res->status;
+    if (s.rest.empty()) s.rest = res->body;
+  }
+  return s;
+}
+
+// A failed request counted by cause: "HTTP 400 code" (the error body's code), with its first message.
+void CountError(const Streamed& s, RunResult* result) {
+  ++result->errors;
+  std::string cause = "no response", message;
+  if (s.status != 0) {
+    const json err = json::parse(s.rest, nullptr, false);
+    const json* e = err.is_object() && err.contains("error") && err["error"].is_object() ? &err["error"] : nullptr;
+    cause = "HTTP " + std::to_string(s.status);
+    if (e && e->contains("code") && (*e)["code"].is_string()) cause += " " + (*e)["code"].get<std::string>();
+    if (e && e->contains("message") && (*e)["message"].is_string()) message = (*e)["message"].get<std::string>();
+    if (s.status == 200) cause = "HTTP 200 without usage";
+  }
+  auto& seen = result->errors_by_cause[cause];
+  if (seen.first++ == 0) seen.second = message;
+}
+
+// A served request: its usage and TTFT, its trace line, and what the server now caches in the
+// oracle (prompt + output minus the last token, whose KV is never computed).
+void CountServed(const Streamed& s, const std::vector<int32_t>& ids, int64_t oracle_match, int64_t session, int64_t turn,
+                 TokenTrie* oracle, RunResult* result) {
+  result->oracle_tokens += oracle_match;
+  oracle->Insert(ids, ids.size());
+  result->prompt_tokens += s.usage["prompt_tokens"].get<int64_t>();
+  result->cached_tokens += s.usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  result->completion_tokens += s.usage["completion_tokens"].get<int64_t>();
+  if (s.ttft >= 0) result->ttft.push_back(s.ttft);
+  sim::TraceRequest traced;
+  traced.session_id = session;
+  traced.turn_id = turn;
+  traced.ts = static_cast<double>(result->trace.size());
+  traced.input = ids;
+  traced.output = s.ids;
+  result->trace.push_back(std::move(traced));
+  std::vector<int32_t> full = ids;
+  full.insert(full.end(), s.ids.begin(), s.ids.end());
+  if (!s.ids.empty()) oracle->Insert(full, full.size() - 1);
+}
+
 RunResult Replay(const std::string& host, int port, const std::string& model_name, const std::vector<Conversation>& convs,
                  const tokenizer::Tokenizer& tok, const tokenizer::ChatTemplate& format, int clients, int max_tokens) {
   RunResult result;
@@ -190,9 +272,7 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
   auto client = [&]() {
     httplib::Client http(host, port);
     http.set_read_timeout(3600, 0);
-    while (true) {
-      const size_t ci = next++;
-      if (ci >= convs.size()) return;
+    for (size_t ci; (ci = next++) < convs.size();) {
       const Conversation& conv = convs[ci];
       std::vector<tokenizer::ChatMessage> history;
       for (const Turn& turn : conv.turns) {
@@ -208,74 +288,16 @@ RunResult Replay(const std::string& host, int port, const std::string& model_nam
         }
         json msgs = json::array();
         for (const auto& m : history) msgs.push_back({{"role", m.role}, {"content", m.content}});
-        const json body = {{"model", model_name}, {"messages", msgs}, {"max_tokens", max_tokens}, {"temperature", 0},
-                           {"stream", true}, {"return_token_ids", true}};
-        httplib::Request req;
-        req.method = "POST";
-        req.path = "/v1/chat/completions";
-        req.body = core::JsonText(body);
-        req.set_header("Content-Type", "application/json");
-        std::string buffer, answer;
-        std::vector<int32_t> out_ids;
-        json usage;
-        double ttft = -1;
-        const double start = engine::NowSeconds();
-        req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-          buffer.append(data, len);
-          for (size_t nl; (nl = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, nl + 2)) {
-            const std::string line = buffer.substr(0, nl);
-            if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
-            json chunk = json::parse(line.substr(6), nullptr, false);
-            if (chunk.is_discarded()) continue;
-            if (chunk.contains("usage")) usage = chunk["usage"];
-            if (chunk.contains("choices") && !chunk["choices"].empty()) {
-              const json& c = chunk["choices"][0];
-              if (c.contains("token_ids")) {
-                if (ttft < 0) ttft = engine::NowSeconds() - start;
-                for (const auto& x : c["token_ids"]) out_ids.push_back(x.get<int32_t>());
-              }
-              if (c.contains("delta") && c["delta"].contains("content")) answer += c["delta"]["content"].get<std::string>();
-            }
-          }
-          return true;
-        };
-        auto res = http.send(req);
+        const Streamed s = PostStreaming(http, {{"model", model_name}, {"messages", msgs}, {"max_tokens", max_tokens}, {"temperature", 0},
+                                                {"stream", true}, {"return_token_ids", true}});
         std::lock_guard<std::mutex> lock(mu);
-        ++result.requests;
-        progress.Update(result.requests);
-        if (!res || res->status != 200 || usage.is_null()) {
-          ++result.errors;
-          std::string cause = "no response", message;
-          if (res) {
-            const json err = json::parse(buffer.empty() ? res->body : buffer, nullptr, false);
-            const json* e = err.is_object() && err.contains("error") && err["error"].is_object() ? &err["error"] : nullptr;
-            cause = "HTTP " + std::to_string(res->status);
-            if (e && e->contains("code") && (*e)["code"].is_string()) cause += " " + (*e)["code"].get<std::string>();
-            if (e && e->contains("message") && (*e)["message"].is_string()) message = (*e)["message"].get<std::string>();
-            if (res->status == 200) cause = "HTTP 200 without usage";
-          }
-          auto& seen = result.errors_by_cause[cause];
-          if (seen.first++ == 0) seen.second = message;
+        progress.Update(++result.requests);
+        if (s.status != 200 || s.usage.is_null()) {
+          CountError(s, &result);
           continue;
         }
-        result.oracle_tokens += oracle_match;
-        oracle.Insert(ids, ids.size());
-        result.prompt_tokens += usage["prompt_tokens"].get<int64_t>();
-        result.cached_tokens += usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
-        result.completion_tokens += usage["completion_tokens"].get<int64_t>();
-        if (ttft >= 0) result.ttft.push_back(ttft);
-        sim::TraceRequest traced;
-        traced.session_id = static_cast<int64_t>(ci);
-        traced.turn_id = static_cast<int64_t>(&turn - conv.turns.data());
-        traced.ts = static_cast<double>(result.trace.size());
-        traced.input = ids;
-        traced.output = out_ids;
-        result.trace.push_back(std::move(traced));
-        // What the server now caches: prompt + output minus the last token.
-        std::vector<int32_t> full = ids;
-        full.insert(full.end(), out_ids.begin(), out_ids.end());
-        if (!out_ids.empty()) oracle.Insert(full, full.size() - 1);
-        if (conv.model_answers_in_history) history.push_back({"assistant", answer});
+        CountServed(s, ids, oracle_match, static_cast<int64_t>(ci), static_cast<int64_t>(&turn - conv.turns.data()), &oracle, &result);
+        if (conv.model_answers_in_history) history.push_back({"assistant", s.answer});
       }
     }
   };
