@@ -291,17 +291,97 @@ void GenerateSpeculative(models::Transformer& model, core::ThreadPool& pool, con
   }
 }
 
+namespace {
+
+struct GenerateCommandOptions {
+  ModelOptions model;
+  std::string ids = "1,2,3,4,5,6,7,8";
+  runner::GenerateOptions gen;
+  std::string stop, prompt;
+  bool json_out = false, chat = false;
+  int n = 1;
+  EngineOptions engine;  // --speculate: through the serving engine
+};
+
+// The prompt: --prompt's text (as one chat turn with --chat) with the model's tokenizer, else --ids.
+std::vector<int32_t> GeneratePrompt(const GenerateCommandOptions& o, int64_t vocab, std::unique_ptr<tokenizer::Tokenizer>* tok) {
+  if (o.prompt.empty()) {
+    auto ids = ParseIds(o.ids);
+    ExitIfError(ids.status());
+    return *ids;
+  }
+  auto t = LoadTokenizer(o.model, vocab);
+  ExitIfError(t.status());
+  *tok = std::move(t).value();
+  std::string text = o.prompt;
+  if (o.chat) {
+    auto format = tokenizer::ChatTemplate::ForTokenizer(**tok);
+    ExitIfError(format.status());
+    const tokenizer::ChatMessage msg{"user", o.prompt};
+    auto rendered = format->RenderMessages(std::span(&msg, 1), true);
+    ExitIfError(rendered.status());
+    text = *rendered;
+  }
+  return (*tok)->Encode(text, /*add_special=*/!o.chat);
+}
+
+// One sequence through the generator, streamed (text with a tokenizer, else ids).
+void GenerateOne(models::Transformer& model, core::ThreadPool& pool, const tokenizer::Tokenizer* tok,
+                 const std::vector<int32_t>& prompt, const GenerateCommandOptions& o) {
+  KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o.gen.max_tokens, KvDtypeOf(o.model));
+  runner::Generator gen(model, pool, kv.store, kv.pool);
+  std::unique_ptr<tokenizer::StreamDecoder> stream;
+  if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
+  if (!o.json_out) std::printf("prompt: %zu tokens; generated:%s", prompt.size(), tok ? "\n" : "");
+  std::string text;
+  auto r = gen.Generate(prompt, o.gen, [&](int32_t id) {
+    if (stream) {
+      const std::string piece = stream->Push(id);
+      text += piece;
+      if (!o.json_out) std::printf("%s", piece.c_str());
+    } else if (!o.json_out) {
+      std::printf(" %d", id);
+    }
+    std::fflush(stdout);
+    return true;
+  });
+  ExitIfError(r.status());
+  if (stream) text += stream->Finish();
+  const double decode_tps = r->decode_steps ? r->decode_steps / r->decode_seconds : 0;
+  if (o.json_out) {
+    json j = {{"prompt_tokens", prompt.size()}, {"tokens", r->tokens}, {"prefill_seconds", r->prefill_seconds},
+              {"decode_tokens_per_s", decode_tps}, {"stopped", r->stopped}};
+    if (tok) j["text"] = text;
+    std::printf("%s\n", core::JsonText(j).c_str());
+  } else {
+    std::printf("\n%zu tokens; prefill %.1f ms (%.1f tok/s), decode %.1f tok/s%s\n", r->tokens.size(), r->prefill_seconds * 1e3,
+                prompt.size() / r->prefill_seconds, decode_tps, r->stopped ? ", ended on a stop token" : "");
+  }
+}
+
+void RunGenerate(GenerateCommandOptions& o) {
+  auto m = LoadFromOptions(o.model);
+  ExitIfError(m.status());
+  auto& model = **m;
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  const std::vector<int32_t> prompt = GeneratePrompt(o, model.config().vocab_size, &tok);
+  if (!o.stop.empty()) {
+    auto stop = ParseIds(o.stop);
+    ExitIfError(stop.status());
+    o.gen.stop_ids = *stop;
+  } else if (model.config().eos_id >= 0) {
+    o.gen.stop_ids = {model.config().eos_id};
+  }
+  core::ThreadPool pool(o.model.threads);
+  if (o.n > 1) return GenerateSamples(model, pool, tok.get(), prompt, o.gen, o.n, KvDtypeOf(o.model), o.json_out);
+  if (o.engine.speculate != "off") return GenerateSpeculative(model, pool, tok.get(), prompt, o.gen, o.engine, KvDtypeOf(o.model), o.json_out);
+  GenerateOne(model, pool, tok.get(), prompt, o);
+}
+
+}  // namespace
+
 void RegisterGenerate(CLI::App& app) {
-  struct Opts {
-    ModelOptions model;
-    std::string ids = "1,2,3,4,5,6,7,8";
-    runner::GenerateOptions gen;
-    std::string stop, prompt;
-    bool json_out = false, chat = false;
-    int n = 1;
-    EngineOptions engine;  // --speculate: through the serving engine
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<GenerateCommandOptions>();
   o->gen.max_tokens = 32;
   auto* cmd = app.add_subcommand("generate", "generate tokens after a prompt of token ids");
   AddModelOptions(cmd, &o->model);
@@ -321,72 +401,7 @@ void RegisterGenerate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   AddSpeculateOptions(cmd, &o->engine);
-  cmd->callback([o] {
-    auto m = LoadFromOptions(o->model);
-    ExitIfError(m.status());
-    auto& model = **m;
-    std::unique_ptr<tokenizer::Tokenizer> tok;
-    std::vector<int32_t> prompt;
-    if (!o->prompt.empty()) {
-      auto t = LoadTokenizer(o->model, model.config().vocab_size);
-      ExitIfError(t.status());
-      tok = std::move(t).value();
-      std::string text = o->prompt;
-      if (o->chat) {
-        auto format = tokenizer::ChatTemplate::ForTokenizer(*tok);
-        ExitIfError(format.status());
-        const tokenizer::ChatMessage msg{"user", o->prompt};
-        auto rendered = format->RenderMessages(std::span(&msg, 1), true);
-        ExitIfError(rendered.status());
-        text = *rendered;
-      }
-      prompt = tok->Encode(text, /*add_special=*/!o->chat);
-    } else {
-      auto ids = ParseIds(o->ids);
-      ExitIfError(ids.status());
-      prompt = *ids;
-    }
-    if (!o->stop.empty()) {
-      auto stop = ParseIds(o->stop);
-      ExitIfError(stop.status());
-      o->gen.stop_ids = *stop;
-    } else if (model.config().eos_id >= 0) {
-      o->gen.stop_ids = {model.config().eos_id};
-    }
-    core::ThreadPool pool(o->model.threads);
-    if (o->n > 1) return GenerateSamples(model, pool, tok.get(), prompt, o->gen, o->n, KvDtypeOf(o->model), o->json_out);
-    if (o->engine.speculate != "off") return GenerateSpeculative(model, pool, tok.get(), prompt, o->gen, o->engine, KvDtypeOf(o->model), o->json_out);
-    KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o->gen.max_tokens, KvDtypeOf(o->model));
-    runner::Generator gen(model, pool, kv.store, kv.pool);
-    std::unique_ptr<tokenizer::StreamDecoder> stream;
-    if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
-    if (!o->json_out) std::printf("prompt: %zu tokens; generated:%s", prompt.size(), tok ? "\n" : "");
-    std::string text;
-    auto r = gen.Generate(prompt, o->gen, [&](int32_t id) {
-      if (stream) {
-        const std::string piece = stream->Push(id);
-        text += piece;
-        if (!o->json_out) std::printf("%s", piece.c_str());
-      } else if (!o->json_out) {
-        std::printf(" %d", id);
-      }
-      std::fflush(stdout);
-      return true;
-    });
-    ExitIfError(r.status());
-    if (stream) text += stream->Finish();
-    const double decode_tps = r->decode_steps ? r->decode_steps / r->decode_seconds : 0;
-    if (o->json_out) {
-      json j = {{"prompt_tokens", prompt.size()}, {"tokens", r->tokens}, {"prefill_seconds", r->prefill_seconds},
-                {"decode_tokens_per_s", decode_tps}, {"stopped", r->stopped}};
-      if (tok) j["text"] = text;
-      std::printf("%s\n", core::JsonText(j).c_str());
-    } else {
-      std::printf("\n%zu tokens; prefill %.1f ms (%.1f tok/s), decode %.1f tok/s%s\n", r->tokens.size(),
-                  r->prefill_seconds * 1e3, prompt.size() / r->prefill_seconds, decode_tps,
-                  r->stopped ? ", ended on a stop token" : "");
-    }
-  });
+  cmd->callback([o] { RunGenerate(*o); });
 }
 
 void RegisterLogits(CLI::App& app) {
@@ -488,6 +503,8 @@ void RegisterPerplexity(CLI::App& app) {
 // Prefill of `batch` sequences = one shared prefix + a random suffix each, run as the scoring
 // runner runs them: forwards filled up to max_batch_tokens *computed* rows (original rows when
 // off, compact rows when compacted) and KV blocks of a forward's rows plus one per sequence;
+namespace {
+
 struct BenchOptions {
   ModelOptions model;
   int prompt_tokens = 512, gen_tokens = 64, repeats = 3;
@@ -592,6 +609,8 @@ json BenchThroughput(models::Transformer& model, core::ThreadPool& pool, const B
   j["decode_time_share"] = o.gen_tokens > 1 && p_decode.total_s > 0 ? TimeShares(p_decode) : json(nullptr);
   return j;
 }
+
+}  // namespace
 
 void RegisterBench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
