@@ -33,13 +33,91 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> TokenizerOnly(const ModelO
 
 }  // namespace
 
+namespace {
+
+struct TokenizeOptions {
+  ModelOptions model;
+  std::string text, decode, input, output;
+  bool json_out = false, add_special = false, skip_special = false, check_roundtrip = false, bench = false;
+};
+
+void DecodeIds(const tokenizer::Tokenizer& t, const TokenizeOptions& o) {
+  auto ids = ParseIds(o.decode);
+  ExitIfError(ids.status());
+  for (int32_t id : *ids)
+    if (id >= t.vocab_size()) ExitIfError(core::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary"));
+  const std::string text = t.Decode(*ids, o.skip_special);
+  if (o.json_out) std::printf("%s\n", core::JsonText(json({{"text", text}})).c_str());
+  else std::printf("%s\n", text.c_str());
+}
+
+// --bench: single-thread encoding of every {"text"} line of --input, in MB/s.
+void BenchEncode(const tokenizer::Tokenizer& t, const TokenizeOptions& o) {
+  std::ifstream in(o.input);
+  if (!in) ExitIfError(core::NotFound(o.input + ": cannot open"));
+  std::vector<std::string> texts;
+  size_t bytes = 0;
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("text") || !j["text"].is_string()) continue;
+    texts.push_back(j["text"].get<std::string>());
+    bytes += texts.back().size();
+  }
+  if (texts.empty()) ExitIfError(core::InvalidArgument(o.input + ": no {\"text\": ...} lines"));
+  t.Encode(texts[0]);  // warm-up, as the reference run does
+  size_t tokens = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::string& text : texts) tokens += t.Encode(text).size();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s\n", core::JsonText(json({{"tokenizer", t.name()}, {"bytes", bytes}, {"tokens", tokens}, {"seconds", s},
+                                           {"mb_per_s", bytes / 1e6 / s}})).c_str());
+}
+
+// --input: each {"text"} line's ids as a JSONL line; --check-roundtrip fails unless every line
+// decodes back to its text.
+void EncodeLines(const tokenizer::Tokenizer& t, const TokenizeOptions& o) {
+  std::ifstream in(o.input);
+  if (!in) ExitIfError(core::NotFound(o.input + ": cannot open"));
+  std::ofstream file;
+  if (!o.output.empty()) file.open(o.output);
+  std::ostream& out = o.output.empty() ? std::cout : file;
+  std::string line;
+  int roundtrip_failures = 0;
+  for (int n = 1; std::getline(in, line); ++n) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("text") || !j["text"].is_string())
+      ExitIfError(core::InvalidArgument(o.input + ":" + std::to_string(n) + ": expected {\"text\": string}"));
+    const std::string text = j["text"].get<std::string>();
+    const auto ids = t.Encode(text, o.add_special);
+    out << core::JsonText(json({{"ids", ids}})) << "\n";
+    if (o.check_roundtrip && t.Decode(ids) != t.RoundTripForm(text) && ++roundtrip_failures <= 3)
+      std::fprintf(stderr, "line %d does not round-trip: %s\n", n, core::JsonText(json(text)).substr(0, 200).c_str());
+  }
+  if (roundtrip_failures) {
+    std::fprintf(stderr, "radixlm: %d line(s) of %s do not decode back to their text\n", roundtrip_failures, o.input.c_str());
+    std::exit(1);
+  }
+}
+
+void RunTokenize(const TokenizeOptions& o) {
+  auto t = TokenizerOnly(o.model);
+  ExitIfError(t.status());
+  if (!o.decode.empty()) return DecodeIds(**t, o);
+  if (!o.input.empty() && o.bench) return BenchEncode(**t, o);
+  if (!o.input.empty()) return EncodeLines(**t, o);
+  const auto ids = (*t)->Encode(o.text, o.add_special);
+  if (o.json_out) {
+    std::printf("%s\n", core::JsonText(json({{"ids", ids}})).c_str());
+    return;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? "," : "", ids[i]);
+  std::printf("\n");
+}
+
+}  // namespace
+
 void RegisterTokenize(CLI::App& app) {
-  struct Opts {
-    ModelOptions model;
-    std::string text, decode, input, output;
-    bool json_out = false, add_special = false, skip_special = false, check_roundtrip = false, bench = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<TokenizeOptions>();
   auto* cmd = app.add_subcommand("tokenize", "text to token ids (or --decode ids to text)");
   cmd->add_option("--model,-m", o->model.model, "take the tokenizer from this model");
   AddTokenizerOptions(cmd, &o->model);
@@ -52,72 +130,7 @@ void RegisterTokenize(CLI::App& app) {
   cmd->add_flag("--check-roundtrip", o->check_roundtrip, "with --input: fail unless decode(encode(text)) == text for every line");
   cmd->add_flag("--bench", o->bench, "with --input: time single-thread encoding of all lines, print MB/s as JSON");
   cmd->add_flag("--json", o->json_out, "print one JSON object");
-  cmd->callback([o] {
-    auto t = TokenizerOnly(o->model);
-    ExitIfError(t.status());
-    if (!o->decode.empty()) {
-      auto ids = ParseIds(o->decode);
-      ExitIfError(ids.status());
-      for (int32_t id : *ids)
-        if (id >= (*t)->vocab_size()) ExitIfError(core::InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary"));
-      const std::string text = (*t)->Decode(*ids, o->skip_special);
-      if (o->json_out) std::printf("%s\n", core::JsonText(json({{"text", text}})).c_str());
-      else std::printf("%s\n", text.c_str());
-      return;
-    }
-    if (!o->input.empty() && o->bench) {
-      std::ifstream in(o->input);
-      if (!in) ExitIfError(core::NotFound(o->input + ": cannot open"));
-      std::vector<std::string> texts;
-      size_t bytes = 0;
-      for (std::string line; std::getline(in, line);) {
-        json j = json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.contains("text") || !j["text"].is_string()) continue;
-        texts.push_back(j["text"].get<std::string>());
-        bytes += texts.back().size();
-      }
-      if (texts.empty()) ExitIfError(core::InvalidArgument(o->input + ": no {\"text\": ...} lines"));
-      (*t)->Encode(texts[0]);  // warm-up, as the reference run does
-      size_t tokens = 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      for (const std::string& text : texts) tokens += (*t)->Encode(text).size();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("%s\n", core::JsonText(json({{"tokenizer", (*t)->name()}, {"bytes", bytes}, {"tokens", tokens}, {"seconds", s},
-                                {"mb_per_s", bytes / 1e6 / s}})).c_str());
-      return;
-    }
-    if (!o->input.empty()) {
-      std::ifstream in(o->input);
-      if (!in) ExitIfError(core::NotFound(o->input + ": cannot open"));
-      std::ofstream file;
-      if (!o->output.empty()) file.open(o->output);
-      std::ostream& out = o->output.empty() ? std::cout : file;
-      std::string line;
-      int roundtrip_failures = 0;
-      for (int n = 1; std::getline(in, line); ++n) {
-        json j = json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.contains("text") || !j["text"].is_string())
-          ExitIfError(core::InvalidArgument(o->input + ":" + std::to_string(n) + ": expected {\"text\": string}"));
-        const std::string text = j["text"].get<std::string>();
-        const auto ids = (*t)->Encode(text, o->add_special);
-        out << core::JsonText(json({{"ids", ids}})) << "\n";
-        if (o->check_roundtrip && (*t)->Decode(ids) != (*t)->RoundTripForm(text) && ++roundtrip_failures <= 3)
-          std::fprintf(stderr, "line %d does not round-trip: %s\n", n, core::JsonText(json(text)).substr(0, 200).c_str());
-      }
-      if (roundtrip_failures) {
-        std::fprintf(stderr, "radixlm: %d line(s) of %s do not decode back to their text\n", roundtrip_failures, o->input.c_str());
-        std::exit(1);
-      }
-      return;
-    }
-    const auto ids = (*t)->Encode(o->text, o->add_special);
-    if (o->json_out) {
-      std::printf("%s\n", core::JsonText(json({{"ids", ids}})).c_str());
-      return;
-    }
-    for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? "," : "", ids[i]);
-    std::printf("\n");
-  });
+  cmd->callback([o] { RunTokenize(*o); });
 }
 
 namespace {
