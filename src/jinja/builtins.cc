@@ -578,18 +578,28 @@ Value FRound(const Value& v, const CallArgs& a) {
     if (__builtin_mul_overflow(q + up, unit, &out)) Overflow();
     return Value::Int(out);
   }
+  // floor / ceil of an int at a precision >= 0: Python scales, rounds and divides exact ints,
+  // which gives the int back, as a float.
+  if (v.type() != Value::Type::kFloat && precision >= 0) return Value::Float(static_cast<double>(v.AsInt()));
   const double x = v.AsFloat();
-  if (!std::isfinite(x)) return Value::Float(x);
+  if (!std::isfinite(x) && method == "common") return Value::Float(x);
   if (method == "common" && precision >= 0 && precision <= 340) {
     char buf[512];
     std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), x);
     return Value::Float(std::strtod(buf, nullptr));
   }
   if (method == "common" && precision < 0) return Value::Float(RoundToPowerOfTen(x, static_cast<int>(-std::max<int64_t>(precision, -400))));
+  // (x * 10**precision: Python converts the int to a float first, which overflows past 1e308.)
+  if (method != "common" && precision > 308) Raise("OverflowError", "int too large to convert to float");
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double y = x * scale;
   if (method == "common") return Value::Float(std::nearbyint(y) / scale);
-  // + 0.0: math.ceil / floor give Python an int, so -0.0 comes out as 0.0.
+  // math.ceil / floor make an int: of an infinity or a NaN there is none (Python's errors).
+  if (std::isinf(y)) Raise("OverflowError", "cannot convert float infinity to integer");
+  if (std::isnan(y)) Raise("ValueError", "cannot convert float NaN to integer");
+  // + 0.0: math.ceil / floor give Python an int, so -0.0 comes out as 0.0. (Python divides that
+  // int by the exact int 10**precision: past precision 22, where 10**precision is no longer a
+  // double, its last digit can differ from this division's.)
   return Value::Float((method == "ceil" ? std::ceil(y) : std::floor(y)) / scale + 0.0);
 }
 
