@@ -1,5 +1,5 @@
-// An open-addressing hash map from 64-bit keys to 32-bit values (linear probing, backward-shift
-// deletion), for the child indexes of the prefix trees: one probe touches one cache line, where
+// Flat-pool helpers internal to cache/. FlatMap: an open-addressing hash map from 64-bit keys
+// to 32-bit values (linear probing, backward-shift deletion), for the child indexes of the prefix trees: one probe touches one cache line, where
 // std::unordered_map chases a bucket and a node and allocates per entry. Hand-written because
 // no Debian-packaged library offers one (abseil's flat_hash_map is not packaged for Debian 12's
 // toolchain as a stable dependency here). Internal to cache/.
@@ -88,5 +88,22 @@ class FlatMap {
   std::vector<std::pair<uint64_t, int32_t>> slots_;
   size_t mask_ = 0, size_ = 0;
 };
+
+// A node of a flat pool (STYLE.md: trees in vectors indexed by int32 ids): the last freed slot,
+// reset to a fresh Node, else a new one at the end. The radix caches (production and reference)
+// share it.
+template <typename Node>
+int32_t NewPoolNode(std::vector<Node>& nodes, std::vector<int32_t>& free) {
+  int32_t id;
+  if (!free.empty()) {
+    id = free.back();
+    free.pop_back();
+    nodes[id] = Node();
+  } else {
+    id = static_cast<int32_t>(nodes.size());
+    nodes.emplace_back();
+  }
+  return id;
+}
 
 }  // namespace radixlm::cache::internal

@@ -176,15 +176,7 @@ class HybridRadixCache final : public CheckpointCache {
 };
 
 int32_t HybridRadixCache::NewNode() {
-  int32_t id;
-  if (!free_nodes_.empty()) {
-    id = free_nodes_.back();
-    free_nodes_.pop_back();
-    nodes_[id] = Node();
-  } else {
-    id = static_cast<int32_t>(nodes_.size());
-    nodes_.emplace_back();
-  }
+  const int32_t id = internal::NewPoolNode(nodes_, free_nodes_);
   nodes_[id].alive = true;
   nodes_[id].last_access = clock_;
   ++node_count_;

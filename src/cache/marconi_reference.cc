@@ -5,6 +5,7 @@
 
 #include "cache/alpha_tuner.h"
 #include "cache/block_tree_internal.h"
+#include "cache/flat_map_internal.h"
 #include "cache/python_heap.h"
 
 namespace radixlm::cache {
@@ -174,15 +175,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   }
 
   int32_t NewNode() {
-    int32_t id;
-    if (!free_nodes_.empty()) {
-      id = free_nodes_.back();
-      free_nodes_.pop_back();
-      nodes_[id] = Node();
-    } else {
-      id = static_cast<int32_t>(nodes_.size());
-      nodes_.emplace_back();
-    }
+    const int32_t id = internal::NewPoolNode(nodes_, free_nodes_);
     nodes_[id].alive = true;
     nodes_[id].last_access = clock_;
     ++node_count_;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,15 @@ inline bool FieldBool(const nlohmann::ordered_json& j, const char* key, bool fal
   if (!j.is_object()) return fallback;
   const auto it = j.find(key);
   return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+// An id as the Anthropic and OpenAI APIs write them: prefix + 24 random alphanumerics.
+inline std::string RandomId(const char* prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string id = prefix;
+  for (int i = 0; i < 24; ++i) id.push_back(kAlnum[rng() % 62]);
+  return id;
 }
 
 // What the pipeline knows when an answer starts: the prompt, and the choices that will come.

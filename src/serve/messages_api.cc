@@ -16,14 +16,6 @@ bool Bad(ApiError* err, const std::string& message, const std::string& param) {
   return false;
 }
 
-std::string RandomId(const char* prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string id = prefix;
-  for (int i = 0; i < 24; ++i) id.push_back(kAlnum[rng() % 62]);
-  return id;
-}
-
 // What the door does with each top-level field of a Messages request.
 enum class Field { kRead, kSkip };
 const std::map<std::string, Field>& Fields() {
