@@ -1,8 +1,8 @@
 // Flat-pool helpers internal to cache/. FlatMap: an open-addressing hash map from 64-bit keys
 // to 32-bit values (linear probing, backward-shift deletion), for the child indexes of the
-// prefix trees: one probe touches one cache line, where std::unordered_map chases a bucket and a node and allocates per entry. Hand-written because
-// no Debian-packaged library offers one (abseil's flat_hash_map is not packaged for Debian 12's
-// toolchain as a stable dependency here). Internal to cache/.
+// prefix trees: one probe touches one cache line, where std::unordered_map chases a bucket and
+// a node and allocates per entry. Hand-written because no Debian-packaged library offers one
+// (abseil's flat_hash_map is not packaged for Debian 12's toolchain as a stable dependency here).
 // REQUIRES: no key equals kEmpty.
 #pragma once
 
