@@ -1,5 +1,6 @@
 #include "models/arch.h"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 
@@ -90,6 +91,48 @@ std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& g
   for (const HfNameRule& r : rules)
     if (std::regex_match(gguf_name, r.pattern)) return std::regex_replace(gguf_name, r.pattern, r.replacement);
   return gguf_name;
+}
+
+ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types, std::string hf_class,
+                  void (*conventions)(ModelConfig*), const ArchFunctions& f) {
+  ArchSpec a;
+  a.gguf_name = std::move(gguf_name);
+  a.hf_model_types = std::move(hf_model_types);
+  a.hf_class = std::move(hf_class);
+  a.from_gguf = f.from_gguf;
+  a.from_hf = f.from_hf;
+  a.conventions = conventions;
+  a.hf_tensor = f.hf_tensor;
+  a.gguf_metadata = f.gguf_metadata;
+  a.hf_config = f.hf_config;
+  a.hf_layout = f.hf_layout;
+  return a;
+}
+
+core::Status ReadGgufVocabulary(const formats::GgufFile& g, ModelConfig* c) {
+  c->tied_embeddings = g.tensors().Find("output.weight") == nullptr;
+  const formats::TensorEntry* emb = g.tensors().Find("token_embd.weight");
+  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
+  c->vocab_size = emb->shape[0];
+  c->bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
+  c->eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  return core::Status::Ok();
+}
+
+void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w) {
+  using formats::GgufValue;
+  const std::string a = c.arch + ".";
+  w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
+  w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
+  w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
+  w->Set(a + "feed_forward_length", GgufValue::U32(c.ffn_dim));
+  w->Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
+  w->Set(a + "attention.head_count_kv", GgufValue::U32(c.n_kv_heads));
+  w->Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
+  w->Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
+  w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
+  w->Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  w->Set(a + "rope.dimension_count", GgufValue::U32(c.rope_dim > 0 ? c.rope_dim : c.head_dim));
 }
 
 }  // namespace radixlm::models

@@ -92,6 +92,25 @@ const ArchSpec& Qwen35MoeArch();
 
 // ---- helpers the rows share ------------------------------------------------------------------
 
+// The functions an architecture's file defines, and the row that names them.
+struct ArchFunctions {
+  decltype(ArchSpec::from_gguf) from_gguf;
+  decltype(ArchSpec::from_hf) from_hf;
+  decltype(ArchSpec::hf_tensor) hf_tensor;
+  decltype(ArchSpec::gguf_metadata) gguf_metadata;
+  decltype(ArchSpec::hf_config) hf_config;
+  decltype(ArchSpec::hf_layout) hf_layout;
+};
+ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types, std::string hf_class,
+                  void (*conventions)(ModelConfig*), const ArchFunctions& f);
+
+// What every GGUF says the same way: tied embeddings (no output.weight), the vocabulary (from
+// token_embd.weight's rows) and BOS / EOS.
+core::Status ReadGgufVocabulary(const formats::GgufFile& g, ModelConfig* c);
+// The attention and MLP sizes under "<arch>." every architecture writes the same way (context
+// length, width, blocks, MLP, heads, head sizes, RMS epsilon, RoPE base and dimensions).
+void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w);
+
 // "blk.N.what"
 std::string Blk(int block, const char* what);
 // Experts are asked for one at a time as "blk.N.<stem>.E.weight" (blk.3.ffn_up_exps.7.weight);

@@ -217,20 +217,8 @@ void HfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) {
 }  // namespace
 
 const ArchSpec& GraniteHybridArch() {
-  static const ArchSpec a = [] {
-    ArchSpec s;
-    s.gguf_name = "granitehybrid";
-    s.hf_model_types = {"granitemoehybrid"};
-    s.hf_class = "GraniteMoeHybridForCausalLM";
-    s.from_gguf = FromGguf;
-    s.from_hf = FromHf;
-    s.conventions = Conventions;
-    s.hf_tensor = HfTensor;
-    s.gguf_metadata = GgufMetadata;
-    s.hf_config = HfConfig;
-    s.hf_layout = HfLayout;
-    return s;
-  }();
+  static const ArchSpec a = MakeArch("granitehybrid", {"granitemoehybrid"}, "GraniteMoeHybridForCausalLM", Conventions,
+                                      {FromGguf, FromHf, HfTensor, GgufMetadata, HfConfig, HfLayout});
   return a;
 }
 

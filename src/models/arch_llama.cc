@@ -68,12 +68,7 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
   c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
   c.max_context = g.GetIntOr(a + "context_length", 4096);
-  c.tied_embeddings = g.tensors().Find("output.weight") == nullptr;
-  const formats::TensorEntry* emb = g.tensors().Find("token_embd.weight");
-  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
-  c.vocab_size = emb->shape[0];
-  c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
-  c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  RADIXLM_RETURN_IF_ERROR(ReadGgufVocabulary(g, &c));
   RowOf(c).conventions(&c);
   if (moe) {
     const int64_t used = g.GetIntOr(a + "expert_used_count", 0);
@@ -159,19 +154,7 @@ HfTensorRef HfTensor(const ModelConfig&, const std::string& gguf_name) {
 }
 
 core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
-  using formats::GgufValue;
-  const std::string a = c.arch + ".";
-  w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(c.max_context)));
-  w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
-  w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
-  w->Set(a + "feed_forward_length", GgufValue::U32(c.ffn_dim));
-  w->Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
-  w->Set(a + "attention.head_count_kv", GgufValue::U32(c.n_kv_heads));
-  w->Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
-  w->Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
-  w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
-  w->Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
-  w->Set(a + "rope.dimension_count", GgufValue::U32(c.head_dim));
+  WriteAttentionGguf(c, w);
   if (c.CountLayers(LayerKind::kMoe) > 0) WriteMoeGguf(c, w);
   return core::Status::Ok();
 }
@@ -219,18 +202,7 @@ void NoLayoutChange(const ModelConfig&, std::vector<NamedTensor>*) {}
 
 ArchSpec Row(const char* name, const char* hf_class, void (*conventions)(ModelConfig*),
              void (*hf_layout)(const ModelConfig&, std::vector<NamedTensor>*)) {
-  ArchSpec a;
-  a.gguf_name = name;
-  a.hf_model_types = {name};
-  a.hf_class = hf_class;
-  a.from_gguf = FromGguf;
-  a.from_hf = FromHf;
-  a.conventions = conventions;
-  a.hf_tensor = HfTensor;
-  a.gguf_metadata = GgufMetadata;
-  a.hf_config = HfConfig;
-  a.hf_layout = hf_layout;
-  return a;
+  return MakeArch(name, {name}, hf_class, conventions, {FromGguf, FromHf, HfTensor, GgufMetadata, HfConfig, hf_layout});
 }
 
 }  // namespace

@@ -202,18 +202,7 @@ void NemotronHHfLayout(const ModelConfig& c, std::vector<NamedTensor>* tensors) 
 }
 
 ArchSpec Row(const char* name, const char* hf_class, void (*conventions)(ModelConfig*)) {
-  ArchSpec a;
-  a.gguf_name = name;
-  a.hf_model_types = {name};
-  a.hf_class = hf_class;
-  a.from_gguf = FromGguf;
-  a.from_hf = FromHf;
-  a.conventions = conventions;
-  a.hf_tensor = HfTensor;
-  a.gguf_metadata = GgufMetadata;
-  a.hf_config = HfConfig;
-  a.hf_layout = Mamba2HfLayout;
-  return a;
+  return MakeArch(name, {name}, hf_class, conventions, {FromGguf, FromHf, HfTensor, GgufMetadata, HfConfig, Mamba2HfLayout});
 }
 
 }  // namespace

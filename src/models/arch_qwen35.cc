@@ -111,12 +111,7 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   }
   SetLayers(recurrent, &c);
   c.gdn_tiled = true;
-  c.tied_embeddings = g.tensors().Find("output.weight") == nullptr;
-  const formats::TensorEntry* emb = g.tensors().Find("token_embd.weight");
-  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
-  c.vocab_size = emb->shape[0];
-  c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
-  c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  RADIXLM_RETURN_IF_ERROR(ReadGgufVocabulary(g, &c));
   if (IsMoe(c)) {
     MoeConventions(&c);
     const int64_t used = g.GetIntOr(a + "expert_used_count", 0);
@@ -267,17 +262,7 @@ core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
   using formats::GgufType;
   using formats::GgufValue;
   const std::string a = c.arch + ".";
-  w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
-  w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
-  w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
-  w->Set(a + "feed_forward_length", GgufValue::U32(c.ffn_dim));
-  w->Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
-  w->Set(a + "attention.head_count_kv", GgufValue::U32(c.n_kv_heads));
-  w->Set(a + "attention.key_length", GgufValue::U32(c.head_dim));
-  w->Set(a + "attention.value_length", GgufValue::U32(c.head_dim));
-  w->Set(a + "attention.layer_norm_rms_epsilon", GgufValue::F32(c.rms_eps));
-  w->Set(a + "rope.dimension_count", GgufValue::U32(c.rope_dim > 0 ? c.rope_dim : c.head_dim));
-  w->Set(a + "rope.freq_base", GgufValue::F32(static_cast<float>(c.rope_theta)));
+  WriteAttentionGguf(c, w);
   std::vector<GgufValue> sections;
   for (int s : Sections(c)) sections.push_back(GgufValue::I32(s));
   w->Set(a + "rope.dimension_sections", GgufValue::Array(GgufType::kI32, sections));
@@ -393,20 +378,8 @@ const ArchSpec& Qwen35MoeArch() {
 }
 
 const ArchSpec& Qwen35Arch() {
-  static const ArchSpec a = [] {
-    ArchSpec s;
-    s.gguf_name = "qwen35";
-    s.hf_model_types = {"qwen3_5", "qwen3_5_text"};
-    s.hf_class = "Qwen3_5ForConditionalGeneration";
-    s.from_gguf = FromGguf;
-    s.from_hf = FromHf;
-    s.conventions = Conventions;
-    s.hf_tensor = HfTensor;
-    s.gguf_metadata = GgufMetadata;
-    s.hf_config = HfConfig;
-    s.hf_layout = HfLayout;
-    return s;
-  }();
+  static const ArchSpec a = MakeArch("qwen35", {"qwen3_5", "qwen3_5_text"}, "Qwen3_5ForConditionalGeneration", Conventions,
+                                      {FromGguf, FromHf, HfTensor, GgufMetadata, HfConfig, HfLayout});
   return a;
 }
 

@@ -32,12 +32,7 @@ core::Status ReadHybridGguf(const formats::GgufFile& g, ModelConfig* out) {
   c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
   c.max_context = g.GetIntOr(a + "context_length", 1 << 20);
   c.use_rope = false;
-  c.tied_embeddings = g.tensors().Find("output.weight") == nullptr;
-  const formats::TensorEntry* emb = g.tensors().Find("token_embd.weight");
-  if (!emb || emb->shape.size() != 2) return core::DataLoss(g.path() + ": missing or malformed token_embd.weight");
-  c.vocab_size = emb->shape[0];
-  c.bos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
-  c.eos_id = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  RADIXLM_RETURN_IF_ERROR(ReadGgufVocabulary(g, &c));
   for (int64_t i = 0; i < blocks; ++i) {
     c.n_heads = std::max<int>(c.n_heads, static_cast<int>(PerLayer(g, a + "attention.head_count", i)));
     c.n_kv_heads = std::max<int>(c.n_kv_heads, static_cast<int>(PerLayer(g, a + "attention.head_count_kv", i)));
