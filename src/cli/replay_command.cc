@@ -391,7 +391,7 @@ void RegisterReplay(CLI::App& app) {
   AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--workload", o->workload, "mtbench | swe-agent")->capture_default_str();
   cmd->add_option("--data", o->data_dir, "data folder holding chat/mt_bench_questions.jsonl or agents/swe_agent/*.traj "
-                                         "(e.g. ../shared/data)")->required();
+                                         "(e.g. the folder RADIXLM_SHARED_DATA names)")->required();
   cmd->add_option("--clients", o->clients, "concurrent clients")->capture_default_str();
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request")->capture_default_str();
   cmd->add_option("--conversations", o->conversations, "at most this many conversations / trajectories")->check(CLI::Range(1, 1 << 20));
