@@ -112,10 +112,12 @@ KNOWN = [
 
 
 def negated(a, b):
-    try:
-        return float(a) == -float(b) != 0
-    except ValueError:
-        return False
+    """a and b are the same text but for one number's sign: one has a "-" the other lacks."""
+    for x, y in ((a, b), (b, a)):
+        i = next((k for k in range(min(len(x), len(y))) if x[k] != y[k]), min(len(x), len(y)))
+        if x[i:i + 1] == "-" and x[:i] + x[i + 1:] == y and y[i:i + 1].isdigit():
+            return True
+    return False
 
 # ------------------------------------------------------------------------------------ reference
 
