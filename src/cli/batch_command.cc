@@ -15,7 +15,7 @@
 #include "cli/common.h"
 #include "cli/engine_setup.h"
 #include "cli/mpi_world.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "runner/scoring.h"
 #include "runner/scoring_queue.h"
 
@@ -95,7 +95,7 @@ batch::RunFigures RunShare(batch::Job& job, const MpiWorld& world, const std::st
   auto part = batch::BatchPart::Open(output, world.rank(), id);
   ExitIfError(part.status());
   const bool lead = world.rank() == 0;
-  Progress progress(world.size() > 1 ? "batch (rank 0)" : "batch", lead ? to_answer : 0);
+  core::Progress progress(world.size() > 1 ? "batch (rank 0)" : "batch", lead ? to_answer : 0);
   int64_t answered = 0;
   const batch::RunFigures figures = job.Run(world.rank(), world.size(), [&](int64_t index, const json& line) {
     ExitIfError((*part)->Append(index, core::JsonText(line)));

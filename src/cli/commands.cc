@@ -18,7 +18,7 @@
 #include "cache/block_pool.h"
 #include "cli/common.h"
 #include "cli/engine_setup.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "cli/speculate_bench.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
@@ -469,7 +469,7 @@ void RegisterPerplexity(CLI::App& app) {
     double nll = 0;
     int64_t scored = 0;
     const auto t0 = std::chrono::steady_clock::now();
-    Progress progress("perplexity", windows);
+    core::Progress progress("perplexity", windows);
     for (int64_t w = 0; w < windows; ++w) {
       const auto begin = ids.begin() + w * ctx;
       const std::vector<int32_t> window(begin, begin + std::min<int64_t>(ctx, ids.end() - begin));

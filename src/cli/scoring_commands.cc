@@ -17,7 +17,7 @@
 #include "core/json_text.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "runner/scoring.h"
 #include "tokenizer/scoring_format.h"
 
@@ -165,7 +165,7 @@ void RegisterRerank(CLI::App& app) {
     }
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
-    Progress progress("rerank", static_cast<int64_t>(pairs.size()));
+    core::Progress progress("rerank", static_cast<int64_t>(pairs.size()));
     runner.set_progress([&](size_t done, size_t) { progress.Update(static_cast<int64_t>(done)); });
     const auto t0 = std::chrono::steady_clock::now();
     auto logits = runner.YesNoLogits(pairs, format->yes_id, format->no_id);
@@ -244,7 +244,7 @@ void RegisterEmbed(CLI::App& app) {
     }
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
-    Progress progress("embed", static_cast<int64_t>(inputs.size()));
+    core::Progress progress("embed", static_cast<int64_t>(inputs.size()));
     runner.set_progress([&](size_t done, size_t) { progress.Update(static_cast<int64_t>(done)); });
     const auto t0 = std::chrono::steady_clock::now();
     auto emb = runner.Embed(inputs, last ? runner::Pooling::kLastToken : runner::Pooling::kMean, !o->no_normalize);

@@ -15,7 +15,7 @@
 #include "core/json_text.h"
 #include "cache/marconi_reference.h"
 #include "cli/commands.h"
-#include "cli/progress.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "models/loader.h"
 #include "runner/hybrid_cache_setup.h"
@@ -111,7 +111,7 @@ core::Status FeedAll(const SimulateOptions& o, sim::Simulators& sims) {
     std::ifstream count(o.trace, std::ios::binary);
     for (std::string line; std::getline(count, line);) lines += line.find_first_not_of(" \t\r") != std::string::npos;
   }
-  Progress progress("simulate", lines);
+  core::Progress progress("simulate", lines);
   sim::TraceRequest request;
   int64_t fed = 0;
   for (;;) {

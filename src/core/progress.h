@@ -1,4 +1,4 @@
-// A progress bar on stderr for long CLI work (perplexity, scoring files, replay, simulate):
+// A progress bar on stderr for long command-line work (perplexity, scoring files, replay, simulate):
 // redrawn in place at most ten times a second when stderr is a terminal, silent otherwise (logs
 // keep only the command's one-line summary). Owned by one command on one thread.
 #pragma once
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-namespace radixlm::cli {
+namespace radixlm::core {
 
 class Progress {
  public:
@@ -63,4 +63,4 @@ class Progress {
   Clock::time_point start_, last_{};
 };
 
-}  // namespace radixlm::cli
+}  // namespace radixlm::core
