@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -14,10 +13,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/json_text.h"
-#include "grammar/grammar_cache.h"
-#include "grammar/json_feed.h"
 #include "grammar/json_schema.h"
-#include "grammar/matcher.h"
+#include "grammar/probe.h"
 #include "models/loader.h"
 
 namespace radixlm::cli {
@@ -32,10 +29,9 @@ struct GrammarOpts {
   ModelOptions model;
   std::string schema, gbnf, schema_lines, check, check_cases;
   bool json_object = false, print_gbnf = false, bench = false;
-  int samples = 0, max_tokens = 512, runs = 1;
+  int samples = 0, runs = 1;
   uint64_t seed = 1;
-  double stop_bias = 0.5;
-  int64_t fuel = grammar::kStepFuel;  // work budget per mask and per token
+  grammar::WalkOptions walk;
 };
 
 core::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -65,64 +61,15 @@ std::shared_ptr<const grammar::Vocabulary> VocabularyOf(const tokenizer::Tokeniz
   return std::make_shared<const grammar::Vocabulary>(std::move(bytes), special, EndOfTurnIds(tok));
 }
 
-struct Walk {
-  std::vector<int32_t> tokens;
-  std::vector<double> mask_us;
-  int64_t max_mask_units = 0;  // the costliest mask's work units (grammar/matcher.h: kStepFuel)
-  bool stopped = false;
-};
-
-// A random document: each step fills the mask and takes a uniformly random allowed token,
-// except that a stop token, when allowed, is taken with probability stop_bias.
-Walk RandomWalk(grammar::Matcher& m, std::mt19937_64& rng, const GrammarOpts& o) {
-  m.set_fuel(o.fuel);
-  const int32_t v = m.grammar().vocab().size();
-  std::vector<uint32_t> mask((v + 31) / 32);
-  std::vector<int32_t> allowed;
-  Walk w;
-  while (static_cast<int>(w.tokens.size()) < o.max_tokens && !m.IsTerminated()) {
-    const auto t0 = Clock::now();
-    if (!m.FillNextTokenMask(mask)) ExitIfError(core::ResourceExhausted("grammar: a mask exceeded the work budget"));
-    w.mask_us.push_back(Ms(t0, Clock::now()) * 1000);
-    w.max_mask_units = std::max(w.max_mask_units, m.last_mask_units());
-    allowed.clear();
-    for (size_t i = 0; i < mask.size(); ++i) {
-      for (uint32_t bits = mask[i]; bits; bits &= bits - 1) allowed.push_back(static_cast<int32_t>(i * 32 + __builtin_ctz(bits)));
-    }
-    if (allowed.empty()) break;
-    int32_t pick = allowed[rng() % allowed.size()];
-    if (m.IsCompleted() && std::uniform_real_distribution<double>(0, 1)(rng) < o.stop_bias) {
-      pick = m.grammar().vocab().stop_ids().front();
-    }
-    RADIXLM_CHECK(m.AcceptToken(pick));
-    if (m.grammar().vocab().IsStop(pick)) {
-      w.stopped = true;
-      break;
-    }
-    w.tokens.push_back(pick);
-  }
-  return w;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-
 // JSONL documents for an outside validator: each random document, cut at --max-tokens, is
 // completed by the grammar's shortest completion (so every line is a whole document).
 void PrintSamples(const std::shared_ptr<const grammar::CompiledGrammar>& g, int index, std::mt19937_64& rng,
                   const GrammarOpts& o) {
   for (int i = 0; i < o.samples; ++i) {
-    grammar::Matcher m(g);
-    Walk w = RandomWalk(m, rng, o);
-    std::string doc;
-    for (int32_t id : w.tokens) doc += g->vocab().bytes(id);
-    json line = {{"document", doc + m.ShortestCompletion()}, {"completed", m.IsCompleted()}, {"tokens", w.tokens.size()},
-                 {"max_mask_units", w.max_mask_units}};
-    if (index >= 0) line["index"] = index;
-    std::printf("%s\n", core::JsonText(line).c_str());
+    auto line = grammar::SampleDocument(g, rng, o.walk);
+    ExitIfError(line.status());
+    if (index >= 0) (*line)["index"] = index;
+    std::printf("%s\n", core::JsonText(*line).c_str());
   }
 }
 
@@ -169,47 +116,19 @@ void CheckTexts(const std::shared_ptr<const grammar::CompiledGrammar>& g, const 
     if (line.empty()) continue;
     const json text = json::parse(line, nullptr, false);
     if (!text.is_string()) ExitIfError(core::InvalidArgument(path + ": each line must be a JSON string"));
-    grammar::Matcher m(g);
-    const bool prefix = m.AcceptBytes(text.get<std::string>());
-    std::printf("%s\n", core::JsonText(json{{"prefix", prefix}, {"complete", prefix && m.IsCompleted()}}).c_str());
+    std::printf("%s\n", core::JsonText(grammar::CheckText(g, text.get<std::string>())).c_str());
   }
 }
 
-// --check-cases: each line {"schema", "instances": [values]}; prints {"compiled", "error",
-// "accept": [[compact, python-style], ...]} per line: whether the schema's grammar accepts each
-// instance as a whole document (any member order; grammar/json_feed.h). Compiled for a byte
-// vocabulary (acceptance of text does not depend on the tokenizer), within the server's bounds.
+// --check-cases: each line {"schema", "instances": [values]}; prints grammar::CheckCase's answer.
 void RunCheckCases(const GrammarOpts& o) {
   std::ifstream in(o.check_cases);
   if (!in) ExitIfError(core::NotFound(o.check_cases + ": cannot open"));
-  std::vector<std::string> bytes;
-  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
-  bytes.push_back("</s>");
-  const std::vector<int32_t> stop = {256};
-  auto vocab = std::make_shared<const grammar::Vocabulary>(std::move(bytes), std::span<const int32_t>{}, stop);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    const auto row = nlohmann::ordered_json::parse(line, nullptr, false);
-    if (!row.is_object() || !row.contains("schema")) ExitIfError(core::InvalidArgument(o.check_cases + ": each line needs a schema"));
-    const auto t0 = Clock::now();
-    auto conv = grammar::JsonSchemaToGbnf(row["schema"].dump());
-    grammar::GrammarCache::Result g = conv.ok() ? grammar::GrammarCache::Compile(*conv, vocab) : conv.status();
-    json out = {{"compiled", g.ok()}, {"compile_ms", Ms(t0, Clock::now())}};
-    if (!g.ok()) {
-      out["error"] = g.status().message();
-    } else {
-      json accept = json::array();
-      for (const auto& v : row.value("instances", nlohmann::ordered_json::array())) {
-        json pair = json::array();
-        for (grammar::FeedStyle style : {grammar::FeedStyle::kCompact, grammar::FeedStyle::kPython}) {
-          grammar::Matcher m(*g);
-          pair.push_back(grammar::FeedJson(m, v, style) && m.IsCompleted());
-        }
-        accept.push_back(pair);
-      }
-      out["accept"] = accept;
-    }
-    std::printf("%s\n", core::JsonText(out).c_str());
+    auto out = grammar::CheckCase(nlohmann::ordered_json::parse(line, nullptr, false));
+    if (!out.ok()) ExitIfError(core::InvalidArgument(o.check_cases + ": " + out.status().message()));
+    std::printf("%s\n", core::JsonText(*out).c_str());
     std::fflush(stdout);
   }
 }
@@ -242,23 +161,11 @@ void Run(const GrammarOpts& o) {
     PrintSamples(*g, -1, rng, o);
     return;
   }
-  std::vector<double> us;
-  int64_t tokens = 0, completed = 0, max_units = 0;
-  for (int r = 0; r < o.runs; ++r) {
-    grammar::Matcher m(*g);
-    Walk w = RandomWalk(m, rng, o);
-    max_units = std::max(max_units, w.max_mask_units);
-    us.insert(us.end(), w.mask_us.begin(), w.mask_us.end());
-    tokens += static_cast<int64_t>(w.tokens.size());
-    completed += m.IsCompleted();
-  }
-  json out = {{"vocab_size", vocab->size()},          {"vocab_prepare_ms", vocab_ms},
-              {"schema_to_gbnf_ms", to_gbnf_ms},       {"compile_ms", compile_ms},
-              {"runs", o.runs},                         {"tokens", tokens},
-              {"documents_completed", completed},       {"mask_us_median", Percentile(us, 0.5)},
-              {"mask_us_p99", Percentile(us, 0.99)},    {"mask_us_max", Percentile(us, 1.0)},
-              {"mask_us_mean", us.empty() ? 0.0 : std::accumulate(us.begin(), us.end(), 0.0) / us.size()},
-              {"mask_units_max", max_units}};
+  auto masks = grammar::BenchMasks(*g, rng, o.runs, o.walk);
+  ExitIfError(masks.status());
+  json out = {{"vocab_size", vocab->size()}, {"vocab_prepare_ms", vocab_ms}, {"schema_to_gbnf_ms", to_gbnf_ms},
+              {"compile_ms", compile_ms}};
+  out.update(*masks);
   std::printf("%s\n", core::JsonText(out).c_str());
 }
 
@@ -276,15 +183,15 @@ void RegisterGrammar(CLI::App& app) {
   cmd->add_flag("--print-gbnf", o->print_gbnf, "print the grammar text");
   cmd->add_flag("--bench", o->bench, "time masks over random documents, print one JSON object");
   cmd->add_option("--samples", o->samples, "print N random documents as JSONL (text, completed, completion)");
-  cmd->add_option("--max-tokens", o->max_tokens, "tokens per random document (default 512)");
+  cmd->add_option("--max-tokens", o->walk.max_tokens, "tokens per random document (default 512)");
   cmd->add_option("--check-cases", o->check_cases,
                   "JSONL of {\"schema\", \"instances\"}: print {\"compiled\", \"accept\": [[compact, spaced], ...]} per line "
                   "(the differential fuzzer's check, fuzz/schema_diff.py)");
   cmd->add_option("--check", o->check, "JSONL of strings: print {\"prefix\", \"complete\"} per line (accepted as a prefix / a whole document)");
   cmd->add_option("--runs", o->runs, "--bench: random documents to time (default 1)");
   cmd->add_option("--seed", o->seed, "random seed (default 1)");
-  cmd->add_option("--fuel", o->fuel, "work units a mask or a token may cost (default: the server's budget)");
-  cmd->add_option("--stop-bias", o->stop_bias, "probability of taking a stop token when allowed (default 0.5)");
+  cmd->add_option("--fuel", o->walk.fuel, "work units a mask or a token may cost (default: the server's budget)");
+  cmd->add_option("--stop-bias", o->walk.stop_bias, "probability of taking a stop token when allowed (default 0.5)");
   auto* m = cmd->add_option("--model,-m", o->model.model, "take the tokenizer from this model");
   AddTokenizerOptions(cmd, &o->model);
   CLI::Option* t = cmd->get_option("--tokenizer");
