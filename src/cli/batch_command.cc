@@ -58,7 +58,7 @@ batch::RunFigures SumOverRanks(MpiWorld& world, const batch::RunFigures& f) {
 struct Loaded {
   ModelAndTokenizer model;
   std::unique_ptr<core::ThreadPool> pool;
-  std::unique_ptr<ServingEngine> serving;
+  std::unique_ptr<runner::ServingEngine> serving;
 };
 
 batch::JobRuntime RuntimeOf(BatchOptions& o, bool max_running_given, Loaded* l) {
@@ -70,7 +70,7 @@ batch::JobRuntime RuntimeOf(BatchOptions& o, bool max_running_given, Loaded* l) 
   l->pool = std::make_unique<core::ThreadPool>(o.model.threads);
   // Memory-centric batching: no request cap unless asked; the KV pool decides admissions.
   if (o.job.schedule == "plan" && !max_running_given) o.engine.max_running = 256;
-  l->serving = std::make_unique<ServingEngine>(model, *l->pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  l->serving = MakeServingEngineOrExit(model, *l->pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
   batch::JobRuntime rt{.tok = &tok, .engine = &l->serving->engine(), .stop_ids = EndOfTurnIds(tok)};
   if (auto f = tokenizer::ChatTemplate::ForTokenizer(tok, o.chat_template); f.ok()) rt.chat_format = std::move(*f);
   else if (!o.chat_template.empty()) ExitIfError(f.status());

@@ -1,4 +1,5 @@
 #include "cli/commands.h"
+#include "models/describe.h"
 
 #include "core/json_text.h"
 
@@ -19,7 +20,7 @@
 #include "cli/common.h"
 #include "cli/engine_setup.h"
 #include "core/progress.h"
-#include "cli/speculate_bench.h"
+#include "runner/speculate_bench.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
 #include "engine/batch_runner.h"
@@ -61,68 +62,6 @@ struct KvSetup {
   models::KvStore store;
   cache::BlockPool pool;
 };
-
-// The recurrent layers' shape and the state one sequence holds (what a checkpoint costs).
-// KV bytes one token takes in every attention layer.
-int64_t KvBytesPerToken(const models::ModelConfig& c, const std::string& kv_dtype) {
-  const size_t element = kv_dtype == "f32" ? 4 : 2;
-  return int64_t{c.n_attention_layers()} * 2 * c.n_kv_heads * c.head_dim * static_cast<int64_t>(element);
-}
-
-json RecurrentJson(const models::ModelConfig& c, const std::string& kv_dtype) {
-  if (c.n_ssm_layers() == 0) return nullptr;
-  const int64_t state = static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(c)), kv = KvBytesPerToken(c, kv_dtype);
-  json j = {{"layers", c.n_ssm_layers()}, {"d_conv", c.ssm_conv}, {"chunk", c.ssm_chunk},
-            {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
-            {"state_bytes_per_sequence", state},
-            // A checkpoint weighs as much as this many tokens of KV: what the cache trades.
-            {"state_as_kv_tokens", kv > 0 ? (state + kv - 1) / kv : 0}};
-  if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
-    j.update({{"kind", "gated_deltanet"}, {"key_heads", c.gdn_k_heads}, {"value_heads", c.gdn_v_heads},
-              {"head_dim", c.gdn_head_dim}, {"value_head_layout", c.gdn_tiled ? "tiled" : "grouped"}});
-  } else {
-    j.update({{"kind", "mamba2"}, {"heads", c.ssm_heads}, {"head_dim", c.ssm_head_dim}, {"d_state", c.ssm_state},
-              {"groups", c.ssm_groups}, {"norm_group", c.ssm_norm_group_size()}});
-  }
-  return j;
-}
-
-// The experts' layout and what a token reads of them (null for a dense model).
-json ExpertsJson(const models::Transformer& m) {
-  const auto& c = m.config();
-  if (c.CountLayers(models::LayerKind::kMoe) == 0) return nullptr;
-  const models::MoeConfig& e = c.moe;
-  size_t expert_bytes = 0;
-  for (const auto& l : m.weights().moe) expert_bytes += l.gate_up.nbytes() + l.down.nbytes();
-  const std::string type(core::DTypeName(m.weights().moe.at(0).gate_up.storage()));
-  return {{"layers", c.CountLayers(models::LayerKind::kMoe)}, {"experts", e.experts}, {"used", e.used}, {"ffn", e.ffn},
-          {"shared_ffn", e.shared_ffn}, {"shared_gate", e.shared_gate}, {"gating", models::GatingName(e.gating)},
-          {"selection_bias", e.selection_bias}, {"norm_weights", e.norm_weights}, {"weights_scale", e.weights_scale},
-          {"groups", e.groups}, {"groups_used", e.groups_used}, {"expert_type", type},
-          {"expert_bytes", expert_bytes},
-          // What one decode token reads of the experts: `used` of every layer's `experts`.
-          {"active_expert_bytes_per_token", expert_bytes / e.experts * e.used}};
-}
-
-json InfoJson(const models::Transformer& m, const ModelOptions& o) {
-  const auto& c = m.config();
-  json layers = json::array();
-  for (auto k : c.layers) layers.push_back(models::LayerKindName(k));
-  return {{"name", c.name}, {"architecture", c.arch}, {"parameters", c.ParameterCount()},
-          {"total_parameters", c.ParameterCount()}, {"active_parameters", c.ActiveParameterCount()},
-          {"experts", ExpertsJson(m)},
-          {"dtype", std::string(core::DTypeName(m.weight_dtype()))}, {"weight_type", m.weights().TypeSummary()},
-          {"matmul", MatmulDescription(m)}, {"kv_dtype", o.kv_dtype}, {"isa", core::IsaName(core::ActiveIsa())},
-          {"weights_bytes", m.weights().nbytes()},
-          {"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_blocks", c.n_blocks},
-          {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
-          {"rope_dim", c.rope_dim > 0 ? c.rope_dim : c.head_dim}, {"attn_output_gate", c.attn_output_gate},
-          {"ffn_dim", c.ffn_dim}, {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},
-          {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
-          {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
-          {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
-          {"rope_sections", c.rope_sections}, {"ssm", RecurrentJson(c, o.kv_dtype)}};
-}
 
 }  // namespace
 
@@ -167,7 +106,7 @@ void RegisterInfo(CLI::App& app) {
   cmd->callback([o, as_json] {
     auto m = LoadFromOptions(*o);
     ExitIfError(m.status());
-    const json j = InfoJson(**m, *o);
+    const json j = models::ModelInfoJson(**m, o->kv_dtype);
     if (*as_json) {
       std::printf("%s\n", core::JsonText(j).c_str());
       return;
@@ -203,8 +142,8 @@ void GenerateSamples(models::Transformer& model, core::ThreadPool& pool, const t
   const int64_t per_sample = (gen.max_tokens + eo.block_tokens) / eo.block_tokens * eo.block_tokens;
   eo.kv_tokens = std::max<int64_t>(eo.kv_tokens, static_cast<int64_t>(prompt.size()) + eo.block_tokens + n * per_sample);
   eo.max_running = std::max(eo.max_running, n);
-  ServingEngine serving(model, pool, eo, kv_dtype);
-  engine::Engine& eng = serving.engine();
+  const auto serving = MakeServingEngineOrExit(model, pool, eo, kv_dtype);
+  engine::Engine& eng = serving->engine();
   std::vector<engine::RequestParams> items(n);
   for (int i = 0; i < n; ++i) {
     items[i].prompt = prompt;
@@ -264,7 +203,7 @@ void GenerateSpeculative(models::Transformer& model, core::ThreadPool& pool, con
   if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
   if (!json_out) std::printf("prompt: %zu tokens; generated:%s", prompt.size(), tok ? "\n" : "");
   std::string text;
-  const SpeculativeRun r = RunSpeculative(model, pool, prompt, gen, eo, kv_dtype, [&](int32_t id) {
+  auto run = runner::RunSpeculative(model, pool, prompt, gen, eo, kv_dtype, [&](int32_t id) {
     if (stream) {
       const std::string piece = stream->Push(id);
       text += piece;
@@ -274,6 +213,8 @@ void GenerateSpeculative(models::Transformer& model, core::ThreadPool& pool, con
     }
     std::fflush(stdout);
   });
+  ExitIfError(run.status());
+  const runner::SpeculativeRun& r = *run;
   if (stream) text += stream->Finish();
   const double decode_tps = r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
   const double per_step = r.decode_steps > 0 ? double(r.tokens.size() - 1) / r.decode_steps : 0;
@@ -555,7 +496,7 @@ json BenchJson(const models::Transformer& model, const BenchOptions& o, int thre
   const double weight_gb = model.weights().nbytes() / 1e9;
   const double read_gb = models::DecodeBytesOf(model.weights(), c).read() / 1e9;
   return {{"model", c.name}, {"dtype", std::string(core::DTypeName(model.weight_dtype()))},
-          {"weight_type", model.weights().TypeSummary()}, {"matmul", MatmulDescription(model)},
+          {"weight_type", model.weights().TypeSummary()}, {"matmul", models::MatmulDescription(model)},
           {"kv_dtype", o.model.kv_dtype},
           {"threads", threads}, {"isa", core::IsaName(core::ActiveIsa())},
           {"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
@@ -650,9 +591,13 @@ void RegisterBench(CLI::App& app) {
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     models::Transformer& model = **m;
     core::ThreadPool pool(o->model.threads);
-    if (speculate->count() > 0)
-      return BenchSpeculativeDecode(model, pool, SpeculatePrompt(*o, model.config().vocab_size), o->gen_tokens, o->sampling, o->engine,
-                                    KvDtypeOf(o->model), o->repeats, o->json_out);
+    if (speculate->count() > 0) {
+      auto r = runner::BenchSpeculativeDecode(model, pool, SpeculatePrompt(*o, model.config().vocab_size), o->gen_tokens,
+                                              o->sampling, o->engine, KvDtypeOf(o->model), o->repeats);
+      ExitIfError(r.status());
+      std::printf("%s\n", core::JsonText(*r, o->json_out ? -1 : 2).c_str());
+      return;
+    }
     json j;
     if (o->decode_batch > 0) {
       auto r = runner::BenchCascadeDecode(model, pool, o->decode_batch, o->shared_prefix, o->suffix, o->gen_tokens, o->cascade == "on",

@@ -61,33 +61,6 @@ core::DType KvDtypeOf(const ModelOptions& o) {
   return d;
 }
 
-std::string MatmulDescription(const models::Transformer& m) {
-  // One line per distinct weight type, largest share first.
-  std::map<std::string, size_t> bytes;
-  auto add = [&](const kernels::PackedWeight& w) {
-    for (const kernels::WeightSegment& s : w.segments()) {
-      std::string what = std::string(core::DTypeName(s.storage)) + " weights x ";
-      const core::Isa tier = kernels::gemm::TierOf(s, core::ActiveIsa());
-      if (core::IsQuantized(s.storage)) what += std::string("int8 activations (") + (tier == core::Isa::kAvx512 ? "avx512 vnni" : core::IsaName(tier)) + ")";
-      else if (s.storage == core::DType::kBF16 && s.bf16_mode == kernels::Bf16Mode::kBf16Activations)
-        what += std::string("bf16 activations (") + (tier == core::Isa::kAvx512 ? "vdpbf16ps" : "scalar emulation") + ")";
-      else what += std::string("f32 activations (") + core::IsaName(tier) + " fma)";
-      bytes[what] += s.buf.size();
-    }
-  };
-  const auto& w = m.weights();
-  for (const auto& a : w.attention) { add(a.qkv); add(a.o); }
-  for (const auto& l : w.mlp) { add(l.gate_up); add(l.down); }
-  for (const auto& l : w.mamba) { add(l.in_proj); add(l.out_proj); }
-  add(w.lm_head);
-  std::vector<std::pair<size_t, std::string>> order;
-  for (const auto& [k, v] : bytes) order.push_back({v, k});
-  std::sort(order.rbegin(), order.rend());
-  std::string out;
-  for (const auto& [b, what] : order) out += (out.empty() ? "" : "; ") + what;
-  return out;
-}
-
 void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o) {
   cmd->add_option("--tokenizer", o->tokenizer, "qwen3|llama3|llama2|gpt2, a tokenizer.json, a HF folder or a GGUF (default: the model's)");
   cmd->add_option("--tokenizer-dir", o->tokenizer_dir, "bundled tokenizer data (default: $RADIXLM_TOKENIZER_DIR or the set-up's folder)");

@@ -12,9 +12,13 @@
 #include "core/thread_pool.h"
 #include "models/loader.h"
 #include "models/presets.h"
+#include "runner/serving_options.h"
 #include "tokenizer/tokenizer.h"
 
 namespace radixlm::cli {
+
+// The serving engine's options (runner/serving_options.h), under the name the commands use.
+using EngineOptions = runner::ServingOptions;
 
 struct ModelOptions {
   std::string model = models::kDefaultModel;
@@ -30,43 +34,10 @@ struct ModelOptions {
   int64_t kv_tokens = 0;
 };
 
-struct EngineOptions {
-  int64_t kv_tokens = 32768;
-  int32_t block_tokens = 16;
-  bool no_prefix_cache = false;
-  std::string kv_eviction = "lru";
-  int step_tokens = 256;
-  int max_running = 16;
-  // Models with recurrent layers (Mamba2, Gated DeltaNet): the hybrid cache policy and its checkpoint slots.
-  std::string hybrid_policy = "marconi";
-  int checkpoint_slots = 32;
-  bool prompt_end_checkpoints = false;  // keep each prompt's end state (exact repeats hit)
-  int64_t prompt_end_min_gap = 256;     // ... where it lies this far past the state the request has
-  // Commands whose prompts are chat histories re-rendered from text (serve, chat) keep prompt
-  // ends by default: see ChatServingDefaults.
-  // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
-  double prefill_compaction_threshold = 0.92;
-  std::string prefill_compaction = "trie";
-  // Cascade attention for decode rows sharing prefix blocks (answers are the same either way).
-  std::string cascade = "on";
-  // The disk tier under the KV pool (cli/cache_tier_setup.h): off without a folder.
-  std::string cache_dir;
-  double cache_disk_gb = 10;
-  bool cache_fsync = false;
-  std::string cache_namespace;
-  // Speculative decoding (engine::SpeculateConfig): off | ngram | tree, drafts of at most draft_max.
-  std::string speculate = "off";
-  int draft_max = 8;
-  int spec_max_rows = 16;
-  bool spec_fixed = false;  // drafts as long as found (no cost model)
-};
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);
 // The KV cache dtype of --kv-dtype.
 core::DType KvDtypeOf(const ModelOptions& o);
-// What the matrix products of a loaded model compute with, for `info` and `bench`: e.g.
-// "q4_k weights x int8 activations (avx512 vnni)", "bf16 weights x bf16 activations (vdpbf16ps)".
-std::string MatmulDescription(const models::Transformer& m);
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o);
 void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o);
 // The tokenizer named by --tokenizer, else the model's own (GGUF metadata, the HF folder's

@@ -72,66 +72,14 @@ void ChatServingDefaults(EngineOptions* o) {
   o->prompt_end_min_gap = 32;
 }
 
-namespace {
-
-runner::PrefillCompaction MakePrefillCompaction(const EngineOptions& o) {
-  return {.threshold = o.prefill_compaction_threshold, .trie_attention = o.prefill_compaction == "trie"};
-}
-
-runner::HybridServing MakeHybrid(const models::ModelConfig& model, const EngineOptions& o) {
-  if (o.speculate != "off" && model.n_ssm_layers() > 0 && model.ssm_chunk > 0)
-    ExitIfError(core::InvalidArgument("--speculate needs the exact recurrence (--ssm-chunk 0): a chunked scan's bits depend "
-                                      "on where a step starts, so verifying a draft would change answers"));
-  auto h = runner::MakeHybridServing(model, runner::ShapeOfModel(model), o.max_running,
-                                     o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints,
-                                     o.speculate != "off");
-  ExitIfError(h.status());
-  return std::move(h).value();
-}
-
-engine::EngineConfig MakeEngineConfig(const EngineOptions& o) {
-  engine::EngineConfig c;
-  c.block_tokens = o.block_tokens;
-  c.num_blocks = static_cast<int32_t>((o.kv_tokens + o.block_tokens - 1) / o.block_tokens);
-  c.prefix_cache = !o.no_prefix_cache;
-  c.kv_eviction = o.kv_eviction;
-  c.scheduler.step_token_budget = o.step_tokens;
-  c.scheduler.max_running = o.max_running;
-  c.checkpoint_slots = o.checkpoint_slots;
-  c.prompt_end_checkpoints = o.prompt_end_checkpoints;
-  c.prompt_end_min_gap = o.prompt_end_min_gap;
-  c.speculate = {.source = o.speculate, .draft_max = o.draft_max, .max_step_rows = o.spec_max_rows, .adapt = !o.spec_fixed};
-  return c;
-}
-
-}  // namespace
-
-ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o,
-                             core::DType kv_dtype, const ModelOptions* model_options, int64_t sampled_vocab)
-    : config_([&] {
-        engine::EngineConfig c = MakeEngineConfig(o);
-        c.sampling_pool = &pool;
-        c.sampled_vocab = sampled_vocab;
-        return c;
-      }()),
-      kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype}),
-      hybrid_(MakeHybrid(model.config(), o)),
-      executor_(model, pool, kv_, hybrid_.states.get()),
-      disk_([&] {
-        if (o.cache_dir.empty()) return std::unique_ptr<tier::DiskTier>();
-        RADIXLM_CHECK_MSG(model_options != nullptr, "--cache-dir needs the model's options for its fingerprint");
-        auto t = MakeDiskTier(*model_options, model, o);
-        ExitIfError(t.status());
-        return std::move(t).value();
-      }()),
-      engine_(config_, executor_, [&] {
-        cache::PrefixCaches c(hybrid_.cache.get());
-        c.tier = disk_.get();
-        return c;
-      }()) {
-  executor_.set_disk_tier(disk_.get());
-  executor_.set_compaction(MakePrefillCompaction(o));
-  executor_.set_cascade(o.cascade == "on");
+std::unique_ptr<runner::ServingEngine> MakeServingEngineOrExit(models::Transformer& model, core::ThreadPool& pool,
+                                                               const EngineOptions& o, core::DType kv_dtype,
+                                                               const ModelOptions* model_options, int64_t sampled_vocab) {
+  if (!o.cache_dir.empty() && model_options == nullptr)
+    ExitIfError(core::InvalidArgument("--cache-dir needs the model's options for its fingerprint"));
+  auto serving = runner::ServingEngine::Make(model, pool, o, kv_dtype, model_options ? model_options->model : "", sampled_vocab);
+  ExitIfError(serving.status());
+  return std::move(serving).value();
 }
 
 }  // namespace radixlm::cli

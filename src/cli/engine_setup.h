@@ -1,17 +1,13 @@
-// The serving engine as the CLI builds it from --kv-tokens, --max-running and friends: shared by
-// serve, replay and chat so the three run the same engine from the same options.
+// The serving engine's flags (--kv-tokens, --max-running and friends) and the engine built from
+// them, shared by serve, replay, chat, batch and generate.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-#include "cli/cache_tier_setup.h"
 #include "cli/common.h"
-#include "engine/engine.h"
 #include "core/thread_pool.h"
-#include "models/kv_store.h"
 #include "models/transformer.h"
-#include "runner/hybrid_cache_setup.h"
-#include "runner/model_executor.h"
+#include "runner/serving_engine.h"
 
 namespace radixlm::cli {
 
@@ -27,29 +23,12 @@ void ChatServingDefaults(EngineOptions* o);
 // only these).
 void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o);
 
-// The serving engine on a model and everything it runs on: the KV pool the options size, the
-// state slots and hybrid prefix cache of a model with recurrent layers, the executor with its
-// prefill compaction and cascade settings. Borrows the model and the pool; not movable (the
-// engine holds references to its members).
-class ServingEngine {
- public:
-  // model_options: where the weights came from, for the disk tier's fingerprint (needed with
-  // --cache-dir); sampled_vocab: the tokenizer's size (ids past it are never sampled; 0: all).
-  ServingEngine(models::Transformer& model, core::ThreadPool& pool, const EngineOptions& o, core::DType kv_dtype,
-                const ModelOptions* model_options = nullptr, int64_t sampled_vocab = 0);
-  ServingEngine(const ServingEngine&) = delete;
-  ServingEngine& operator=(const ServingEngine&) = delete;
-  engine::Engine& engine() { return engine_; }
-  const models::KvStore& kv() const { return kv_; }
-  tier::DiskTier* disk_tier() const { return disk_.get(); }
-
- private:
-  engine::EngineConfig config_;
-  models::KvStore kv_;
-  runner::HybridServing hybrid_;
-  runner::ModelExecutor executor_;
-  std::unique_ptr<tier::DiskTier> disk_;  // before the engine: the engine's stores go to it until it stops
-  engine::Engine engine_;
-};
+// The serving engine (runner/serving_engine.h) from the command's options; prints the error and
+// exits when the options do not fit the model. model_options: where the weights came from, for
+// the disk tier's fingerprint (needed with --cache-dir); sampled_vocab: the tokenizer's size.
+std::unique_ptr<runner::ServingEngine> MakeServingEngineOrExit(models::Transformer& model, core::ThreadPool& pool,
+                                                               const EngineOptions& o, core::DType kv_dtype,
+                                                               const ModelOptions* model_options = nullptr,
+                                                               int64_t sampled_vocab = 0);
 
 }  // namespace radixlm::cli

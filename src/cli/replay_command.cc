@@ -42,8 +42,8 @@ struct Loaded {
 json RunRecorded(const Opts& o, const Loaded& in, core::ThreadPool& pool) {
   if (o.workload != "swe-agent") ExitIfError(core::InvalidArgument("--recorded replays the swe-agent workload's answers"));
   const tokenizer::Tokenizer& tok = *in.model.tokenizer;
-  ServingEngine serving(*in.model.model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
-  auto recorded = replay::RunRecorded(serving.engine(), in.convs, tok, in.format, o.max_tokens);
+  const auto serving = MakeServingEngineOrExit(*in.model.model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  auto recorded = replay::RunRecorded(serving->engine(), in.convs, tok, in.format, o.max_tokens);
   ExitIfError(recorded.status());
   return {{"speculate", o.engine.speculate}, {"draft_max", o.engine.draft_max}, {"recorded", *recorded}};
 }
@@ -55,9 +55,9 @@ json RunServed(const Opts& o, const Loaded& in, core::ThreadPool& pool, bool cac
   const tokenizer::Tokenizer& tok = *in.model.tokenizer;
   EngineOptions eo = o.engine;
   eo.no_prefix_cache = !cache_on;
-  ServingEngine serving(*in.model.model, pool, eo, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  const auto serving = MakeServingEngineOrExit(*in.model.model, pool, eo, KvDtypeOf(o.model), &o.model, tok.vocab_size());
   json j;
-  auto r = replay::ReplayInProcess(serving.engine(), in.convs, tok, in.format, {o.clients, o.max_tokens}, &j);
+  auto r = replay::ReplayInProcess(serving->engine(), in.convs, tok, in.format, {o.clients, o.max_tokens}, &j);
   ExitIfError(r.status());
   j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on && eo.checkpoint_slots > 0 ? eo.hybrid_policy : "off")
                                                : (cache_on ? "radix" : "off");

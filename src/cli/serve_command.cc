@@ -207,8 +207,8 @@ void RunServe(ServeOptions& o, bool api_key_given) {
   else if (!o.chat_template.empty()) ExitIfError(f.status());
   else std::fprintf(stderr, "radixlm: %s; /v1/chat/completions is disabled\n", f.status().message().c_str());
   core::ThreadPool pool(o.model.threads);
-  ServingEngine serving(model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
-  engine::Engine& eng = serving.engine();
+  const auto serving = MakeServingEngineOrExit(model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  engine::Engine& eng = serving->engine();
   if (o.server.model_name == "radixlm") o.server.model_name = o.model.model;
   o.server.stop_ids = EndOfTurnIds(tok);
   o.server.embed_pooling = o.embed_pooling == "last" ? engine::Pooling::kLastToken : engine::Pooling::kMean;
@@ -234,8 +234,8 @@ void RunServe(ServeOptions& o, bool api_key_given) {
   eng.Start();
   std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
                o.server.model_name.c_str(), o.server.host.c_str(), *bound, eng.config().num_blocks,
-               eng.config().block_tokens, serving.kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
-  if (const tier::DiskTier* disk = serving.disk_tier()) {
+               eng.config().block_tokens, serving->kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
+  if (const tier::DiskTier* disk = serving->disk_tier()) {
     const tier::DiskTierStats s = disk->stats();
     std::fprintf(stderr, "radixlm: disk tier %s: %lld blocks, %.2f of %.2f GB\n", disk->path().c_str(),
                  static_cast<long long>(s.blocks), s.used_bytes / 1e9, s.capacity_bytes / 1e9);

@@ -153,8 +153,8 @@ void RunChat(ChatOptions& o) {
   ExitIfError(format.status());
   // The same engine as `serve`: a conversation's history stays in the radix cache.
   core::ThreadPool pool(o.model.threads);
-  ServingEngine serving(*loaded.model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
-  engine::Engine& eng = serving.engine();
+  const auto serving = MakeServingEngineOrExit(*loaded.model, pool, o.engine, KvDtypeOf(o.model), &o.model, tok.vocab_size());
+  engine::Engine& eng = serving->engine();
   serve::ChatSession chat(eng, tok, *format, o.system,
                           {.max_tokens = o.max_tokens, .stop_ids = EndOfTurnIds(tok), .sampling = o.sampling});
   std::fprintf(stderr, "%s on %d threads, %s chat template, prefix cache %s; one message per line, Ctrl-D to end\n",

@@ -1,5 +1,7 @@
 #include "runner/benchmarks.h"
 
+#include "runner/serving_engine.h"
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -84,11 +86,13 @@ core::StatusOr<json> BenchCascadeDecode(models::Transformer& model, core::Thread
   const int32_t bt = 16;
   // The prefix once (shared), then each request's own tokens and a partial block of slack.
   const int64_t per_request = suffix + gen_tokens + 2 * bt;
-  engine::EngineConfig ec;
-  ec.block_tokens = bt;
-  ec.num_blocks = static_cast<int32_t>((prefix + static_cast<int64_t>(batch + 1) * per_request) / bt + 8);
-  ec.scheduler.max_running = batch + 1;
-  ec.scheduler.step_token_budget = 2048;
+  ServingOptions so;
+  so.block_tokens = bt;
+  so.kv_tokens = ((prefix + static_cast<int64_t>(batch + 1) * per_request) / bt + 8) * bt;
+  so.max_running = batch + 1;
+  so.step_tokens = 2048;
+  so.checkpoint_slots = 0;
+  const engine::EngineConfig ec = MakeEngineConfig(so);
   if (prefix + suffix + gen_tokens > c.max_context) return (core::InvalidArgument("longer than the model's context"));
   models::KvStore kv(c, {ec.num_blocks, ec.block_tokens, kv_dtype});
   ModelExecutor exec(model, pool, kv);

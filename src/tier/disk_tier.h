@@ -9,7 +9,7 @@
 //                                   tokens after its last full block (the header names that
 //                                   block's key, its parent, and how many tokens follow it)
 //   <dir>/v1/<fp>/tmp/<pid>.<n>     writes in progress
-// <fp> is the model fingerprint's digest (weights, numerics, KV layout: cli/cache_tier_setup.h)
+// <fp> is the model fingerprint's digest (weights, numerics, KV layout: runner/disk_tier_setup.h)
 // and seeds every key (cache/block_tier.h), so another model, another quant or another KV dtype
 // never reads this one's blocks: it has its own folder, and its keys differ anyway.
 //

@@ -1,5 +1,5 @@
-// The disk tier as the CLI builds it from --cache-dir / --cache-disk-gb: the model fingerprint
-// that names and seeds its blocks, and the tier itself.
+// The disk tier as the serving engine builds it from --cache-dir / --cache-disk-gb: the model
+// fingerprint that names and seeds its blocks, and the tier itself.
 //
 // The fingerprint is a canonical text of everything that decides a KV block's bits, one
 // key=value per line: the weights' SHA-256 (of the file, or of every file of a model folder;
@@ -14,17 +14,19 @@
 #include <memory>
 #include <string>
 
-#include "cli/common.h"
+#include "core/dtype.h"
 #include "models/transformer.h"
+#include "runner/serving_options.h"
 #include "tier/disk_tier.h"
 
-namespace radixlm::cli {
+namespace radixlm::runner {
 
-core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const models::Transformer& model,
-                                             const EngineOptions& eo, const std::string& cache_dir);
+// weights_path: the model file or folder (or a preset's name) the weights came from.
+core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, const models::Transformer& model,
+                                             core::DType kv_dtype, const ServingOptions& o, const std::string& cache_dir);
 // Null without --cache-dir. Errors: the folder cannot be used, a bad bound. A model with recurrent
 // layers keeps its KV blocks and the recurrent states its hybrid cache keeps there.
-core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const ModelOptions& mo, const models::Transformer& model,
-                                                             const EngineOptions& eo);
+core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& weights_path, const models::Transformer& model,
+                                                             core::DType kv_dtype, const ServingOptions& o);
 
-}  // namespace radixlm::cli
+}  // namespace radixlm::runner

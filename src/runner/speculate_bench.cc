@@ -1,15 +1,13 @@
-#include "cli/speculate_bench.h"
+#include "runner/speculate_bench.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
-#include "cli/engine_setup.h"
 #include "core/cpu_features.h"
-#include "core/json_text.h"
 #include "runner/model_executor.h"
+#include "runner/serving_engine.h"
 
-namespace radixlm::cli {
+namespace radixlm::runner {
 
 namespace {
 
@@ -35,7 +33,7 @@ std::vector<double> VerificationCost(models::Transformer& model, core::ThreadPoo
   models::KvStore kv(model.config(), {blocks, bt, kv_dtype});
   std::unique_ptr<models::SsmStateStore> states;
   if (model.config().n_ssm_layers() > 0) states = std::make_unique<models::SsmStateStore>(model.config(), 2);
-  runner::ModelExecutor exec(model, pool, kv, states.get());
+  ModelExecutor exec(model, pool, kv, states.get());
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int32_t b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = b;
   std::vector<float> logits;
@@ -72,13 +70,15 @@ std::vector<double> VerificationCost(models::Transformer& model, core::ThreadPoo
 
 }  // namespace
 
-SpeculativeRun RunSpeculative(models::Transformer& model, core::ThreadPool& pool, const std::vector<int32_t>& prompt,
-                              const runner::GenerateOptions& gen, const EngineOptions& options, core::DType kv_dtype,
-                              const std::function<void(int32_t)>& on_token) {
-  EngineOptions eo = options;
+core::StatusOr<SpeculativeRun> RunSpeculative(models::Transformer& model, core::ThreadPool& pool,
+                                              const std::vector<int32_t>& prompt, const GenerateOptions& gen,
+                                              const ServingOptions& options, core::DType kv_dtype,
+                                              const std::function<void(int32_t)>& on_token) {
+  ServingOptions eo = options;
   eo.kv_tokens = std::max<int64_t>(eo.kv_tokens, static_cast<int64_t>(prompt.size()) + gen.max_tokens + 64 * eo.block_tokens);
-  ServingEngine serving(model, pool, eo, kv_dtype);
-  engine::Engine& eng = serving.engine();
+  auto serving = ServingEngine::Make(model, pool, eo, kv_dtype);
+  RADIXLM_RETURN_IF_ERROR(serving.status());
+  engine::Engine& eng = (*serving)->engine();
   engine::RequestParams p;
   p.prompt = prompt;
   p.max_tokens = gen.max_tokens;
@@ -106,10 +106,10 @@ SpeculativeRun RunSpeculative(models::Transformer& model, core::ThreadPool& pool
       if (ev.finish == engine::FinishReason::kError) error = ev.error;
     }
   });
-  ExitIfError(id.status());
+  RADIXLM_RETURN_IF_ERROR(id.status());
   while (!done && eng.Step()) {
   }
-  if (!error.empty()) ExitIfError(core::Status(core::StatusCode::kInternal, error));
+  if (!error.empty()) return core::Status(core::StatusCode::kInternal, error);
   run.decode_seconds = run.tokens.size() > 1 ? SecondsSince(first) : 0;
   const engine::EngineMetrics m = eng.Metrics();
   run.decode_steps = m.steps - steps_at_first;
@@ -127,22 +127,25 @@ SpeculativeRun RunSpeculative(models::Transformer& model, core::ThreadPool& pool
   return run;
 }
 
-void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, const std::vector<int32_t>& prompt,
-                            int gen_tokens, const sampling::SamplingParams& sampling, const EngineOptions& eo,
-                            core::DType kv_dtype, int repeats, bool json_out) {
-  if (gen_tokens < 2) ExitIfError(core::InvalidArgument("--gen-tokens must be at least 2"));
+core::StatusOr<json> BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool,
+                                            const std::vector<int32_t>& prompt, int gen_tokens,
+                                            const sampling::SamplingParams& sampling, const ServingOptions& eo,
+                                            core::DType kv_dtype, int repeats) {
+  if (gen_tokens < 2) return core::InvalidArgument("--gen-tokens must be at least 2");
   if (static_cast<int64_t>(prompt.size()) + gen_tokens > model.config().max_context)
-    ExitIfError(core::InvalidArgument("prompt of " + std::to_string(prompt.size()) + " tokens plus --gen-tokens " +
-                                      std::to_string(gen_tokens) + " exceeds the model's context of " +
-                                      std::to_string(model.config().max_context)));
-  runner::GenerateOptions gen;
+    return core::InvalidArgument("prompt of " + std::to_string(prompt.size()) + " tokens plus --gen-tokens " +
+                                 std::to_string(gen_tokens) + " exceeds the model's context of " +
+                                 std::to_string(model.config().max_context));
+  GenerateOptions gen;
   gen.max_tokens = gen_tokens;  // no stop: every run decodes gen_tokens
   gen.sampling = sampling;
   std::vector<double> rates;
   SpeculativeRun run;
   for (int r = 0; r < repeats; ++r) {
     gen.sampling.seed = sampling.seed + static_cast<uint64_t>(r);
-    run = RunSpeculative(model, pool, prompt, gen, eo, kv_dtype);
+    auto one = RunSpeculative(model, pool, prompt, gen, eo, kv_dtype);
+    RADIXLM_RETURN_IF_ERROR(one.status());
+    run = std::move(one).value();
     rates.push_back(run.decode_seconds > 0 ? (run.tokens.size() - 1) / run.decode_seconds : 0);
   }
   const std::vector<double> cost = VerificationCost(model, pool, prompt, eo.draft_max + 1, kv_dtype, 7);
@@ -155,7 +158,7 @@ void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, 
   const size_t lo = std::min(cost.size() - 1, static_cast<size_t>(rows) - 1);
   const size_t hi = std::min(cost.size() - 1, lo + 1);
   const double step_cost = (cost[lo] + (rows - 1 - static_cast<double>(lo)) * (cost[hi] - cost[lo])) / cost[0];
-  const json j = {{"model", model.config().name},
+  return json{{"model", model.config().name},
                   {"threads", pool.size()},
                   {"isa", core::IsaName(core::ActiveIsa())},
                   {"speculate", eo.speculate},
@@ -179,7 +182,6 @@ void BenchSpeculativeDecode(models::Transformer& model, core::ThreadPool& pool, 
                   {"mean_rows_per_step", rows},
                   {"implied_speedup", tokens_per_step / step_cost},
                   {"tokens", run.tokens}};
-  std::printf("%s\n", core::JsonText(j, json_out ? -1 : 2).c_str());
 }
 
-}  // namespace radixlm::cli
+}  // namespace radixlm::runner

@@ -1,4 +1,4 @@
-#include "cli/cache_tier_setup.h"
+#include "runner/disk_tier_setup.h"
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -11,10 +11,11 @@
 #include <sstream>
 #include <vector>
 
+#include "models/describe.h"
 #include "models/kv_store.h"
 #include "models/ssm_state.h"
 
-namespace radixlm::cli {
+namespace radixlm::runner {
 namespace {
 
 namespace fs = std::filesystem;
@@ -92,17 +93,17 @@ core::StatusOr<std::string> WeightsDigest(const std::string& model, const std::s
 
 }  // namespace
 
-core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const models::Transformer& model,
-                                             const EngineOptions& eo, const std::string& cache_dir) {
-  auto weights = WeightsDigest(mo.model, cache_dir);
+core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, const models::Transformer& model,
+                                             core::DType kv_dtype, const ServingOptions& eo, const std::string& cache_dir) {
+  auto weights = WeightsDigest(weights_path, cache_dir);
   if (!weights.ok()) return weights.status();
   const models::ModelConfig& c = model.config();
   std::ostringstream f;
   f.precision(17);
   f << "format=radixlm-kv-tier/1\n"
     << "weights=" << *weights << "\n"
-    << "numerics=" << MatmulDescription(model) << "\n"
-    << "kv_dtype=" << core::DTypeName(KvDtypeOf(mo)) << "\n"
+    << "numerics=" << models::MatmulDescription(model) << "\n"
+    << "kv_dtype=" << core::DTypeName(kv_dtype) << "\n"
     << "block_tokens=" << eo.block_tokens << "\n"
     << "ssm_chunk=" << c.ssm_chunk << "\n"
     << "arch=" << c.arch << "\nvocab_size=" << c.vocab_size << "\nd_model=" << c.d_model << "\nn_blocks=" << c.n_blocks
@@ -122,24 +123,24 @@ core::StatusOr<std::string> ModelFingerprint(const ModelOptions& mo, const model
   return f.str();
 }
 
-core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const ModelOptions& mo, const models::Transformer& model,
-                                                             const EngineOptions& eo) {
+core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& weights_path, const models::Transformer& model,
+                                                             core::DType kv_dtype, const ServingOptions& eo) {
   if (eo.cache_dir.empty()) return std::unique_ptr<tier::DiskTier>();
   if (eo.no_prefix_cache) return core::InvalidArgument("--cache-dir needs the prefix cache (drop --no-prefix-cache)");
   if (!(eo.cache_disk_gb > 0)) return core::InvalidArgument("--cache-disk-gb must be positive");
   std::error_code ec;
   fs::create_directories(eo.cache_dir, ec);
-  auto fp = ModelFingerprint(mo, model, eo, eo.cache_dir);
+  auto fp = ModelFingerprint(weights_path, model, kv_dtype, eo, eo.cache_dir);
   if (!fp.ok()) return fp.status();
   tier::DiskTierConfig tc;
   tc.dir = eo.cache_dir;
   tc.capacity_bytes = static_cast<int64_t>(eo.cache_disk_gb * 1e9);
   tc.fingerprint = *fp;
   tc.block_tokens = eo.block_tokens;
-  tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, KvDtypeOf(mo));
+  tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, kv_dtype);
   if (model.config().n_ssm_layers() > 0) tc.state_bytes = models::SsmStateStore::BytesPerSlot(model.config());
   tc.fsync = eo.cache_fsync;
   return tier::DiskTier::Open(tc);
 }
 
-}  // namespace radixlm::cli
+}  // namespace radixlm::runner

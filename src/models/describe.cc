@@ -1,0 +1,107 @@
+#include "models/describe.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/cpu_features.h"
+#include "kernels/gemm_internal.h"
+#include "models/ssm_state.h"
+
+namespace radixlm::models {
+
+using nlohmann::json;
+
+std::string MatmulDescription(const Transformer& m) {
+  // One line per distinct weight type, largest share first.
+  std::map<std::string, size_t> bytes;
+  auto add = [&](const kernels::PackedWeight& w) {
+    for (const kernels::WeightSegment& s : w.segments()) {
+      std::string what = std::string(core::DTypeName(s.storage)) + " weights x ";
+      const core::Isa tier = kernels::gemm::TierOf(s, core::ActiveIsa());
+      if (core::IsQuantized(s.storage)) what += std::string("int8 activations (") + (tier == core::Isa::kAvx512 ? "avx512 vnni" : core::IsaName(tier)) + ")";
+      else if (s.storage == core::DType::kBF16 && s.bf16_mode == kernels::Bf16Mode::kBf16Activations)
+        what += std::string("bf16 activations (") + (tier == core::Isa::kAvx512 ? "vdpbf16ps" : "scalar emulation") + ")";
+      else what += std::string("f32 activations (") + core::IsaName(tier) + " fma)";
+      bytes[what] += s.buf.size();
+    }
+  };
+  const auto& w = m.weights();
+  for (const auto& a : w.attention) { add(a.qkv); add(a.o); }
+  for (const auto& l : w.mlp) { add(l.gate_up); add(l.down); }
+  for (const auto& l : w.mamba) { add(l.in_proj); add(l.out_proj); }
+  add(w.lm_head);
+  std::vector<std::pair<size_t, std::string>> order;
+  for (const auto& [k, v] : bytes) order.push_back({v, k});
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [b, what] : order) out += (out.empty() ? "" : "; ") + what;
+  return out;
+}
+
+namespace {
+
+// KV bytes one token takes in every attention layer.
+int64_t KvBytesPerToken(const ModelConfig& c, const std::string& kv_dtype) {
+  const size_t element = kv_dtype == "f32" ? 4 : 2;
+  return int64_t{c.n_attention_layers()} * 2 * c.n_kv_heads * c.head_dim * static_cast<int64_t>(element);
+}
+
+// The recurrent layers' shape and the state one sequence holds (what a checkpoint costs).
+json RecurrentJson(const ModelConfig& c, const std::string& kv_dtype) {
+  if (c.n_ssm_layers() == 0) return nullptr;
+  const int64_t state = static_cast<int64_t>(SsmStateStore::BytesPerSlot(c)), kv = KvBytesPerToken(c, kv_dtype);
+  json j = {{"layers", c.n_ssm_layers()}, {"d_conv", c.ssm_conv}, {"chunk", c.ssm_chunk},
+            {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
+            {"state_bytes_per_sequence", state},
+            // A checkpoint weighs as much as this many tokens of KV: what the cache trades.
+            {"state_as_kv_tokens", kv > 0 ? (state + kv - 1) / kv : 0}};
+  if (c.CountLayers(LayerKind::kDeltaNet) > 0) {
+    j.update({{"kind", "gated_deltanet"}, {"key_heads", c.gdn_k_heads}, {"value_heads", c.gdn_v_heads},
+              {"head_dim", c.gdn_head_dim}, {"value_head_layout", c.gdn_tiled ? "tiled" : "grouped"}});
+  } else {
+    j.update({{"kind", "mamba2"}, {"heads", c.ssm_heads}, {"head_dim", c.ssm_head_dim}, {"d_state", c.ssm_state},
+              {"groups", c.ssm_groups}, {"norm_group", c.ssm_norm_group_size()}});
+  }
+  return j;
+}
+
+// The experts' layout and what a token reads of them (null for a dense model).
+json ExpertsJson(const Transformer& m) {
+  const auto& c = m.config();
+  if (c.CountLayers(LayerKind::kMoe) == 0) return nullptr;
+  const MoeConfig& e = c.moe;
+  size_t expert_bytes = 0;
+  for (const auto& l : m.weights().moe) expert_bytes += l.gate_up.nbytes() + l.down.nbytes();
+  const std::string type(core::DTypeName(m.weights().moe.at(0).gate_up.storage()));
+  return {{"layers", c.CountLayers(LayerKind::kMoe)}, {"experts", e.experts}, {"used", e.used}, {"ffn", e.ffn},
+          {"shared_ffn", e.shared_ffn}, {"shared_gate", e.shared_gate}, {"gating", GatingName(e.gating)},
+          {"selection_bias", e.selection_bias}, {"norm_weights", e.norm_weights}, {"weights_scale", e.weights_scale},
+          {"groups", e.groups}, {"groups_used", e.groups_used}, {"expert_type", type},
+          {"expert_bytes", expert_bytes},
+          // What one decode token reads of the experts: `used` of every layer's `experts`.
+          {"active_expert_bytes_per_token", expert_bytes / e.experts * e.used}};
+}
+
+}  // namespace
+
+json ModelInfoJson(const Transformer& m, const std::string& kv_dtype) {
+  const auto& c = m.config();
+  json layers = json::array();
+  for (auto k : c.layers) layers.push_back(LayerKindName(k));
+  return {{"name", c.name}, {"architecture", c.arch}, {"parameters", c.ParameterCount()},
+          {"total_parameters", c.ParameterCount()}, {"active_parameters", c.ActiveParameterCount()},
+          {"experts", ExpertsJson(m)},
+          {"dtype", std::string(core::DTypeName(m.weight_dtype()))}, {"weight_type", m.weights().TypeSummary()},
+          {"matmul", MatmulDescription(m)}, {"kv_dtype", kv_dtype}, {"isa", core::IsaName(core::ActiveIsa())},
+          {"weights_bytes", m.weights().nbytes()},
+          {"vocab_size", c.vocab_size}, {"d_model", c.d_model}, {"n_blocks", c.n_blocks},
+          {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
+          {"rope_dim", c.rope_dim > 0 ? c.rope_dim : c.head_dim}, {"attn_output_gate", c.attn_output_gate},
+          {"ffn_dim", c.ffn_dim}, {"rope_theta", c.rope_theta}, {"rms_eps", c.rms_eps},
+          {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
+          {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
+          {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
+          {"rope_sections", c.rope_sections}, {"ssm", RecurrentJson(c, kv_dtype)}};
+}
+
+}  // namespace radixlm::models
