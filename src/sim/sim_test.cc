@@ -401,32 +401,48 @@ TEST(Simulator, EngineMemoryQueuesOverlappingArrivalsAndRefusesWhatCannotFit) {
   EXPECT_GT(res.simulated_seconds, 0.011);
 }
 
+// One engine's configuration for the fleet tests: an LRU block pool of num_blocks blocks.
+SimulatorConfig LruPool(int32_t num_blocks, int32_t block_tokens) {
+  SimulatorConfig c;
+  c.name = "lru";
+  c.engine.memory_mode = cache::MemoryMode::kBlockPool;
+  c.engine.num_blocks = num_blocks;
+  c.engine.block_tokens = block_tokens;
+  return c;
+}
+
+// The token hit rate of one engine configured as `one` on the trace: what a fleet is held to.
+double SingleCacheHitRate(const SimulatorConfig& one, const std::vector<TraceRequest>& trace, const cache::CostModel& cost) {
+  Simulator single(one, SimPolicy{}, cost);
+  for (const TraceRequest& r : trace) EXPECT_TRUE(single.Feed(r).ok());
+  return single.Finish().metrics.TokenHitRate();
+}
+
+// `replicas` engines, each with 1/replicas of `one`'s blocks, on the trace routed by `routing`.
+FleetResult RunFleet(const SimulatorConfig& one, int replicas, Routing routing, const std::vector<TraceRequest>& trace,
+                     const cache::CostModel& cost) {
+  FleetConfig fc;
+  fc.replicas = replicas;
+  fc.routing = routing;
+  fc.replica = one;
+  fc.replica.engine.num_blocks = one.engine.num_blocks / replicas;
+  auto fleet = FleetSimulator::Create(fc, [] { return SimPolicy{}; }, cost);
+  EXPECT_TRUE(fleet.ok()) << fleet.status().ToString();
+  if (!fleet.ok()) return {};
+  for (const TraceRequest& r : trace) EXPECT_TRUE((*fleet)->Feed(r).ok());
+  return (*fleet)->Finish();
+}
+
 // A fleet on a workload of 16 documents, each asked 8 questions in shuffled order: with the
 // memory split 4 ways, round-robin scatters each document over every replica while
 // prefix-aware routing (on the replicas' own KV events) keeps it where it is cached, so it
 // gets near the one big cache's hits. Deterministic: the same run twice gives the same routes.
 TEST(Fleet, PrefixAwareRoutingKeepsSharedPrefixesTogether) {
   const cache::CostModel cost(cache::Marconi7BShape(16), cache::Accounting::kCorrected);
-  SimulatorConfig one;
-  one.name = "lru";
-  one.engine.memory_mode = cache::MemoryMode::kBlockPool;
-  one.engine.num_blocks = 16 * 24;  // every document once, and room for the questions
-  one.engine.block_tokens = 16;
+  const SimulatorConfig one = LruPool(16 * 24, 16);  // every document once, and room for the questions
   const std::vector<TraceRequest> trace = DocumentQuestions(16, 8, 5);
-  Simulator single(one, SimPolicy{}, cost);
-  for (const TraceRequest& r : trace) ASSERT_TRUE(single.Feed(r).ok());
-  const double single_hit = single.Finish().metrics.TokenHitRate();
-  auto run = [&](Routing routing) {
-    FleetConfig fc;
-    fc.replicas = 4;
-    fc.routing = routing;
-    fc.replica = one;
-    fc.replica.engine.num_blocks = one.engine.num_blocks / 4;
-    auto fleet = FleetSimulator::Create(fc, [] { return SimPolicy{}; }, cost);
-    EXPECT_TRUE(fleet.ok());
-    for (const TraceRequest& r : trace) EXPECT_TRUE((*fleet)->Feed(r).ok());
-    return (*fleet)->Finish();
-  };
+  const double single_hit = SingleCacheHitRate(one, trace, cost);
+  auto run = [&](Routing routing) { return RunFleet(one, 4, routing, trace, cost); };
   const FleetResult rr = run(Routing::kRoundRobin), pa = run(Routing::kPrefixAware), again = run(Routing::kPrefixAware);
   EXPECT_GT(single_hit, 0.7);  // at most 112 of 128 documents are repeats (320 of 340 tokens each)
   EXPECT_GE(pa.token_hit_rate, 0.95 * single_hit) << "prefix-aware " << pa.token_hit_rate << " vs one cache " << single_hit;
@@ -446,24 +462,10 @@ TEST(Fleet, PrefixAwareRoutingKeepsSharedPrefixesTogether) {
 // tokens each; below that the split itself loses, docs/fleet.md).
 double FleetHitRatio(const std::vector<TraceRequest>& trace, int64_t kv_tokens, Routing routing, double* single_hit) {
   const cache::CostModel cost(cache::Marconi7BShape(16), cache::Accounting::kCorrected);
-  SimulatorConfig one;
-  one.name = "lru";
-  one.engine.memory_mode = cache::MemoryMode::kBlockPool;
-  one.engine.block_tokens = 16;
-  one.engine.num_blocks = static_cast<int32_t>(kv_tokens / 16);
+  SimulatorConfig one = LruPool(static_cast<int32_t>(kv_tokens / 16), 16);
   one.engine.scheduler.step_token_budget = 1 << 30;
-  Simulator single(one, SimPolicy{}, cost);
-  for (const TraceRequest& r : trace) EXPECT_TRUE(single.Feed(r).ok());
-  *single_hit = single.Finish().metrics.TokenHitRate();
-  FleetConfig fc;
-  fc.replicas = 8;
-  fc.routing = routing;
-  fc.replica = one;
-  fc.replica.engine.num_blocks = one.engine.num_blocks / 8;
-  auto fleet = FleetSimulator::Create(fc, [] { return SimPolicy{}; }, cost);
-  EXPECT_TRUE(fleet.ok());
-  for (const TraceRequest& r : trace) EXPECT_TRUE((*fleet)->Feed(r).ok());
-  return (*fleet)->Finish().token_hit_rate / *single_hit;
+  *single_hit = SingleCacheHitRate(one, trace, cost);
+  return RunFleet(one, 8, routing, trace, cost).token_hit_rate / *single_hit;
 }
 
 TEST(Fleet, PrefixAwareRoutingHoldsOnGeneratedWorkloads) {
@@ -580,11 +582,7 @@ TEST(CostModelExecutor, LoadsUpToTheFirstMissingBlockAndChargesTheReadTime) {
 }
 
 SimulatorConfig PoolConfig(int32_t num_blocks, int32_t block_tokens, double disk_bytes, double gbps = 2) {
-  SimulatorConfig c;
-  c.name = "lru";
-  c.engine.memory_mode = cache::MemoryMode::kBlockPool;
-  c.engine.num_blocks = num_blocks;
-  c.engine.block_tokens = block_tokens;
+  SimulatorConfig c = LruPool(num_blocks, block_tokens);
   c.engine.scheduler.step_token_budget = 1 << 30;
   c.executor.step_cost = TtftModel(10, 1);  // 10 ms + 1 ms per token
   c.executor.disk_gbps = gbps;
