@@ -56,6 +56,11 @@ class HybridHarness {
     model_->Forward(pool_, b, kv_, logits.data(), &states_);
     return logits;
   }
+  // Prefills ids from position 0 into slot `slot`, reset first; logits of every row.
+  std::vector<float> Prefill(const std::vector<int32_t>& ids, int32_t slot, std::vector<SsmCheckpoint> checkpoints = {}) {
+    states_.Reset(slot);
+    return Run(ids, 0, slot, std::move(checkpoints));
+  }
   std::vector<float> SlotCopy(int slot) {
     const size_t floats = SsmStateStore::BytesPerSlot(config()) / sizeof(float);
     return std::vector<float>(states_.Ssm(slot, 0), states_.Ssm(slot, 0) + floats);
@@ -86,11 +91,9 @@ TEST(HybridModel, DecodeAfterPrefillEqualsPrefillOfTheLongerSequence) {
     HybridHarness h(spec);
     const int64_t V = h.config().vocab_size;
     const auto ids = Ids(30, V, 1);
-    h.states().Reset(0);
-    const auto full = h.Run(ids, 0, 0);
-    h.states().Reset(1);
+    const auto full = h.Prefill(ids, 0);
     std::vector<int32_t> prompt(ids.begin(), ids.begin() + 20);
-    h.Run(prompt, 0, 1);
+    h.Prefill(prompt, 1);
     for (int t = 20; t < 30; ++t) {
       const auto step = h.Run({ids[t]}, t, 1);
       ASSERT_LT(MaxRel(step.data(), full.data() + t * V, V), 1e-5) << spec << " token " << t;
@@ -103,11 +106,9 @@ TEST(HybridModel, ChunkedPrefillIsBitwiseEqualToOnePrefillWhenChunksMeetTheScanG
     HybridHarness h(spec);
     const int64_t V = h.config().vocab_size;
     const auto ids = Ids(40, V, 2);
-    h.states().Reset(0);
-    const auto full = h.Run(ids, 0, 0);
-    h.states().Reset(1);
+    const auto full = h.Prefill(ids, 0);
     // Engine chunks of 16 and 24 tokens: boundaries on the 8-token scan grid.
-    const auto a = h.Run(std::vector<int32_t>(ids.begin(), ids.begin() + 16), 0, 1);
+    const auto a = h.Prefill(std::vector<int32_t>(ids.begin(), ids.begin() + 16), 1);
     const auto b = h.Run(std::vector<int32_t>(ids.begin() + 16, ids.end()), 16, 1);
     EXPECT_TRUE(std::equal(a.begin(), a.end(), full.begin())) << spec;
     EXPECT_TRUE(std::equal(b.begin(), b.end(), full.begin() + 16 * V)) << spec;
@@ -122,8 +123,7 @@ TEST(HybridModel, PrefillFromACheckpointPlusSuffixReproducesTheFullPrefill) {
     const auto ids = Ids(40, V, 3);
     // A checkpoint on the scan grid (16) and one strictly inside a chunk (21).
     for (auto [at, slot] : {std::pair{16, 4}, std::pair{21, 5}}) {
-      h.states().Reset(0);
-      const auto full = h.Run(ids, 0, 0, {{at, slot}});
+      const auto full = h.Prefill(ids, 0, {{at, slot}});
       h.states().Copy(slot, 6);  // restore into a working slot
       const auto rest = h.Run(std::vector<int32_t>(ids.begin() + at, ids.end()), at, 6);
       EXPECT_TRUE(std::equal(rest.begin(), rest.end(), full.begin() + at * V)) << spec << " checkpoint at " << at;
@@ -135,10 +135,8 @@ TEST(HybridModel, PrefillFromACheckpointPlusSuffixReproducesTheFullPrefill) {
 TEST(HybridModel, CheckpointEqualsTheStateOfAPrefillThatStopsThere) {
   HybridHarness h("random:nemotron-h-tiny");
   const auto ids = Ids(40, h.config().vocab_size, 4);
-  h.states().Reset(0);
-  h.Run(ids, 0, 0, {{21, 4}});
-  h.states().Reset(1);
-  h.Run(std::vector<int32_t>(ids.begin(), ids.begin() + 21), 0, 1);
+  h.Prefill(ids, 0, {{21, 4}});
+  h.Prefill(std::vector<int32_t>(ids.begin(), ids.begin() + 21), 1);
   EXPECT_EQ(h.SlotCopy(4), h.SlotCopy(1));
 }
 
@@ -160,8 +158,7 @@ TEST(HybridModel, GgufAndHfExportsLoadBackToTheSameModel) {
     std::vector<std::vector<float>> logits;
     for (const std::string& s : {spec, gguf, hf}) {
       HybridHarness h(s);
-      h.states().Reset(0);
-      logits.push_back(h.Run(ids, 0, 0));
+      logits.push_back(h.Prefill(ids, 0));
     }
     // The scan's chunk size is the engine's choice, not the file's (the preset uses 8, a
     // loaded file 64), so the summation order differs slightly.
@@ -193,9 +190,7 @@ TEST(HybridModel, GraniteGgufReadsItsRopeSwitch) {
   EXPECT_EQ(on->rope_layout, kernels::RopeLayout::kInterleaved);
   const auto ids = Ids(24, 32000, 10);
   HybridHarness a(nope), b(rope);
-  a.states().Reset(0);
-  b.states().Reset(0);
-  const std::vector<float> la = a.Run(ids, 0, 0), lb = b.Run(ids, 0, 0);
+  const std::vector<float> la = a.Prefill(ids, 0), lb = b.Prefill(ids, 0);
   // Random small weights make attention nearly uniform, so the rotation moves logits only a
   // little; but it must move them.
   EXPECT_GT(MaxRel(la.data(), lb.data(), la.size()), 1e-7) << "RoPE changes the attention layers";
