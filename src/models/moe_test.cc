@@ -123,15 +123,18 @@ TEST(MoeTest, RouteRowFollowsEachFamilysRule) {
   m.experts = 4;
   m.used = 2;
   const float logits[4] = {1.0f, 3.0f, 3.0f, 0.0f};
+  // Routes the row under m as it is now (weights into wt); the chosen experts, in order.
+  auto route = [&](const float* bias) {
+    RouteRow(m, logits, bias, ids, wt, &s);
+    return std::vector<int32_t>(ids, ids + 2);
+  };
   // Softmax, top-2, renormalised: experts 1 and 2 tie (the lower id first), half each.
-  RouteRow(m, logits, nullptr, ids, wt, &s);
-  EXPECT_EQ(ids[0], 1);
-  EXPECT_EQ(ids[1], 2);
+  EXPECT_EQ(route(nullptr), (std::vector<int32_t>{1, 2}));
   EXPECT_FLOAT_EQ(wt[0], 0.5f);
   // Granite's softmax over the chosen logits gives the same weights.
   m.gating = MoeConfig::Gating::kSoftmaxChosen;
   m.norm_weights = false;
-  RouteRow(m, logits, nullptr, ids, wt, &s);
+  route(nullptr);
   EXPECT_FLOAT_EQ(wt[0], 0.5f);
   EXPECT_FLOAT_EQ(wt[1], 0.5f);
   // Nemotron: sigmoid; a bias that only ranks (expert 3 chosen, weighted by its own sigmoid);
@@ -141,13 +144,11 @@ TEST(MoeTest, RouteRowFollowsEachFamilysRule) {
   m.groups_used = 1;
   m.weights_scale = 2.5f;
   const float bias[4] = {0.0f, 0.0f, 0.0f, 10.0f};
-  RouteRow(m, logits, bias, ids, wt, &s);
-  EXPECT_EQ(ids[0], 3);
-  EXPECT_EQ(ids[1], 2);
+  EXPECT_EQ(route(bias), (std::vector<int32_t>{3, 2}));
   EXPECT_FLOAT_EQ(wt[0], 2.5f * 0.5f);                        // sigmoid(0), unbiased
   EXPECT_FLOAT_EQ(wt[1], 2.5f / (1.0f + std::exp(-3.0f)));  // not renormalised
   m.norm_weights = true;
-  RouteRow(m, logits, bias, ids, wt, &s);
+  route(bias);
   EXPECT_NEAR(wt[0] + wt[1], 2.5f, 1e-6f);
 }
 
