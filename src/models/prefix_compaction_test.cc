@@ -134,6 +134,41 @@ TEST(CompactionPlan, BuilderCountsNewRowsBeforeAdding) {
 
 // ---- The forward with compaction equals the forward without it, bit for bit (every kernel
 // computes rows independently and attention runs on the same original rows).
+
+// Sequences end to end (cu: where each starts), each on its own block table, with the logits
+// of every row asked for.
+struct RowBatch {
+  std::vector<int32_t> ids, pos, rows;
+  std::vector<int64_t> cu = {0};
+  std::vector<std::vector<int32_t>> tables;
+
+  // Appends a sequence of tokens at positions 0, 1, ... on the block table `table`.
+  void Add(const std::vector<int32_t>& tokens, std::vector<int32_t> table) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      ids.push_back(tokens[i]);
+      pos.push_back(static_cast<int32_t>(i));
+      rows.push_back(static_cast<int32_t>(ids.size() - 1));
+    }
+    cu.push_back(static_cast<int64_t>(ids.size()));
+    tables.push_back(std::move(table));
+  }
+  // The logits of every row, compacted by `plan` (nullptr: not compacted), with or without
+  // trie-space attention.
+  std::vector<float> Forward(Transformer& model, core::ThreadPool& pool, KvStore& kv, const CompactionPlan* plan,
+                             bool trie) const {
+    ForwardBatch fb;
+    fb.token_ids = ids;
+    fb.positions = pos;
+    for (size_t s = 0; s < tables.size(); ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
+    fb.logit_rows = rows;
+    fb.compaction = plan;
+    fb.trie_attention = trie;
+    std::vector<float> logits(rows.size() * model.config().vocab_size);
+    model.Forward(pool, fb, kv, logits.data());
+    return logits;
+  }
+};
+
 TEST(CompactedForward, LogitsAreBitwiseEqualToTheUncompactedBatch) {
   for (const char* spec : {"random:tiny", "random:qwen2-tiny", "random:llama3-tiny"}) {
     auto model = LoadModel(spec).value();
@@ -145,43 +180,23 @@ TEST(CompactedForward, LogitsAreBitwiseEqualToTheUncompactedBatch) {
     for (int trial = 0; trial < 3; ++trial) {
       std::vector<int32_t> shared(10 + rng.Below(30));
       for (auto& t : shared) t = static_cast<int32_t>(rng.Below(V_));
-      std::vector<int32_t> ids, pos, rows;
-      std::vector<int64_t> cu = {0};
-      std::vector<std::vector<int32_t>> tables;
+      RowBatch batch;
       const int b = 2 + static_cast<int>(rng.Below(4));
       for (int s = 0; s < b; ++s) {
         const int keep = static_cast<int>(rng.Below(shared.size() + 1));
         const int len = keep + 1 + static_cast<int>(rng.Below(12));
-        for (int i = 0; i < len; ++i) {
-          ids.push_back(i < keep ? shared[i] : static_cast<int32_t>(rng.Below(V_)));
-          pos.push_back(i);
-          rows.push_back(static_cast<int32_t>(ids.size() - 1));  // logits of every row
-        }
-        cu.push_back(static_cast<int64_t>(ids.size()));
-        tables.push_back(*blocks.Allocate((len + 15) / 16));
+        std::vector<int32_t> tokens(len);
+        for (int i = 0; i < len; ++i) tokens[i] = i < keep ? shared[i] : static_cast<int32_t>(rng.Below(V_));
+        batch.Add(tokens, *blocks.Allocate((len + 15) / 16));
       }
-      bool trie = false;
-      auto run = [&](const CompactionPlan* plan) {
-        ForwardBatch fb;
-        fb.token_ids = ids;
-        fb.positions = pos;
-        for (int s = 0; s < b; ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
-        fb.logit_rows = rows;
-        fb.compaction = plan;
-        fb.trie_attention = trie;
-        std::vector<float> logits(rows.size() * V_);
-        model->Forward(pool, fb, kv, logits.data());
-        return logits;
-      };
-      const std::vector<float> plain = run(nullptr);
-      const CompactionPlan plan = BuildCompactionPlan(ids, pos, cu);
+      const std::vector<float> plain = batch.Forward(*model, pool, kv, nullptr, false);
+      const CompactionPlan plan = BuildCompactionPlan(batch.ids, batch.pos, batch.cu);
       EXPECT_LT(plan.ratio(), 1.0);
-      const std::vector<float> compact = run(&plan);
+      const std::vector<float> compact = batch.Forward(*model, pool, kv, &plan, false);
       EXPECT_EQ(compact, plain) << spec << " trial " << trial;
-      trie = true;  // attention on compact rows too (separate tables: shared rows copied)
-      EXPECT_EQ(run(&plan), plain) << spec << " trie attention, trial " << trial;
-      trie = false;
-      for (auto& t : tables) for (int32_t blk : t) blocks.Release(blk);
+      // Attention on compact rows too (separate tables: shared rows copied).
+      EXPECT_EQ(batch.Forward(*model, pool, kv, &plan, true), plain) << spec << " trie attention, trial " << trial;
+      for (auto& t : batch.tables) for (int32_t blk : t) blocks.Release(blk);
     }
   }
 }
@@ -198,38 +213,20 @@ TEST(CompactedForward, TrieAttentionOverSharedPrefixBlocksMatchesThePlainBatch) 
   std::vector<int32_t> prefix(40);
   for (auto& t : prefix) t = static_cast<int32_t>(rng.Below(V_));
   const std::vector<int32_t> shared_blocks = *blocks.Allocate(2);  // positions 0..31
-  std::vector<int32_t> ids, pos, rows;
-  std::vector<int64_t> cu = {0};
-  std::vector<std::vector<int32_t>> tables;
+  RowBatch batch;
   for (int s = 0; s < 4; ++s) {
     const int len = 40 + 3 + 5 * s;
-    for (int i = 0; i < len; ++i) {
-      ids.push_back(i < 40 ? prefix[i] : static_cast<int32_t>(rng.Below(V_)));
-      pos.push_back(i);
-      rows.push_back(static_cast<int32_t>(ids.size() - 1));
-    }
-    cu.push_back(static_cast<int64_t>(ids.size()));
+    std::vector<int32_t> tokens(len);
+    for (int i = 0; i < len; ++i) tokens[i] = i < 40 ? prefix[i] : static_cast<int32_t>(rng.Below(V_));
     std::vector<int32_t> t = shared_blocks;
     const auto own = *blocks.Allocate((len + 15) / 16 - 2);
     t.insert(t.end(), own.begin(), own.end());
-    tables.push_back(t);
+    batch.Add(tokens, t);
   }
-  auto run = [&](const CompactionPlan* plan, bool trie) {
-    ForwardBatch fb;
-    fb.token_ids = ids;
-    fb.positions = pos;
-    for (size_t s = 0; s < tables.size(); ++s) fb.seqs.push_back({cu[s], cu[s + 1] - cu[s], tables[s]});
-    fb.logit_rows = rows;
-    fb.compaction = plan;
-    fb.trie_attention = trie;
-    std::vector<float> logits(rows.size() * V_);
-    model->Forward(pool, fb, kv, logits.data());
-    return logits;
-  };
-  const auto plain = run(nullptr, false);
-  const CompactionPlan plan = BuildCompactionPlan(ids, pos, cu);
-  EXPECT_EQ(run(&plan, true), plain);
-  EXPECT_EQ(run(&plan, false), plain);
+  const auto plain = batch.Forward(*model, pool, kv, nullptr, false);
+  const CompactionPlan plan = BuildCompactionPlan(batch.ids, batch.pos, batch.cu);
+  EXPECT_EQ(batch.Forward(*model, pool, kv, &plan, true), plain);
+  EXPECT_EQ(batch.Forward(*model, pool, kv, &plan, false), plain);
 }
 
 }  // namespace
