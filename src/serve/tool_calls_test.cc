@@ -30,36 +30,42 @@ TEST(ToolCalls, DetectsEachFamilyFromItsTemplate) {
   EXPECT_EQ(DetectToolFormat("{{ messages }}"), nullptr);
 }
 
+using Strings = std::vector<std::string>;
+
+// A complete output in the named format, parsed against WeatherTools().
+ParsedOutput Parse(const char* format, const std::string& text) { return FindToolFormat(format)->parse(text, WeatherTools()); }
+
+// The parsed calls' arguments, in order.
+Strings Arguments(const ParsedOutput& p) {
+  Strings out;
+  for (const ToolCall& c : p.calls) out.push_back(c.arguments);
+  return out;
+}
+
 TEST(ToolCalls, ParsesEachFormat) {
-  const auto tools = WeatherTools();
-  auto hermes = FindToolFormat("hermes")->parse(
+  const ParsedOutput hermes = Parse("hermes",
       "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>\n"
-      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"location\\\": \\\"Rome\\\"}\"}\n</tool_call>", tools);
-  ASSERT_EQ(hermes.calls.size(), 2u);
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"location\\\": \\\"Rome\\\"}\"}\n</tool_call>");
   EXPECT_EQ(hermes.content, "Let me check.");
-  EXPECT_EQ(hermes.calls[0].arguments, R"({"location":"Paris"})");
-  EXPECT_EQ(hermes.calls[1].arguments, R"({"location":"Rome"})");
-  auto xml = FindToolFormat("qwen3_coder")->parse(
-      "<tool_call>\n<function=get_weather>\n<parameter=location>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
-      "</function>\n</tool_call>", tools);
-  ASSERT_EQ(xml.calls.size(), 1u);
-  EXPECT_EQ(xml.calls[0].arguments, R"({"location":"New York","days":3})");
-  auto llama = FindToolFormat("llama3_json")->parse("{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Oslo\"}}", tools);
+  EXPECT_EQ(Arguments(hermes), (Strings{R"({"location":"Paris"})", R"({"location":"Rome"})"}));
+  EXPECT_EQ(Arguments(Parse("qwen3_coder",
+                            "<tool_call>\n<function=get_weather>\n<parameter=location>\nNew York\n</parameter>\n"
+                            "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")),
+            Strings{R"({"location":"New York","days":3})"});
+  const ParsedOutput llama = Parse("llama3_json", "{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Oslo\"}}");
   ASSERT_EQ(llama.calls.size(), 1u);
   EXPECT_EQ(llama.calls[0].name, "get_weather");
-  auto mistral = FindToolFormat("mistral")->parse("[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Lima\"}}]", tools);
-  ASSERT_EQ(mistral.calls.size(), 1u);
-  auto harmony = FindToolFormat("harmony")->parse(
+  EXPECT_EQ(Parse("mistral", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Lima\"}}]").calls.size(), 1u);
+  const ParsedOutput harmony = Parse("harmony",
       "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
-      "<|constrain|>json<|message|>{\"location\": \"Kyiv\"}<|call|>", tools);
-  ASSERT_EQ(harmony.calls.size(), 1u);
+      "<|constrain|>json<|message|>{\"location\": \"Kyiv\"}<|call|>");
   EXPECT_EQ(harmony.reasoning, "Need weather.");
-  EXPECT_EQ(harmony.calls[0].arguments, R"({"location":"Kyiv"})");
+  EXPECT_EQ(Arguments(harmony), Strings{R"({"location":"Kyiv"})"});
   // Not calls: all content, never a made-up call.
-  auto broken = FindToolFormat("hermes")->parse("<tool_call>\n{\"name\": \"get_weather\", \"argu", tools);
+  const ParsedOutput broken = Parse("hermes", "<tool_call>\n{\"name\": \"get_weather\", \"argu");
   EXPECT_TRUE(broken.calls.empty());
   EXPECT_EQ(broken.content, "<tool_call>\n{\"name\": \"get_weather\", \"argu");
-  EXPECT_TRUE(FindToolFormat("llama3_json")->parse("Hello {there}", tools).calls.empty());
+  EXPECT_TRUE(Parse("llama3_json", "Hello {there}").calls.empty());
 }
 
 TEST(ToolCalls, ForcingGrammarsParseForEveryFormat) {
