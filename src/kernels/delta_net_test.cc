@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "core/random.h"
+#include "kernels/recurrence_test_util.h"
 
 namespace radixlm::kernels {
 namespace {
@@ -37,15 +37,6 @@ Problem Make(int64_t T, int hk, int hv, int S, bool tiled, uint64_t seed) {
   return p;
 }
 
-double MaxRel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - b[i]));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return num / std::max(den, 1e-30);
-}
-
 // The recurrence equals the plainly written oracle (f64 sums) to rounding, and gives the same
 // bits however the tokens are split into calls, after a restore from a capture, on every ISA
 // the CPU has; head_dim 40 leaves SIMD tails, and 4 value heads on 2 key heads test both head
@@ -56,39 +47,19 @@ TEST(GatedDeltaRule, TheRecurrenceEqualsTheOracleAndGivesTheSameBitsHoweverSplit
     const int64_t sf = p.d.ssm_state_floats(), vd = p.d.value_dim();
     std::vector<float> s_ref(sf, 0.01f), y_ref(p.T * vd);
     GatedDeltaRuleReference(p.d, p.T, p.In(), s_ref.data(), y_ref.data(), vd);
-    std::vector<float> s_one(sf, 0.01f), y_one(p.T * vd), ckpt(sf);
-    StateCapture cap{57, ckpt.data(), nullptr};
-    GatedDeltaRule(p.d, p.T, p.In(), s_one.data(), y_one.data(), vd, {&cap, 1}, 0, p.d.v_heads);
-    EXPECT_LT(MaxRel(y_one, y_ref), 1e-5) << S;
-    EXPECT_LT(MaxRel(s_one, s_ref), 1e-5) << S;
-    core::Rng rng(3);
-    std::vector<float> s_split(sf, 0.01f), y_split(p.T * vd);
-    for (int64_t t = 0; t < p.T;) {
-      const int64_t n = std::min<int64_t>(p.T - t, rng.Below(3) == 0 ? 1 : 1 + rng.Below(40));
-      GatedDeltaRule(p.d, n, p.In(t), s_split.data(), y_split.data() + t * vd, vd, {}, 0, p.d.v_heads);
-      t += n;
-    }
-    EXPECT_EQ(y_split, y_one) << S;
-    EXPECT_EQ(s_split, s_one) << S;
-    std::vector<float> y_rest((p.T - 57) * vd);
-    GatedDeltaRule(p.d, p.T - 57, p.In(57), ckpt.data(), y_rest.data(), vd, {}, 0, p.d.v_heads);
-    EXPECT_TRUE(std::equal(y_rest.begin(), y_rest.end(), y_one.begin() + 57 * vd)) << S;
-    EXPECT_EQ(ckpt, s_one) << S;
-    // Head ranges (threads) and every ISA the CPU has: the same bits.
+    const auto run = [&](int64_t t, int64_t n, float* state, float* y, std::span<const StateCapture> captures) {
+      GatedDeltaRule(p.d, n, p.In(t), state, y, vd, captures, 0, p.d.v_heads);
+    };
+    const RecurrenceOutput one = ExpectTheSameBitsHoweverSplit(
+        run, {.tokens = p.T, .state_floats = sf, .ld = vd, .initial_state = 0.01f, .capture_at = 57, .split_seed = 3,
+              .max_piece = 40, .label = std::to_string(S)});
+    EXPECT_LT(MaxRelErr(one.y, y_ref), 1e-5) << S;
+    EXPECT_LT(MaxRelErr(one.state, s_ref), 1e-5) << S;
+    // Head ranges (threads): the same bits.
     std::vector<float> s_heads(sf, 0.01f), y_heads(p.T * vd);
     GatedDeltaRule(p.d, p.T, p.In(), s_heads.data(), y_heads.data(), vd, {}, 0, 1);
     GatedDeltaRule(p.d, p.T, p.In(), s_heads.data(), y_heads.data(), vd, {}, 1, p.d.v_heads);
-    EXPECT_EQ(y_heads, y_one) << S;
-    for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-      if (isa > core::ActiveIsa()) continue;  // (the paths this CPU lacks run where it has them)
-      const core::Isa active = core::ActiveIsa();
-      core::SetIsaCap(isa);
-      std::vector<float> s_isa(sf, 0.01f), y_isa(p.T * vd);
-      GatedDeltaRule(p.d, p.T, p.In(), s_isa.data(), y_isa.data(), vd, {}, 0, p.d.v_heads);
-      core::SetIsaCap(active);
-      EXPECT_EQ(y_isa, y_one) << core::IsaName(isa) << " " << S;
-      EXPECT_EQ(s_isa, s_one) << core::IsaName(isa) << " " << S;
-    }
+    EXPECT_EQ(y_heads, one.y) << S;
   }
 }
 
@@ -101,8 +72,8 @@ TEST(GatedDeltaRule, TheChunkedFormEqualsTheRecurrence) {
     std::vector<float> s_rec(sf, 0.01f), y_rec(p.T * vd), s_chk(sf, 0.01f), y_chk(p.T * vd);
     GatedDeltaRule(p.d, p.T, p.In(), s_rec.data(), y_rec.data(), vd, {}, 0, p.d.v_heads);
     GatedDeltaRuleChunked(p.d, p.T, p.In(), s_chk.data(), y_chk.data(), vd, chunk, 0, p.d.v_heads);
-    EXPECT_LT(MaxRel(y_chk, y_rec), 1e-5) << chunk;
-    EXPECT_LT(MaxRel(s_chk, s_rec), 1e-5) << chunk;
+    EXPECT_LT(MaxRelErr(y_chk, y_rec), 1e-5) << chunk;
+    EXPECT_LT(MaxRelErr(s_chk, s_rec), 1e-5) << chunk;
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/cpu_features.h"
 #include "core/random.h"
+#include "kernels/recurrence_test_util.h"
 
 namespace radixlm::kernels {
 namespace {
@@ -50,15 +51,6 @@ Problem MakeProblem(int64_t T, int H, int P, int N, int G, uint64_t seed) {
   for (auto& a : p.A) a = -std::exp(rng.Normal(0.0f, 0.5f));
   fill(p.D, H, 0.5f);
   return p;
-}
-
-double MaxRelErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - b[i]));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return num / std::max(den, 1e-30);
 }
 
 TEST(Mamba2Scan, ChunkedEqualsTheSequentialRecurrenceWithStatesAtAnyToken) {
@@ -130,35 +122,15 @@ TEST(Mamba2Scan, TheRecurrenceGivesTheSameBitsHoweverTheTokensAreSplit) {
     const int64_t sf = p.d.ssm_state_floats(), di = p.d.d_inner();
     std::vector<float> s_ref(sf, 0.05f), y_ref(p.T * di);
     Mamba2ScanReference(p.d, p.T, p.In(), s_ref.data(), y_ref.data(), di, {});
-    std::vector<float> s_one(sf, 0.05f), y_one(p.T * di), ckpt(sf);
-    StateCapture cap{97, ckpt.data(), nullptr};
-    Mamba2Scan(p.d, p.T, 0, 0, p.In(), s_one.data(), y_one.data(), di, {&cap, 1}, 0, p.d.n_heads);
-    EXPECT_LT(MaxRelErr(y_one, y_ref), 1e-5) << P;
-    EXPECT_LT(MaxRelErr(s_one, s_ref), 1e-5) << P;
-    // Random pieces, single tokens among them, and a restart from the capture.
-    core::Rng rng(5);
-    std::vector<float> s_split(sf, 0.05f), y_split(p.T * di);
-    for (int64_t t = 0; t < p.T;) {
-      const int64_t n = std::min<int64_t>(p.T - t, rng.Below(3) == 0 ? 1 : 1 + rng.Below(70));
-      Mamba2Scan(p.d, n, t, 0, p.In(t), s_split.data(), y_split.data() + t * di, di, {}, 0, p.d.n_heads);
-      t += n;
-    }
-    EXPECT_EQ(y_split, y_one) << P;
-    EXPECT_EQ(s_split, s_one) << P;
-    std::vector<float> y_rest((p.T - 97) * di);
-    Mamba2Scan(p.d, p.T - 97, 97, 0, p.In(97), ckpt.data(), y_rest.data(), di, {}, 0, p.d.n_heads);
-    EXPECT_TRUE(std::equal(y_rest.begin(), y_rest.end(), y_one.begin() + 97 * di)) << P;
-    EXPECT_EQ(ckpt, s_one) << P;
-    for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-      if (isa > core::ActiveIsa()) continue;  // (the paths this CPU lacks run where it has them)
-      const core::Isa active = core::ActiveIsa();
-      core::SetIsaCap(isa);
-      std::vector<float> s_isa(sf, 0.05f), y_isa(p.T * di);
-      Mamba2Scan(p.d, p.T, 0, 0, p.In(), s_isa.data(), y_isa.data(), di, {}, 0, p.d.n_heads);
-      core::SetIsaCap(active);
-      EXPECT_EQ(y_isa, y_one) << core::IsaName(isa) << " " << P;
-      EXPECT_EQ(s_isa, s_one) << core::IsaName(isa) << " " << P;
-    }
+    const auto run = [&](int64_t t, int64_t n, float* state, float* y, std::span<const StateCapture> captures) {
+      Mamba2Scan(p.d, n, t, 0, p.In(t), state, y, di, captures, 0, p.d.n_heads);
+    };
+    // Random pieces, single tokens among them, a restart from the capture, and every ISA.
+    const RecurrenceOutput one = ExpectTheSameBitsHoweverSplit(
+        run, {.tokens = p.T, .state_floats = sf, .ld = di, .initial_state = 0.05f, .capture_at = 97, .split_seed = 5,
+              .max_piece = 70, .label = std::to_string(P)});
+    EXPECT_LT(MaxRelErr(one.y, y_ref), 1e-5) << P;
+    EXPECT_LT(MaxRelErr(one.state, s_ref), 1e-5) << P;
   }
 }
 
