@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -158,14 +160,20 @@ TEST(GemmTest, EveryIsaPathEqualsTheScalarOracleBitwise) {
   if (compared == 0) GTEST_SKIP() << "no SIMD path on this CPU";
 }
 
+// Every weight type: f32, bf16 (exact, and with bf16 activations where the CPU has the bf16
+// dot product) and each quantised type.
+std::vector<std::pair<DType, Bf16Mode>> EveryWeightKind() {
+  std::vector<std::pair<DType, Bf16Mode>> kinds = {{DType::kF32, Bf16Mode::kExact}, {DType::kBF16, Bf16Mode::kExact}};
+  if (HasBf16Dot()) kinds.push_back({DType::kBF16, Bf16Mode::kBf16Activations});
+  for (DType q : QuantisedTypes()) kinds.push_back({q, Bf16Mode::kExact});
+  return kinds;
+}
+
 // The property every sharing optimisation relies on: a row's output is bitwise the same
 // alone, inside any batch, at any offset, and with any thread count, for every weight type.
 TEST(GemmTest, RowsAreBitwiseBatchInvariantForEveryWeightType) {
   core::ThreadPool pool1(1), pool2(2);
-  std::vector<std::pair<DType, Bf16Mode>> kinds = {{DType::kF32, Bf16Mode::kExact}, {DType::kBF16, Bf16Mode::kExact}};
-  if (HasBf16Dot()) kinds.push_back({DType::kBF16, Bf16Mode::kBf16Activations});
-  for (DType q : QuantisedTypes()) kinds.push_back({q, Bf16Mode::kExact});
-  for (auto [dt, mode] : kinds) {
+  for (auto [dt, mode] : EveryWeightKind()) {
     const int64_t n = 200, k = 512, rows_total = 120;
     const PackedWeight pw = PackCase({1, n, k, dt, mode, 0}, 7);
     const auto x = RandomVector(rows_total * k, 8);
@@ -190,10 +198,7 @@ TEST(GemmTest, RowsAreBitwiseBatchInvariantForEveryWeightType) {
 // count.
 TEST(GemmTest, GroupedRowsAreBitwiseTheRowAloneForEveryWeightType) {
   core::ThreadPool pool1(1), pool2(2);
-  std::vector<std::pair<DType, Bf16Mode>> kinds = {{DType::kF32, Bf16Mode::kExact}, {DType::kBF16, Bf16Mode::kExact}};
-  if (HasBf16Dot()) kinds.push_back({DType::kBF16, Bf16Mode::kBf16Activations});
-  for (DType q : QuantisedTypes()) kinds.push_back({q, Bf16Mode::kExact});
-  for (auto [dt, mode] : kinds) {
+  for (auto [dt, mode] : EveryWeightKind()) {
     const int64_t n = 80, n_last = 40, k = 256, n_experts = 6;
     const int64_t total_out = n * (n_experts - 1) + n_last;
     const auto bytes = RandomWeightBytes(dt, total_out, k, 100);
@@ -302,18 +307,13 @@ TEST(GemmTest, SimdActivationQuantisationEqualsScalarBitwise) {
   std::vector<int32_t> s0(k / 16), s1(k / 16);
   gemm::QuantiseRowScalar(x.data(), k, q0.data(), d0.data(), s0.data());
   int compared = 0;
-  if (core::DetectedCpu().avx2_fma) {
-    gemm::QuantiseRowAvx2(x.data(), k, q1.data(), d1.data(), s1.data());
-    EXPECT_EQ(q0, q1);
-    EXPECT_EQ(0, std::memcmp(d0.data(), d1.data(), d0.size() * 4));
-    EXPECT_EQ(s0, s1);
-    ++compared;
-  }
-  if (core::DetectedCpu().avx512bw) {
-    gemm::QuantiseRowAvx512(x.data(), k, q1.data(), d1.data(), s1.data());
-    EXPECT_EQ(q0, q1);
-    EXPECT_EQ(0, std::memcmp(d0.data(), d1.data(), d0.size() * 4));
-    EXPECT_EQ(s0, s1);
+  for (auto [present, quantise, name] : {std::tuple{core::DetectedCpu().avx2_fma, &gemm::QuantiseRowAvx2, "AVX2"},
+                                         std::tuple{core::DetectedCpu().avx512bw, &gemm::QuantiseRowAvx512, "AVX-512"}}) {
+    if (!present) continue;
+    quantise(x.data(), k, q1.data(), d1.data(), s1.data());
+    EXPECT_EQ(q0, q1) << name;
+    EXPECT_EQ(0, std::memcmp(d0.data(), d1.data(), d0.size() * 4)) << name;
+    EXPECT_EQ(s0, s1) << name;
     ++compared;
   }
   if (compared == 0) GTEST_SKIP() << "no AVX2 on this CPU";
