@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 
+#include "cache/random_requests_test_util.h"
 #include "core/random.h"
 
 namespace radixlm::cache {
@@ -55,13 +56,7 @@ TEST(KvEventLogTest, EventsRebuildTheTreesBlocksExactly) {
       if (rng.Below(5) == 0) {
         tree.EvictUntilFree(static_cast<int32_t>(rng.Below(40)));
       } else {
-        std::vector<int32_t> t;
-        if (!finished.empty() && rng.Below(3) != 0) {
-          const auto& base = finished[rng.Below(finished.size())];
-          t.assign(base.begin(), base.begin() + 1 + rng.Below(base.size()));
-        }
-        const int extra = 1 + static_cast<int>(rng.Below(3 * bs + 3));
-        for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(3)));
+        const std::vector<int32_t> t = RandomRequest(rng, finished, 3, 3 * bs + 3, 3);
         const int64_t ns = static_cast<int64_t>(rng.Below(3)) << 40;
         const Reservation r = tree.Reserve(t, static_cast<int64_t>(t.size()) - 1, t.size(), ns);
         if (!r.feasible) continue;
@@ -108,13 +103,7 @@ TEST(KvEventLogTest, CheckpointEventsFollowTheHybridCacheExactly) {
     core::Rng rng(static_cast<uint64_t>(policy) + 11);
     int64_t stored = 0, removed = 0;
     for (int step = 0; step < 400; ++step) {
-      std::vector<int32_t> t;
-      if (!seen.empty() && rng.Below(3) != 0) {
-        const auto& base = seen[rng.Below(seen.size())];
-        t.assign(base.begin(), base.begin() + 1 + rng.Below(base.size()));
-      }
-      const int extra = 1 + static_cast<int>(rng.Below(12));
-      for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(3)));
+      const std::vector<int32_t> t = RandomRequest(rng, seen, 3, 12, 3);
       (*cache)->Lookup(std::span<const int32_t>(t).first(t.size() - 1));
       (*cache)->Admit(t);
       seen.push_back(t);

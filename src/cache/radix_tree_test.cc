@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "cache/random_requests_test_util.h"
 #include "core/random.h"
 
 namespace radixlm::cache {
@@ -228,13 +229,7 @@ TEST(RadixTreeTest, RandomWorkloadKeepsInvariantsAndMatchesANaiveModel) {
       for (int step = 0; step < 1500; ++step) {
         const int op = static_cast<int>(rng.Below(10));
         if (op < 5) {  // a new request: extends a previous sequence, or a fresh one
-          std::vector<int32_t> t;
-          if (!inserted.empty() && rng.Below(4) != 0) {
-            const auto& base = inserted[rng.Below(inserted.size())];
-            t.assign(base.begin(), base.begin() + 1 + rng.Below(base.size()));
-          }
-          const int extra = 1 + static_cast<int>(rng.Below(12));
-          for (int i = 0; i < extra; ++i) t.push_back(static_cast<int32_t>(rng.Below(4)));
+          const std::vector<int32_t> t = RandomRequest(rng, inserted, 4, 12, 4);
           const int64_t ns = static_cast<int64_t>(rng.Below(3)) << 40;  // 62-bit ids, as salts hash to
           const Reservation r = tree.Reserve(t, static_cast<int64_t>(t.size()) - 1, t.size(), ns);
           if (!r.feasible) continue;
