@@ -14,6 +14,7 @@
 
 #include "cache/block_pool.h"
 #include "core/random.h"
+#include "core/temp_dir_test_util.h"
 #include "formats/gguf.h"
 #include "models/forward_harness_test.h"
 #include "models/loader.h"
@@ -92,11 +93,6 @@ TEST(TransformerTest, ChunkedPrefillIsBitwiseEqualToOnePrefill) {
 
 class ExportTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/radixlm_models_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::vector<float> Logits(const std::string& spec, const std::vector<int32_t>& ids) {
     auto m = Load(spec);
     if (!m) return {};
@@ -104,7 +100,8 @@ class ExportTest : public ::testing::Test {
     const auto t = h.NewSequence(ids.size());
     return h.Step({{&t, ids, 0, true}});
   }
-  std::string dir_;
+  const core::TempDir tmp_{"radixlm_models"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(ExportTest, PresetEqualsItsGgufExportBitwiseAndItsHfExportClosely) {

@@ -12,6 +12,7 @@
 
 #include "core/crc32c.h"
 #include "core/random.h"
+#include "core/temp_dir_test_util.h"
 
 namespace radixlm::tier {
 namespace {
@@ -20,11 +21,6 @@ namespace fs = std::filesystem;
 
 class DiskTierTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/radixlm_tier_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   DiskTierConfig Config(const std::string& fp = "model=a") const {
     return {.dir = dir_, .capacity_bytes = 1 << 20, .fingerprint = fp, .block_tokens = 4, .block_bytes = 3000};
   }
@@ -44,7 +40,8 @@ class DiskTierTest : public ::testing::Test {
     const std::vector<int32_t> tokens = {i, i + 1, i + 2, i + 3};
     return t.hasher().Next(nullptr, tokens, 0);
   }
-  std::string dir_;
+  const core::TempDir tmp_{"radixlm_tier"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST(Crc32cTest, HardwareEqualsTheTableAndKnownValues) {
