@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,16 @@ std::string SharedData(const std::string& rel) {
   if (shared == nullptr || *shared == 0) return "";
   const auto p = std::filesystem::path(shared) / rel;
   return std::filesystem::exists(p) ? p.string() : "";
+}
+
+// A trace file's first `most` requests (Mooncake's, from the shared data).
+std::vector<TraceRequest> ReadTrace(const std::string& path, size_t most = SIZE_MAX) {
+  auto reader = TraceReader::Open(path, TraceFormat::kAuto, 512);
+  EXPECT_TRUE(reader.ok()) << path;
+  std::vector<TraceRequest> trace;
+  TraceRequest r;
+  while (reader.ok() && trace.size() < most && *reader->Next(&r)) trace.push_back(r);
+  return trace;
 }
 
 
@@ -490,11 +501,7 @@ TEST(Fleet, PrefixAwareRoutingHoldsOnGeneratedWorkloads) {
 TEST(Fleet, PrefixAwareRoutingHoldsOnTheMooncakeTrace) {
   const std::string path = SharedData("traces/mooncake_synthetic_trace.jsonl");
   if (path.empty()) GTEST_SKIP() << "shared data absent (RADIXLM_SHARED_DATA)";
-  auto reader = TraceReader::Open(path, TraceFormat::kAuto, 512);
-  ASSERT_TRUE(reader.ok());
-  std::vector<TraceRequest> trace;
-  TraceRequest r;
-  while (*reader->Next(&r)) trace.push_back(r);
+  const std::vector<TraceRequest> trace = ReadTrace(path);
   for (int64_t kv : {int64_t{2000000}}) {  // docs/fleet.md has 1M to 8M (each ~25 s here)
     double single = 0;
     const double pa = FleetHitRatio(trace, kv, Routing::kPrefixAware, &single);
@@ -659,11 +666,7 @@ TEST(Simulator, ADiskTierUnderASmallPoolGetsNearTheUnboundedPoolsHits) {
 TEST(Simulator, ADiskTierRaisesTheHitRateOnTheMooncakeTrace) {
   const std::string path = SharedData("traces/mooncake_synthetic_trace.jsonl");
   if (path.empty()) GTEST_SKIP() << "shared data absent (RADIXLM_SHARED_DATA)";
-  auto reader = TraceReader::Open(path, TraceFormat::kAuto, 512);
-  ASSERT_TRUE(reader.ok());
-  std::vector<TraceRequest> trace;
-  TraceRequest r;
-  while (trace.size() < 300 && *reader->Next(&r)) trace.push_back(r);
+  const std::vector<TraceRequest> trace = ReadTrace(path, 300);
   ASSERT_EQ(trace.size(), 300u);
   const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
   const int32_t blocks = 65536 / 16;
