@@ -12,6 +12,7 @@
 
 #include "cache/block_pool.h"
 #include "core/random.h"
+#include "models/forward_test_util.h"
 #include "models/loader.h"
 #include "models/presets.h"
 #include "models/ssm_state.h"
@@ -52,9 +53,7 @@ class HybridHarness {
     b.seqs.push_back({0, static_cast<int64_t>(ids.size()), table_});
     b.logit_rows = rows;
     b.ssm.push_back({slot, std::move(checkpoints)});
-    std::vector<float> logits(ids.size() * config().vocab_size);
-    model_->Forward(pool_, b, kv_, logits.data(), &states_);
-    return logits;
+    return ForwardLogits(*model_, pool_, b, kv_, &states_);
   }
   // Prefills ids from position 0 into slot `slot`, reset first; logits of every row.
   std::vector<float> Prefill(const std::vector<int32_t>& ids, int32_t slot, std::vector<SsmCheckpoint> checkpoints = {}) {

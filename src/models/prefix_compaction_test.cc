@@ -9,6 +9,7 @@
 
 #include "cache/block_pool.h"
 #include "core/random.h"
+#include "models/forward_test_util.h"
 #include "models/loader.h"
 #include "models/transformer.h"
 
@@ -163,9 +164,7 @@ struct RowBatch {
     fb.logit_rows = rows;
     fb.compaction = plan;
     fb.trie_attention = trie;
-    std::vector<float> logits(rows.size() * model.config().vocab_size);
-    model.Forward(pool, fb, kv, logits.data());
-    return logits;
+    return ForwardLogits(model, pool, fb, kv);
   }
 };
 
