@@ -6,6 +6,7 @@
 
 #include "formats/gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -85,49 +86,52 @@ double MaxRel(const float* a, const float* b, size_t n) {
 
 const char* kPresets[] = {"random:mamba2-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"};
 
-TEST(HybridModel, DecodeAfterPrefillEqualsPrefillOfTheLongerSequence) {
-  for (const char* spec : kPresets) {
-    HybridHarness h(spec);
-    const int64_t V = h.config().vocab_size;
-    const auto ids = Ids(30, V, 1);
-    const auto full = h.Prefill(ids, 0);
-    std::vector<int32_t> prompt(ids.begin(), ids.begin() + 20);
-    h.Prefill(prompt, 1);
-    for (int t = 20; t < 30; ++t) {
-      const auto step = h.Run({ids[t]}, t, 1);
-      ASSERT_LT(MaxRel(step.data(), full.data() + t * V, V), 1e-5) << spec << " token " << t;
-    }
+// The tests every hybrid preset must pass, one case per preset: h runs the preset `spec`.
+class HybridPresetTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  const char* const spec = GetParam();
+  HybridHarness h{spec};
+  const int64_t V = h.config().vocab_size;
+};
+
+INSTANTIATE_TEST_SUITE_P(HybridModel, HybridPresetTest, ::testing::ValuesIn(kPresets),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = std::string(info.param).substr(std::string("random:").size());
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST_P(HybridPresetTest, DecodeAfterPrefillEqualsPrefillOfTheLongerSequence) {
+  const auto ids = Ids(30, V, 1);
+  const auto full = h.Prefill(ids, 0);
+  std::vector<int32_t> prompt(ids.begin(), ids.begin() + 20);
+  h.Prefill(prompt, 1);
+  for (int t = 20; t < 30; ++t) {
+    const auto step = h.Run({ids[t]}, t, 1);
+    ASSERT_LT(MaxRel(step.data(), full.data() + t * V, V), 1e-5) << spec << " token " << t;
   }
 }
 
-TEST(HybridModel, ChunkedPrefillIsBitwiseEqualToOnePrefillWhenChunksMeetTheScanGrid) {
-  for (const char* spec : kPresets) {
-    HybridHarness h(spec);
-    const int64_t V = h.config().vocab_size;
-    const auto ids = Ids(40, V, 2);
-    const auto full = h.Prefill(ids, 0);
-    // Engine chunks of 16 and 24 tokens: boundaries on the 8-token scan grid.
-    const auto a = h.Prefill(std::vector<int32_t>(ids.begin(), ids.begin() + 16), 1);
-    const auto b = h.Run(std::vector<int32_t>(ids.begin() + 16, ids.end()), 16, 1);
-    EXPECT_TRUE(std::equal(a.begin(), a.end(), full.begin())) << spec;
-    EXPECT_TRUE(std::equal(b.begin(), b.end(), full.begin() + 16 * V)) << spec;
-    EXPECT_EQ(h.SlotCopy(0), h.SlotCopy(1)) << spec;
-  }
+TEST_P(HybridPresetTest, ChunkedPrefillIsBitwiseEqualToOnePrefillWhenChunksMeetTheScanGrid) {
+  const auto ids = Ids(40, V, 2);
+  const auto full = h.Prefill(ids, 0);
+  // Engine chunks of 16 and 24 tokens: boundaries on the 8-token scan grid.
+  const auto a = h.Prefill(std::vector<int32_t>(ids.begin(), ids.begin() + 16), 1);
+  const auto b = h.Run(std::vector<int32_t>(ids.begin() + 16, ids.end()), 16, 1);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), full.begin())) << spec;
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), full.begin() + 16 * V)) << spec;
+  EXPECT_EQ(h.SlotCopy(0), h.SlotCopy(1)) << spec;
 }
 
-TEST(HybridModel, PrefillFromACheckpointPlusSuffixReproducesTheFullPrefill) {
-  for (const char* spec : kPresets) {
-    HybridHarness h(spec);
-    const int64_t V = h.config().vocab_size;
-    const auto ids = Ids(40, V, 3);
-    // A checkpoint on the scan grid (16) and one strictly inside a chunk (21).
-    for (auto [at, slot] : {std::pair{16, 4}, std::pair{21, 5}}) {
-      const auto full = h.Prefill(ids, 0, {{at, slot}});
-      h.states().Copy(slot, 6);  // restore into a working slot
-      const auto rest = h.Run(std::vector<int32_t>(ids.begin() + at, ids.end()), at, 6);
-      EXPECT_TRUE(std::equal(rest.begin(), rest.end(), full.begin() + at * V)) << spec << " checkpoint at " << at;
-      EXPECT_EQ(h.SlotCopy(6), h.SlotCopy(0)) << spec << " final state from checkpoint at " << at;
-    }
+TEST_P(HybridPresetTest, PrefillFromACheckpointPlusSuffixReproducesTheFullPrefill) {
+  const auto ids = Ids(40, V, 3);
+  // A checkpoint on the scan grid (16) and one strictly inside a chunk (21).
+  for (auto [at, slot] : {std::pair{16, 4}, std::pair{21, 5}}) {
+    const auto full = h.Prefill(ids, 0, {{at, slot}});
+    h.states().Copy(slot, 6);  // restore into a working slot
+    const auto rest = h.Run(std::vector<int32_t>(ids.begin() + at, ids.end()), at, 6);
+    EXPECT_TRUE(std::equal(rest.begin(), rest.end(), full.begin() + at * V)) << spec << " checkpoint at " << at;
+    EXPECT_EQ(h.SlotCopy(6), h.SlotCopy(0)) << spec << " final state from checkpoint at " << at;
   }
 }
 
