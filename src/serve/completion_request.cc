@@ -172,6 +172,116 @@ bool ParseStopIds(const json& body, const CompletionLimits& limits, CompletionRe
   return true;
 }
 
+// 'model', when given, must name the model this server serves (404 otherwise, as OpenAI).
+bool CheckModel(const json& body, const CompletionLimits& limits, ApiError* err) {
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) {
+      *err = {400, "'model' must be a string", "invalid_request_error", "model", "invalid_type"};
+      return false;
+    }
+    if (body["model"].get<std::string>() != limits.model_name) {
+      *err = {404, "The model '" + body["model"].get<std::string>() + "' does not exist; this server serves '" + limits.model_name + "'",
+              "invalid_request_error", "model", "model_not_found"};
+      return false;
+    }
+  }
+  return true;
+}
+
+// max_tokens (or its newer name max_completion_tokens, which wins), the server's default when
+// neither is given.
+bool ParseMaxTokens(const json& body, const CompletionLimits& limits, CompletionRequest* p, ApiError* err) {
+  int max_tokens = limits.default_max_tokens;
+  if (!Field(body, "max_tokens", &max_tokens, err)) return false;
+  if (!Field(body, "max_completion_tokens", &max_tokens, err)) return false;
+  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  p->default_max_tokens = !given("max_tokens") && !given("max_completion_tokens");
+  if (max_tokens < 1) {
+    *err = {400, "'max_tokens' must be at least 1", "invalid_request_error", "max_tokens", "invalid_value"};
+    return false;
+  }
+  p->params.max_tokens = max_tokens;
+  return true;
+}
+
+// temperature, top_p, top_k, seed, n, best_of (and stream and return_token_ids, read in the
+// same pass), with their ranges.
+bool ParseSampling(const json& body, CompletionRequest* p, ApiError* err) {
+  float temperature = 1.0f, top_p = 1.0f;
+  int top_k = 0, n = 1, best_of = 0;
+  // No seed means a fresh one (OpenAI's meaning); a seed makes sampling reproducible.
+  int64_t seed = static_cast<int64_t>(std::random_device{}() >> 1);
+  if (!Field(body, "temperature", &temperature, err) || !Field(body, "top_p", &top_p, err) ||
+      !Field(body, "top_k", &top_k, err) || !Field(body, "seed", &seed, err) || !Field(body, "n", &n, err) || !Field(body, "best_of", &best_of, err) ||
+      !Field(body, "stream", &p->stream, err) || !Field(body, "return_token_ids", &p->return_token_ids, err))
+    return false;
+  if (temperature < 0 || temperature > 2 || top_p <= 0 || top_p > 1) {
+    *err = {400, "'temperature' must be in [0, 2] and 'top_p' in (0, 1]", "invalid_request_error", "temperature", "invalid_value"};
+    return false;
+  }
+  if (n < 1 || n > kMaxChoices) {
+    *err = {400, "'n' must be in [1, " + std::to_string(kMaxChoices) + "]", "invalid_request_error", "n", "invalid_value"};
+    return false;
+  }
+  p->n = n;
+  // best_of: that many samples, the n with the highest cumulative log-probability returned.
+  if (best_of == 0) best_of = n;
+  if (best_of < n || best_of > kMaxChoices) {
+    *err = {400, "'best_of' must be in [n, " + std::to_string(kMaxChoices) + "]", "invalid_request_error", "best_of", "invalid_value"};
+    return false;
+  }
+  if (best_of > n && p->stream) {
+    *err = {400, "'best_of' greater than 'n' cannot be streamed (the best are known only at the end)", "invalid_request_error",
+            "best_of", "invalid_value"};
+    return false;
+  }
+  p->best_of = best_of;
+  p->params.sampling = {temperature, top_k, top_p, static_cast<uint64_t>(seed)};
+  return true;
+}
+
+// 'stop': a string or a list of strings, bounded in count and bytes by the server's limits.
+bool ParseStopStrings(const json& body, const CompletionLimits& limits, CompletionRequest* p, ApiError* err) {
+  if (!body.contains("stop") || body["stop"].is_null()) return true;
+  const json& s = body["stop"];
+  if (s.is_string()) {
+    p->stop_strings.push_back(s.get<std::string>());
+  } else if (s.is_array() && static_cast<int64_t>(s.size()) <= limits.max_stop_strings &&
+             std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); })) {
+    for (const auto& x : s) p->stop_strings.push_back(x.get<std::string>());
+  } else {
+    *err = {400, "'stop' must be a string or a list of up to " + std::to_string(limits.max_stop_strings) + " strings",
+            "invalid_request_error", "stop", "invalid_type"};
+    return false;
+  }
+  for (const std::string& stop : p->stop_strings)
+    if (stop.size() > limits.max_stop_bytes) {
+      *err = {400, "a stop string has " + std::to_string(stop.size()) + " bytes; the limit is " + std::to_string(limits.max_stop_bytes) +
+                       " (--max-stop-bytes)", "invalid_request_error", "stop", "invalid_value"};
+      return false;
+    }
+  return true;
+}
+
+// stream_options (only include_usage) and cache_salt.
+bool ParseStreamOptionsAndSalt(const json& body, CompletionRequest* p, ApiError* err) {
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    if (!body["stream_options"].is_object()) {
+      *err = {400, "'stream_options' must be an object", "invalid_request_error", "stream_options", "invalid_type"};
+      return false;
+    }
+    if (!Field(body["stream_options"], "include_usage", &p->include_usage, err)) return false;
+  }
+  if (body.contains("cache_salt") && !body["cache_salt"].is_null()) {
+    if (!body["cache_salt"].is_string() || body["cache_salt"].get<std::string>().empty()) {
+      *err = {400, "'cache_salt' must be a non-empty string", "invalid_request_error", "cache_salt", "invalid_type"};
+      return false;
+    }
+    p->params.cache_salt = body["cache_salt"].get<std::string>();
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<std::pair<int32_t, float>> ParseLogitBiasSpec(const std::string& spec) {
@@ -203,93 +313,10 @@ bool ParseCompletionRequest(const json& body, bool chat, const CompletionLimits&
     *err = {400, "the request body must be a JSON object"};
     return false;
   }
-  if (!CheckFields(body, err)) return false;
-  if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string()) {
-      *err = {400, "'model' must be a string", "invalid_request_error", "model", "invalid_type"};
-      return false;
-    }
-    if (body["model"].get<std::string>() != limits.model_name) {
-      *err = {404, "The model '" + body["model"].get<std::string>() + "' does not exist; this server serves '" + limits.model_name + "'",
-              "invalid_request_error", "model", "model_not_found"};
-      return false;
-    }
-  }
-  int max_tokens = limits.default_max_tokens;
-  if (!Field(body, "max_tokens", &max_tokens, err)) return false;
-  if (!Field(body, "max_completion_tokens", &max_tokens, err)) return false;
-  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
-  p->default_max_tokens = !given("max_tokens") && !given("max_completion_tokens");
-  if (max_tokens < 1) {
-    *err = {400, "'max_tokens' must be at least 1", "invalid_request_error", "max_tokens", "invalid_value"};
+  if (!CheckFields(body, err) || !CheckModel(body, limits, err) || !ParseMaxTokens(body, limits, p, err) ||
+      !ParseSampling(body, p, err) || !ParsePenalties(body, p, err) || !ParseStopStrings(body, limits, p, err) ||
+      !ParseStreamOptionsAndSalt(body, p, err) || !ParseStopIds(body, limits, p, err))
     return false;
-  }
-  p->params.max_tokens = max_tokens;
-  float temperature = 1.0f, top_p = 1.0f;
-  int top_k = 0, n = 1, best_of = 0;
-  // No seed means a fresh one (OpenAI's meaning); a seed makes sampling reproducible.
-  int64_t seed = static_cast<int64_t>(std::random_device{}() >> 1);
-  if (!Field(body, "temperature", &temperature, err) || !Field(body, "top_p", &top_p, err) ||
-      !Field(body, "top_k", &top_k, err) || !Field(body, "seed", &seed, err) || !Field(body, "n", &n, err) || !Field(body, "best_of", &best_of, err) ||
-      !Field(body, "stream", &p->stream, err) || !Field(body, "return_token_ids", &p->return_token_ids, err))
-    return false;
-  if (temperature < 0 || temperature > 2 || top_p <= 0 || top_p > 1) {
-    *err = {400, "'temperature' must be in [0, 2] and 'top_p' in (0, 1]", "invalid_request_error", "temperature", "invalid_value"};
-    return false;
-  }
-  if (n < 1 || n > kMaxChoices) {
-    *err = {400, "'n' must be in [1, " + std::to_string(kMaxChoices) + "]", "invalid_request_error", "n", "invalid_value"};
-    return false;
-  }
-  p->n = n;
-  // best_of: that many samples, the n with the highest cumulative log-probability returned.
-  if (best_of == 0) best_of = n;
-  if (best_of < n || best_of > kMaxChoices) {
-    *err = {400, "'best_of' must be in [n, " + std::to_string(kMaxChoices) + "]", "invalid_request_error", "best_of", "invalid_value"};
-    return false;
-  }
-  if (best_of > n && p->stream) {
-    *err = {400, "'best_of' greater than 'n' cannot be streamed (the best are known only at the end)", "invalid_request_error",
-            "best_of", "invalid_value"};
-    return false;
-  }
-  p->best_of = best_of;
-  p->params.sampling = {temperature, top_k, top_p, static_cast<uint64_t>(seed)};
-  if (!ParsePenalties(body, p, err)) return false;
-  if (body.contains("stop") && !body["stop"].is_null()) {
-    const json& s = body["stop"];
-    if (s.is_string()) {
-      p->stop_strings.push_back(s.get<std::string>());
-    } else if (s.is_array() && static_cast<int64_t>(s.size()) <= limits.max_stop_strings &&
-               std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); })) {
-      for (const auto& x : s) p->stop_strings.push_back(x.get<std::string>());
-    } else {
-      *err = {400, "'stop' must be a string or a list of up to " + std::to_string(limits.max_stop_strings) + " strings",
-              "invalid_request_error", "stop", "invalid_type"};
-      return false;
-    }
-    for (const std::string& stop : p->stop_strings)
-      if (stop.size() > limits.max_stop_bytes) {
-        *err = {400, "a stop string has " + std::to_string(stop.size()) + " bytes; the limit is " + std::to_string(limits.max_stop_bytes) +
-                         " (--max-stop-bytes)", "invalid_request_error", "stop", "invalid_value"};
-        return false;
-      }
-  }
-  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
-    if (!body["stream_options"].is_object()) {
-      *err = {400, "'stream_options' must be an object", "invalid_request_error", "stream_options", "invalid_type"};
-      return false;
-    }
-    if (!Field(body["stream_options"], "include_usage", &p->include_usage, err)) return false;
-  }
-  if (body.contains("cache_salt") && !body["cache_salt"].is_null()) {
-    if (!body["cache_salt"].is_string() || body["cache_salt"].get<std::string>().empty()) {
-      *err = {400, "'cache_salt' must be a non-empty string", "invalid_request_error", "cache_salt", "invalid_type"};
-      return false;
-    }
-    p->params.cache_salt = body["cache_salt"].get<std::string>();
-  }
-  if (!ParseStopIds(body, limits, p, err)) return false;
   p->allow_special_in_content = limits.allow_special_in_content;
   if (!ParseOutputFields(body, p, err)) return false;
   return chat ? ParseChatFields(body, p, err) : ParsePrompt(body, p, err);
