@@ -341,45 +341,90 @@ StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src
   return m;
 }
 
+// An attention layer in llama.cpp's GGUF names: attn_norm, attn_{q,k,v} (stacked into one
+// projection; q twice as tall with an output gate), their biases (qkv_bias), attn_{q,k}_norm
+// (qk_norm) and attn_output. The caller assigns kv_index.
+StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
+  const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+  AttentionLayerWeights a;
+  RADIXLM_ASSIGN_OR_RETURN(a.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
+  const int64_t q_rows = c.attn_output_gate ? 2 * q : q;  // [q_h | gate_h] per head
+  RADIXLM_ASSIGN_OR_RETURN(a.qkv, GetStacked(src, {Blk(block, "attn_q.weight"), Blk(block, "attn_k.weight"), Blk(block, "attn_v.weight")},
+                                             {q_rows, kv, kv}, d, storage));
+  if (c.qkv_bias) {
+    for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
+      RADIXLM_ASSIGN_OR_RETURN(auto b, GetVector(src, Blk(block, n), n[5] == 'q' ? q : kv));
+      a.qkv_bias.insert(a.qkv_bias.end(), b.begin(), b.end());
+    }
+  }
+  if (c.qk_norm) {
+    RADIXLM_ASSIGN_OR_RETURN(a.q_norm, GetVector(src, Blk(block, "attn_q_norm.weight"), hd));
+    RADIXLM_ASSIGN_OR_RETURN(a.k_norm, GetVector(src, Blk(block, "attn_k_norm.weight"), hd));
+  }
+  RADIXLM_ASSIGN_OR_RETURN(a.o, GetStacked(src, {Blk(block, "attn_output.weight")}, {d}, q, storage));
+  return a;
+}
+
+// A dense MLP: its norm, ffn_gate and ffn_up stacked (ffn_up alone for relu^2), ffn_down.
+StatusOr<MlpLayerWeights> BuildMlp(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
+  const int64_t d = c.d_model;
+  MlpLayerWeights m;
+  // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
+  RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
+  if (c.mlp_act == ModelConfig::MlpAct::kRelu2) {
+    RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
+  } else {
+    RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
+                                                   {c.ffn_dim, c.ffn_dim}, d, storage));
+  }
+  RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
+  return m;
+}
+
+// The input embedding table of a model whose embeddings are not tied (a tied model looks its
+// rows up in lm_head).
+Status LoadUntiedEmbedding(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage, TransformerWeights* w) {
+  const int64_t d = c.d_model;
+  std::vector<float> scratch;
+  RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get("token_embd.weight", {c.vocab_size, d}, &scratch));
+  // A quantised table stays quantised (a row is dequantised per lookup); otherwise it is kept
+  // in the linear weights' type (f32 -> bf16 conversion when asked).
+  if (core::IsQuantized(e.dtype) && !storage.forced) {
+    if (d % core::BlockElems(e.dtype) != 0) return core::DataLoss(e.file + ": token_embd.weight rows are not whole blocks");
+    w->embedding_dtype = e.dtype;
+    w->embedding.Resize(core::RowBytes(e.dtype, d) * c.vocab_size);
+    std::memcpy(w->embedding.data(), e.data, w->embedding.size());
+  } else {
+    const DType table = storage.forced.value_or(DefaultStorage(core::IsQuantized(e.dtype) ? DType::kBF16 : e.dtype));
+    w->embedding_dtype = table;
+    w->embedding.Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(table));
+    std::vector<float> row(d);
+    for (int64_t r = 0; r < c.vocab_size; ++r) {
+      core::ConvertToF32(e.dtype, static_cast<const uint8_t*>(e.data) + r * core::RowBytes(e.dtype, d), row.data(), d);
+      for (int64_t k = 0; k < d; ++k) {
+        if (table == DType::kF32) w->embedding.as<float>()[r * d + k] = row[k];
+        else w->embedding.as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
+      }
+    }
+  }
+  return core::Status::Ok();
+}
+
 StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage) {
   const std::string problem = c.Validate();
   if (!problem.empty()) return core::InvalidArgument(c.name + ": " + problem);
   TransformerWeights w;
-  const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+  const int64_t d = c.d_model, hd = c.head_dim;
   const std::vector<int> blocks = c.SublayerBlocks();
   int kv_index = 0, state_index = 0;
   for (size_t li = 0; li < c.layers.size(); ++li) {
     const int block = blocks[li];
     if (c.layers[li] == LayerKind::kAttention) {
-      AttentionLayerWeights a;
-      RADIXLM_ASSIGN_OR_RETURN(a.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
-      const int64_t q_rows = c.attn_output_gate ? 2 * q : q;  // [q_h | gate_h] per head
-      RADIXLM_ASSIGN_OR_RETURN(a.qkv, GetStacked(src, {Blk(block, "attn_q.weight"), Blk(block, "attn_k.weight"), Blk(block, "attn_v.weight")},
-                                                 {q_rows, kv, kv}, d, storage));
-      if (c.qkv_bias) {
-        for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
-          RADIXLM_ASSIGN_OR_RETURN(auto b, GetVector(src, Blk(block, n), n[5] == 'q' ? q : kv));
-          a.qkv_bias.insert(a.qkv_bias.end(), b.begin(), b.end());
-        }
-      }
-      if (c.qk_norm) {
-        RADIXLM_ASSIGN_OR_RETURN(a.q_norm, GetVector(src, Blk(block, "attn_q_norm.weight"), hd));
-        RADIXLM_ASSIGN_OR_RETURN(a.k_norm, GetVector(src, Blk(block, "attn_k_norm.weight"), hd));
-      }
-      RADIXLM_ASSIGN_OR_RETURN(a.o, GetStacked(src, {Blk(block, "attn_output.weight")}, {d}, q, storage));
+      RADIXLM_ASSIGN_OR_RETURN(AttentionLayerWeights a, BuildAttention(c, src, block, storage));
       a.kv_index = kv_index++;
       w.attention.push_back(std::move(a));
     } else if (c.layers[li] == LayerKind::kMlp) {
-      MlpLayerWeights m;
-      // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
-      RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
-      if (c.mlp_act == ModelConfig::MlpAct::kRelu2) {
-        RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
-      } else {
-        RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
-                                                       {c.ffn_dim, c.ffn_dim}, d, storage));
-      }
-      RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
+      RADIXLM_ASSIGN_OR_RETURN(MlpLayerWeights m, BuildMlp(c, src, block, storage));
       w.mlp.push_back(std::move(m));
     } else if (c.layers[li] == LayerKind::kMoe) {
       RADIXLM_ASSIGN_OR_RETURN(MoeLayerWeights m, BuildMoe(c, src, block, storage));
@@ -402,30 +447,7 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     return core::DataLoss(c.name + ": the embeddings are not tied (tie_word_embeddings false) but the model has no "
                           "output matrix (lm_head.weight / output.weight)");
   RADIXLM_ASSIGN_OR_RETURN(w.lm_head, GetStacked(src, {tied ? "token_embd.weight" : "output.weight"}, {c.vocab_size}, d, storage));
-  if (!tied) {
-    std::vector<float> scratch;
-    RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get("token_embd.weight", {c.vocab_size, d}, &scratch));
-    // A quantised table stays quantised (a row is dequantised per lookup); otherwise it is kept
-    // in the linear weights' type (f32 -> bf16 conversion when asked).
-    if (core::IsQuantized(e.dtype) && !storage.forced) {
-      if (d % core::BlockElems(e.dtype) != 0) return core::DataLoss(e.file + ": token_embd.weight rows are not whole blocks");
-      w.embedding_dtype = e.dtype;
-      w.embedding.Resize(core::RowBytes(e.dtype, d) * c.vocab_size);
-      std::memcpy(w.embedding.data(), e.data, w.embedding.size());
-    } else {
-      const DType table = storage.forced.value_or(DefaultStorage(core::IsQuantized(e.dtype) ? DType::kBF16 : e.dtype));
-      w.embedding_dtype = table;
-      w.embedding.Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(table));
-      std::vector<float> row(d);
-      for (int64_t r = 0; r < c.vocab_size; ++r) {
-        core::ConvertToF32(e.dtype, static_cast<const uint8_t*>(e.data) + r * core::RowBytes(e.dtype, d), row.data(), d);
-        for (int64_t k = 0; k < d; ++k) {
-          if (table == DType::kF32) w.embedding.as<float>()[r * d + k] = row[k];
-          else w.embedding.as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
-        }
-      }
-    }
-  }
+  if (!tied) RADIXLM_RETURN_IF_ERROR(LoadUntiedEmbedding(c, src, storage, &w));
   ModelConfig final_config = c;
   final_config.tied_embeddings = tied;
   if (src.Has("rope_freqs.weight")) {
