@@ -954,100 +954,114 @@ namespace {
   Raise("TypeError", "unsupported operand type(s) for " + std::string(op) + ": '" + a.TypeName() + "' and '" + b.TypeName() + "'");
 }
 
+// a + b: checked int64 sum, float sum, or concatenation of two strings, lists or tuples.
+Value Add(std::string_view op, const Value& a, const Value& b, bool ints) {
+  if (ints) {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
+    return Value::Int(r);
+  }
+  if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() + b.AsFloat());
+  if (a.IsString() && b.IsString()) return Value::String(a.AsString() + b.AsString());
+  if (a.IsString()) Raise("TypeError", "can only concatenate str (not \"" + b.TypeName() + "\") to str");
+  if (a.type() == b.type() && a.IsSequence()) {
+    ChargeOps(static_cast<int64_t>(a.AsList().size() + b.AsList().size()));
+    ValueList out = a.AsList();
+    out.insert(out.end(), b.AsList().begin(), b.AsList().end());
+    return a.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
+  }
+  if (a.type() == Value::Type::kList) Raise("TypeError", "can only concatenate list (not \"" + b.TypeName() + "\") to list");
+  Unsupported(op, a, b);
+}
+
+// a * b: checked int64 product, float product, or a string, list or tuple repeated n times.
+Value Multiply(std::string_view op, const Value& a, const Value& b, bool ints) {
+  if (ints) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
+    return Value::Int(r);
+  }
+  if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() * b.AsFloat());
+  const Value& seq = a.IsNumber() ? b : a;
+  const Value& n = a.IsNumber() ? a : b;
+  if (n.IsNumber() && n.type() != Value::Type::kFloat && (seq.IsString() || seq.IsSequence())) {
+    // The size first ('x' * 10**10 asks for 10 GB): charged before anything is made.
+    const uint64_t times = static_cast<uint64_t>(std::max<int64_t>(0, n.AsInt()));
+    const uint64_t unit = seq.IsString() ? seq.AsString().size() : seq.AsList().size();
+    uint64_t total = 0;
+    if (__builtin_mul_overflow(times, unit, &total)) total = UINT64_MAX / 2;
+    if (seq.IsString()) {
+      ChargeString(total);
+      std::string out;
+      for (uint64_t i = 0; i < times; ++i) out += seq.AsString();
+      return Value::String(out);
+    }
+    ChargeOps(static_cast<int64_t>(std::min<uint64_t>(total, INT64_MAX / 2)));
+    ValueList out;
+    for (uint64_t i = 0; i < times; ++i) out.insert(out.end(), seq.AsList().begin(), seq.AsList().end());
+    return seq.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
+  }
+  Unsupported(op, a, b);
+}
+
+// a / b, a // b and a % b with Python's meanings (floor division, the remainder's sign that of b).
+Value Divide(std::string_view op, const Value& a, const Value& b, bool ints) {
+  if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
+  if (b.AsFloat() == 0) Raise("ZeroDivisionError", op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (op == "/") return Value::Float(a.AsFloat() / b.AsFloat());
+  if (ints) {
+    if (b.AsInt() == -1) {  // INT64_MIN / -1 traps in C++ (Python's answer is 2^63)
+      if (op == "%") return Value::Int(0);
+      if (a.AsInt() == INT64_MIN) Overflow();
+      return Value::Int(-a.AsInt());
+    }
+    const int64_t q = FloorDiv(a.AsInt(), b.AsInt());
+    return Value::Int(op == "//" ? q : a.AsInt() - q * b.AsInt());
+  }
+  return Value::Float(op == "//" ? PyFloorDiv(a.AsFloat(), b.AsFloat()) : PyMod(a.AsFloat(), b.AsFloat()));
+}
+
+// a ** b: exact for ints with a non-negative exponent, else a float, refusing what Python refuses.
+Value Power(std::string_view op, const Value& a, const Value& b, bool ints) {
+  if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
+  if (ints && b.AsInt() >= 0) {  // by squaring, checked: 2 ** 9223372036854775807 is an error at once
+    int64_t base = a.AsInt(), e = b.AsInt(), p = 1;
+    if (base == 0 || base == 1) return Value::Int(e == 0 ? 1 : base);
+    if (base == -1) return Value::Int(e % 2 ? -1 : 1);
+    for (; e > 0; e >>= 1) {
+      if ((e & 1) && __builtin_mul_overflow(p, base, &p)) Overflow();
+      if (e > 1 && __builtin_mul_overflow(base, base, &base)) Overflow();
+    }
+    return Value::Int(p);
+  }
+  if (a.AsFloat() == 0.0 && b.AsFloat() < 0) Raise("ZeroDivisionError", "0.0 cannot be raised to a negative power");
+  if (a.AsFloat() < 0 && std::isfinite(b.AsFloat()) && b.AsFloat() != std::trunc(b.AsFloat()))
+    Raise("TypeError", "a negative number to a fractional power is complex: complex numbers are not supported");
+  const double r = std::pow(a.AsFloat(), b.AsFloat());
+  if (std::isinf(r) && std::isfinite(a.AsFloat()) && std::isfinite(b.AsFloat()))
+    Raise("OverflowError", "(34, 'Numerical result out of range')");
+  return Value::Float(r);
+}
+
 }  // namespace
 
 Value BinaryOp(std::string_view op, const Value& a, const Value& b) {
   NoUndefined(a);
   NoUndefined(b);
   const bool ints = a.IsNumber() && b.IsNumber() && a.type() != Value::Type::kFloat && b.type() != Value::Type::kFloat;
-  int64_t r = 0;
-  if (op == "+") {
-    if (ints) {
-      if (__builtin_add_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
-      return Value::Int(r);
-    }
-    if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() + b.AsFloat());
-    if (a.IsString() && b.IsString()) return Value::String(a.AsString() + b.AsString());
-    if (a.IsString()) Raise("TypeError", "can only concatenate str (not \"" + b.TypeName() + "\") to str");
-    if (a.type() == b.type() && a.IsSequence()) {
-      ChargeOps(static_cast<int64_t>(a.AsList().size() + b.AsList().size()));
-      ValueList out = a.AsList();
-      out.insert(out.end(), b.AsList().begin(), b.AsList().end());
-      return a.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
-    }
-    if (a.type() == Value::Type::kList) Raise("TypeError", "can only concatenate list (not \"" + b.TypeName() + "\") to list");
-    Unsupported(op, a, b);
-  }
+  if (op == "+") return Add(op, a, b, ints);
   if (op == "-") {
     if (ints) {
+      int64_t r = 0;
       if (__builtin_sub_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
       return Value::Int(r);
     }
     if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() - b.AsFloat());
     Unsupported(op, a, b);
   }
-  if (op == "*") {
-    if (ints) {
-      if (__builtin_mul_overflow(a.AsInt(), b.AsInt(), &r)) Overflow();
-      return Value::Int(r);
-    }
-    if (a.IsNumber() && b.IsNumber()) return Value::Float(a.AsFloat() * b.AsFloat());
-    const Value& seq = a.IsNumber() ? b : a;
-    const Value& n = a.IsNumber() ? a : b;
-    if (n.IsNumber() && n.type() != Value::Type::kFloat && (seq.IsString() || seq.IsSequence())) {
-      // The size first ('x' * 10**10 asks for 10 GB): charged before anything is made.
-      const uint64_t times = static_cast<uint64_t>(std::max<int64_t>(0, n.AsInt()));
-      const uint64_t unit = seq.IsString() ? seq.AsString().size() : seq.AsList().size();
-      uint64_t total = 0;
-      if (__builtin_mul_overflow(times, unit, &total)) total = UINT64_MAX / 2;
-      if (seq.IsString()) {
-        ChargeString(total);
-        std::string out;
-        for (uint64_t i = 0; i < times; ++i) out += seq.AsString();
-        return Value::String(out);
-      }
-      ChargeOps(static_cast<int64_t>(std::min<uint64_t>(total, INT64_MAX / 2)));
-      ValueList out;
-      for (uint64_t i = 0; i < times; ++i) out.insert(out.end(), seq.AsList().begin(), seq.AsList().end());
-      return seq.type() == Value::Type::kTuple ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
-    }
-    Unsupported(op, a, b);
-  }
-  if (op == "/" || op == "//" || op == "%") {
-    if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
-    if (b.AsFloat() == 0) Raise("ZeroDivisionError", op == "/" ? "division by zero" : "integer division or modulo by zero");
-    if (op == "/") return Value::Float(a.AsFloat() / b.AsFloat());
-    if (ints) {
-      if (b.AsInt() == -1) {  // INT64_MIN / -1 traps in C++ (Python's answer is 2^63)
-        if (op == "%") return Value::Int(0);
-        if (a.AsInt() == INT64_MIN) Overflow();
-        return Value::Int(-a.AsInt());
-      }
-      const int64_t q = FloorDiv(a.AsInt(), b.AsInt());
-      return Value::Int(op == "//" ? q : a.AsInt() - q * b.AsInt());
-    }
-    return Value::Float(op == "//" ? PyFloorDiv(a.AsFloat(), b.AsFloat()) : PyMod(a.AsFloat(), b.AsFloat()));
-  }
-  if (op == "**") {
-    if (!a.IsNumber() || !b.IsNumber()) Unsupported(op, a, b);
-    if (ints && b.AsInt() >= 0) {  // by squaring, checked: 2 ** 9223372036854775807 is an error at once
-      int64_t base = a.AsInt(), e = b.AsInt(), p = 1;
-      if (base == 0 || base == 1) return Value::Int(e == 0 ? 1 : base);
-      if (base == -1) return Value::Int(e % 2 ? -1 : 1);
-      for (; e > 0; e >>= 1) {
-        if ((e & 1) && __builtin_mul_overflow(p, base, &p)) Overflow();
-        if (e > 1 && __builtin_mul_overflow(base, base, &base)) Overflow();
-      }
-      return Value::Int(p);
-    }
-    if (a.AsFloat() == 0.0 && b.AsFloat() < 0) Raise("ZeroDivisionError", "0.0 cannot be raised to a negative power");
-    if (a.AsFloat() < 0 && std::isfinite(b.AsFloat()) && b.AsFloat() != std::trunc(b.AsFloat()))
-      Raise("TypeError", "a negative number to a fractional power is complex: complex numbers are not supported");
-    const double r = std::pow(a.AsFloat(), b.AsFloat());
-    if (std::isinf(r) && std::isfinite(a.AsFloat()) && std::isfinite(b.AsFloat()))
-      Raise("OverflowError", "(34, 'Numerical result out of range')");
-    return Value::Float(r);
-  }
+  if (op == "*") return Multiply(op, a, b, ints);
+  if (op == "/" || op == "//" || op == "%") return Divide(op, a, b, ints);
+  if (op == "**") return Power(op, a, b, ints);
   Raise("TemplateSyntaxError", "unknown operator " + std::string(op));
 }
 
