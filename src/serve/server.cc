@@ -179,6 +179,71 @@ void WriteScoringMetrics(PromText& p, const engine::ScoringStats& st) {
   p.Metric("radixlm_scoring_seconds_total", "counter", "Time spent in scoring forwards.", st.seconds);
 }
 
+// A request without the server's API key (when one is set; /health is always open): the 401 in
+// the wire format of the API it asked (Anthropic's for /v1/messages), and true.
+bool RefuseUnauthorized(const std::string& api_key, const HttpRequest& req, HttpResponse& res) {
+  // Bearer (OpenAI's clients, Claude Code's ANTHROPIC_AUTH_TOKEN) or x-api-key (Anthropic's).
+  if (!api_key.empty() && req.path != "/health" && req.Header("Authorization") != "Bearer " + api_key &&
+      req.Header("x-api-key") != api_key) {
+    const ApiError e{401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"};
+    if (req.path.rfind("/v1/messages", 0) == 0) {
+      res.status = e.status;
+      res.SetContent(AnthropicErrorBody(e), "application/json");
+    } else {
+      SendError(res, e);
+    }
+    return true;
+  }
+  return false;
+}
+
+// /server_info: what a router needs to know of this replica (SGLang's /get_server_info, vLLM's
+// /server_info): the KV block size its block hashes are over, the context, the limits.
+json ServerInfo(const ServerConfig& config, const engine::Engine& engine, json cache_tiers, bool scoring, bool chat) {
+  const engine::EngineConfig& ec = engine.config();
+  return {
+      {"engine", "radixlm"},
+      {"model", config.model_name},
+      {"max_model_len", engine.max_request_tokens()},
+      {"block_size", ec.block_tokens},
+      {"num_blocks", ec.num_blocks},
+      {"prefix_cache", ec.prefix_cache},
+      {"kv_events", config.kv_events_endpoint.empty()
+                        ? json(nullptr)
+                        : json({{"endpoint", config.kv_events_endpoint},
+                                {"replay_endpoint", config.kv_events_replay_endpoint},
+                                {"topic", config.kv_events_topic},
+                                {"format", "vllm"},
+                                {"block_hash", "sha256_cbor, last 8 bytes big-endian"},
+                                {"snapshot", "/kv_cache/blocks"}})},
+      {"cache_tiers", std::move(cache_tiers)},
+      {"speculate", ec.speculate.on() ? json({{"source", ec.speculate.source},
+                                               {"draft_max", ec.speculate.draft_max},
+                                               {"max_step_rows", ec.speculate.max_step_rows}})
+                                      : json(nullptr)},
+      {"scoring", scoring},
+      {"chat", chat},
+      {"limits",
+       {{"max_concurrent_requests", config.max_concurrent_requests},
+        {"max_connections", config.max_connections},
+        {"max_body_bytes", config.max_body_bytes},
+        {"max_total_tokens", config.max_total_tokens},
+        {"max_scoring_inputs", config.max_scoring_inputs}}}};
+}
+
+// /kv_cache/blocks: every full block the cache holds, by the keys the events use: a router's
+// resync after it lost events beyond the replay buffer (computed on the engine loop).
+void SendCachedBlocks(const ServerConfig& config, engine::Engine& engine, HttpResponse& res) {
+  if (config.kv_events_endpoint.empty())
+    return SendError(res, {404, "KV cache events are off (serve --kv-events ENDPOINT)", "invalid_request_error", "", "not_found"});
+  const auto keys = engine.CachedBlockKeys(std::chrono::seconds(10));
+  const auto states = engine.CachedStateKeys(std::chrono::seconds(10));
+  if (!keys || !states) return SendError(res, {503, "the engine did not answer in time", "server_error", "", "busy"});
+  json out = {{"block_size", engine.config().block_tokens}, {"block_hashes", *keys}};
+  if (engine.publishes_ssm_checkpoints()) out["ssm_checkpoints"] = *states;
+  res.SetContent(core::JsonText(out), "application/json");
+}
+
 }  // namespace
 
 Server::Server(ServerConfig config, engine::Engine& engine, const tokenizer::Tokenizer& tok,
@@ -236,20 +301,9 @@ void Server::Routes() {
   // encodings are the transport's checks.)
   http_->SetPreRouting([this](const HttpRequest& req, HttpResponse& res) {
     ++http_requests_;
-    // Bearer (OpenAI's clients, Claude Code's ANTHROPIC_AUTH_TOKEN) or x-api-key (Anthropic's).
-    if (!config_.api_key.empty() && req.path != "/health" && req.Header("Authorization") != "Bearer " + config_.api_key &&
-        req.Header("x-api-key") != config_.api_key) {
-      const ApiError e{401, "Incorrect API key provided", "invalid_request_error", "", "invalid_api_key"};
-      if (req.path.rfind("/v1/messages", 0) == 0) {
-        res.status = e.status;
-        res.SetContent(AnthropicErrorBody(e), "application/json");
-      } else {
-        SendError(res, e);
-      }
-      ++http_errors_;
-      return true;
-    }
-    return false;
+    if (!RefuseUnauthorized(config_.api_key, req, res)) return false;
+    ++http_errors_;
+    return true;
   });
   using Run = HttpServer::Run;
   http_->Route("GET", "/health", [](const HttpRequest&, HttpResponse& res) { res.SetContent(R"({"status":"ok"})", "application/json"); },
@@ -265,52 +319,12 @@ void Server::Routes() {
   http_->Route("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
     res.SetContent(MetricsText(), "text/plain; version=0.0.4");
   }, Run::kInline);
-  // What a router needs to know of this replica (SGLang's /get_server_info, vLLM's
-  // /server_info): the KV block size its block hashes are over, the context, the limits.
   http_->Route("GET", "/server_info", [this](const HttpRequest&, HttpResponse& res) {
-    const engine::EngineConfig& ec = engine_.config();
-    const json info = {
-        {"engine", "radixlm"},
-        {"model", config_.model_name},
-        {"max_model_len", engine_.max_request_tokens()},
-        {"block_size", ec.block_tokens},
-        {"num_blocks", ec.num_blocks},
-        {"prefix_cache", ec.prefix_cache},
-        {"kv_events", config_.kv_events_endpoint.empty()
-                          ? json(nullptr)
-                          : json({{"endpoint", config_.kv_events_endpoint},
-                                  {"replay_endpoint", config_.kv_events_replay_endpoint},
-                                  {"topic", config_.kv_events_topic},
-                                  {"format", "vllm"},
-                                  {"block_hash", "sha256_cbor, last 8 bytes big-endian"},
-                                  {"snapshot", "/kv_cache/blocks"}})},
-        {"cache_tiers", CacheTiers()},
-        {"speculate", ec.speculate.on() ? json({{"source", ec.speculate.source},
-                                                 {"draft_max", ec.speculate.draft_max},
-                                                 {"max_step_rows", ec.speculate.max_step_rows}})
-                                        : json(nullptr)},
-        {"scoring", scoring_ != nullptr},
-        {"chat", chat_format_.has_value()},
-        {"limits",
-         {{"max_concurrent_requests", config_.max_concurrent_requests},
-          {"max_connections", config_.max_connections},
-          {"max_body_bytes", config_.max_body_bytes},
-          {"max_total_tokens", config_.max_total_tokens},
-          {"max_scoring_inputs", config_.max_scoring_inputs}}}};
+    const json info = ServerInfo(config_, engine_, CacheTiers(), scoring_ != nullptr, chat_format_.has_value());
     res.SetContent(core::JsonText(info), "application/json");
   }, Run::kInline);
-  // Every full block the cache holds, by the keys the events use: a router's resync after it
-  // lost events beyond the replay buffer (computed on the engine loop).
-  http_->Route("GET", "/kv_cache/blocks", [this](const HttpRequest&, HttpResponse& res) {
-    if (config_.kv_events_endpoint.empty())
-      return SendError(res, {404, "KV cache events are off (serve --kv-events ENDPOINT)", "invalid_request_error", "", "not_found"});
-    const auto keys = engine_.CachedBlockKeys(std::chrono::seconds(10));
-    const auto states = engine_.CachedStateKeys(std::chrono::seconds(10));
-    if (!keys || !states) return SendError(res, {503, "the engine did not answer in time", "server_error", "", "busy"});
-    json out = {{"block_size", engine_.config().block_tokens}, {"block_hashes", *keys}};
-    if (engine_.publishes_ssm_checkpoints()) out["ssm_checkpoints"] = *states;
-    res.SetContent(core::JsonText(out), "application/json");
-  });
+  http_->Route("GET", "/kv_cache/blocks",
+               [this](const HttpRequest&, HttpResponse& res) { SendCachedBlocks(config_, engine_, res); });
   ScoringRoutes();
   // The completion path's front doors (serve/front_door.h): one per API wire format.
   for (auto& [path, door] : std::initializer_list<std::pair<const char*, FrontDoor*>>{
