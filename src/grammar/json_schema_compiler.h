@@ -116,8 +116,13 @@ class Compiler {
   void AdditionalValues(const std::string& path, ObjectShape* o);
   void MemberList(const Json& s, const Json& props, const std::string& path, ObjectShape* o);
   void PropertyNames(const Json& names, const Json& props, const std::string& path, ObjectShape* o);
+  std::string ObjectExtraKv(const ObjectShape& o, const std::string& sp, const std::string& path);
+  std::vector<std::pair<std::string, std::string>> ObjectMemberKvs(const ObjectShape& o, const std::string& sp, const std::string& path);
+  std::optional<std::string> ObjectChain(const ObjectShape& o, const std::vector<std::pair<std::string, std::string>>& kvs,
+                                         const std::string& extra_kv, const std::string& sp, const std::string& path);
   std::string ObjectRule(const Json& s, const std::string& path);
   std::string KeyNotIn(const std::vector<std::string>& names);
+  void ArrayTuple(const Json& s, const std::string& path, Json* prefix, Json* rest);
   std::string ArrayRule(const Json& s, const std::string& path);
 
   const Json& root_;

@@ -378,19 +378,10 @@ Compiler::ObjectShape Compiler::ObjectMembers(const Json& s, const std::string& 
   return o;
 }
 
-// Members in order as a chain of rules: `more(i, c)` = the members from i on, each after a ",",
-// with c present so far; `first(i)` = the same with none present yet (no "," before the first).
-// Optional members may be skipped; additional members come last. c is counted only as far as
-// minProperties / maxProperties need (up to max, or up to min when there is no max); a branch
-// that cannot meet them is left out.
-std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
-  const ObjectShape o = ObjectMembers(s, path);
-  if (o.members.empty() && o.names.empty() && o.extra && o.patterns.empty() && o.names_schema.is_null() &&
-      IsTrivialSchema(o.additional) &&
-      o.min_count == 0 && !o.max_count) {
-    return Builtin("object");
-  }
-  const std::string sp = Builtin("space");
+// The rule of one additional member ("" when there is none): its key (a patternProperties
+// pattern, propertyNames' key, or any name not declared) and its value, or a name with a line
+// terminator typed by additionalProperties.
+std::string Compiler::ObjectExtraKv(const ObjectShape& o, const std::string& sp, const std::string& path) {
   std::string extra_kv;
   if (o.extra) {
     std::string key;
@@ -417,7 +408,13 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
       extra_kv = extra_kv.empty() ? bkv : Rule("additional-kvs", extra_kv + " | " + bkv);
     }
   }
-  // Member values first: an optional member no value satisfies can only be absent.
+  return extra_kv;
+}
+
+// Each member's (name, kv rule), in order. Member values first: an optional member no value
+// satisfies can only be absent.
+std::vector<std::pair<std::string, std::string>> Compiler::ObjectMemberKvs(const ObjectShape& o, const std::string& sp,
+                                                                           const std::string& path) {
   std::vector<std::pair<std::string, std::string>> kvs;  // (name, kv rule)
   for (const auto& [n, sub] : o.members) {
     std::string value;
@@ -429,6 +426,13 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
     }
     kvs.push_back({n, Rule(n + "-kv", JsonStringLiteral(n) + " " + sp + " \":\" " + sp + " " + value)});
   }
+  return kvs;
+}
+
+// The chain of ObjectRule's comment: `first(0)` (nullopt when no set of members meets the
+// counts), built from the last member back.
+std::optional<std::string> Compiler::ObjectChain(const ObjectShape& o, const std::vector<std::pair<std::string, std::string>>& kvs,
+                                                 const std::string& extra_kv, const std::string& sp, const std::string& path) {
   const uint64_t cap = o.max_count ? *o.max_count : o.min_count;  // counts past it are alike
   if ((cap + 1) * (kvs.size() + 1) > 20000) Fail(path, "unsupported keyword 'minProperties'/'maxProperties': too many counts to track");
   auto clamp = [&](uint64_t c) { return std::min(c, cap); };
@@ -471,26 +475,51 @@ std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
     first = f ? std::optional<std::string>(Rule(n + "-first", *f)) : std::nullopt;
     more.swap(next_more);
   }
+  return first;
+}
+
+// Members in order as a chain of rules: `more(i, c)` = the members from i on, each after a ",",
+// with c present so far; `first(i)` = the same with none present yet (no "," before the first).
+// Optional members may be skipped; additional members come last. c is counted only as far as
+// minProperties / maxProperties need (up to max, or up to min when there is no max); a branch
+// that cannot meet them is left out.
+std::string Compiler::ObjectRule(const Json& s, const std::string& path) {
+  const ObjectShape o = ObjectMembers(s, path);
+  if (o.members.empty() && o.names.empty() && o.extra && o.patterns.empty() && o.names_schema.is_null() &&
+      IsTrivialSchema(o.additional) &&
+      o.min_count == 0 && !o.max_count) {
+    return Builtin("object");
+  }
+  const std::string sp = Builtin("space");
+  const std::string extra_kv = ObjectExtraKv(o, sp, path);
+  const std::vector<std::pair<std::string, std::string>> kvs = ObjectMemberKvs(o, sp, path);
+  const std::optional<std::string> first = ObjectChain(o, kvs, extra_kv, sp, path);
   if (!first) Empty(path, "no set of members meets 'minProperties'/'maxProperties'");
   return Rule("object", "\"{\" " + sp + " " + *first + " \"}\" " + sp);
+}
+
+// An array schema's tuple (`prefix`, the schemas of the first elements) and the schema of the
+// elements after it (`rest`), in the schema's draft's form (the other form's keywords constrain
+// nothing there).
+void Compiler::ArrayTuple(const Json& s, const std::string& path, Json* prefix, Json* rest) {
+  const TupleForm form = merger_.tuple_form();
+  if (form != TupleForm::kItemsArray && s.contains("prefixItems")) {
+    *prefix = s["prefixItems"];
+    if (s.contains("items")) *rest = s["items"];
+  } else if (s.contains("items") && s["items"].is_array()) {
+    if (form == TupleForm::kPrefixItems) Fail(path, "in draft 2020-12 'items' is one schema (a tuple is 'prefixItems')");
+    *prefix = s["items"];
+    if (s.contains("additionalItems")) *rest = s["additionalItems"];
+  } else if (s.contains("items")) {
+    *rest = s["items"];
+  }
+  if (!prefix->is_array()) Fail(path, "'prefixItems' must be an array");
 }
 
 std::string Compiler::ArrayRule(const Json& s, const std::string& path) {
   Json prefix = Json::array();
   Json rest = Json(true);
-  // The tuple in the schema's draft's form (the other form's keywords constrain nothing there).
-  const TupleForm form = merger_.tuple_form();
-  if (form != TupleForm::kItemsArray && s.contains("prefixItems")) {
-    prefix = s["prefixItems"];
-    if (s.contains("items")) rest = s["items"];
-  } else if (s.contains("items") && s["items"].is_array()) {
-    if (form == TupleForm::kPrefixItems) Fail(path, "in draft 2020-12 'items' is one schema (a tuple is 'prefixItems')");
-    prefix = s["items"];
-    if (s.contains("additionalItems")) rest = s["additionalItems"];
-  } else if (s.contains("items")) {
-    rest = s["items"];
-  }
-  if (!prefix.is_array()) Fail(path, "'prefixItems' must be an array");
+  ArrayTuple(s, path, &prefix, &rest);
   size_t n = prefix.size();
   bool rest_allowed = !(rest.is_boolean() && !rest.get<bool>());
   uint64_t min = Count(s, "minItems", path).value_or(0);
