@@ -64,86 +64,124 @@ struct Conversation {
   std::set<std::string> call_ids;
 };
 
+// Items' pass over the input: the assistant turn being gathered (content, reasoning, calls) and
+// the system text not placed yet. One method per item type, each appending to *c.
+class ItemReader {
+ public:
+  // leading: no earlier turn, so system text read now becomes the conversation's system message.
+  ItemReader(Conversation* c, bool leading) : c_(c), leading_(leading) {}
+
+  bool Message(const ojson& item, const std::string& at, ApiError* err) {
+    const std::string role = FieldString(item, "role", "");
+    std::string text;
+    if (!item.contains("content")) return Bad(err, "a message needs 'content'", at);
+    if (!ContentText(item["content"], at + ".content", &text, err)) return false;
+    if (role == "system" || role == "developer") {
+      std::string& to = leading_ ? leading_system_ : pending_system_;
+      to += (to.empty() ? "" : "\n\n") + text;
+    } else if (role == "user") {
+      Flush();
+      leading_ = false;
+      if (!pending_system_.empty()) text = pending_system_ + "\n\n" + text;
+      pending_system_.clear();
+      c_->messages.push_back({{"role", "user"}, {"content", text}});
+    } else if (role == "assistant") {
+      leading_ = false;
+      std::string& content = Turn()["content"].get_ref<std::string&>();
+      content += text;
+    } else {
+      return Bad(err, "unknown role '" + role + "' (system, developer, user, assistant)", at + ".role");
+    }
+    return true;
+  }
+
+  bool FunctionCall(const ojson& item, const std::string& at, ApiError* err) {
+    leading_ = false;
+    if (!item.contains("call_id") || !item["call_id"].is_string() || !item.contains("name") || !item["name"].is_string() ||
+        !item.contains("arguments") || !item["arguments"].is_string())
+      return Bad(err, "a function_call needs string 'call_id', 'name' and 'arguments'", at);
+    c_->call_ids.insert(item["call_id"].get<std::string>());
+    ojson& t = Turn();
+    if (!t.contains("tool_calls")) t["tool_calls"] = ojson::array();
+    t["tool_calls"].push_back(
+        {{"id", item["call_id"]}, {"type", "function"}, {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+    return true;
+  }
+
+  bool FunctionCallOutput(const ojson& item, const std::string& at, ApiError* err) {
+    Flush();
+    leading_ = false;
+    if (!item.contains("call_id") || !item["call_id"].is_string()) return Bad(err, "a function_call_output needs a string 'call_id'", at);
+    const std::string id = item["call_id"].get<std::string>();
+    if (!c_->call_ids.count(id)) return Bad(err, "no earlier function_call has the call_id '" + id + "'", at + ".call_id");
+    std::string text;
+    if (!item.contains("output")) return Bad(err, "a function_call_output needs 'output'", at);
+    if (!ContentText(item["output"], at + ".output", &text, err)) return false;
+    c_->messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", text}});
+    return true;
+  }
+
+  void Reasoning(const ojson& item) {
+    leading_ = false;
+    Turn();
+    std::string text;  // the raw reasoning text, else the summaries'
+    for (const char* key : {"content", "summary"}) {
+      if (!text.empty() || !item.contains(key) || !item[key].is_array()) continue;
+      for (const ojson& p : item[key])
+        if (p.is_object() && p.contains("text") && p["text"].is_string()) text += p["text"].get<std::string>();
+    }
+    reasoning_ += text;
+  }
+
+  // After the last item: the open assistant turn, system text no turn followed (as a user
+  // message) and the leading system message.
+  void Finish() {
+    Flush();
+    if (!pending_system_.empty()) c_->messages.push_back({{"role", "user"}, {"content", pending_system_}});
+    if (!leading_system_.empty()) c_->messages.insert(c_->messages.begin(), ojson{{"role", "system"}, {"content", leading_system_}});
+  }
+
+ private:
+  void Flush() {
+    if (assistant_.is_null()) return;
+    if (!reasoning_.empty()) assistant_["reasoning_content"] = reasoning_;
+    reasoning_.clear();
+    c_->messages.push_back(std::move(assistant_));
+    assistant_ = nullptr;
+  }
+  ojson& Turn() {
+    if (assistant_.is_null()) assistant_ = {{"role", "assistant"}, {"content", ""}};
+    return assistant_;
+  }
+
+  Conversation* c_;
+  bool leading_;
+  ojson assistant_;  // the assistant turn being gathered, null: none
+  std::string pending_system_, reasoning_, leading_system_;
+};
+
 // Input items into chat messages, appended to *c (see the header for the rules).
 bool Items(const ojson& input, bool continuing, Conversation* c, ApiError* err) {
-  ojson assistant;  // the assistant turn being gathered (content, reasoning, calls), null: none
-  std::string pending_system, reasoning, leading_system;
-  bool leading = !continuing && c->messages.empty();
-  auto flush = [&] {
-    if (assistant.is_null()) return;
-    if (!reasoning.empty()) assistant["reasoning_content"] = reasoning;
-    reasoning.clear();
-    c->messages.push_back(std::move(assistant));
-    assistant = nullptr;
-  };
-  auto turn = [&]() -> ojson& {
-    if (assistant.is_null()) assistant = {{"role", "assistant"}, {"content", ""}};
-    return assistant;
-  };
+  ItemReader reader(c, !continuing && c->messages.empty());
   for (size_t i = 0; i < input.size(); ++i) {
     const ojson& item = input[i];
     const std::string at = "input[" + std::to_string(i) + "]";
     if (!item.is_object()) return Bad(err, "each input item must be an object", at);
     const std::string type = item.contains("type") ? FieldString(item, "type", "") : item.contains("role") ? "message" : "";
     if (type == "message") {
-      const std::string role = FieldString(item, "role", "");
-      std::string text;
-      if (!item.contains("content")) return Bad(err, "a message needs 'content'", at);
-      if (!ContentText(item["content"], at + ".content", &text, err)) return false;
-      if (role == "system" || role == "developer") {
-        std::string& to = leading ? leading_system : pending_system;
-        to += (to.empty() ? "" : "\n\n") + text;
-      } else if (role == "user") {
-        flush();
-        leading = false;
-        if (!pending_system.empty()) text = pending_system + "\n\n" + text;
-        pending_system.clear();
-        c->messages.push_back({{"role", "user"}, {"content", text}});
-      } else if (role == "assistant") {
-        leading = false;
-        std::string& content = turn()["content"].get_ref<std::string&>();
-        content += text;
-      } else {
-        return Bad(err, "unknown role '" + role + "' (system, developer, user, assistant)", at + ".role");
-      }
+      if (!reader.Message(item, at, err)) return false;
     } else if (type == "function_call") {
-      leading = false;
-      if (!item.contains("call_id") || !item["call_id"].is_string() || !item.contains("name") || !item["name"].is_string() ||
-          !item.contains("arguments") || !item["arguments"].is_string())
-        return Bad(err, "a function_call needs string 'call_id', 'name' and 'arguments'", at);
-      c->call_ids.insert(item["call_id"].get<std::string>());
-      ojson& t = turn();
-      if (!t.contains("tool_calls")) t["tool_calls"] = ojson::array();
-      t["tool_calls"].push_back(
-          {{"id", item["call_id"]}, {"type", "function"}, {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+      if (!reader.FunctionCall(item, at, err)) return false;
     } else if (type == "function_call_output") {
-      flush();
-      leading = false;
-      if (!item.contains("call_id") || !item["call_id"].is_string()) return Bad(err, "a function_call_output needs a string 'call_id'", at);
-      const std::string id = item["call_id"].get<std::string>();
-      if (!c->call_ids.count(id)) return Bad(err, "no earlier function_call has the call_id '" + id + "'", at + ".call_id");
-      std::string text;
-      if (!item.contains("output")) return Bad(err, "a function_call_output needs 'output'", at);
-      if (!ContentText(item["output"], at + ".output", &text, err)) return false;
-      c->messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", text}});
+      if (!reader.FunctionCallOutput(item, at, err)) return false;
     } else if (type == "reasoning") {
-      leading = false;
-      turn();
-      std::string text;  // the raw reasoning text, else the summaries'
-      for (const char* key : {"content", "summary"}) {
-        if (!text.empty() || !item.contains(key) || !item[key].is_array()) continue;
-        for (const ojson& p : item[key])
-          if (p.is_object() && p.contains("text") && p["text"].is_string()) text += p["text"].get<std::string>();
-      }
-      reasoning += text;
+      reader.Reasoning(item);
     } else {
       return Bad(err, "input item type '" + type + "' is not one this server reads (message, function_call, "
                       "function_call_output, reasoning)", at + ".type");
     }
   }
-  flush();
-  if (!pending_system.empty()) c->messages.push_back({{"role", "user"}, {"content", pending_system}});
-  if (!leading_system.empty()) c->messages.insert(c->messages.begin(), ojson{{"role", "system"}, {"content", leading_system}});
+  reader.Finish();
   return true;
 }
 
