@@ -134,6 +134,8 @@ class TokenizerBuilder {
     t_->merge_list_.push_back(a + " " + b);
     return core::Status::Ok();
   }
+  // A merge by ids, without its text (a SentencePiece vocabulary's merges are derived, not listed).
+  void AddMergeIds(int32_t a, int32_t b, int32_t merged, int32_t rank) { t_->merges_.Add(a, b, merged, rank); }
   core::Status Finish() {
     if (!error_.ok()) return error_;
     Tokenizer& t = *t_;
@@ -295,6 +297,64 @@ std::string HfChatTemplate(const json& config, const fs::path& dir) {
   }
   return text;
 }
+// A GGUF token's type (llama.cpp): 1 normal (also when the file lists no types), 2 unknown,
+// 3 control, 4 user-defined, 5 unused, 6 byte.
+int64_t GgufTokenType(const formats::GgufValue* types, size_t i) {
+  return types && i < types->array.size() ? types->array[i].AsInt() : 1;
+}
+
+// A gpt2 (byte-level BPE) GGUF's tokenizer.ggml.merges, "a b" each, in rank order.
+core::Status AddGgufMerges(TokenizerBuilder& b, const formats::GgufFile& g) {
+  const formats::GgufValue* merges = g.Find("tokenizer.ggml.merges");
+  if (!merges) return core::DataLoss(g.path() + ": gpt2 tokenizer without tokenizer.ggml.merges");
+  int32_t rank = 0;
+  for (const auto& m : merges->array) {
+    const std::string& s = m.AsString();
+    const size_t sp = s.find(' ', 1);
+    if (sp == std::string::npos) return core::DataLoss(g.path() + ": merge '" + s + "' is not 'a b'");
+    RADIXLM_RETURN_IF_ERROR(b.AddMerge(s.substr(0, sp), s.substr(sp + 1), rank++));
+  }
+  return core::Status::Ok();
+}
+
+// Each normal token's merge rank by score, higher score first (-1: not a normal token). Equal
+// scores share a rank, so ties go to the leftmost pair, as in llama.cpp.
+core::StatusOr<std::vector<int32_t>> SpmRanks(const formats::GgufFile& g, const formats::GgufValue* types,
+                                              const formats::GgufValue* scores, size_t n) {
+  if (!scores || scores->array.size() != n) return core::DataLoss(g.path() + ": llama tokenizer without matching tokenizer.ggml.scores");
+  std::vector<std::pair<double, int32_t>> by_score;
+  for (size_t i = 0; i < n; ++i)
+    if (GgufTokenType(types, i) == 1) {
+      const double score = scores->array[i].AsDouble();
+      // A NaN would make the sort's order inconsistent (undefined behaviour).
+      if (!std::isfinite(score)) return core::DataLoss(g.path() + ": tokenizer.ggml.scores[" + std::to_string(i) + "] is not finite");
+      by_score.push_back({-score, static_cast<int32_t>(i)});
+    }
+  std::sort(by_score.begin(), by_score.end());
+  std::vector<int32_t> rank(n, -1);
+  int32_t r = -1;
+  for (size_t k = 0; k < by_score.size(); ++k) {
+    if (k == 0 || by_score[k].first != by_score[k - 1].first) ++r;
+    rank[by_score[k].second] = r;
+  }
+  return rank;
+}
+
+// SentencePiece BPE: a pair merges when its concatenation is a ranked piece (split only between
+// characters), at that piece's rank.
+void AddSpmMerges(TokenizerBuilder& b, const formats::GgufValue& tokens, const std::vector<int32_t>& rank) {
+  const Tokenizer& t = b.t();
+  for (size_t i = 0; i < rank.size(); ++i) {
+    if (rank[i] < 0) continue;
+    const std::string& piece = tokens.array[i].AsString();
+    for (size_t split = 1; split < piece.size(); ++split) {
+      if ((static_cast<unsigned char>(piece[split]) & 0xC0) == 0x80) continue;  // inside a character
+      const int32_t a = t.TokenId(piece.substr(0, split)), c = t.TokenId(piece.substr(split));
+      if (a >= 0 && c >= 0 && rank[a] >= 0 && rank[c] >= 0) b.AddMergeIds(a, c, static_cast<int32_t>(i), rank[i]);
+    }
+  }
+}
+
 }  // namespace
 
 core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(const std::string& path) {
@@ -381,28 +441,19 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
   const formats::GgufValue* types = g.Find("tokenizer.ggml.token_type");
   const formats::GgufValue* scores = g.Find("tokenizer.ggml.scores");
   const size_t n = tokens->array.size();
-  auto type_of = [&](size_t i) -> int64_t { return types && i < types->array.size() ? types->array[i].AsInt() : 1; };
   if (model != "gpt2" && model != "llama")
     return core::Unimplemented(g.path() + ": tokenizer model '" + model + "' (radixlm reads gpt2 and llama)");
   TokenizerBuilder b(model == "gpt2" ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, g.path());
   Tokenizer& t = b.t();
-  // Token types (llama.cpp): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+  // Unknown, control and user-defined tokens are added tokens (special unless user-defined).
   for (size_t i = 0; i < n; ++i) {
     const std::string& piece = tokens->array[i].AsString();
-    const int64_t type = type_of(i);
+    const int64_t type = GgufTokenType(types, i);
     if (type == 2 || type == 3 || type == 4) b.AddAdded(piece, static_cast<int32_t>(i), type != 4);
     else b.SetPiece(static_cast<int32_t>(i), piece);
   }
   if (model == "gpt2") {
-    const formats::GgufValue* merges = g.Find("tokenizer.ggml.merges");
-    if (!merges) return core::DataLoss(g.path() + ": gpt2 tokenizer without tokenizer.ggml.merges");
-    int32_t rank = 0;
-    for (const auto& m : merges->array) {
-      const std::string& s = m.AsString();
-      const size_t sp = s.find(' ', 1);
-      if (sp == std::string::npos) return core::DataLoss(g.path() + ": merge '" + s + "' is not 'a b'");
-      RADIXLM_RETURN_IF_ERROR(b.AddMerge(s.substr(0, sp), s.substr(sp + 1), rank++));
-    }
+    RADIXLM_RETURN_IF_ERROR(AddGgufMerges(b, g));
     const std::string pre = g.Find("tokenizer.ggml.pre") ? g.Find("tokenizer.ggml.pre")->AsString() : "default";
     const PreTokenizerPreset* preset = FindPreTokenizer(pre);
     if (!preset)
@@ -413,32 +464,8 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
     t.ignore_merges_ = preset->ignore_merges;
   } else {
     // SentencePiece BPE: a pair merges when its concatenation is a piece; higher score first.
-    // Equal scores share a rank, so ties go to the leftmost pair, as in llama.cpp.
-    if (!scores || scores->array.size() != n) return core::DataLoss(g.path() + ": llama tokenizer without matching tokenizer.ggml.scores");
-    std::vector<std::pair<double, int32_t>> by_score;
-    for (size_t i = 0; i < n; ++i)
-      if (type_of(i) == 1) {
-        const double score = scores->array[i].AsDouble();
-        // A NaN would make the sort's order inconsistent (undefined behaviour).
-        if (!std::isfinite(score)) return core::DataLoss(g.path() + ": tokenizer.ggml.scores[" + std::to_string(i) + "] is not finite");
-        by_score.push_back({-score, static_cast<int32_t>(i)});
-      }
-    std::sort(by_score.begin(), by_score.end());
-    std::vector<int32_t> rank(n, -1);
-    int32_t r = -1;
-    for (size_t k = 0; k < by_score.size(); ++k) {
-      if (k == 0 || by_score[k].first != by_score[k - 1].first) ++r;
-      rank[by_score[k].second] = r;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (rank[i] < 0) continue;
-      const std::string& piece = tokens->array[i].AsString();
-      for (size_t split = 1; split < piece.size(); ++split) {
-        if ((static_cast<unsigned char>(piece[split]) & 0xC0) == 0x80) continue;  // inside a character
-        const int32_t a = t.TokenId(piece.substr(0, split)), c = t.TokenId(piece.substr(split));
-        if (a >= 0 && c >= 0 && rank[a] >= 0 && rank[c] >= 0) t.merges_.Add(a, c, static_cast<int32_t>(i), rank[i]);
-      }
-    }
+    RADIXLM_ASSIGN_OR_RETURN(const std::vector<int32_t> rank, SpmRanks(g, types, scores, n));
+    AddSpmMerges(b, *tokens, rank);
     t.unk_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.unknown_token_id", -1));
     t.spm_prefix_space_ = g.GetIntOr("tokenizer.ggml.add_space_prefix", 1) != 0;
   }
