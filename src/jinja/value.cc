@@ -344,33 +344,68 @@ std::string Value::ToJson(int indent, std::string_view item_sep, std::string_vie
   return out;
 }
 
+namespace {
+
+// json.dumps' item separator: with an indent, Python's json puts each item on its own line and
+// drops the trailing space of the item separator (", " becomes ",").
+std::string ItemSeparator(int indent, std::string_view item_sep) {
+  return indent >= 0 && !item_sep.empty() && item_sep.back() == ' ' ? std::string(item_sep.substr(0, item_sep.size() - 1))
+                                                                    : std::string(item_sep);
+}
+
+// A line break and the indent of `depth` levels (nothing without an indent).
+void JsonNewline(std::string* out, int indent, int depth) {
+  if (indent < 0) return;
+  ChargeString(static_cast<uint64_t>(indent) * static_cast<uint64_t>(depth) + 1);
+  out->push_back('\n');
+  out->append(static_cast<size_t>(indent) * depth, ' ');
+}
+
+// None, a bool, a number or a string as json.dumps writes it; false for any other type.
+bool JsonScalarInto(const Value& v, std::string* out) {
+  switch (v.type()) {
+    case Value::Type::kNone: *out += "null"; return true;
+    case Value::Type::kBool: *out += v.AsBool() ? "true" : "false"; return true;
+    case Value::Type::kInt: *out += std::to_string(v.AsInt()); return true;
+    case Value::Type::kFloat:
+      if (std::isnan(v.AsFloat())) *out += "NaN";
+      else if (std::isinf(v.AsFloat())) *out += v.AsFloat() > 0 ? "Infinity" : "-Infinity";
+      else *out += FloatRepr(v.AsFloat());
+      return true;
+    case Value::Type::kString:
+      ChargeString(v.AsString().size() + 2, out->size() + v.AsString().size() + 2);
+      JsonString(v.AsString(), out);
+      return true;
+    default: return false;
+  }
+}
+
+// A dict key as json.dumps writes it: a string, or None, a bool or a number as a string.
+void JsonKey(const Value& k, std::string* out) {
+  if (k.IsString()) JsonString(k.AsString(), out);
+  else if (k.IsNone()) *out += "\"null\"";
+  else if (k.IsNumber() || k.type() == Value::Type::kBool) JsonString(k.type() == Value::Type::kBool ? (k.AsBool() ? "true" : "false") : k.Repr(), out);
+  else Throw("TypeError", "keys must be str, int, float, bool or None, not " + k.TypeName());
+}
+
+// A dict's items in the order json.dumps writes them: insertion order, or by key (stable).
+std::vector<const std::pair<Value, Value>*> JsonItems(const Dict& dict, bool sort_keys) {
+  std::vector<const std::pair<Value, Value>*> items;
+  for (const auto& kv : dict.items()) items.push_back(&kv);
+  if (sort_keys)
+    std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first.Less(b->first); });
+  return items;
+}
+
+}  // namespace
+
 void Value::JsonInto(std::string* out, int indent, int depth, std::string_view item_sep, std::string_view key_sep,
                      bool sort_keys) const {
   DepthGuard guard("tojson's values");
   ChargeOps();
-  // With an indent, Python's json puts each item on its own line and drops the trailing
-  // space of the item separator (", " becomes ",").
-  const std::string sep = indent >= 0 && !item_sep.empty() && item_sep.back() == ' ' ? std::string(item_sep.substr(0, item_sep.size() - 1))
-                                                                                    : std::string(item_sep);
-  auto newline = [&](int d) {
-    if (indent < 0) return;
-    ChargeString(static_cast<uint64_t>(indent) * static_cast<uint64_t>(d) + 1);
-    out->push_back('\n');
-    out->append(static_cast<size_t>(indent) * d, ' ');
-  };
+  const std::string sep = ItemSeparator(indent, item_sep);
+  if (JsonScalarInto(*this, out)) return;
   switch (type_) {
-    case Type::kNone: *out += "null"; return;
-    case Type::kBool: *out += int_ ? "true" : "false"; return;
-    case Type::kInt: *out += std::to_string(int_); return;
-    case Type::kFloat:
-      if (std::isnan(float_)) *out += "NaN";
-      else if (std::isinf(float_)) *out += float_ > 0 ? "Infinity" : "-Infinity";
-      else *out += FloatRepr(float_);
-      return;
-    case Type::kString:
-      ChargeString(str_.size() + 2, out->size() + str_.size() + 2);
-      JsonString(str_, out);
-      return;
     case Type::kList:
     case Type::kTuple: {
       if (list_->empty()) {
@@ -380,10 +415,10 @@ void Value::JsonInto(std::string* out, int indent, int depth, std::string_view i
       out->push_back('[');
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) *out += sep;
-        newline(depth + 1);
+        JsonNewline(out, indent, depth + 1);
         (*list_)[i].JsonInto(out, indent, depth + 1, item_sep, key_sep, sort_keys);
       }
-      newline(depth);
+      JsonNewline(out, indent, depth);
       out->push_back(']');
       return;
     }
@@ -392,25 +427,18 @@ void Value::JsonInto(std::string* out, int indent, int depth, std::string_view i
         *out += "{}";
         return;
       }
-      std::vector<const std::pair<Value, Value>*> items;
-      for (const auto& kv : dict_->items()) items.push_back(&kv);
-      if (sort_keys)
-        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first.Less(b->first); });
+      const std::vector<const std::pair<Value, Value>*> items = JsonItems(*dict_, sort_keys);
       out->push_back('{');
       bool first = true;
       for (const auto* kv : items) {
         if (!first) *out += sep;
         first = false;
-        newline(depth + 1);
-        const Value& k = kv->first;
-        if (k.IsString()) JsonString(k.str_, out);
-        else if (k.IsNone()) *out += "\"null\"";
-        else if (k.IsNumber() || k.type_ == Type::kBool) JsonString(k.type_ == Type::kBool ? (k.int_ ? "true" : "false") : k.Repr(), out);
-        else Throw("TypeError", "keys must be str, int, float, bool or None, not " + k.TypeName());
+        JsonNewline(out, indent, depth + 1);
+        JsonKey(kv->first, out);
         *out += key_sep;
         kv->second.JsonInto(out, indent, depth + 1, item_sep, key_sep, sort_keys);
       }
-      newline(depth);
+      JsonNewline(out, indent, depth);
       out->push_back('}');
       return;
     }
