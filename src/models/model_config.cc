@@ -139,6 +139,79 @@ std::string Num(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
+
+// The scalars a file states (norm epsilon, context, Granite's multipliers, llama3 RoPE scaling):
+// the first out of range, "" when all are plausible.
+std::string CheckScalars(const ModelConfig& c) {
+  // Numbers a file states that no model can have: they would run and produce NaN logits.
+  // Real checkpoints use 1e-6 to 1e-5 (BERT's layer norms 1e-12); 1e-45 is a denormal that
+  // still runs, and only differs in the last bits: refused as no model's.
+  if (!(std::isfinite(c.rms_eps) && c.rms_eps >= 1e-12f && c.rms_eps <= 0.1f))
+    return "the norm epsilon must be in [1e-12, 0.1], not " + Num(c.rms_eps);
+  if (c.max_context <= 0) return "the context length must be positive";
+  // Scales a Granite config states: 0, 1e-45 or 1e39 would load and make every logit NaN or
+  // inf. Real checkpoints use 1 to ~100 (logits_scaling 8, embedding_multiplier 12, ...).
+  for (const auto& [name, v] : {std::pair{"logits_scaling", c.logits_scaling}, {"embedding_multiplier", c.embedding_multiplier},
+                                {"residual_multiplier", c.residual_multiplier}})
+    if (!(std::isfinite(v) && std::abs(v) >= 1e-6f && std::abs(v) <= 1e6f))
+      return std::string(name) + " must be a finite number of magnitude 1e-6 to 1e6, not " + Num(v);
+  if (!(std::isfinite(c.attention_multiplier) && c.attention_multiplier >= 0 && c.attention_multiplier <= 1e6f) ||
+      (c.attention_multiplier != 0 && c.attention_multiplier < 1e-6f))
+    return "attention_multiplier must be 0 (1/sqrt(head_dim)) or a finite number in [1e-6, 1e6], not " +
+           Num(c.attention_multiplier);
+  if (c.rope_scaling.factor != 0) {  // llama3 scaling: a factor stretches the wavelengths, >= 1
+    const kernels::Llama3RopeScaling& r = c.rope_scaling;
+    if (!(std::isfinite(r.factor) && r.factor >= 1 && r.factor <= 1e4f))
+      return "rope_scaling factor must be in [1, 1e4], not " + Num(r.factor);
+    if (!(std::isfinite(r.low_freq_factor) && std::isfinite(r.high_freq_factor) && r.low_freq_factor > 0 &&
+          r.high_freq_factor > r.low_freq_factor && r.original_max_position > 0))
+      return "rope_scaling needs 0 < low_freq_factor < high_freq_factor and a positive original_max_position_embeddings";
+  }
+  return "";
+}
+
+// The sizes of the mixers the model has (attention, Mamba2, Gated DeltaNet): the first
+// inconsistency, "" when none.
+std::string CheckMixers(const ModelConfig& c) {
+  if (c.n_attention_layers() > 0) {
+    // 1e4 to 1e8 in real checkpoints (Qwen3.5 1e7); 1e38 runs but leaves no rotation at all.
+    if (c.use_rope && !(std::isfinite(c.rope_theta) && c.rope_theta > 1.0 && c.rope_theta <= 1e12))
+      return "rope_theta must be a finite number in (1, 1e12], not " + Num(c.rope_theta);
+    if (c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0) return "attention sizes must be positive";
+    if (c.n_heads % c.n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";
+    if (c.n_heads / c.n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";
+    if (c.use_rope && c.head_dim % 2 != 0) return "head_dim must be even for RoPE";
+  }
+  if (c.CountLayers(LayerKind::kMamba2) > 0) {
+    if (c.ssm_heads <= 0 || c.ssm_head_dim <= 0 || c.ssm_state <= 0 || c.ssm_groups <= 0 || c.ssm_conv < 2)
+      return "Mamba2 sizes must be positive (and d_conv >= 2)";
+    if (c.ssm_heads % c.ssm_groups != 0) return "Mamba2 heads must be a multiple of the groups";
+    if ((c.ssm_heads * c.ssm_head_dim) % c.ssm_norm_group_size() != 0) return "gated-norm group must divide d_inner";
+    if (c.ssm_chunk < 0) return "the Mamba2 scan chunk must be 0 (exact recurrence) or positive";
+  }
+  if (c.CountLayers(LayerKind::kDeltaNet) > 0) {
+    if (c.gdn_k_heads <= 0 || c.gdn_v_heads <= 0 || c.gdn_head_dim <= 0 || c.ssm_conv < 2)
+      return "Gated DeltaNet sizes must be positive (and the conv kernel >= 2)";
+    if (c.gdn_k_heads > kMaxHeads || c.gdn_v_heads > kMaxHeads || c.gdn_head_dim > 4096)
+      return "implausible Gated DeltaNet sizes";
+    if (c.gdn_v_heads % c.gdn_k_heads != 0) return "Gated DeltaNet value heads must be a multiple of its key heads";
+  }
+  return "";
+}
+
+// The mixture of experts' sizes, groups and weights scale: the first inconsistency, "" when none.
+std::string CheckMoe(const MoeConfig& m) {
+  if (m.experts <= 0 || m.used <= 0 || m.ffn <= 0) return "mixture-of-experts sizes must be positive";
+  if (m.experts > 4096 || m.ffn > kMaxDim || m.shared_ffn < 0 || m.shared_ffn > kMaxDim) return "implausible expert sizes";
+  if (m.used > m.experts) return "more experts used per token than there are experts";
+  if (m.groups < 1 || m.groups_used < 1 || m.groups_used > m.groups || m.experts % m.groups != 0 ||
+      (m.groups > 1 && m.used > (m.experts / m.groups) * m.groups_used))
+    return "expert groups must divide the experts and hold the experts used";
+  if (!(std::isfinite(m.weights_scale) && m.weights_scale > 0 && m.weights_scale <= 1e6f))
+    return "the expert weights scale must be a finite positive number, not " + Num(m.weights_scale);
+  return "";
+}
+
 }  // namespace
 
 std::string ModelConfig::Validate() const {
@@ -151,64 +224,11 @@ std::string ModelConfig::Validate() const {
       ssm_head_dim > kMaxDim || ssm_state > kMaxDim || ssm_groups > kMaxHeads || ssm_conv > 1024 ||
       int64_t{ssm_heads} * ssm_head_dim > kMaxDim || int64_t{n_heads} * head_dim > kMaxDim)
     return "implausible attention or Mamba2 sizes";
-  // Numbers a file states that no model can have: they would run and produce NaN logits.
-  // Real checkpoints use 1e-6 to 1e-5 (BERT's layer norms 1e-12); 1e-45 is a denormal that
-  // still runs, and only differs in the last bits: refused as no model's.
-  if (!(std::isfinite(rms_eps) && rms_eps >= 1e-12f && rms_eps <= 0.1f))
-    return "the norm epsilon must be in [1e-12, 0.1], not " + Num(rms_eps);
-  if (max_context <= 0) return "the context length must be positive";
-  // Scales a Granite config states: 0, 1e-45 or 1e39 would load and make every logit NaN or
-  // inf. Real checkpoints use 1 to ~100 (logits_scaling 8, embedding_multiplier 12, ...).
-  for (const auto& [name, v] : {std::pair{"logits_scaling", logits_scaling}, {"embedding_multiplier", embedding_multiplier},
-                                {"residual_multiplier", residual_multiplier}})
-    if (!(std::isfinite(v) && std::abs(v) >= 1e-6f && std::abs(v) <= 1e6f))
-      return std::string(name) + " must be a finite number of magnitude 1e-6 to 1e6, not " + Num(v);
-  if (!(std::isfinite(attention_multiplier) && attention_multiplier >= 0 && attention_multiplier <= 1e6f) ||
-      (attention_multiplier != 0 && attention_multiplier < 1e-6f))
-    return "attention_multiplier must be 0 (1/sqrt(head_dim)) or a finite number in [1e-6, 1e6], not " +
-           Num(attention_multiplier);
-  if (rope_scaling.factor != 0) {  // llama3 scaling: a factor stretches the wavelengths, >= 1
-    const kernels::Llama3RopeScaling& r = rope_scaling;
-    if (!(std::isfinite(r.factor) && r.factor >= 1 && r.factor <= 1e4f))
-      return "rope_scaling factor must be in [1, 1e4], not " + Num(r.factor);
-    if (!(std::isfinite(r.low_freq_factor) && std::isfinite(r.high_freq_factor) && r.low_freq_factor > 0 &&
-          r.high_freq_factor > r.low_freq_factor && r.original_max_position > 0))
-      return "rope_scaling needs 0 < low_freq_factor < high_freq_factor and a positive original_max_position_embeddings";
-  }
-  if (n_attention_layers() > 0) {
-    // 1e4 to 1e8 in real checkpoints (Qwen3.5 1e7); 1e38 runs but leaves no rotation at all.
-    if (use_rope && !(std::isfinite(rope_theta) && rope_theta > 1.0 && rope_theta <= 1e12))
-      return "rope_theta must be a finite number in (1, 1e12], not " + Num(rope_theta);
-    if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return "attention sizes must be positive";
-    if (n_heads % n_kv_heads != 0) return "n_heads must be a multiple of n_kv_heads";
-    if (n_heads / n_kv_heads > 16) return "more than 16 query heads per kv head is not supported";
-    if (use_rope && head_dim % 2 != 0) return "head_dim must be even for RoPE";
-  }
-  if (CountLayers(LayerKind::kMamba2) > 0) {
-    if (ssm_heads <= 0 || ssm_head_dim <= 0 || ssm_state <= 0 || ssm_groups <= 0 || ssm_conv < 2)
-      return "Mamba2 sizes must be positive (and d_conv >= 2)";
-    if (ssm_heads % ssm_groups != 0) return "Mamba2 heads must be a multiple of the groups";
-    if ((ssm_heads * ssm_head_dim) % ssm_norm_group_size() != 0) return "gated-norm group must divide d_inner";
-    if (ssm_chunk < 0) return "the Mamba2 scan chunk must be 0 (exact recurrence) or positive";
-  }
-  if (CountLayers(LayerKind::kDeltaNet) > 0) {
-    if (gdn_k_heads <= 0 || gdn_v_heads <= 0 || gdn_head_dim <= 0 || ssm_conv < 2)
-      return "Gated DeltaNet sizes must be positive (and the conv kernel >= 2)";
-    if (gdn_k_heads > kMaxHeads || gdn_v_heads > kMaxHeads || gdn_head_dim > 4096)
-      return "implausible Gated DeltaNet sizes";
-    if (gdn_v_heads % gdn_k_heads != 0) return "Gated DeltaNet value heads must be a multiple of its key heads";
-  }
+  if (std::string problem = CheckScalars(*this); !problem.empty()) return problem;
+  if (std::string problem = CheckMixers(*this); !problem.empty()) return problem;
   if (CountLayers(LayerKind::kMlp) > 0 && ffn_dim <= 0) return "the MLP size must be positive";
   if (CountLayers(LayerKind::kMoe) > 0) {
-    const MoeConfig& m = moe;
-    if (m.experts <= 0 || m.used <= 0 || m.ffn <= 0) return "mixture-of-experts sizes must be positive";
-    if (m.experts > 4096 || m.ffn > kMaxDim || m.shared_ffn < 0 || m.shared_ffn > kMaxDim) return "implausible expert sizes";
-    if (m.used > m.experts) return "more experts used per token than there are experts";
-    if (m.groups < 1 || m.groups_used < 1 || m.groups_used > m.groups || m.experts % m.groups != 0 ||
-        (m.groups > 1 && m.used > (m.experts / m.groups) * m.groups_used))
-      return "expert groups must divide the experts and hold the experts used";
-    if (!(std::isfinite(m.weights_scale) && m.weights_scale > 0 && m.weights_scale <= 1e6f))
-      return "the expert weights scale must be a finite positive number, not " + Num(m.weights_scale);
+    if (std::string problem = CheckMoe(moe); !problem.empty()) return problem;
   }
   if (rope_dim < 0 || rope_dim > head_dim || rope_dim % 2 != 0) return "the rotary dims must be even and at most head_dim";
   return "";
