@@ -83,6 +83,62 @@ bool System(const ojson& system, Translation* t, ApiError* err) {
   return true;
 }
 
+// What a message's blocks hold besides its tool results: text, reasoning, tool calls.
+struct MessageParts {
+  std::vector<std::string> texts, thinking;
+  ojson calls = ojson::array();
+};
+
+// One content block of a `role` message, into *parts (a tool result straight into t's messages,
+// as a tool message).
+bool MessageBlock(const ojson& b, const std::string& at, const std::string& role, std::set<std::string>* call_ids,
+                  MessageParts* parts, Translation* t, ApiError* err) {
+  if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) return Bad(err, "a content block needs a string 'type'", at);
+  const std::string type = b["type"].get<std::string>();
+  t->marked |= MarkTtl(b, &t->mark_ttl);
+  if (type == "text") {
+    if (!b.contains("text") || !b["text"].is_string()) return Bad(err, "a text block needs a string 'text'", at + ".text");
+    parts->texts.push_back(b["text"].get<std::string>());
+  } else if (type == "tool_use" && role == "assistant") {
+    if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string())
+      return Bad(err, "a tool_use block needs string 'id' and 'name'", at);
+    const ojson input = b.contains("input") ? b["input"] : ojson::object();
+    if (!input.is_object()) return Bad(err, "a tool_use block's 'input' must be an object", at + ".input");
+    call_ids->insert(b["id"].get<std::string>());
+    parts->calls.push_back({{"id", b["id"]}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", input}}}});
+  } else if (type == "tool_result" && role == "user") {
+    if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) return Bad(err, "a tool_result block needs a string 'tool_use_id'", at);
+    const std::string id = b["tool_use_id"].get<std::string>();
+    if (!call_ids->count(id)) return Bad(err, "no earlier tool_use block has the id '" + id + "'", at + ".tool_use_id");
+    std::vector<std::string> result;
+    if (b.contains("content") && !b["content"].is_null() && !BlockTexts(b["content"], at + ".content", &result, t, err)) return false;
+    t->body["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", Join(result)}});
+  } else if (type == "thinking" && role == "assistant") {
+    if (!b.contains("thinking") || !b["thinking"].is_string()) return Bad(err, "a thinking block needs a string 'thinking'", at);
+    parts->thinking.push_back(b["thinking"].get<std::string>());
+  } else if (type == "redacted_thinking" && role == "assistant") {
+    // Encrypted reasoning of another model: nothing this one can read.
+  } else {
+    return Bad(err, "block type '" + type + "' is not one a " + role +
+                        " message can carry here (text, tool_use and thinking in assistant turns; text and tool_result "
+                        "in user turns; this model reads text only)", at + ".type");
+  }
+  return true;
+}
+
+// A system message's texts mid-conversation (most chat templates refuse a late system message):
+// appended to the user message it follows, else folded into the next one. Appending keeps the
+// conversation's prefix the same when it comes back longer (Claude Code sends one after its
+// first user message, the last message of the first turn), so the whole history stays a cache hit.
+void LateSystem(const std::vector<std::string>& texts, std::string* pending_system, Translation* t) {
+  ojson& msgs = t->body["messages"];
+  if (pending_system->empty() && !msgs.empty() && msgs.back()["role"] == "user" && msgs.back()["content"].is_string()) {
+    msgs.back()["content"] = msgs.back()["content"].get<std::string>() + "\n\n" + Join(texts);
+    return;
+  }
+  *pending_system += (pending_system->empty() ? "" : "\n\n") + Join(texts);
+}
+
 // One message's blocks into chat messages (tool results first, as tool messages).
 bool Message(const ojson& m, size_t index, std::set<std::string>* call_ids, std::string* pending_system, Translation* t,
              ApiError* err) {
@@ -95,63 +151,21 @@ bool Message(const ojson& m, size_t index, std::set<std::string>* call_ids, std:
   ojson blocks = m["content"];
   if (blocks.is_string()) blocks = ojson::array({{{"type", "text"}, {"text", blocks.get<std::string>()}}});
   if (!blocks.is_array()) return Bad(err, "must be a string or a list of content blocks", where + ".content");
-  std::vector<std::string> texts, thinking;
-  ojson calls = ojson::array();
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const ojson& b = blocks[i];
-    const std::string at = where + ".content." + std::to_string(i);
-    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) return Bad(err, "a content block needs a string 'type'", at);
-    const std::string type = b["type"].get<std::string>();
-    t->marked |= MarkTtl(b, &t->mark_ttl);
-    if (type == "text") {
-      if (!b.contains("text") || !b["text"].is_string()) return Bad(err, "a text block needs a string 'text'", at + ".text");
-      texts.push_back(b["text"].get<std::string>());
-    } else if (type == "tool_use" && role == "assistant") {
-      if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string())
-        return Bad(err, "a tool_use block needs string 'id' and 'name'", at);
-      const ojson input = b.contains("input") ? b["input"] : ojson::object();
-      if (!input.is_object()) return Bad(err, "a tool_use block's 'input' must be an object", at + ".input");
-      call_ids->insert(b["id"].get<std::string>());
-      calls.push_back({{"id", b["id"]}, {"type", "function"}, {"function", {{"name", b["name"]}, {"arguments", input}}}});
-    } else if (type == "tool_result" && role == "user") {
-      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) return Bad(err, "a tool_result block needs a string 'tool_use_id'", at);
-      const std::string id = b["tool_use_id"].get<std::string>();
-      if (!call_ids->count(id)) return Bad(err, "no earlier tool_use block has the id '" + id + "'", at + ".tool_use_id");
-      std::vector<std::string> result;
-      if (b.contains("content") && !b["content"].is_null() && !BlockTexts(b["content"], at + ".content", &result, t, err)) return false;
-      t->body["messages"].push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", Join(result)}});
-    } else if (type == "thinking" && role == "assistant") {
-      if (!b.contains("thinking") || !b["thinking"].is_string()) return Bad(err, "a thinking block needs a string 'thinking'", at);
-      thinking.push_back(b["thinking"].get<std::string>());
-    } else if (type == "redacted_thinking" && role == "assistant") {
-      // Encrypted reasoning of another model: nothing this one can read.
-    } else {
-      return Bad(err, "block type '" + type + "' is not one a " + role +
-                          " message can carry here (text, tool_use and thinking in assistant turns; text and tool_result "
-                          "in user turns; this model reads text only)", at + ".type");
-    }
-  }
+  MessageParts parts;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (!MessageBlock(blocks[i], where + ".content." + std::to_string(i), role, call_ids, &parts, t, err)) return false;
   if (role == "system") {
-    // Mid-conversation (most chat templates refuse a late system message): appended to the user
-    // message it follows, else folded into the next one. Appending keeps the conversation's
-    // prefix the same when it comes back longer (Claude Code sends one after its first user
-    // message, the last message of the first turn), so the whole history stays a cache hit.
-    ojson& msgs = t->body["messages"];
-    if (pending_system->empty() && !msgs.empty() && msgs.back()["role"] == "user" && msgs.back()["content"].is_string()) {
-      msgs.back()["content"] = msgs.back()["content"].get<std::string>() + "\n\n" + Join(texts);
-      return true;
-    }
-    *pending_system += (pending_system->empty() ? "" : "\n\n") + Join(texts);
+    LateSystem(parts.texts, pending_system, t);
     return true;
   }
   if (role == "user" && !pending_system->empty()) {
-    texts.insert(texts.begin(), *pending_system);
+    parts.texts.insert(parts.texts.begin(), *pending_system);
     pending_system->clear();
   }
-  if (role == "user" && texts.empty()) return true;  // only tool results
-  ojson msg = {{"role", role}, {"content", Join(texts)}};
-  if (!thinking.empty()) msg["reasoning_content"] = Join(thinking);
-  if (!calls.empty()) msg["tool_calls"] = calls;
+  if (role == "user" && parts.texts.empty()) return true;  // only tool results
+  ojson msg = {{"role", role}, {"content", Join(parts.texts)}};
+  if (!parts.thinking.empty()) msg["reasoning_content"] = Join(parts.thinking);
+  if (!parts.calls.empty()) msg["tool_calls"] = parts.calls;
   t->body["messages"].push_back(std::move(msg));
   return true;
 }
