@@ -124,19 +124,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   const std::span<const int32_t> positions = plan ? std::span<const int32_t>(plan->compact_positions) : b.positions;
   const int64_t n = static_cast<int64_t>(ids.size());
   const double start = profile_ ? Seconds() : 0;
-  const int64_t d = config_.d_model;
-  const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim;
-  const int64_t kv_dim = int64_t{config_.n_kv_heads} * config_.head_dim;
-  Grow(x_, n * d);
-  Grow(xn_, n * d);
-  Grow(qkv_, n * ((config_.attn_output_gate ? 2 : 1) * q_dim + 2 * kv_dim));
-  Grow(attn_, n * q_dim);
-  Grow(gate_up_, n * 2 * config_.ffn_dim);
-  Grow(act_, n * config_.ffn_dim);
-  Grow(rope_cs_, n * rope_.rot_dim);
-  ForRows(pool, n, [&](int64_t t0, int64_t t1) {
-    kernels::RopeCosSin(rope_, positions.data() + t0, t1 - t0, rope_cs_.data() + t0 * rope_.rot_dim);
-  });
+  PrepareWorkspace(pool, positions, n);
 
   Embed(ids);  // x: [n_tokens, d_model]
   if (plan && b.trie_attention) {
@@ -157,6 +145,32 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     }
   }
 
+  FinalRows(pool, b, logits);
+  if (profile_) profile_->total_s += Seconds() - start;
+}
+
+// The workspace grown to n rows (the warmed-up path does not allocate) and the rows' RoPE
+// cos/sin, the rows spread over the pool.
+void Transformer::PrepareWorkspace(core::ThreadPool& pool, std::span<const int32_t> positions, int64_t n) {
+  const int64_t d = config_.d_model;
+  const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim;
+  const int64_t kv_dim = int64_t{config_.n_kv_heads} * config_.head_dim;
+  Grow(x_, n * d);
+  Grow(xn_, n * d);
+  Grow(qkv_, n * ((config_.attn_output_gate ? 2 : 1) * q_dim + 2 * kv_dim));
+  Grow(attn_, n * q_dim);
+  Grow(gate_up_, n * 2 * config_.ffn_dim);
+  Grow(act_, n * config_.ffn_dim);
+  Grow(rope_cs_, n * rope_.rot_dim);
+  ForRows(pool, n, [&](int64_t t0, int64_t t1) {
+    kernels::RopeCosSin(rope_, positions.data() + t0, t1 - t0, rope_cs_.data() + t0 * rope_.rot_dim);
+  });
+}
+
+// After the last layer: the final-normed hidden rows the batch asks for, and the logits rows.
+void Transformer::FinalRows(core::ThreadPool& pool, const ForwardBatch& b, float* logits) {
+  const CompactionPlan* plan = b.compaction;
+  const int64_t d = config_.d_model;
   for (size_t i = 0; i < b.hidden_rows.size(); ++i) {
     RADIXLM_CHECK(b.hidden && b.hidden_rows[i] >= 0 && b.hidden_rows[i] < static_cast<int64_t>(b.token_ids.size()));
     const int32_t row = plan ? plan->scatter[b.hidden_rows[i]] : b.hidden_rows[i];
@@ -175,7 +189,6 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     const float inv = 1.0f / config_.logits_scaling;
     for (int64_t i = 0; i < n_out * config_.vocab_size; ++i) logits[i] *= inv;
   }
-  if (profile_) profile_->total_s += Seconds() - start;
 }
 
 void Transformer::LogitsFromHidden(core::ThreadPool& pool, const float* hidden, int64_t n, float* logits) {
@@ -305,22 +318,7 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
                                             ? config_.attention_multiplier
                                             : 1.0f / std::sqrt(static_cast<float>(hd))};
   if (b.compaction && b.trie_attention) {
-    // Every compact row writes its K/V once (through its creator's table) and attends through
-    // that table; rows shared into a diverging block are copied there as well.
-    const CompactionPlan& plan = *b.compaction;
-    kernels::WriteKv(pool, layer, compact_seqs_, plan.compact_positions.data(), k, v);
-    if (!fix_rows_.empty()) {
-      const int64_t nf = static_cast<int64_t>(fix_rows_.size());
-      Grow(k_full_, nf * kv_dim);
-      Grow(v_full_, nf * kv_dim);
-      kernels::GatherRows(k, fix_rows_.data(), nf, kv_dim, k_full_.data());
-      kernels::GatherRows(v, fix_rows_.data(), nf, kv_dim, v_full_.data());
-      kernels::WriteKv(pool, layer, fix_seqs_, fix_positions_.data(), k_full_.data(), v_full_.data());
-    }
-    const double t0 = profile_ ? Seconds() : 0;
-    kernels::CascadeAttention(pool, params, layer, compact_seqs_, plan.compact_positions.data(), q, {},
-                              kernels::AttentionSplitTokens(layer.block_tokens), qkv_.data(), nullptr);
-    if (profile_) profile_->attention_s += Seconds() - t0;
+    TrieAttention(pool, params, layer, *b.compaction, q, k, v);
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
     AddResidual(pool, n);
     return;
@@ -349,12 +347,37 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
                             kernels::AttentionSplitTokens(layer.block_tokens), out, nullptr);
   if (profile_) profile_->attention_s += Seconds() - t0;
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
-  if (gated)  // Qwen3.5: attention output * sigmoid(gate), per element
-    ForRows(pool, n, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0 * q_dim; i < r1 * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
-    });
+  if (gated) ApplyOutputGate(pool, n, q_dim);
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
   AddResidual(pool, n);
+}
+
+// Trie-space attention, out into qkv_ [n, n_heads, head_dim]: every compact row writes its K/V
+// once (through its creator's table) and attends through that table; rows shared into a
+// diverging block are copied there as well.
+void Transformer::TrieAttention(core::ThreadPool& pool, const kernels::AttentionParams& params,
+                                const kernels::KvLayerView& layer, const CompactionPlan& plan, float* q, float* k, float* v) {
+  const int64_t hd = config_.head_dim, kv_dim = config_.n_kv_heads * hd;
+  kernels::WriteKv(pool, layer, compact_seqs_, plan.compact_positions.data(), k, v);
+  if (!fix_rows_.empty()) {
+    const int64_t nf = static_cast<int64_t>(fix_rows_.size());
+    Grow(k_full_, nf * kv_dim);
+    Grow(v_full_, nf * kv_dim);
+    kernels::GatherRows(k, fix_rows_.data(), nf, kv_dim, k_full_.data());
+    kernels::GatherRows(v, fix_rows_.data(), nf, kv_dim, v_full_.data());
+    kernels::WriteKv(pool, layer, fix_seqs_, fix_positions_.data(), k_full_.data(), v_full_.data());
+  }
+  const double t0 = profile_ ? Seconds() : 0;
+  kernels::CascadeAttention(pool, params, layer, compact_seqs_, plan.compact_positions.data(), q, {},
+                            kernels::AttentionSplitTokens(layer.block_tokens), qkv_.data(), nullptr);
+  if (profile_) profile_->attention_s += Seconds() - t0;
+}
+
+// Qwen3.5: attention output qkv_ [n, q_dim] * sigmoid(gate_), per element.
+void Transformer::ApplyOutputGate(core::ThreadPool& pool, int64_t n, int64_t q_dim) {
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * q_dim; i < r1 * q_dim; ++i) qkv_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));
+  });
 }
 
 void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n) {

@@ -160,6 +160,10 @@ class Transformer {
   void AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w, const ForwardBatch& b,
                          KvStore& kv, int64_t n);
   void SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& w, int64_t n, float** q, float** k, float** v);
+  // Attention over the compact rows through their creators' tables (b.trie_attention), into qkv_.
+  void TrieAttention(core::ThreadPool& pool, const kernels::AttentionParams& params, const kernels::KvLayerView& layer,
+                     const CompactionPlan& plan, float* q, float* k, float* v);
+  void ApplyOutputGate(core::ThreadPool& pool, int64_t n, int64_t q_dim);  // qkv_ *= sigmoid(gate_)
   void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
   void MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   // Router: each row's chosen experts (moe_ids_) and weights (moe_w_), [n, used].
@@ -189,6 +193,8 @@ class Transformer {
   ForwardProfile* profile_ = nullptr;
   std::mutex forward_mu_;
   void Embed(std::span<const int32_t> ids);
+  void PrepareWorkspace(core::ThreadPool& pool, std::span<const int32_t> positions, int64_t n);
+  void FinalRows(core::ThreadPool& pool, const ForwardBatch& b, float* logits);  // hidden rows, logits
 
   ModelConfig config_;
   TransformerWeights weights_;
