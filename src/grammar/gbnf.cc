@@ -165,6 +165,8 @@ class Parser {
   }
 
   size_t ParseSequence(size_t p, const std::string& name, std::vector<Symbol>& seq, bool nested);
+  size_t ParseGroup(size_t p, const std::string& name, std::vector<Symbol>& seq, bool nested, size_t* last_start,
+                    uint64_t* n_prev);
   // Counts n more symbols against the limit.
   void AddSymbols(uint64_t n, size_t p) {
     symbols_ += n;
@@ -302,6 +304,28 @@ void Parser::Repeat(std::vector<Symbol>& seq, size_t last_start, uint64_t& n_pre
   n_prev *= total;
 }
 
+// A group ( ... ) at p: an auxiliary rule of its alternates, referenced from seq. *last_start
+// and *n_prev describe it for a repetition that follows (n_prev: the rules it made).
+size_t Parser::ParseGroup(size_t p, const std::string& name, std::vector<Symbol>& seq, bool nested, size_t* last_start,
+                          uint64_t* n_prev) {
+  // The one recursion of the parser: bounded, so no text can exhaust the stack.
+  if (++nesting_ > limits_.max_nesting)
+    Fail("groups ( ) nest more than " + std::to_string(limits_.max_nesting) + " deep at ", p);
+  const size_t n_before = g_.rules.size();
+  int32_t sub = NewSymbol(name);
+  p = ParseAlternates(SkipSpace(p + 1, true), name, sub, true);
+  --nesting_;
+  *n_prev = std::max<uint64_t>(1, g_.rules.size() - n_before);
+  *last_start = seq.size();
+  Symbol ref;
+  ref.kind = Symbol::Kind::kRule;
+  ref.rule = sub;
+  AddSymbols(1, p);
+  seq.push_back(ref);
+  if (At(p) != ')') Fail("expecting ')' at ", p);
+  return SkipSpace(p + 1, nested);
+}
+
 size_t Parser::ParseSequence(size_t p, const std::string& name, std::vector<Symbol>& seq, bool nested) {
   size_t last_start = seq.size();
   uint64_t n_prev = 1;
@@ -326,22 +350,7 @@ size_t Parser::ParseSequence(size_t p, const std::string& name, std::vector<Symb
       seq.push_back(ref);
       p = SkipSpace(e, nested);
     } else if (c == '(') {
-      // The one recursion of the parser: bounded, so no text can exhaust the stack.
-      if (++nesting_ > limits_.max_nesting)
-        Fail("groups ( ) nest more than " + std::to_string(limits_.max_nesting) + " deep at ", p);
-      const size_t n_before = g_.rules.size();
-      int32_t sub = NewSymbol(name);
-      p = ParseAlternates(SkipSpace(p + 1, true), name, sub, true);
-      --nesting_;
-      n_prev = std::max<uint64_t>(1, g_.rules.size() - n_before);
-      last_start = seq.size();
-      Symbol ref;
-      ref.kind = Symbol::Kind::kRule;
-      ref.rule = sub;
-      AddSymbols(1, p);
-      seq.push_back(ref);
-      if (At(p) != ')') Fail("expecting ')' at ", p);
-      p = SkipSpace(p + 1, nested);
+      p = ParseGroup(p, name, seq, nested, &last_start, &n_prev);
     } else if (c == '.') {
       last_start = seq.size();
       n_prev = 1;
