@@ -7,7 +7,7 @@
 #include <numeric>
 #include <set>
 
-#include "cache/random_requests_test_util.h"
+#include "cache/random_requests_test.h"
 #include "core/random.h"
 
 namespace radixlm::cache {

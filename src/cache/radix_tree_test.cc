@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "cache/random_requests_test_util.h"
+#include "cache/random_requests_test.h"
 #include "core/random.h"
 
 namespace radixlm::cache {

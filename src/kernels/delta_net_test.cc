@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/random.h"
-#include "kernels/recurrence_test_util.h"
+#include "kernels/recurrence_test.h"
 
 namespace radixlm::kernels {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "core/cpu_features.h"
 #include "core/random.h"
-#include "kernels/recurrence_test_util.h"
+#include "kernels/recurrence_test.h"
 
 namespace radixlm::kernels {
 namespace {

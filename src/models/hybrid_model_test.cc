@@ -13,7 +13,7 @@
 
 #include "cache/block_pool.h"
 #include "core/random.h"
-#include "models/forward_test_util.h"
+#include "models/forward_test.h"
 #include "models/loader.h"
 #include "models/presets.h"
 #include "models/ssm_state.h"

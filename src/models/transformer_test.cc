@@ -14,7 +14,7 @@
 
 #include "cache/block_pool.h"
 #include "core/random.h"
-#include "core/temp_dir_test_util.h"
+#include "core/temp_dir_test.h"
 #include "formats/gguf.h"
 #include "models/forward_harness_test.h"
 #include "models/loader.h"

@@ -12,7 +12,7 @@
 
 #include "core/crc32c.h"
 #include "core/random.h"
-#include "core/temp_dir_test_util.h"
+#include "core/temp_dir_test.h"
 
 namespace radixlm::tier {
 namespace {
