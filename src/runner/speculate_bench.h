@@ -14,7 +14,6 @@
 #include "models/transformer.h"
 #include "runner/generator.h"
 #include "runner/serving_options.h"
-#include "tokenizer/tokenizer.h"
 
 namespace radixlm::runner {
 
