@@ -52,16 +52,6 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// A KV store + block pool sized for `tokens` positions of one sequence.
-struct KvSetup {
-  static constexpr int kBlockTokens = 16;
-  KvSetup(const models::ModelConfig& c, int64_t tokens, core::DType dtype)
-      : blocks(static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens)),
-        store(c, {blocks, kBlockTokens, dtype}), pool({blocks, kBlockTokens}) {}
-  int32_t blocks;
-  models::KvStore store;
-  cache::BlockPool pool;
-};
 
 }  // namespace
 
@@ -269,7 +259,7 @@ std::vector<int32_t> GeneratePrompt(const GenerateCommandOptions& o, int64_t voc
 // One sequence through the generator, streamed (text with a tokenizer, else ids).
 void GenerateOne(models::Transformer& model, core::ThreadPool& pool, const tokenizer::Tokenizer* tok,
                  const std::vector<int32_t>& prompt, const GenerateCommandOptions& o) {
-  KvSetup kv(model.config(), static_cast<int64_t>(prompt.size()) + o.gen.max_tokens, KvDtypeOf(o.model));
+  runner::SequenceKv kv(model.config(), static_cast<int64_t>(prompt.size()) + o.gen.max_tokens, KvDtypeOf(o.model));
   runner::Generator gen(model, pool, kv.store, kv.pool);
   std::unique_ptr<tokenizer::StreamDecoder> stream;
   if (tok) stream = std::make_unique<tokenizer::StreamDecoder>(*tok);
@@ -361,7 +351,7 @@ void RegisterLogits(CLI::App& app) {
     auto m = LoadFromOptions(o->model);
     ExitIfError(m.status());
     core::ThreadPool pool(o->model.threads);
-    KvSetup kv((*m)->config(), ids->size(), KvDtypeOf(o->model));
+    runner::SequenceKv kv((*m)->config(), ids->size(), KvDtypeOf(o->model));
     runner::Generator gen(**m, pool, kv.store, kv.pool);
     auto logits = gen.AllLogits(*ids);
     ExitIfError(logits.status());
@@ -403,33 +393,15 @@ void RegisterPerplexity(CLI::App& app) {
     const std::vector<int32_t> ids = loaded.tokenizer->Encode(text);
     if (ids.size() < 2) ExitIfError(core::InvalidArgument(o->file + ": fewer than two tokens"));
     core::ThreadPool pool(o->model.threads);
-    KvSetup kv(model.config(), ctx, KvDtypeOf(o->model));
-    runner::Generator gen(*loaded.model, pool, kv.store, kv.pool);
-    const int64_t vocab = model.config().vocab_size;
-    const int64_t windows = (static_cast<int64_t>(ids.size()) - 1 + ctx - 1) / ctx;
-    double nll = 0;
-    int64_t scored = 0;
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t windows = (static_cast<int64_t>(ids.size()) - 1 + ctx - 1) / ctx;
     core::Progress progress("perplexity", windows);
-    for (int64_t w = 0; w < windows; ++w) {
-      const auto begin = ids.begin() + w * ctx;
-      const std::vector<int32_t> window(begin, begin + std::min<int64_t>(ctx, ids.end() - begin));
-      if (window.size() < 2) break;
-      auto logits = gen.AllLogits(window);
-      ExitIfError(logits.status());
-      for (size_t i = 0; i + 1 < window.size(); ++i) {
-        const float* row = logits->data() + i * vocab;
-        const float max = *std::max_element(row, row + vocab);
-        double sum = 0;
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
-        nll += std::log(sum) + max - row[window[i + 1]];
-        ++scored;
-      }
-      progress.Update(w + 1);
-    }
+    auto r = runner::Perplexity(*loaded.model, pool, ids, ctx, KvDtypeOf(o->model), [&](int64_t w) { progress.Update(w); });
+    ExitIfError(r.status());
     progress.Done();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double ppl = std::exp(nll / static_cast<double>(scored));
+    const double ppl = r->perplexity;
+    const int64_t scored = r->tokens_scored;
     if (o->json_out) {
       std::printf("%s\n", core::JsonText(json({{"perplexity", ppl}, {"tokens_scored", scored}, {"windows", windows}, {"ctx", ctx},
                                 {"seconds", seconds}})).c_str());
@@ -520,7 +492,7 @@ json BenchThroughput(models::Transformer& model, core::ThreadPool& pool, const B
   core::Rng rng(1);
   std::vector<int32_t> prompt(o.prompt_tokens);
   for (auto& id : prompt) id = static_cast<int32_t>(rng.Below(c.vocab_size));
-  KvSetup kv(c, o.prompt_tokens + o.gen_tokens + 1, KvDtypeOf(o.model));
+  runner::SequenceKv kv(c, o.prompt_tokens + o.gen_tokens + 1, KvDtypeOf(o.model));
   runner::Generator gen(model, pool, kv.store, kv.pool);
   runner::GenerateOptions go;
   go.max_tokens = o.gen_tokens;

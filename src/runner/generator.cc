@@ -1,6 +1,8 @@
 #include "runner/generator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 
 namespace radixlm::runner {
@@ -121,6 +123,38 @@ core::StatusOr<std::vector<float>> Generator::AllLogits(const std::vector<int32_
   b.logit_rows = rows;
   Run(b, logits.data());
   return logits;
+}
+
+core::StatusOr<PerplexityResult> Perplexity(models::Transformer& model, core::ThreadPool& pool, const std::vector<int32_t>& ids,
+                                            int64_t ctx, core::DType kv_dtype, const std::function<void(int64_t)>& on_window) {
+  if (ids.size() < 2) return core::InvalidArgument("fewer than two tokens");
+  if (ctx < 2 || ctx > model.config().max_context)
+    return core::InvalidArgument("--ctx " + std::to_string(ctx) + " exceeds the model's context of " +
+                                 std::to_string(model.config().max_context));
+  SequenceKv kv(model.config(), ctx, kv_dtype);
+  Generator gen(model, pool, kv.store, kv.pool);
+  const int64_t vocab = model.config().vocab_size;
+  PerplexityResult r;
+  r.windows = (static_cast<int64_t>(ids.size()) - 1 + ctx - 1) / ctx;
+  double nll = 0;
+  for (int64_t w = 0; w < r.windows; ++w) {
+    const auto begin = ids.begin() + w * ctx;
+    const std::vector<int32_t> window(begin, begin + std::min<int64_t>(ctx, ids.end() - begin));
+    if (window.size() < 2) break;
+    auto logits = gen.AllLogits(window);
+    RADIXLM_RETURN_IF_ERROR(logits.status());
+    for (size_t i = 0; i + 1 < window.size(); ++i) {
+      const float* row = logits->data() + i * vocab;
+      const float max = *std::max_element(row, row + vocab);
+      double sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+      nll += std::log(sum) + max - row[window[i + 1]];
+      ++r.tokens_scored;
+    }
+    if (on_window) on_window(w + 1);
+  }
+  r.perplexity = std::exp(nll / static_cast<double>(r.tokens_scored));
+  return r;
 }
 
 }  // namespace radixlm::runner

@@ -17,6 +17,18 @@
 
 namespace radixlm::runner {
 
+// A KV store and block pool sized for `tokens` positions of one sequence (16-token blocks):
+// what a Generator runs on.
+struct SequenceKv {
+  static constexpr int kBlockTokens = 16;
+  SequenceKv(const models::ModelConfig& c, int64_t tokens, core::DType dtype)
+      : blocks(static_cast<int32_t>((tokens + kBlockTokens - 1) / kBlockTokens)),
+        store(c, {blocks, kBlockTokens, dtype}), pool({blocks, kBlockTokens}) {}
+  int32_t blocks;
+  models::KvStore store;
+  cache::BlockPool pool;
+};
+
 struct GenerateOptions {
   int max_tokens = 16;
   std::vector<int32_t> stop_ids;     // generation ends after emitting one of these
@@ -54,5 +66,18 @@ class Generator {
   std::unique_ptr<models::SsmStateStore> states_;
   void Run(models::ForwardBatch& b, float* logits);
 };
+
+struct PerplexityResult {
+  double perplexity = 0;
+  int64_t tokens_scored = 0, windows = 0;
+};
+
+// Perplexity of a token sequence as train/train_kjv.py computes it: cut into windows of ctx
+// tokens, each window's tokens after its first scored from the logits of the window so far;
+// exp(mean negative log-likelihood), accumulated in double. on_window(w): after each window.
+// Errors: fewer than two ids, ctx past the model's context.
+core::StatusOr<PerplexityResult> Perplexity(models::Transformer& model, core::ThreadPool& pool, const std::vector<int32_t>& ids,
+                                            int64_t ctx, core::DType kv_dtype,
+                                            const std::function<void(int64_t)>& on_window = {});
 
 }  // namespace radixlm::runner
