@@ -155,19 +155,15 @@ void RegisterBatch(CLI::App& app) {
   AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--input,-i", o->input, "JSONL: {custom_id, method: POST, url, body} per line")->required();
   cmd->add_option("--output,-o", o->output, "JSONL: {id, custom_id, response: {status_code, body}, error} per line, input order");
-  cmd->add_option("--grouping", o->job.grouping, "exact (optimal one-level groups) | paper (BatchLLM Algorithm 1) | none")
-      ->check(CLI::IsMember({"exact", "paper", "none"}))
-      ->capture_default_str();
-  cmd->add_option("--order", o->job.order, "prefill (Eq. 3: ascending prefill tokens per group) | file")
-      ->check(CLI::IsMember({"prefill", "file"}))
-      ->capture_default_str();
-  cmd->add_option("--schedule", o->job.schedule,
-                  "plan (groups, prefixes once) | serve (the whole file submitted at once in file order, as a server would get it)")
-      ->check(CLI::IsMember({"plan", "serve"}))
-      ->capture_default_str();
-  cmd->add_option("--kv-budget", o->job.kv_budget, "fraction of the KV pool the groups in flight may project to fill")
-      ->check(CLI::Range(0.05, 1.0))
-      ->capture_default_str();
+  AddChecked(cmd, "--grouping", o->job.grouping,
+             "exact (optimal one-level groups) | paper (BatchLLM Algorithm 1) | none", CLI::IsMember({"exact", "paper", "none"}));
+  AddChecked(cmd, "--order", o->job.order,
+             "prefill (Eq. 3: ascending prefill tokens per group) | file", CLI::IsMember({"prefill", "file"}));
+  AddChecked(cmd, "--schedule", o->job.schedule,
+             "plan (groups, prefixes once) | serve (the whole file submitted at once in file order, as a server would get it)",
+             CLI::IsMember({"plan", "serve"}));
+  AddChecked(cmd, "--kv-budget", o->job.kv_budget,
+             "fraction of the KV pool the groups in flight may project to fill", CLI::Range(0.05, 1.0));
   cmd->add_option("--created", o->created, "the responses' 'created' time (default: the job's first start, kept on resume)");
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
   cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens, "tokens per scoring forward")->capture_default_str();

@@ -326,10 +326,10 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--top-p", o->gen.sampling.top_p, "1 = off");
   cmd->add_option("--seed", o->gen.sampling.seed, "sampling seed");
   cmd->add_option("--stop", o->stop, "stop token ids, comma-separated (default: the model's EOS)");
-  cmd->add_option("--n", o->n, "samples of the prompt (seeds seed .. seed + n - 1): the prompt is computed once and "
-                  "the samples decode as one cascade group")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
+  AddChecked(cmd, "--n", o->n,
+             "samples of the prompt (seeds seed .. seed + n - 1): the prompt is computed once and "
+             "the samples decode as one cascade group",
+             CLI::Range(1, 16));
   cmd->add_flag("--json", o->json_out, "print one JSON object");
   AddSpeculateOptions(cmd, &o->engine);
   cmd->callback([o] { RunGenerate(*o); });
@@ -540,15 +540,12 @@ void RegisterBench(CLI::App& app) {
   cmd->add_option("--compaction", o->compaction,
                   "off | gather (position-wise work on the prefix trie, attention unfolded) | trie (attention on the trie too)")
       ->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted), also the KV pool of a forward")
-      ->check(CLI::Range(1, 1 << 24))
-      ->capture_default_str();
+  AddChecked(cmd, "--max-batch-tokens", o->max_batch_tokens,
+             "rows computed per forward (compact rows when compacted), also the KV pool of a forward", CLI::Range(1, 1 << 24));
   cmd->add_option("--decode-batch", o->decode_batch,
                   "concurrent requests decoding over a shared prefix (--shared-prefix, --suffix, --gen-tokens) through the engine")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--cascade", o->cascade, "with --decode-batch: cascade attention on | off")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--cascade", o->cascade, "with --decode-batch: cascade attention on | off", CLI::IsMember({"on", "off"}));
   AddSpeculateOptions(cmd, &o->engine);
   CLI::Option* speculate = cmd->get_option("--speculate");
   cmd->add_option("--prompt,-p", o->prompt, "with --speculate: the prompt text (else --prompt-tokens random ids)");

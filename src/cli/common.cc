@@ -21,17 +21,15 @@ void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model) {
   cmd->add_option("--model,-m", o->model, "GGUF file, Hugging Face folder or random:NAME")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "weight storage: f32 or bf16, converted or dequantised at load (default: the file's own types)")
       ->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->add_option("--matmul-precision", o->matmul_precision,
-                  "bf16 weights: f32 activations (exact), bf16 activations (vdpbf16ps, AVX512_BF16 only), or auto")
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
-      ->capture_default_str();
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  AddChecked(cmd, "--matmul-precision", o->matmul_precision,
+             "bf16 weights: f32 activations (exact), bf16 activations (vdpbf16ps, AVX512_BF16 only), or auto",
+             CLI::IsMember({"auto", "f32", "bf16"}));
+  AddChecked(cmd, "--kv-dtype", o->kv_dtype, "KV cache element type", CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--threads,-t", o->threads, "compute threads (0 = one per core)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--ssm-chunk", o->ssm_chunk,
-                  "hybrids (Mamba2, Gated DeltaNet): 0 = the exact recurrence (answers never depend on how prompts "
-                  "are split into steps), N = the chunked form (Mamba2's SSD scan, DeltaNet's WY form) over N tokens")
-      ->check(CLI::Range(0, 4096))
-      ->capture_default_str();
+  AddChecked(cmd, "--ssm-chunk", o->ssm_chunk,
+             "hybrids (Mamba2, Gated DeltaNet): 0 = the exact recurrence (answers never depend on how prompts "
+             "are split into steps), N = the chunked form (Mamba2's SSD scan, DeltaNet's WY form) over N tokens",
+             CLI::Range(0, 4096));
 }
 
 core::StatusOr<std::unique_ptr<models::Transformer>> LoadFromOptions(const ModelOptions& o) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +35,13 @@ struct ModelOptions {
   int64_t kv_tokens = 0;
 };
 
+
+// An option whose value is checked (a range, a set of names, a function) and whose help shows
+// its default: most options of the commands.
+template <typename T, typename Check>
+CLI::Option* AddChecked(CLI::App* cmd, const std::string& name, T& value, const std::string& help, Check&& check) {
+  return cmd->add_option(name, value, help)->check(std::forward<Check>(check))->capture_default_str();
+}
 
 void AddModelOptions(CLI::App* cmd, ModelOptions* o, bool positional_model = false);
 // The KV cache dtype of --kv-dtype.

@@ -8,9 +8,8 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (all layers)")->capture_default_str();
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per KV block")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
-  cmd->add_option("--kv-eviction", o->kv_eviction, "which cached KV prefix goes first when the pool is full: lru | lfu")
-      ->check(CLI::IsMember(cache::KvEvictionPolicy::Names()))
-      ->capture_default_str();
+  AddChecked(cmd, "--kv-eviction", o->kv_eviction,
+             "which cached KV prefix goes first when the pool is full: lru | lfu", CLI::IsMember(cache::KvEvictionPolicy::Names()));
   cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
   cmd->add_option("--hybrid-policy", o->hybrid_policy, "hybrids (Mamba2, Gated DeltaNet): prefix cache policy sglang+|marconi|marconi-static")
@@ -21,30 +20,26 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
                 std::string("hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) "
                             "or a chat's next turn whose history leaves the cached path inside the last reply resumes there "
                             "(default: ") + (o->prompt_end_checkpoints ? "on" : "off") + ")");
-  cmd->add_option("--prompt-end-min-gap", o->prompt_end_min_gap,
-                  "keep a prompt's end state only this many tokens past the state the request starts from or captures")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
-      ->capture_default_str();
+  AddChecked(cmd, "--prompt-end-min-gap", o->prompt_end_min_gap,
+             "keep a prompt's end state only this many tokens past the state the request starts from or captures",
+             CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
                   "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
       ->capture_default_str();
-  cmd->add_option("--cascade", o->cascade,
-                  "cascade attention: decode rows sharing a cached prefix read its KV once per step (same answers on or off)")
-      ->check(CLI::IsMember({"on", "off"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--cascade", o->cascade,
+             "cascade attention: decode rows sharing a cached prefix read its KV once per step (same answers on or off)",
+             CLI::IsMember({"on", "off"}));
   cmd->add_option("--cache-dir", o->cache_dir,
                   "a disk tier under the KV pool in this folder: evicted prefixes stay on disk, survive restarts and are "
                   "shared by the processes of one host that use the same folder (KV blocks; a hybrid model's recurrent states too)");
-  cmd->add_option("--cache-disk-gb", o->cache_disk_gb, "the disk tier's bound in GB (least recently used blocks go first)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  AddChecked(cmd, "--cache-disk-gb", o->cache_disk_gb,
+             "the disk tier's bound in GB (least recently used blocks go first)", CLI::PositiveNumber);
   cmd->add_flag("--cache-fsync", o->cache_fsync, "fdatasync each block file before publishing it (survives power loss, slower)");
   cmd->add_option("--cache-namespace", o->cache_namespace,
                   "a name folded into every disk-tier key: processes with different namespaces share no blocks");
   AddSpeculateOptions(cmd, o);
-  cmd->add_option("--prefill-compaction", o->prefill_compaction, "attention of deduplicated prefill: trie | gather")
-      ->check(CLI::IsMember({"trie", "gather"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--prefill-compaction", o->prefill_compaction,
+             "attention of deduplicated prefill: trie | gather", CLI::IsMember({"trie", "gather"}));
 }
 
 void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o) {
@@ -54,14 +49,10 @@ void AddSpeculateOptions(CLI::App* cmd, EngineOptions* o) {
     sources.emplace_back(row.name);
     help += " | " + std::string(row.name) + " (" + std::string(row.help) + ")";
   }
-  cmd->add_option("--speculate", o->speculate, help)->check(CLI::IsMember(sources))->capture_default_str();
-  cmd->add_option("--draft-max", o->draft_max, "speculative decoding: draft tokens per step at most")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd->add_option("--spec-max-rows", o->spec_max_rows,
-                  "speculative decoding: no drafts once a step's decode rows reach this (the batch is compute-bound)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  AddChecked(cmd, "--speculate", o->speculate, help, CLI::IsMember(sources));
+  AddChecked(cmd, "--draft-max", o->draft_max, "speculative decoding: draft tokens per step at most", CLI::Range(1, 64));
+  AddChecked(cmd, "--spec-max-rows", o->spec_max_rows,
+             "speculative decoding: no drafts once a step's decode rows reach this (the batch is compute-bound)", CLI::Range(1, 4096));
   cmd->add_flag("--spec-fixed", o->spec_fixed,
                 "speculative decoding: every draft as long as its source finds (up to --draft-max), not the length the "
                 "measured step costs and acceptance make pay (measurements of the sources themselves)");

@@ -102,12 +102,10 @@ struct ScoringOptions {
 };
 
 void AddScoringOptions(CLI::App* cmd, ScoringOptions* o) {
-  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "rows computed per forward (compact rows when compacted)")
-      ->check(CLI::Range(1, 1 << 24))
-      ->capture_default_str();
-  cmd->add_option("--compaction", o->compaction, "attention when a forward compacts: trie | gather")
-      ->check(CLI::IsMember({"trie", "gather"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--max-batch-tokens", o->max_batch_tokens,
+             "rows computed per forward (compact rows when compacted)", CLI::Range(1, 1 << 24));
+  AddChecked(cmd, "--compaction", o->compaction,
+             "attention when a forward compacts: trie | gather", CLI::IsMember({"trie", "gather"}));
   cmd->add_option("--threshold", o->threshold, "compact a forward when compact/original rows < this (0 never, 1 always)")
       ->capture_default_str();
 }
@@ -205,8 +203,7 @@ void RegisterEmbed(CLI::App& app) {
   cmd->add_option("--input", o->input, "JSONL: one {\"text\": ...} object or JSON string per line")->required();
   cmd->add_option("--out", o->out, "write one JSON line {index, embedding} per input");
   cmd->add_option("--instruction", o->instruction, "embed as queries: 'Instruct: {instruction}\\nQuery:{text}'");
-  cmd->add_option("--pooling", o->pooling, "last (end-of-text appended) | mean")->check(CLI::IsMember({"last", "mean"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--pooling", o->pooling, "last (end-of-text appended) | mean", CLI::IsMember({"last", "mean"}));
   cmd->add_flag("--no-normalize", o->no_normalize, "skip L2 normalisation");
   cmd->add_flag("--truncate", o->truncate, "cut inputs longer than --max-batch-tokens instead of failing");
   cmd->add_flag("--json", o->json_out, "print a JSON summary");

@@ -78,39 +78,30 @@ struct ServeOptions {
 
 // The listener: address, key, drain, transport limits.
 void AddHttpOptions(CLI::App* cmd, ServeOptions* o) {
-  cmd->add_option("--host", o->server.host, "address to listen on (0.0.0.0: every interface)")
-      ->check([](const std::string& h) { return h.empty() ? std::string("the address is empty (0.0.0.0 listens on every interface)") : std::string(); })
-      ->capture_default_str();
-  cmd->add_option("--port", o->server.port, "TCP port (0: any free port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
+  AddChecked(cmd, "--host", o->server.host,
+             "address to listen on (0.0.0.0: every interface)",
+             [](const std::string& h) { return h.empty() ? std::string("the address is empty (0.0.0.0 listens on every interface)") : std::string(); });
+  AddChecked(cmd, "--port", o->server.port, "TCP port (0: any free port, printed)", CLI::Range(0, 65535));
   cmd->add_option("--model-name", o->server.model_name, "name clients use in 'model' (default: the model spec)");
   cmd->add_option("--api-key", o->server.api_key,
                   "require 'Authorization: Bearer KEY' (visible in ps: prefer --api-key-file or RADIXLM_API_KEY)");
   cmd->add_option("--api-key-file", o->api_key_file, "read the API key from this file (first line)");
-  cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
-                  "seconds SIGTERM waits for requests in flight to finish before the process exits anyway")
-      ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
-  cmd->add_option("--max-concurrent", o->server.max_concurrent_requests, "concurrent requests before 429 (one worker thread each)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body (after chunked decoding; 413 beyond)")
-      ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
-      ->capture_default_str();
-  cmd->add_option("--header-timeout", o->server.header_timeout_s, "seconds a request head may take to arrive, whole (408 beyond)")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  cmd->add_option("--body-timeout", o->server.body_timeout_s, "seconds a request body may take to arrive, whole (408 beyond)")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  cmd->add_option("--keep-alive-timeout", o->server.keep_alive_timeout_s, "seconds an idle connection stays open")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  cmd->add_option("--write-timeout", o->server.write_timeout_s, "seconds one response write may wait for a client that does not read")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  cmd->add_option("--max-connections", o->server.max_connections, "open connections at once (more: 503 and close)")
-      ->check(CLI::Range(1, 65536))
-      ->capture_default_str();
+  AddChecked(cmd, "--shutdown-timeout", o->shutdown_timeout,
+             "seconds SIGTERM waits for requests in flight to finish before the process exits anyway", CLI::Range(0.0, 86400.0));
+  AddChecked(cmd, "--max-concurrent", o->server.max_concurrent_requests,
+             "concurrent requests before 429 (one worker thread each)", CLI::Range(1, 4096));
+  AddChecked(cmd, "--max-body-bytes", o->server.max_body_bytes,
+             "largest request body (after chunked decoding; 413 beyond)", CLI::Range(size_t{1024}, size_t{1} << 32));
+  AddChecked(cmd, "--header-timeout", o->server.header_timeout_s,
+             "seconds a request head may take to arrive, whole (408 beyond)", CLI::Range(0.1, 3600.0));
+  AddChecked(cmd, "--body-timeout", o->server.body_timeout_s,
+             "seconds a request body may take to arrive, whole (408 beyond)", CLI::Range(0.1, 3600.0));
+  AddChecked(cmd, "--keep-alive-timeout", o->server.keep_alive_timeout_s,
+             "seconds an idle connection stays open", CLI::Range(0.1, 3600.0));
+  AddChecked(cmd, "--write-timeout", o->server.write_timeout_s,
+             "seconds one response write may wait for a client that does not read", CLI::Range(0.1, 3600.0));
+  AddChecked(cmd, "--max-connections", o->server.max_connections,
+             "open connections at once (more: 503 and close)", CLI::Range(1, 65536));
 }
 
 // What a completion request gets: lengths, biases, stored responses, turn reuse, template.
@@ -127,10 +118,9 @@ void AddRequestOptions(CLI::App* cmd, ServeOptions* o) {
          },
          "added to every request's logits (llama.cpp's option): TOKEN_ID+BIAS or TOKEN_ID-BIAS, repeatable")
       ->take_all();
-  cmd->add_option("--max-output-tokens", o->server.max_output_tokens,
-                  "cut every request's max_tokens to this (0: what the context leaves), as llama-server's --n-predict")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddChecked(cmd, "--max-output-tokens", o->server.max_output_tokens,
+             "cut every request's max_tokens to this (0: what the context leaves), as llama-server's --n-predict",
+             CLI::NonNegativeNumber);
   cmd->add_option("--max-stored-responses", o->server.max_stored_responses,
                   "Responses API: stored responses kept for GET /v1/responses/{id} and previous_response_id (least "
                   "recently used dropped first)")
@@ -152,44 +142,34 @@ void AddRequestOptions(CLI::App* cmd, ServeOptions* o) {
 
 // Embeddings and rerank, request limits, KV cache events.
 void AddScoringAndEventOptions(CLI::App* cmd, ServeOptions* o) {
-  cmd->add_option("--scoring-batch-tokens", o->scoring_batch_tokens,
-                  "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input")
-      ->check(CLI::Range(1, 1 << 24))
-      ->capture_default_str();
+  AddChecked(cmd, "--scoring-batch-tokens", o->scoring_batch_tokens,
+             "embedding/rerank forwards: rows computed per forward (compact rows when compacted); also the longest input",
+             CLI::Range(1, 1 << 24));
   cmd->add_option("--scoring-threshold", o->scoring_threshold,
                   "compact an embedding/rerank forward when compact/original rows < this (0 never, 1 always)")
       ->capture_default_str();
-  cmd->add_option("--scoring-compaction", o->scoring_compaction, "attention of compacted scoring forwards: trie | gather")
-      ->check(CLI::IsMember({"trie", "gather"}))
-      ->capture_default_str();
-  cmd->add_option("--embed-pooling", o->embed_pooling, "last (end-of-text appended, Qwen3-Embedding) | mean")
-      ->check(CLI::IsMember({"last", "mean"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--scoring-compaction", o->scoring_compaction,
+             "attention of compacted scoring forwards: trie | gather", CLI::IsMember({"trie", "gather"}));
+  AddChecked(cmd, "--embed-pooling", o->embed_pooling,
+             "last (end-of-text appended, Qwen3-Embedding) | mean", CLI::IsMember({"last", "mean"}));
   cmd->add_option("--embed-instruction", o->server.embed_query_instruction,
                   "embed every input as a query with this instruction (requests may pass their own)");
   cmd->add_option("--rerank-instruction", o->server.rerank_instruction)->capture_default_str();
-  cmd->add_option("--max-total-tokens", o->server.max_total_tokens,
-                  "tokens one completion request may ask for: prompt + best_of x max_tokens (more: 400)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32))
-      ->capture_default_str();
-  cmd->add_option("--max-stop-strings", o->server.max_stop_strings, "stop strings per request (more: 400)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
-  cmd->add_option("--max-stop-bytes", o->server.max_stop_bytes, "bytes of one stop string (more: 400)")
-      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-scoring-inputs", o->server.max_scoring_inputs, "inputs per embedding or rerank request (more: 413 / 400)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
+  AddChecked(cmd, "--max-total-tokens", o->server.max_total_tokens,
+             "tokens one completion request may ask for: prompt + best_of x max_tokens (more: 400)",
+             CLI::Range(int64_t{1}, int64_t{1} << 32));
+  AddChecked(cmd, "--max-stop-strings", o->server.max_stop_strings, "stop strings per request (more: 400)", CLI::Range(0, 1024));
+  AddChecked(cmd, "--max-stop-bytes", o->server.max_stop_bytes,
+             "bytes of one stop string (more: 400)", CLI::Range(size_t{1}, size_t{1} << 20));
+  AddChecked(cmd, "--max-scoring-inputs", o->server.max_scoring_inputs,
+             "inputs per embedding or rerank request (more: 413 / 400)", CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--kv-events", o->server.kv_events_endpoint,
                   "publish KV cache events in vLLM's format on this ZMQ endpoint (PUB, bound), e.g. tcp://127.0.0.1:5557");
   cmd->add_option("--kv-events-replay", o->server.kv_events_replay_endpoint,
                   "the events' replay endpoint (ZMQ ROUTER; default: the events' port + 1)");
   cmd->add_option("--kv-events-topic", o->server.kv_events_topic, "topic frame of every event message (llm-d: kv@POD@MODEL)");
   cmd->add_option("--kv-events-seed", o->kv_events_seed, "block-hash seed (vLLM: the PYTHONHASHSEED string)")->capture_default_str();
-  cmd->add_option("--kv-events-buffer", o->kv_events_buffer, "event batches kept for replay")
-      ->check(CLI::Range(size_t{1}, size_t{10000000}))
-      ->capture_default_str();
+  AddChecked(cmd, "--kv-events-buffer", o->kv_events_buffer, "event batches kept for replay", CLI::Range(size_t{1}, size_t{10000000}));
   cmd->add_flag("--kv-events-ssm-checkpoints", o->kv_events_ssm,
                 "hybrid models: also announce SSM checkpoint positions (SsmCheckpointStored / SsmCheckpointRemoved, an "
                 "extension no router reads yet)");

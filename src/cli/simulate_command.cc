@@ -15,6 +15,7 @@
 #include "core/json_text.h"
 #include "cache/marconi_reference.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "models/loader.h"
@@ -195,33 +196,30 @@ void RegisterSimulate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the engine with a cost model (no model weights), or generate a workload trace");
   cmd->add_option("--trace", o->trace, "JSONL trace: Marconi schema (token ids) or Mooncake (hash_ids), detected");
   cmd->add_option("--model", o->model, "marconi-7b[-n16|-n128], nemotron-h-8b, a config.json, or a model the engine loads");
-  cmd->add_option("--memory", o->setup.memory, "budget: Marconi's model, one byte budget (--cache-size) for KV and checkpoints; "
-                                         "engine: the engine's serving memory (--kv-tokens, --kv-block-tokens, --checkpoint-slots)")
-      ->check(CLI::IsMember({"budget", "engine"}))
-      ->capture_default_str();
-  cmd->add_option("--arrivals", o->setup.arrivals, "sequential: each request after the previous finished (Marconi); trace: at its timestamp, with the engine's concurrency")
-      ->check(CLI::IsMember({"sequential", "trace"}))
-      ->capture_default_str();
+  AddChecked(cmd, "--memory", o->setup.memory,
+             "budget: Marconi's model, one byte budget (--cache-size) for KV and checkpoints; "
+             "engine: the engine's serving memory (--kv-tokens, --kv-block-tokens, --checkpoint-slots)",
+             CLI::IsMember({"budget", "engine"}));
+  AddChecked(cmd, "--arrivals", o->setup.arrivals,
+             "sequential: each request after the previous finished (Marconi); trace: at its timestamp, with the engine's concurrency",
+             CLI::IsMember({"sequential", "trace"}));
   cmd->add_option("--cache-size", o->cache_size, "--memory budget: cache capacity, e.g. 2GB, 40GB, 512MiB");
   cmd->add_option("--kv-tokens", o->setup.kv_tokens, "--memory engine: KV pool size in tokens")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--kv-block-tokens", o->setup.kv_block_tokens, "--memory engine: tokens per KV block")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--checkpoint-slots", o->setup.checkpoint_slots, "--memory engine, hybrid models: cached SSM checkpoints")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--disk-gb", o->setup.disk_gb,
-                  "--memory engine, attention-only models: a modelled disk tier of this many GB under the KV pool "
-                  "(LRU; 0: none; not with --replicas)")
-      ->check(CLI::Range(0.0, 1e9))
-      ->capture_default_str();
-  cmd->add_option("--disk-gbps", o->setup.disk_gbps, "the disk tier's read bandwidth in GB/s (a load's time is charged to the simulated clock)")
-      ->check(CLI::Range(1e-6, 1e6))
-      ->capture_default_str();
+  AddChecked(cmd, "--disk-gb", o->setup.disk_gb,
+             "--memory engine, attention-only models: a modelled disk tier of this many GB under the KV pool "
+             "(LRU; 0: none; not with --replicas)",
+             CLI::Range(0.0, 1e9));
+  AddChecked(cmd, "--disk-gbps", o->setup.disk_gbps,
+             "the disk tier's read bandwidth in GB/s (a load's time is charged to the simulated clock)", CLI::Range(1e-6, 1e6));
   cmd->add_option("--max-running", o->setup.max_running, "sequences per engine batch")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--step-tokens", o->setup.step_tokens, "tokens per engine step (chunked prefill; default: a prefill in one step)")->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--prompt-end-checkpoints", o->setup.prompt_end_checkpoints,
                 "hybrid policies: also keep each prompt's end state (a verbatim repeat hits; a checkpoint per request)");
-  cmd->add_option("--prompt-end-min-gap", o->setup.prompt_end_min_gap,
-                  "keep a prompt's end state only this many tokens past the state the request starts from or captures")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
-      ->capture_default_str();
+  AddChecked(cmd, "--prompt-end-min-gap", o->setup.prompt_end_min_gap,
+             "keep a prompt's end state only this many tokens past the state the request starts from or captures",
+             CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--prefill-alignment", o->setup.prefill_alignment, "prefill chunk grid (default: the engine model's Mamba2 chunk)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--policy", o->setup.policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
   cmd->add_option_function<double>("--alpha", [o](double a) { o->setup.alpha = a, o->setup.alpha_set = true; },
@@ -235,10 +233,9 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--layers", o->layers, "override layer counts SSM:ATTENTION:MLP");
   cmd->add_option("--ttft-table", o->ttft_table, "seqlen,value(10 ms) CSV to fit the TTFT line (default: 17.81 ms + 0.05296 ms/token, Marconi's fit of Jamba-1.5-Mini's table)");
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per hash id of a Mooncake trace");
-  cmd->add_option("--max-output-tokens", o->max_output_tokens,
-                  "refuse trace lines with longer outputs (each output token is one replayed decode step)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
-      ->capture_default_str();
+  AddChecked(cmd, "--max-output-tokens", o->max_output_tokens,
+             "refuse trace lines with longer outputs (each output token is one replayed decode step)",
+             CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--threads", o->threads, "threads for marconi's alpha-tuning replays")->check(CLI::Range(1, 1024));
   cmd->add_option("--csv", o->csv, "write one row per request and policy");
   cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");
@@ -249,17 +246,14 @@ void RegisterSimulate(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--routing", o->setup.routing, "round-robin, least-loaded, prefix-aware (on the replicas' KV events), a comma list, or all")
       ->capture_default_str();
-  cmd->add_option("--match-threshold", o->setup.match_threshold,
-                  "prefix-aware: a cached prefix covering more than this share of the request is always followed (SGLang's cache_threshold)")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--pressure-slack", o->setup.pressure_slack,
-                  "prefix-aware: a shorter match is followed while its replica's recent new tokens stay within (1 + this) x the mean")
-      ->check(CLI::Range(0.0, 1000.0))
-      ->capture_default_str();
-  cmd->add_option("--pressure-window", o->setup.pressure_window, "prefix-aware: the pressure decays over this many x replicas requests")
-      ->check(CLI::Range(0.01, 1e6))
-      ->capture_default_str();
+  AddChecked(cmd, "--match-threshold", o->setup.match_threshold,
+             "prefix-aware: a cached prefix covering more than this share of the request is always followed (SGLang's cache_threshold)",
+             CLI::Range(0.0, 1.0));
+  AddChecked(cmd, "--pressure-slack", o->setup.pressure_slack,
+             "prefix-aware: a shorter match is followed while its replica's recent new tokens stay within (1 + this) x the mean",
+             CLI::Range(0.0, 1000.0));
+  AddChecked(cmd, "--pressure-window", o->setup.pressure_window,
+             "prefix-aware: the pressure decays over this many x replicas requests", CLI::Range(0.01, 1e6));
   cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
   cmd->add_option("--out", o->out, "with --generate: write the trace here instead of simulating it");
   cmd->add_option("--sessions", o->workload.sessions, "generated sessions");

@@ -221,7 +221,7 @@ void RegisterChat(CLI::App& app) {
   AddEngineOptions(cmd, &o->engine);
   cmd->add_option("--system", o->system, "system message");
   cmd->add_option("--chat-template", o->chat_template, "chatml|llama3|llama2 (default: the model's)");
-  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens per reply")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  AddChecked(cmd, "--max-tokens,-n", o->max_tokens, "tokens per reply", CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", o->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p);
   cmd->add_option("--seed", o->sampling.seed);
