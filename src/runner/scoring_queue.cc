@@ -48,83 +48,114 @@ ScoringStats ScoringQueue::stats() const {
   return stats_;
 }
 
+namespace {
+
+// A runner that cannot be made, or a batch that cannot get its memory, fails that batch's jobs
+// with an error; the service (and the server's generation) goes on.
+core::Status Failed(const std::exception& e) {
+  return core::ResourceExhausted(std::string("the scoring batch could not run: ") + e.what());
+}
+
+// The forward of the batch's kind (the first job's parameters: SameBatchKind).
+core::Status RunKind(ScoringRunner& runner, const ScoringJob& first, const std::vector<std::vector<int32_t>>& inputs,
+                     ScoringResult* all) {
+  try {
+    if (first.kind == ScoringJob::Kind::kEmbed) {
+      auto r = runner.Embed(inputs, first.pooling, first.normalize);
+      if (!r.ok()) return r.status();
+      all->embeddings = std::move(*r);
+    } else if (first.kind == ScoringJob::Kind::kPromptLogprobs) {
+      auto r = runner.PromptLogprobs(inputs, first.top_k);
+      if (!r.ok()) return r.status();
+      all->prompt_logprobs = std::move(*r);
+    } else {
+      auto r = runner.YesNoLogits(inputs, first.yes_id, first.no_id);
+      if (!r.ok()) return r.status();
+      all->logits = std::move(*r);
+    }
+  } catch (const std::exception& e) {
+    return Failed(e);
+  }
+  return core::Status::Ok();
+}
+
+// One job's n results from offset of the batch's.
+ScoringResult Slice(ScoringJob::Kind kind, ScoringResult& all, size_t offset, size_t n) {
+  ScoringResult mine;
+  if (kind == ScoringJob::Kind::kEmbed)
+    mine.embeddings.assign(std::make_move_iterator(all.embeddings.begin() + offset),
+                           std::make_move_iterator(all.embeddings.begin() + offset + n));
+  else if (kind == ScoringJob::Kind::kPromptLogprobs)
+    mine.prompt_logprobs.assign(std::make_move_iterator(all.prompt_logprobs.begin() + offset),
+                                std::make_move_iterator(all.prompt_logprobs.begin() + offset + n));
+  else
+    mine.logits.assign(all.logits.begin() + offset, all.logits.begin() + offset + n);
+  return mine;
+}
+
+}  // namespace
+
+std::vector<ScoringQueue::Pending> ScoringQueue::TakeBatch() {
+  std::vector<Pending> batch;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+  if (stop_) return batch;
+  int64_t inputs = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const bool first = batch.empty();
+    if (!first && (!SameBatchKind(batch.front().job, it->job) ||
+                   inputs + static_cast<int64_t>(it->job.inputs.size()) > max_batch_inputs_)) {
+      ++it;
+      continue;
+    }
+    inputs += static_cast<int64_t>(it->job.inputs.size());
+    batch.push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  return batch;
+}
+
+core::Status ScoringQueue::RunBatch(std::vector<Pending>& batch, std::vector<Pending*>* valid, ScoringResult* all) {
+  // Validate each job alone; the valid ones run as one batch.
+  std::vector<std::vector<int32_t>> inputs;
+  for (Pending& p : batch) {
+    if (core::Status st = runner_->Validate(p.job.inputs); !st.ok()) {
+      p.promise.set_value(st);
+      continue;
+    }
+    valid->push_back(&p);
+    for (auto& in : p.job.inputs) inputs.push_back(std::move(in));  // the job keeps its count
+  }
+  return valid->empty() ? core::Status::Ok() : RunKind(*runner_, valid->front()->job, inputs, all);
+}
+
+void ScoringQueue::CountBatch(size_t jobs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ScoringStats service = stats_;
+  stats_ = runner_->stats();  // forward-level counters; the service's own carried over
+  stats_.batches = service.batches + 1;
+  stats_.jobs = service.jobs;
+  stats_.merged_jobs = service.merged_jobs;
+  stats_.jobs += static_cast<int64_t>(jobs);
+  if (jobs > 1) stats_.merged_jobs += static_cast<int64_t>(jobs);
+}
+
 void ScoringQueue::Work() {
   while (true) {
-    std::vector<Pending> batch;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      // The oldest job, then queued jobs of the same kind while the input budget lasts.
-      int64_t inputs = 0;
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        const bool first = batch.empty();
-        if (!first && (!SameBatchKind(batch.front().job, it->job) ||
-                       inputs + static_cast<int64_t>(it->job.inputs.size()) > max_batch_inputs_)) {
-          ++it;
-          continue;
-        }
-        inputs += static_cast<int64_t>(it->job.inputs.size());
-        batch.push_back(std::move(*it));
-        it = queue_.erase(it);
-      }
-    }
-    // A runner that cannot be made, or a batch that cannot get its memory, fails that batch's
-    // jobs with an error; the service (and the server's generation) goes on.
-    auto failed = [](const std::exception& e) {
-      return core::ResourceExhausted(std::string("the scoring batch could not run: ") + e.what());
-    };
+    std::vector<Pending> batch = TakeBatch();
+    if (batch.empty()) return;
     if (!runner_) {
       try {
         runner_ = factory_();
       } catch (const std::exception& e) {
-        for (Pending& p : batch) p.promise.set_value(failed(e));
+        for (Pending& p : batch) p.promise.set_value(Failed(e));
         continue;
       }
     }
-    // Validate each job alone; the valid ones run as one batch.
-    std::vector<std::vector<int32_t>> inputs;
     std::vector<Pending*> valid;
-    for (Pending& p : batch) {
-      if (core::Status st = runner_->Validate(p.job.inputs); !st.ok()) {
-        p.promise.set_value(st);
-        continue;
-      }
-      valid.push_back(&p);
-      for (auto& in : p.job.inputs) inputs.push_back(std::move(in));  // the job keeps its count
-    }
     ScoringResult all;
-    core::Status st = core::Status::Ok();
-    if (!valid.empty()) {
-      const ScoringJob& first = valid.front()->job;
-      try {
-        if (first.kind == ScoringJob::Kind::kEmbed) {
-          auto r = runner_->Embed(inputs, first.pooling, first.normalize);
-          if (r.ok()) all.embeddings = std::move(*r);
-          else st = r.status();
-        } else if (first.kind == ScoringJob::Kind::kPromptLogprobs) {
-          auto r = runner_->PromptLogprobs(inputs, first.top_k);
-          if (r.ok()) all.prompt_logprobs = std::move(*r);
-          else st = r.status();
-        } else {
-          auto r = runner_->YesNoLogits(inputs, first.yes_id, first.no_id);
-          if (r.ok()) all.logits = std::move(*r);
-          else st = r.status();
-        }
-      } catch (const std::exception& e) {
-        st = failed(e);
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      const ScoringStats service = stats_;
-      stats_ = runner_->stats();  // forward-level counters; the service's own carried over
-      stats_.batches = service.batches + 1;
-      stats_.jobs = service.jobs;
-      stats_.merged_jobs = service.merged_jobs;
-      stats_.jobs += static_cast<int64_t>(batch.size());
-      if (batch.size() > 1) stats_.merged_jobs += static_cast<int64_t>(batch.size());
-    }
+    const core::Status st = RunBatch(batch, &valid, &all);
+    CountBatch(batch.size());
     // Answered after the stats are updated, so a client that reads /metrics next sees its job.
     size_t offset = 0;
     for (Pending* p : valid) {
@@ -133,17 +164,8 @@ void ScoringQueue::Work() {
         continue;
       }
       const size_t n = p->job.inputs.size();
-      ScoringResult mine;
-      if (p->job.kind == ScoringJob::Kind::kEmbed)
-        mine.embeddings.assign(std::make_move_iterator(all.embeddings.begin() + offset),
-                               std::make_move_iterator(all.embeddings.begin() + offset + n));
-      else if (p->job.kind == ScoringJob::Kind::kPromptLogprobs)
-        mine.prompt_logprobs.assign(std::make_move_iterator(all.prompt_logprobs.begin() + offset),
-                                    std::make_move_iterator(all.prompt_logprobs.begin() + offset + n));
-      else
-        mine.logits.assign(all.logits.begin() + offset, all.logits.begin() + offset + n);
+      p->promise.set_value(Slice(p->job.kind, all, offset, n));
       offset += n;
-      p->promise.set_value(std::move(mine));
     }
   }
 }

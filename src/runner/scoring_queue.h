@@ -45,6 +45,12 @@ class ScoringQueue : public engine::ScoringService {
     std::promise<core::StatusOr<ScoringResult>> promise;
   };
   void Work();
+  // Blocks for work: the oldest job, then queued jobs of the same kind while the input budget
+  // lasts. Empty: the queue is stopping.
+  std::vector<Pending> TakeBatch();
+  // The batch's valid jobs' inputs as one forward; the jobs that fail validation are answered.
+  core::Status RunBatch(std::vector<Pending>& batch, std::vector<Pending*>* valid, ScoringResult* all);
+  void CountBatch(size_t jobs);
   static bool SameBatchKind(const ScoringJob& a, const ScoringJob& b);
 
   RunnerFactory factory_;
