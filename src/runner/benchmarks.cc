@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -73,6 +75,62 @@ core::StatusOr<json> BenchCompaction(models::Transformer& model, core::ThreadPoo
                   {"ideal_speedup_r", ideal}, {"threads", pool.size()}, {"repeats", repeats}};
 }
 
+namespace {
+
+// KV bytes the attention layers read in one decode step at the middle of a shared-prefix decode:
+// {plain (every request reads its whole context), cascade (the shared whole split chunks once per
+// tile of requests)}.
+std::pair<double, double> SharedDecodeKvBytes(const models::ModelConfig& c, core::DType kv_dtype, int batch, int prefix,
+                                              int suffix, int gen_tokens, int32_t bt) {
+  const double token_bytes = 2.0 * c.n_kv_heads * c.head_dim * core::DTypeSize(kv_dtype) * c.n_attention_layers();
+  const int64_t split = kernels::AttentionSplitTokens(bt);
+  const int64_t shared_tokens = (prefix / bt * bt) / split * split;  // whole split chunks of whole blocks
+  const int64_t mid = prefix + suffix + gen_tokens / 2;
+  const int tile = kernels::CascadeTileRows(c.n_heads / c.n_kv_heads);
+  const double plain_bytes = token_bytes * batch * mid;
+  const double cascade_bytes =
+      batch >= 2 ? token_bytes * (static_cast<double>(shared_tokens) * ((batch + tile - 1) / tile) +
+                                  static_cast<double>(batch) * (mid - shared_tokens))
+                 : plain_bytes;
+  return {plain_bytes, cascade_bytes};
+}
+
+struct DecodeTiming {
+  int64_t steps = 0;
+  double seconds = 0;
+  models::ForwardProfile profile;  // where the timed steps' forwards went
+  int64_t cascade_rows = 0;
+};
+
+// Submits `batch` requests on eng (whose prefix cache holds the shared prefix), steps through
+// their prefill and first tokens, then times the steps where all of them decode.
+core::StatusOr<DecodeTiming> TimeDecodeSteps(engine::Engine& eng, const ModelExecutor& exec, models::Transformer& model,
+                                             int batch, const std::function<engine::RequestParams()>& make) {
+  int first_tokens = 0, finished = 0;
+  for (int i = 0; i < batch; ++i) {
+    const auto id = eng.Submit(make(), [&](const engine::TokenEvent& ev) {
+      if (ev.finish != engine::FinishReason::kNone) ++finished;
+      else if (ev.token >= 0) ++first_tokens;
+    });
+    RADIXLM_RETURN_IF_ERROR(id.status());
+  }
+  while (first_tokens < batch) eng.Step();
+  DecodeTiming t;
+  const int64_t cascade_rows_before = exec.cascade_rows();
+  model.set_profile(&t.profile);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (finished < batch) {
+    eng.Step();
+    ++t.steps;
+  }
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  model.set_profile(nullptr);
+  t.cascade_rows = exec.cascade_rows() - cascade_rows_before;
+  return t;
+}
+
+}  // namespace
+
 // Decode of `batch` concurrent requests that share a `prefix`-token prompt prefix (+ `suffix`
 // own tokens each), through the serving engine with the radix cache (the prefix is cached by a
 // first request, so the batch's block tables share its blocks), cascade attention on or off.
@@ -102,7 +160,8 @@ core::StatusOr<json> BenchCascadeDecode(models::Transformer& model, core::Thread
   core::Rng rng(7);
   std::vector<int32_t> shared(prefix);
   for (auto& t : shared) t = static_cast<int32_t>(rng.Below(c.vocab_size));
-  auto make = [&](int max_tokens) {
+  int max_tokens = 1;
+  auto make = [&]() {
     engine::RequestParams p;
     p.prompt = shared;
     for (int i = 0; i < suffix; ++i) p.prompt.push_back(static_cast<int32_t>(rng.Below(c.vocab_size)));
@@ -110,39 +169,13 @@ core::StatusOr<json> BenchCascadeDecode(models::Transformer& model, core::Thread
     p.sampling.temperature = 0;
     return p;
   };
-  RADIXLM_RETURN_IF_ERROR(eng.Submit(make(1), nullptr).status());  // caches the shared prefix
+  RADIXLM_RETURN_IF_ERROR(eng.Submit(make(), nullptr).status());  // caches the shared prefix
   eng.RunUntilIdle();
-  int first_tokens = 0, finished = 0;
-  for (int i = 0; i < batch; ++i)
-    RADIXLM_RETURN_IF_ERROR(eng.Submit(make(gen_tokens), [&](const engine::TokenEvent& ev) {
-                                 if (ev.finish != engine::FinishReason::kNone) ++finished;
-                                 else if (ev.token >= 0) ++first_tokens;
-                               }).status());
-  // Prefill (and the first token of every request), then time the steps where all decode.
-  int64_t steps = 0;
-  while (first_tokens < batch) eng.Step();
-  const int64_t cascade_rows_before = exec.cascade_rows();
-  models::ForwardProfile prof;  // where the timed steps' forwards go
-  model.set_profile(&prof);
-  const auto t0 = std::chrono::steady_clock::now();
-  while (finished < batch) {
-    eng.Step();
-    ++steps;
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  model.set_profile(nullptr);
+  max_tokens = gen_tokens;
+  auto t = TimeDecodeSteps(eng, exec, model, batch, make);
+  RADIXLM_RETURN_IF_ERROR(t.status());
   const int64_t decode_tokens = static_cast<int64_t>(batch) * (gen_tokens - 1);
-  // KV bytes the attention layers read in one decode step at the middle of the decode.
-  const double token_bytes = 2.0 * c.n_kv_heads * c.head_dim * core::DTypeSize(kv_dtype) * c.n_attention_layers();
-  const int64_t split = kernels::AttentionSplitTokens(bt);
-  const int64_t shared_tokens = (prefix / bt * bt) / split * split;  // whole split chunks of whole blocks
-  const int64_t mid = prefix + suffix + gen_tokens / 2;
-  const int tile = kernels::CascadeTileRows(c.n_heads / c.n_kv_heads);
-  const double plain_bytes = token_bytes * batch * mid;
-  const double cascade_bytes =
-      batch >= 2 ? token_bytes * (static_cast<double>(shared_tokens) * ((batch + tile - 1) / tile) +
-                                  static_cast<double>(batch) * (mid - shared_tokens))
-                 : plain_bytes;
+  const auto [plain_bytes, cascade_bytes] = SharedDecodeKvBytes(c, kv_dtype, batch, prefix, suffix, gen_tokens, bt);
   return json{{"model", c.name},
             {"threads", pool.size()},
             {"isa", core::IsaName(core::ActiveIsa())},
@@ -152,16 +185,16 @@ core::StatusOr<json> BenchCascadeDecode(models::Transformer& model, core::Thread
             {"suffix", suffix},
             {"gen_tokens", gen_tokens},
             {"cascade", cascade ? "on" : "off"},
-            {"decode_steps", steps},
+            {"decode_steps", t->steps},
             {"decode_tokens", decode_tokens},
-            {"decode_seconds", seconds},
-            {"decode_tokens_per_s", decode_tokens / seconds},
+            {"decode_seconds", t->seconds},
+            {"decode_tokens_per_s", decode_tokens / t->seconds},
             // Seconds of the timed steps in forwards, their GEMMs (lm_head included) and their
             // attention calls (the rest of a forward: norms, RoPE, K/V writes, copies).
-            {"decode_forward_s", prof.total_s},
-            {"decode_gemm_s", prof.gemm_s},
-            {"decode_attention_s", prof.attention_s},
-            {"cascade_rows", exec.cascade_rows() - cascade_rows_before},
+            {"decode_forward_s", t->profile.total_s},
+            {"decode_gemm_s", t->profile.gemm_s},
+            {"decode_attention_s", t->profile.attention_s},
+            {"cascade_rows", t->cascade_rows},
             {"kv_bytes_read_per_step", cascade ? cascade_bytes : plain_bytes},
             {"kv_bytes_ratio_plain_over_cascade", plain_bytes / cascade_bytes}};
 }
