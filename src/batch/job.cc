@@ -376,10 +376,17 @@ std::pair<int, json> Job::CompletionAnswer(const CompletionLine& cl) const {
   return {200, body};
 }
 
+namespace {
+
+// The share of `total` rows or tokens that sharing saved computing.
+double Saving(int64_t computed, int64_t total) { return total ? 1.0 - double(computed) / double(total) : 0.0; }
+
+}  // namespace
+
 json Job::Summary(const RunFigures& t, int ranks, int64_t answered_before) const {
   const double s = t.seconds;
-  const double saving = t.prompt_tokens ? 1.0 - double(t.computed_prompt_tokens) / double(t.prompt_tokens) : 0.0;
-  const double scoring_saving = t.scoring_rows ? 1.0 - double(t.scoring_computed_rows) / double(t.scoring_rows) : 0.0;
+  const double saving = Saving(t.computed_prompt_tokens, t.prompt_tokens);
+  const double scoring_saving = Saving(t.scoring_computed_rows, t.scoring_rows);
   return {{"lines", input_.size()},
           {"answered_this_run", t.answered},
           {"answered_before", answered_before},
@@ -403,7 +410,7 @@ json Job::Summary(const RunFigures& t, int ranks, int64_t answered_before) const
 }
 
 std::string Job::SummaryText(const RunFigures& t, const std::string& output) const {
-  const double computed_share = t.prompt_tokens ? 1.0 - double(t.computed_prompt_tokens) / double(t.prompt_tokens) : 0.0;
+  const double computed_share = Saving(t.computed_prompt_tokens, t.prompt_tokens);
   char buf[768];
   std::snprintf(buf, sizeof buf,
                 "%lld lines answered in %s (%lld this run, %.1f s, %.2f req/s); prompt tokens %lld, computed %lld "
