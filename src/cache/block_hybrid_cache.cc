@@ -1,6 +1,7 @@
 #include "cache/block_hybrid_cache.h"
 
 #include "cache/block_tree_internal.h"
+#include "cache/hybrid_internal.h"
 
 namespace radixlm::cache {
 namespace {
@@ -61,33 +62,17 @@ class BlockHybridCache final : public HybridPrefixCache {
         r.new_tokens += last.len;  // copied into a sibling, see Insert
     }
     r.checkpoints = static_cast<int>((r.new_tokens + tree_.block() - 1) / tree_.block());
-    r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
-    r.bytes_over_capacity =
-        std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
+    internal::PriceReservation(cost_, TreeBytesExact(), config_.capacity_bytes, &r);
     return r;
   }
 
 
  public:
-  void Lock(const HybridLookup& lookup) override {
-    for (int32_t n = lookup.node; n > BlockTree::kRoot; n = tree_.node(n).parent) tree_.AddLock(n, +1);
-  }
-  void Unlock(const HybridLookup& lookup) override {
-    for (int32_t n = lookup.node; n > BlockTree::kRoot; n = tree_.node(n).parent) tree_.AddLock(n, -1);
-  }
+  void Lock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, +1); }
+  void Unlock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, -1); }
   double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
   const std::vector<HybridRequestStat>& history() const override { return history_; }
-  HybridCacheStats Stats() const override {
-    HybridCacheStats s = counters_;
-    for (const HybridRequestStat& r : history_) {
-      ++s.requests;
-      s.hit_requests += r.hit_tokens > 0;
-      s.input_tokens += r.input_tokens;
-      s.hit_tokens += r.hit_tokens;
-    }
-    s.flops_saved = HistoryFlopsSaved(cost_, history_);
-    return s;
-  }
+  HybridCacheStats Stats() const override { return internal::HistoryStats(counters_, cost_, history_); }
   int64_t NodeCount() const override { return tree_.node_count(); }
   void CheckInvariants() const override {
     tree_.CheckInvariants();
@@ -95,9 +80,7 @@ class BlockHybridCache final : public HybridPrefixCache {
   }
 
  private:
-  int64_t TreeBytesExact() const {
-    return tree_.node_count() * cost_.CheckpointBytes() + cost_.KvBytes(tree_.kv_tokens());
-  }
+  int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
   void Refresh(const BlockTree::MatchResult& m) {
     for (int32_t n : m.visited) tree_.Touch(n, clock_);
   }
@@ -116,35 +99,20 @@ class BlockHybridCache final : public HybridPrefixCache {
       node = n;
       key = key.subspan(block);
     }
-    for (;;) {
-      tree_.Touch(node, clock_);
-      const int32_t next = tree_.InsertStep(node, key);
-      if (next >= 0) {
-        key = key.subspan(tree_.node(next).len);
-        node = next;
-        continue;
-      }
-      if (key.empty()) return;
-      const BlockTree::Node& n = tree_.node(node);
-      if (node == BlockTree::kRoot || n.len == block) {
-        const size_t take = std::min<size_t>(block, key.size());
-        node = NewBlock(node, key.first(take));
-        key = key.subspan(take);
-        continue;
-      }
-      const size_t take = std::min<size_t>(block - n.len, key.size());
+    auto new_block = [this](int32_t parent, std::span<const int32_t> tokens) { return NewBlock(parent, tokens); };
+    tree_.Insert(node, key, clock_, new_block, [this](int32_t partial, std::span<const int32_t> more) {
+      const BlockTree::Node& n = tree_.node(partial);
       if (n.lock_ref > 0) {
         // A request is restoring this partial block's checkpoint: extending it in place would
         // replace that state. Start a sibling block holding the same tokens plus the new ones.
-        const std::span<const int32_t> have = tree_.tokens(node);
+        const std::span<const int32_t> have = tree_.tokens(partial);
         std::vector<int32_t> full(have.begin(), have.end());
-        full.insert(full.end(), key.begin(), key.begin() + take);
-        node = NewBlock(n.parent, full);
-      } else {
-        tree_.Extend(node, key.first(take));
+        full.insert(full.end(), more.begin(), more.end());
+        return NewBlock(n.parent, full);
       }
-      key = key.subspan(take);
-    }
+      tree_.Extend(partial, more);
+      return partial;
+    });
   }
 
   // LRU over unlocked leaves; a parent left childless becomes a candidate.

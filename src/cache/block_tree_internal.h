@@ -171,15 +171,11 @@ class BlockTree {
   }
 
   int32_t NewNode(int32_t parent, std::span<const int32_t> tokens, int64_t clock) {
-    int32_t id;
-    if (!free_.empty()) {
-      id = free_.back();
-      free_.pop_back();
-      nodes_[id] = Node();
-    } else {
-      id = static_cast<int32_t>(nodes_.Append());
+    const int32_t id = ReuseOrAppend(free_, [this](int32_t i) { nodes_[i] = Node(); }, [this] {
+      const size_t appended = nodes_.Append();
       arena_.Append();
-    }
+      return static_cast<int32_t>(appended);
+    });
     ++version_;
     Node& n = nodes_[id];
     n.alive = true;
@@ -232,6 +228,33 @@ class BlockTree {
     RADIXLM_CHECK(nodes_[id].lock_ref >= 0);
     Reindex(id);
   }
+  // AddLock on `id` and every node above it up to the root (excluded); id -1: none.
+  void AddLockPath(int32_t id, int delta) {
+    for (int32_t n = id; n > kRoot; n = nodes_[n].parent) AddLock(n, delta);
+  }
+
+  // radix_cache_vllm._insert_helper, iteratively: inserts `key` below `node`, descending into
+  // the child InsertStep picks (each node entered touched at `clock`). A block goes in through
+  // new_block(parent, tokens) -> its id; the rest of a partial block (not the root) through
+  // fill(node, tokens) -> the node to go on from.
+  template <typename NewBlock, typename Fill>
+  void Insert(int32_t node, std::span<const int32_t> key, int64_t clock, NewBlock new_block, Fill fill) {
+    for (;;) {
+      Touch(node, clock);
+      const int32_t next = InsertStep(node, key);
+      if (next >= 0) {
+        key = key.subspan(nodes_[next].len);
+        node = next;
+        continue;
+      }
+      if (key.empty()) return;
+      const Node& n = nodes_[node];
+      const bool whole = node == kRoot || n.len == block_;  // a new block below it, else fill it
+      const size_t take = std::min<size_t>(whole ? block_ : block_ - n.len, key.size());
+      node = whole ? new_block(node, key.first(take)) : fill(node, key.first(take));
+      key = key.subspan(take);
+    }
+  }
 
   // Structural invariants; CHECK-fails if broken.
   void CheckInvariants() const {
@@ -249,10 +272,7 @@ class BlockTree {
       RADIXLM_CHECK(nodes_[id].hashed_groups == hashed[static_cast<int32_t>(id)]);
       for (int32_t c = nodes_[id].inline_head; c >= 0; c = nodes_[c].next_in_group) kids[static_cast<int32_t>(id)].push_back(c);
     }
-    std::vector<int32_t> stack = {kRoot};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
+    DepthFirst(kRoot, [&](int32_t id, std::vector<int32_t>& stack) {
       const Node& n = nodes_[id];
       RADIXLM_CHECK(n.alive);
       if (id != kRoot) {
@@ -273,7 +293,7 @@ class BlockTree {
         RADIXLM_CHECK(nodes_[child].parent == id);
         stack.push_back(child);
       }
-    }
+    });
     RADIXLM_CHECK(count == node_count_ && token_count == kv_tokens_);
     RADIXLM_CHECK(indexed == evictable_ && (!lru_built_ || static_cast<int64_t>(lru_.size()) >= evictable_));
   }
@@ -290,9 +310,7 @@ class BlockTree {
     return n.hashed_groups > 0 ? groups_.Find(GroupKey(node, token)) : -1;
   }
   static int64_t KeyMatch(std::span<const int32_t> edge, std::span<const int32_t> key) {
-    size_t n = 0;
-    while (n < edge.size() && n < key.size() && edge[n] == key[n]) ++n;
-    return static_cast<int64_t>(n);
+    return static_cast<int64_t>(CommonPrefix(edge, key));
   }
   void AddChild(int32_t parent, int32_t id) {
     nodes_[id].next_in_group = -1;

@@ -6,7 +6,9 @@
 // REQUIRES: no key equals kEmpty.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -89,21 +91,45 @@ class FlatMap {
   size_t mask_ = 0, size_ = 0;
 };
 
+// A node id from a flat pool's free list (the last freed, after reset(id)), else append()'s
+// new one. Every flat-pool tree of cache/ takes its nodes this way.
+template <typename Reset, typename Append>
+int32_t ReuseOrAppend(std::vector<int32_t>& free, Reset reset, Append append) {
+  if (free.empty()) return append();
+  const int32_t id = free.back();
+  free.pop_back();
+  reset(id);
+  return id;
+}
+
 // A node of a flat pool (STYLE.md: trees in vectors indexed by int32 ids): the last freed slot,
 // reset to a fresh Node, else a new one at the end. The radix caches (production and reference)
 // share it.
 template <typename Node>
 int32_t NewPoolNode(std::vector<Node>& nodes, std::vector<int32_t>& free) {
-  int32_t id;
-  if (!free.empty()) {
-    id = free.back();
-    free.pop_back();
-    nodes[id] = Node();
-  } else {
-    id = static_cast<int32_t>(nodes.size());
+  return ReuseOrAppend(free, [&nodes](int32_t id) { nodes[id] = Node(); }, [&nodes] {
     nodes.emplace_back();
+    return static_cast<int32_t>(nodes.size() - 1);
+  });
+}
+
+// Visits a flat-pool tree depth first from `root`: visit(id, stack) pushes onto stack the
+// children to visit next (the last pushed is visited first).
+template <typename Visit>
+void DepthFirst(int32_t root, Visit visit) {
+  std::vector<int32_t> stack = {root};
+  while (!stack.empty()) {
+    const int32_t id = stack.back();
+    stack.pop_back();
+    visit(id, stack);
   }
-  return id;
+}
+
+// How many leading tokens an edge and a key share.
+inline size_t CommonPrefix(std::span<const int32_t> edge, std::span<const int32_t> key) {
+  size_t n = 0;
+  while (n < edge.size() && n < key.size() && edge[n] == key[n]) ++n;
+  return n;
 }
 
 }  // namespace radixlm::cache::internal

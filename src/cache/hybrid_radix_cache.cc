@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <limits>
 
-
 #include "cache/alpha_tuner.h"
 #include "cache/flat_map_internal.h"
+#include "cache/hybrid_internal.h"
 #include "cache/radix_policy.h"
 
 namespace radixlm::cache {
@@ -128,7 +128,10 @@ class HybridRadixCache final : public CheckpointCache {
     child_of_.Erase(ChildKey(c.parent, c.tokens[0]));
     c.slot_in_parent = -1;
   }
-  int64_t TreeBytesExact() const { return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_); }
+  int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, node_count_, kv_tokens_); }
+  internal::EdgeStep Step(int32_t node, std::span<const int32_t> key, size_t pos) const {
+    return internal::StepDown(nodes_, [this](int32_t n, int32_t token) { return FindChild(n, token); }, node, key, pos);
+  }
   void Touch(int32_t node) {
     nodes_[node].last_access = clock_;
     Reindex(node);
@@ -136,25 +139,27 @@ class HybridRadixCache final : public CheckpointCache {
   void Tick() { ++clock_; }
   Walk Match(std::span<const int32_t> key) const;
   HybridLookup LookupOf(const Walk& walk) const;
-  int32_t NewNode();
+  int32_t NewNode() { return internal::NewRadixNode(nodes_, free_nodes_, clock_, &node_count_); }
   // branch: the state is a branch point's (counted as such); else the leaf's.
   int32_t SplitEdge(int32_t child, int64_t at, bool with_state, int32_t payload, bool branch = true);
   // A checkpoint at `position` on sequence's (inserted) path, evicting to make room; false if
   // it does not fit or one is there already.
   bool PlaceCheckpoint(std::span<const int32_t> sequence, int64_t position, int32_t payload);
   void InsertSequence(std::span<const int32_t> sequence, const HybridAdmitOptions& options, HybridAdmitResult* result);
+  // A tombstone takes a state (`payload`): it becomes a checkpoint.
+  void FillTombstone(int32_t node, int32_t payload);
+  // A new leaf below `parent` with edge `tail` and the final state (`payload`).
+  void AddLeaf(int32_t parent, std::span<const int32_t> tail, int32_t payload);
   HybridReservation ReserveWith(std::span<const int32_t> sequence, int64_t branch_state_at) const;
   bool EvictOne();
   void DeleteLeaf(int32_t node);
   void MergeIntoChild(int32_t node);
   bool IsCandidate(int32_t node) const;
   void Reindex(int32_t node);
-  double Efficiency(int32_t node) const {
-    const Node& n = nodes_[node];
-    const int64_t edge = static_cast<int64_t>(n.tokens.size());
-    return ExactRatio(cost_.NodeMarginalFlops(n.depth - edge, edge), cost_.NodeRankingBytes(n.depth - edge, edge));
+  double Efficiency(int32_t node) const { return internal::EdgeEfficiency(cost_, nodes_[node]); }
+  void PollTuner() {
+    internal::PollAlpha(tuner_.get(), snapshot_, cost_, static_cast<int64_t>(history_.size()), &alpha_);
   }
-  void PollTuner();
 
   HybridCacheConfig config_;
   CostModel cost_;
@@ -175,28 +180,17 @@ class HybridRadixCache final : public CheckpointCache {
   std::shared_ptr<const HybridRadixCache> snapshot_;
 };
 
-int32_t HybridRadixCache::NewNode() {
-  const int32_t id = internal::NewPoolNode(nodes_, free_nodes_);
-  nodes_[id].alive = true;
-  nodes_[id].last_access = clock_;
-  ++node_count_;
-  return id;
-}
-
 HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) const {
   Walk walk;
   int32_t node = kRoot;
   size_t pos = 0;
   walk.visited.push_back(node);
   while (pos < key.size()) {
-    const int32_t child = FindChild(node, key[pos]);
+    const auto [child, n] = Step(node, key, pos);
     if (child < 0) break;
-    const std::vector<int32_t>& edge = nodes_[child].tokens;
-    size_t n = 0;
-    while (n < edge.size() && pos + n < key.size() && edge[n] == key[pos + n]) ++n;
     walk.matched += static_cast<int64_t>(n);
     pos += n;
-    if (n < edge.size()) {
+    if (n < nodes_[child].tokens.size()) {
       walk.splits_edge = true;
       break;
     }
@@ -239,18 +233,8 @@ HybridReservation HybridRadixCache::ReserveWith(std::span<const int32_t> sequenc
   if (!branch && branch_state_at >= 0)
     for (int32_t f : walk.full) branch |= !nodes_[f].has_state && nodes_[f].depth == branch_state_at;
   r.checkpoints = (leaf ? 1 : 0) + (branch ? 1 : 0);
-  r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
-  r.bytes_over_capacity =
-      std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
+  internal::PriceReservation(cost_, TreeBytesExact(), config_.capacity_bytes, &r);
   return r;
-}
-
-void HybridRadixCache::PollTuner() {
-  if (!tuner_ || tuner_->tuned() || !snapshot_) return;
-  if (const std::optional<double> tuned = cache::PollTuner(*tuner_, snapshot_, cost_, static_cast<int64_t>(history_.size()))) {
-    alpha_ = *tuned;
-    snapshot_.reset();
-  }
 }
 
 HybridLookup HybridRadixCache::Lookup(std::span<const int32_t> input) {
@@ -326,15 +310,9 @@ bool HybridRadixCache::PlaceCheckpoint(std::span<const int32_t> sequence, int64_
     node = child;
     pos = static_cast<size_t>(nodes_[child].depth);
   }
-  Node& n = nodes_[node];
-  if (node == kRoot || n.has_state) return false;  // a checkpoint is there already
-  n.has_state = true;  // a tombstone takes the state
-  n.payload = payload;
-  ++node_count_;
-  ++counters_.checkpoints_admitted;
+  if (node == kRoot || nodes_[node].has_state) return false;  // a checkpoint is there already
+  FillTombstone(node, payload);
   ++counters_.prompt_end_checkpoints;
-  Reindex(node);
-  Announce(node, true);
   return true;
 }
 
@@ -351,14 +329,10 @@ int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, 
   const int32_t parent = nodes_[child].parent;
   DetachChild(child);
   Node& s = nodes_[split];
-  Node& c = nodes_[child];
-  s.tokens.assign(c.tokens.begin(), c.tokens.begin() + at);
-  s.depth = c.depth - static_cast<int64_t>(c.tokens.size()) + at;
-  s.lock_ref = c.lock_ref;  // every path through the child passes through the split node
+  internal::CutEdge(s, nodes_[child], at);
   s.has_state = with_state;
   s.payload = with_state ? payload : -1;
   if (!with_state) --node_count_;  // a tombstone holds no checkpoint
-  c.tokens.erase(c.tokens.begin(), c.tokens.begin() + at);
   AttachChild(parent, split);
   AttachChild(split, child);
   if (with_state) {
@@ -379,27 +353,18 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
   const bool path = policy_->refreshes_path();
   if (path) Touch(node);
   while (pos < sequence.size()) {
-    const int32_t child = FindChild(node, sequence[pos]);
+    const auto [child, n] = Step(node, sequence, pos);
     if (child < 0) break;
-    const std::vector<int32_t>& edge = nodes_[child].tokens;
-    size_t n = 0;
-    while (n < edge.size() && pos + n < sequence.size() && edge[n] == sequence[pos + n]) ++n;
-    if (n == edge.size()) {
+    if (n == nodes_[child].tokens.size()) {
       node = child;
       pos += n;
       // A fully matched node is refreshed only if the insertion descends past it.
       if (path && pos < sequence.size()) Touch(node);
       if (!nodes_[node].has_state && options.branch_state_at == static_cast<int64_t>(pos)) {
         // A tombstone where this request captured the state: it becomes a checkpoint.
-        Node& t = nodes_[node];
-        t.has_state = true;
-        t.payload = options.branch_payload;
-        ++node_count_;
+        FillTombstone(node, options.branch_payload);
         ++counters_.branch_checkpoints;
-        ++counters_.checkpoints_admitted;
         result->branch_used = options.branch_payload >= 0;
-        Reindex(node);
-        Announce(node, true);
       }
       continue;
     }
@@ -422,25 +387,30 @@ void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const H
   }
   if (pos == sequence.size()) {  // cached in full
     if (node != kRoot && !nodes_[node].has_state) {  // ending on a tombstone: it takes the final state
-      Node& t = nodes_[node];
-      t.has_state = true;
-      t.payload = options.leaf_payload;
-      ++node_count_;
-      ++counters_.checkpoints_admitted;
+      FillTombstone(node, options.leaf_payload);
       result->leaf_used = options.leaf_payload >= 0;
-      Reindex(node);
-      Announce(node, true);
     }
     return;
   }
-  const int32_t parent = node;
+  AddLeaf(node, sequence.subspan(pos), options.leaf_payload);
+  result->leaf_used = options.leaf_payload >= 0;
+}
+
+void HybridRadixCache::FillTombstone(int32_t node, int32_t payload) {
+  Node& t = nodes_[node];
+  t.has_state = true;
+  t.payload = payload;
+  ++node_count_;
+  ++counters_.checkpoints_admitted;
+  Reindex(node);
+  Announce(node, true);
+}
+
+void HybridRadixCache::AddLeaf(int32_t parent, std::span<const int32_t> tail, int32_t payload) {
   const int32_t leaf = NewNode();
   Node& l = nodes_[leaf];
-  l.tokens.assign(sequence.begin() + pos, sequence.end());
-  l.depth = nodes_[parent].depth + static_cast<int64_t>(l.tokens.size());
-  kv_tokens_ += static_cast<int64_t>(l.tokens.size());
-  l.payload = options.leaf_payload;
-  result->leaf_used = options.leaf_payload >= 0;
+  kv_tokens_ += internal::SetLeafEdge(l, nodes_[parent], tail);
+  l.payload = payload;
   AttachChild(parent, leaf);
   ++counters_.checkpoints_admitted;
   Reindex(leaf);
@@ -481,9 +451,7 @@ void HybridRadixCache::MergeIntoChild(int32_t node) {
   const int32_t parent = n.parent;
   DetachChild(child);
   DetachChild(node);
-  Node& c = nodes_[child];
-  c.tokens.insert(c.tokens.begin(), n.tokens.begin(), n.tokens.end());
-  c.last_access = std::max(c.last_access, n.last_access);
+  internal::PrependEdge(nodes_[child], n);
   AttachChild(parent, child);
   n.alive = false;
   Reindex(node);
@@ -565,14 +533,7 @@ void HybridRadixCache::Unlock(const HybridLookup& lookup) {
 }
 
 HybridCacheStats HybridRadixCache::Stats() const {
-  HybridCacheStats s = counters_;
-  for (const HybridRequestStat& r : history_) {
-    ++s.requests;
-    s.hit_requests += r.hit_tokens > 0;
-    s.input_tokens += r.input_tokens;
-    s.hit_tokens += r.hit_tokens;
-  }
-  s.flops_saved = HistoryFlopsSaved(cost_, history_);
+  HybridCacheStats s = internal::HistoryStats(counters_, cost_, history_);
   if (tuner_) {
     s.bootstrap_window = tuner_->window();
     s.alpha_tuned = tuner_->tuned();
@@ -583,10 +544,7 @@ HybridCacheStats HybridRadixCache::Stats() const {
 
 void HybridRadixCache::CheckInvariants() const {
   int64_t count = 0, tokens = 0, indexed = 0;
-  std::vector<int32_t> stack = {kRoot};
-  while (!stack.empty()) {
-    const int32_t id = stack.back();
-    stack.pop_back();
+  internal::DepthFirst(kRoot, [&](int32_t id, std::vector<int32_t>& stack) {
     const Node& n = nodes_[id];
     RADIXLM_CHECK(n.alive);
     if (id != kRoot) {
@@ -607,7 +565,7 @@ void HybridRadixCache::CheckInvariants() const {
       RADIXLM_CHECK(nodes_[child].parent == id);
       stack.push_back(child);
     }
-  }
+  });
   RADIXLM_CHECK(count == node_count_);
   RADIXLM_CHECK(tokens == kv_tokens_);
   RADIXLM_CHECK(indexed == static_cast<int64_t>(candidates_.size()));

@@ -6,12 +6,44 @@
 #include "cache/alpha_tuner.h"
 #include "cache/block_tree_internal.h"
 #include "cache/flat_map_internal.h"
+#include "cache/hybrid_internal.h"
 #include "cache/python_heap.h"
 
 namespace radixlm::cache {
 namespace {
 
 constexpr int32_t kRoot = 0;
+
+// The reference's LRU eviction (both trees): a Python heap of `leaves` by older(x, y) pops the
+// oldest until `bytes_to_remove` are credited (a checkpoint and the KV of tokens(x) a leaf) or
+// the root surfaces; remove(x) deletes the leaf and returns its parent if that joins the heap
+// (a leaf now), else -1.
+template <typename Older, typename Tokens, typename Remove>
+void EvictOldestLeaves(std::vector<int32_t> leaves, Older older, double bytes_to_remove, const CostModel& cost,
+                       Tokens tokens, Remove remove) {
+  PythonHeap<int32_t, Older> heap(std::move(leaves), older);
+  double evicted = 0;
+  while (evicted < bytes_to_remove && !heap.empty()) {
+    const int32_t x = heap.Pop();
+    if (x == kRoot) break;
+    evicted += static_cast<double>(cost.CheckpointBytes() + cost.KvBytes(tokens(x)));
+    const int32_t next = remove(x);
+    if (next >= 0) heap.Push(next);
+  }
+}
+
+// utils._normalize: min-max scaling to [0, 1]; all ones if the values are one or all equal.
+void Normalize(std::vector<double>& v) {
+  if (v.size() > 1) {
+    const double lo = *std::min_element(v.begin(), v.end());
+    const double hi = *std::max_element(v.begin(), v.end());
+    if (lo != hi) {
+      for (double& x : v) x = (x - lo) / (hi - lo);
+      return;
+    }
+  }
+  std::fill(v.begin(), v.end(), 1.0);
+}
 
 // radix_cache_hybrid.py (SGLang+ when evicting leaves by LRU, Marconi with evict_v2).
 class ReferenceRadixCache final : public HybridPrefixCache {
@@ -52,9 +84,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     HybridReservation r;
     r.new_tokens = static_cast<int64_t>(sequence.size()) - walk.matched;
     r.checkpoints = walk.matched > walk.reusable ? 2 : 1;
-    r.bytes_needed = r.checkpoints * cost_.CheckpointBytes() + cost_.KvBytes(r.new_tokens);
-    r.bytes_over_capacity =
-        std::max(0.0, static_cast<double>(TreeBytesExact() + r.bytes_needed) - config_.capacity_bytes);
+    internal::PriceReservation(cost_, TreeBytesExact(), config_.capacity_bytes, &r);
     return r;
   }
 
@@ -93,14 +123,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   double alpha() const override { return alpha_; }
   const std::vector<HybridRequestStat>& history() const override { return history_; }
   HybridCacheStats Stats() const override {
-    HybridCacheStats s = counters_;
-    for (const HybridRequestStat& r : history_) {
-      ++s.requests;
-      s.hit_requests += r.hit_tokens > 0;
-      s.input_tokens += r.input_tokens;
-      s.hit_tokens += r.hit_tokens;
-    }
-    s.flops_saved = HistoryFlopsSaved(cost_, history_);
+    HybridCacheStats s = internal::HistoryStats(counters_, cost_, history_);
     s.bootstrap_window = bootstrap_window_;
     if (tuner_) {
       s.alpha_tuned = tuner_->tuned();
@@ -111,10 +134,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   int64_t NodeCount() const override { return node_count_; }
   void CheckInvariants() const override {
     int64_t count = 0, tokens = 0;
-    std::vector<int32_t> stack = {kRoot};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
+    internal::DepthFirst(kRoot, [&](int32_t id, std::vector<int32_t>& stack) {
       const Node& n = nodes_[id];
       RADIXLM_CHECK(n.alive);
       if (id != kRoot) {
@@ -127,7 +147,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
         RADIXLM_CHECK(nodes_[child].parent == id && nodes_[child].tokens[0] == token);
         stack.push_back(child);
       }
-    }
+    });
     RADIXLM_CHECK(count == node_count_ && tokens == kv_tokens_);
   }
 
@@ -153,7 +173,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
 
   bool PathRefresh() const { return config_.policy == HybridPolicy::kSglangPlus; }
   bool KvOnlyHits() const { return cost_.shape().n_ssm_layers == 0; }
-  int64_t TreeBytesExact() const { return node_count_ * cost_.CheckpointBytes() + cost_.KvBytes(kv_tokens_); }
+  int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, node_count_, kv_tokens_); }
   void Tick() { ++clock_; }
   void Touch(int32_t node) { nodes_[node].last_access = clock_; }
   void RefreshPath(const Walk& walk) {
@@ -168,18 +188,19 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     for (auto& entry : nodes_[parent].children)
       if (entry.second == old_child) entry.second = new_child;
   }
-  double Efficiency(int32_t node) const {
-    const Node& n = nodes_[node];
-    const int64_t edge = static_cast<int64_t>(n.tokens.size());
-    return ExactRatio(cost_.NodeMarginalFlops(n.depth - edge, edge), cost_.NodeRankingBytes(n.depth - edge, edge));
+  double Efficiency(int32_t node) const { return internal::EdgeEfficiency(cost_, nodes_[node]); }
+  int32_t NewNode() { return internal::NewRadixNode(nodes_, free_nodes_, clock_, &node_count_); }
+  internal::EdgeStep Step(int32_t node, std::span<const int32_t> key, size_t pos) const {
+    return internal::StepDown(nodes_, [this](int32_t n, int32_t token) { return FindChild(n, token); }, node, key, pos);
   }
-
-  int32_t NewNode() {
-    const int32_t id = internal::NewPoolNode(nodes_, free_nodes_);
-    nodes_[id].alive = true;
-    nodes_[id].last_access = clock_;
-    ++node_count_;
-    return id;
+  // Every node, root first, in preorder with children in insertion order (the reference's walks).
+  std::vector<int32_t> Preorder() const {
+    std::vector<int32_t> order;
+    internal::DepthFirst(kRoot, [&](int32_t id, std::vector<int32_t>& stack) {
+      order.push_back(id);
+      for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it) stack.push_back(it->second);
+    });
+    return order;
   }
 
   // Keeps descending below a partially matched edge, from the token where the match stopped
@@ -190,14 +211,11 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     size_t pos = 0;
     walk.visited.push_back(node);
     while (pos < key.size()) {
-      const int32_t child = FindChild(node, key[pos]);
+      const auto [child, n] = Step(node, key, pos);
       if (child < 0) break;
-      const std::vector<int32_t>& edge = nodes_[child].tokens;
-      size_t n = 0;
-      while (n < edge.size() && pos + n < key.size() && edge[n] == key[pos + n]) ++n;
       walk.matched += static_cast<int64_t>(n);
       pos += n;
-      if (n == edge.size()) {
+      if (n == nodes_[child].tokens.size()) {
         walk.full.push_back(child);
         walk.reusable += static_cast<int64_t>(n);
         walk.deepest_state = child;
@@ -209,11 +227,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   }
 
   void PollTuner() {
-    if (!tuner_ || tuner_->tuned() || !snapshot_) return;
-    if (const std::optional<double> tuned = cache::PollTuner(*tuner_, snapshot_, cost_, static_cast<int64_t>(history_.size()))) {
-      alpha_ = *tuned;
-      snapshot_.reset();
-    }
+    internal::PollAlpha(tuner_.get(), snapshot_, cost_, static_cast<int64_t>(history_.size()), &alpha_);
   }
 
   void SplitEdge(int32_t child, int64_t at) {
@@ -221,10 +235,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     Node& s = nodes_[split];
     Node& c = nodes_[child];
     s.parent = c.parent;
-    s.tokens.assign(c.tokens.begin(), c.tokens.begin() + at);
-    s.depth = c.depth - static_cast<int64_t>(c.tokens.size()) + at;
-    s.lock_ref = c.lock_ref;
-    c.tokens.erase(c.tokens.begin(), c.tokens.begin() + at);
+    internal::CutEdge(s, c, at);
     s.children.push_back({c.tokens[0], child});
     ReplaceChild(s.parent, child, split);
     c.parent = split;
@@ -237,12 +248,9 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     size_t pos = 0;
     if (PathRefresh()) Touch(node);
     while (pos < sequence.size()) {
-      const int32_t child = FindChild(node, sequence[pos]);
+      const auto [child, n] = Step(node, sequence, pos);
       if (child < 0) break;
-      const std::vector<int32_t>& edge = nodes_[child].tokens;
-      size_t n = 0;
-      while (n < edge.size() && pos + n < sequence.size() && edge[n] == sequence[pos + n]) ++n;
-      if (n == edge.size()) {
+      if (n == nodes_[child].tokens.size()) {
         node = child;
         pos += n;
         // The reference's insert refreshes a fully matched node only if it descends past it.
@@ -259,9 +267,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     const int32_t leaf = NewNode();
     Node& l = nodes_[leaf];
     l.parent = parent;
-    l.tokens.assign(sequence.begin() + pos, sequence.end());
-    l.depth = nodes_[parent].depth + static_cast<int64_t>(l.tokens.size());
-    kv_tokens_ += static_cast<int64_t>(l.tokens.size());
+    kv_tokens_ += internal::SetLeafEdge(l, nodes_[parent], sequence.subspan(pos));
     nodes_[parent].children.push_back({l.tokens[0], leaf});
     ++counters_.checkpoints_admitted;
   }
@@ -290,8 +296,7 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     RADIXLM_CHECK(n.children.size() == 1 && node != kRoot);
     const int32_t child = n.children[0].second;
     Node& c = nodes_[child];
-    c.tokens.insert(c.tokens.begin(), n.tokens.begin(), n.tokens.end());
-    c.last_access = std::max(c.last_access, n.last_access);
+    internal::PrependEdge(c, n);
     c.parent = n.parent;
     ReplaceChild(n.parent, node, child);
     n.alive = false;
@@ -306,61 +311,44 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     Tick();
     if (bootstrap_window_ < 0) bootstrap_window_ = static_cast<int64_t>(config_.bootstrap_multiplier) * history_.size();
     if (tuner_) tuner_->OnEviction(static_cast<int64_t>(history_.size()));
-    double bytes_evicted = 0;
     if (config_.policy == HybridPolicy::kSglangPlus) {
-      // A heap of the current leaves by last access; a parent left childless joins it.
-      std::vector<int32_t> leaves;
-      std::vector<int32_t> stack = {kRoot};
-      while (!stack.empty()) {  // preorder, children in insertion order
-        const int32_t id = stack.back();
-        stack.pop_back();
-        if (nodes_[id].children.empty()) leaves.push_back(id);
-        for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it) stack.push_back(it->second);
-      }
-      auto older = [this](int32_t x, int32_t y) { return nodes_[x].last_access < nodes_[y].last_access; };
-      PythonHeap<int32_t, decltype(older)> heap(std::move(leaves), older);
-      while (bytes_evicted < bytes_to_remove && !heap.empty()) {
-        const int32_t x = heap.Pop();
-        if (x == kRoot) break;
-        bytes_evicted += static_cast<double>(cost_.CheckpointBytes() +
-                                             cost_.KvBytes(static_cast<int64_t>(nodes_[x].tokens.size())));
-        const int32_t parent = nodes_[x].parent;
-        DeleteLeaf(x);
-        if (nodes_[parent].children.empty()) heap.Push(parent);
-      }
-      return;
+      EvictLeavesLru(bytes_to_remove);
+    } else {
+      EvictMarconi(bytes_to_remove);
     }
-    // Marconi (evict_v2): rescan the nodes with <= 1 child for every victim.
+  }
+
+  // SGLang+: a heap of the current leaves by last access; a parent left childless joins it.
+  void EvictLeavesLru(double bytes_to_remove) {
+    std::vector<int32_t> leaves;
+    for (int32_t id : Preorder())
+      if (nodes_[id].children.empty()) leaves.push_back(id);
+    auto older = [this](int32_t x, int32_t y) { return nodes_[x].last_access < nodes_[y].last_access; };
+    auto tokens = [this](int32_t x) { return static_cast<int64_t>(nodes_[x].tokens.size()); };
+    EvictOldestLeaves(std::move(leaves), older, bytes_to_remove, cost_, tokens, [this](int32_t x) {
+      const int32_t parent = nodes_[x].parent;
+      DeleteLeaf(x);
+      return nodes_[parent].children.empty() ? parent : -1;
+    });
+  }
+
+  // Marconi (evict_v2): rescan the nodes with <= 1 child for every victim.
+  void EvictMarconi(double bytes_to_remove) {
+    double bytes_evicted = 0;
     std::vector<int32_t> candidates;
     std::vector<double> efficiency, recency;
     while (bytes_evicted < bytes_to_remove && node_count_ > 0) {
       candidates.clear();
-      std::vector<int32_t> stack = {kRoot};
-      while (!stack.empty()) {
-        const int32_t id = stack.back();
-        stack.pop_back();
+      for (int32_t id : Preorder())
         if (id != kRoot && nodes_[id].children.size() <= 1) candidates.push_back(id);
-        for (auto it = nodes_[id].children.rbegin(); it != nodes_[id].children.rend(); ++it) stack.push_back(it->second);
-      }
       efficiency.clear();
       recency.clear();
       for (int32_t id : candidates) {
         efficiency.push_back(Efficiency(id));
         recency.push_back(1.0 / static_cast<double>(clock_ - nodes_[id].last_access));
       }
-      auto normalize = [](std::vector<double>& v) {  // utils._normalize
-        if (v.size() > 1) {
-          const double lo = *std::min_element(v.begin(), v.end());
-          const double hi = *std::max_element(v.begin(), v.end());
-          if (lo != hi) {
-            for (double& x : v) x = (x - lo) / (hi - lo);
-            return;
-          }
-        }
-        std::fill(v.begin(), v.end(), 1.0);
-      };
-      normalize(efficiency);
-      normalize(recency);
+      Normalize(efficiency);
+      Normalize(recency);
       size_t victim = 0;
       double best = std::numeric_limits<double>::infinity();
       for (size_t i = 0; i < candidates.size(); ++i) {
@@ -370,17 +358,21 @@ class ReferenceRadixCache final : public HybridPrefixCache {
       ++counters_.victim_searches;
       counters_.victim_scored += static_cast<int64_t>(candidates.size());
       counters_.victim_candidates += static_cast<int64_t>(candidates.size());
-      const int32_t id = candidates[victim];
-      if (nodes_[id].children.empty()) {
-        // The reference credits the edge length of the *last candidate scored*, not the victim's.
-        const int64_t credited = static_cast<int64_t>(nodes_[candidates.back()].tokens.size());
-        bytes_evicted += static_cast<double>(cost_.CheckpointBytes() + cost_.KvBytes(credited));
-        DeleteLeaf(id);
-      } else {
-        bytes_evicted += static_cast<double>(cost_.CheckpointBytes());
-        MergeIntoChild(id);
-      }
+      bytes_evicted += EvictCandidate(candidates[victim], candidates.back());
     }
+  }
+
+  // Deletes a leaf or merges a one-child node into its child; returns the bytes the reference
+  // credits for it.
+  double EvictCandidate(int32_t id, int32_t last_scored) {
+    if (nodes_[id].children.empty()) {
+      // The reference credits the edge length of the *last candidate scored*, not the victim's.
+      const int64_t credited = static_cast<int64_t>(nodes_[last_scored].tokens.size());
+      DeleteLeaf(id);
+      return static_cast<double>(cost_.CheckpointBytes() + cost_.KvBytes(credited));
+    }
+    MergeIntoChild(id);
+    return static_cast<double>(cost_.CheckpointBytes());
   }
 
   HybridCacheConfig config_;
@@ -437,86 +429,48 @@ class ReferenceBlockCache final : public HybridPrefixCache {
     Insert(sequence);
   }
 
-  void Lock(const HybridLookup& lookup) override {
-    for (int32_t n = lookup.node; n > kRoot; n = tree_.node(n).parent) tree_.AddLock(n, +1);
-  }
-  void Unlock(const HybridLookup& lookup) override {
-    for (int32_t n = lookup.node; n > kRoot; n = tree_.node(n).parent) tree_.AddLock(n, -1);
-  }
+  void Lock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, +1); }
+  void Unlock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, -1); }
   double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
   const std::vector<HybridRequestStat>& history() const override { return history_; }
-  HybridCacheStats Stats() const override {
-    HybridCacheStats s = counters_;
-    for (const HybridRequestStat& r : history_) {
-      ++s.requests;
-      s.hit_requests += r.hit_tokens > 0;
-      s.input_tokens += r.input_tokens;
-      s.hit_tokens += r.hit_tokens;
-    }
-    s.flops_saved = HistoryFlopsSaved(cost_, history_);
-    return s;
-  }
+  HybridCacheStats Stats() const override { return internal::HistoryStats(counters_, cost_, history_); }
   int64_t NodeCount() const override { return tree_.node_count(); }
   void CheckInvariants() const override { tree_.CheckInvariants(); }
 
  private:
-  int64_t TreeBytesExact() const {
-    return tree_.node_count() * cost_.CheckpointBytes() + cost_.KvBytes(tree_.kv_tokens());
-  }
+  int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
   void Refresh(const internal::BlockTree::MatchResult& m) {
     for (int32_t n : m.visited) tree_.Touch(n, clock_);
   }
 
+  // A partial block is filled in place; the reference re-keys it (last among its siblings).
   void Insert(std::span<const int32_t> key) {
-    int32_t node = kRoot;
-    const int block = tree_.block();
-    for (;;) {
-      tree_.Touch(node, clock_);
-      const int32_t next = tree_.InsertStep(node, key);
-      if (next >= 0) {
-        key = key.subspan(tree_.node(next).len);
-        node = next;
-        continue;
-      }
-      if (key.empty()) return;
-      const internal::BlockTree::Node& n = tree_.node(node);
-      if (node == kRoot || n.len == block) {
-        const size_t take = std::min<size_t>(block, key.size());
-        ++counters_.checkpoints_admitted;
-        node = tree_.NewNode(node, key.first(take), clock_);
-        key = key.subspan(take);
-        continue;
-      }
-      // Fill the partial block in place; the reference re-keys it (last among its siblings).
-      const size_t take = std::min<size_t>(block - n.len, key.size());
-      tree_.Extend(node, key.first(take));
-      key = key.subspan(take);
-    }
+    auto new_block = [this](int32_t parent, std::span<const int32_t> tokens) {
+      ++counters_.checkpoints_admitted;
+      return tree_.NewNode(parent, tokens, clock_);
+    };
+    tree_.Insert(kRoot, key, clock_, new_block, [this](int32_t node, std::span<const int32_t> tokens) {
+      tree_.Extend(node, tokens);
+      return node;
+    });
   }
 
   void Evict(double bytes_to_remove) {
     ++clock_;
-    std::vector<int32_t> leaves, stack = {kRoot};
-    while (!stack.empty()) {
-      const int32_t id = stack.back();
-      stack.pop_back();
+    std::vector<int32_t> leaves;
+    internal::DepthFirst(kRoot, [&](int32_t id, std::vector<int32_t>& stack) {
       const internal::BlockTree::Node& n = tree_.node(id);
       if (n.num_children == 0 && n.lock_ref == 0) leaves.push_back(id);
       for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.push_back(*it);
-    }
+    });
     auto older = [this](int32_t x, int32_t y) { return tree_.node(x).last_access < tree_.node(y).last_access; };
-    PythonHeap<int32_t, decltype(older)> heap(std::move(leaves), older);
-    double evicted = 0;
-    while (evicted < bytes_to_remove && !heap.empty()) {
-      const int32_t x = heap.Pop();
-      if (x == kRoot) break;
-      evicted += static_cast<double>(cost_.CheckpointBytes() +
-                                     cost_.KvBytes(tree_.node(x).len));
+    auto tokens = [this](int32_t x) { return static_cast<int64_t>(tree_.node(x).len); };
+    EvictOldestLeaves(std::move(leaves), older, bytes_to_remove, cost_, tokens, [this](int32_t x) {
       const int32_t parent = tree_.node(x).parent;
       tree_.RemoveLeaf(x);
       ++counters_.evictions;
-      if (tree_.node(parent).num_children == 0 && tree_.node(parent).lock_ref == 0) heap.Push(parent);
-    }
+      return tree_.node(parent).num_children == 0 && tree_.node(parent).lock_ref == 0 ? parent : -1;
+    });
   }
 
   HybridCacheConfig config_;
