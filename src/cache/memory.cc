@@ -125,15 +125,7 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
   const int64_t n = static_cast<int64_t>(tokens.size());
   *out = {};
   if (config_.mode == MemoryMode::kByteBudget) {
-    if (budget_ && count_prompt > 0) {
-      const CheckpointKey key(tokens, count_prompt, seq->ns);
-      const HybridLookup look = budget_->Lookup(key.span);
-      const int64_t hit = std::max<int64_t>(0, look.hit_tokens - key.offset);
-      const int64_t matched = std::max<int64_t>(0, look.matched_tokens - key.offset);
-      seq->prompt_end_at = PromptEnd(count_prompt, std::max(hit, look.branch_checkpoint ? matched : 0));
-      out->hit_tokens = hit;
-      out->cached_tokens = std::min(hit, n - 1);  // at least one token is computed
-    }
+    if (budget_ && count_prompt > 0) LookupBudget(tokens, count_prompt, seq, out);
     return true;
   }
   if (config_.recurrent && free_slots_.empty()) return false;  // wait for a state slot
@@ -142,56 +134,8 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     if (!blocks) return false;
     seq->block_table = *blocks;
     seq->owned = *blocks;
-  } else {
-    // Hybrid models: reuse only up to the deepest checkpoint whose KV is still in the tree.
-    int64_t limit = n - 1;
-    int32_t ckpt_node = -1, ckpt_slot = -1;
-    if (checkpoints_) {
-      const int64_t kv = tree_->Match(tokens, n - 1, seq->ns).length;
-      const CheckpointKey key(tokens, kv, seq->ns);
-      limit = std::max<int64_t>(0, checkpoints_->CheckpointAtOrBelow(key.span, kv + key.offset, &ckpt_node, &ckpt_slot) - key.offset);
-    }
-    Reservation res = tree_->Reserve(tokens, limit, n, seq->ns);
-    // A match locks its deepest node whole, the tail this sequence does not use too, so a
-    // sequence that fits the pool could stay infeasible for good. Alone, no other lock exists:
-    // without a match everything is evictable and it must fit.
-    if (!res.feasible && alone) {
-      limit = 0;
-      ckpt_node = ckpt_slot = -1;
-      res = tree_->Reserve(tokens, 0, n, seq->ns);
-    }
-    if (!res.feasible) return false;
-    if (checkpoints_) {
-      // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
-      const CheckpointKey key(tokens, n - 1, seq->ns);
-      const HybridLookup look = count_prompt > 0 ? checkpoints_->Lookup(key.span) : checkpoints_->Peek(key.span);
-      const int64_t matched = look.matched_tokens - key.offset;
-      seq->branch_at = look.branch_checkpoint && matched > limit ? matched : -1;
-      seq->branch_captured = false;
-      seq->restore_slot = limit > 0 ? ckpt_slot : -1;
-      seq->needs_restore = limit > 0;
-      seq->checkpoint_lock = {};
-      seq->checkpoint_lock.node = limit > 0 ? ckpt_node : -1;
-      checkpoints_->Lock(seq->checkpoint_lock);
-      seq->capture_slot = capture_free_.back();
-      capture_free_.pop_back();
-      // The prompt-end state, unless a hit or the branch point covers it already.
-      if (count_prompt > 0) seq->prompt_end_at = PromptEnd(count_prompt, std::max(limit, seq->branch_at));
-      seq->prompt_end_captured = false;
-      if (seq->prompt_end_at > limit && seq->prompt_end_at != seq->branch_at) {
-        seq->prompt_end_slot = prompt_end_free_.back();
-        prompt_end_free_.pop_back();
-      }
-    }
-    Admission a = tree_->Commit(res, count_prompt);
-    RADIXLM_CHECK(!checkpoints_ || a.cached_tokens == limit);
-    if (a.cow_src >= 0) out->copies.push_back({a.cow_src, a.cow_dst, a.cow_tokens});
-    seq->block_table = std::move(a.block_table);
-    seq->owned = std::move(a.owned_blocks);
-    seq->locked = a.locked_node;
-    seq->has_lock = a.cached_tokens > 0;
-    out->cached_tokens = a.cached_tokens;
-    if (tier_ && !checkpoints_) PlanBlockLoads(tokens, limit, seq, out);
+  } else if (!AdmitToTree(tokens, count_prompt, alone, seq, out)) {
+    return false;
   }
   out->hit_tokens = out->cached_tokens;
   if (config_.recurrent) {
@@ -200,6 +144,76 @@ bool Memory::Admit(const std::vector<int32_t>& tokens, int64_t count_prompt, boo
     if (tier_) PlanStateLoad(tokens, seq, out);
   }
   return true;
+}
+
+void Memory::LookupBudget(const std::vector<int32_t>& tokens, int64_t count_prompt, MemorySeq* seq, Admitted* out) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const CheckpointKey key(tokens, count_prompt, seq->ns);
+  const HybridLookup look = budget_->Lookup(key.span);
+  const int64_t hit = std::max<int64_t>(0, look.hit_tokens - key.offset);
+  const int64_t matched = std::max<int64_t>(0, look.matched_tokens - key.offset);
+  seq->prompt_end_at = PromptEnd(count_prompt, std::max(hit, look.branch_checkpoint ? matched : 0));
+  out->hit_tokens = hit;
+  out->cached_tokens = std::min(hit, n - 1);  // at least one token is computed
+}
+
+bool Memory::AdmitToTree(const std::vector<int32_t>& tokens, int64_t count_prompt, bool alone, MemorySeq* seq,
+                         Admitted* out) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  // Hybrid models: reuse only up to the deepest checkpoint whose KV is still in the tree.
+  int64_t limit = n - 1;
+  int32_t ckpt_node = -1, ckpt_slot = -1;
+  if (checkpoints_) {
+    const int64_t kv = tree_->Match(tokens, n - 1, seq->ns).length;
+    const CheckpointKey key(tokens, kv, seq->ns);
+    limit = std::max<int64_t>(0, checkpoints_->CheckpointAtOrBelow(key.span, kv + key.offset, &ckpt_node, &ckpt_slot) - key.offset);
+  }
+  Reservation res = tree_->Reserve(tokens, limit, n, seq->ns);
+  // A match locks its deepest node whole, the tail this sequence does not use too, so a
+  // sequence that fits the pool could stay infeasible for good. Alone, no other lock exists:
+  // without a match everything is evictable and it must fit.
+  if (!res.feasible && alone) {
+    limit = 0;
+    ckpt_node = ckpt_slot = -1;
+    res = tree_->Reserve(tokens, 0, n, seq->ns);
+  }
+  if (!res.feasible) return false;
+  if (checkpoints_) PlanCheckpoints(tokens, count_prompt, limit, ckpt_node, ckpt_slot, seq);
+  Admission a = tree_->Commit(res, count_prompt);
+  RADIXLM_CHECK(!checkpoints_ || a.cached_tokens == limit);
+  if (a.cow_src >= 0) out->copies.push_back({a.cow_src, a.cow_dst, a.cow_tokens});
+  seq->block_table = std::move(a.block_table);
+  seq->owned = std::move(a.owned_blocks);
+  seq->locked = a.locked_node;
+  seq->has_lock = a.cached_tokens > 0;
+  out->cached_tokens = a.cached_tokens;
+  if (tier_ && !checkpoints_) PlanBlockLoads(tokens, limit, seq, out);
+  return true;
+}
+
+void Memory::PlanCheckpoints(const std::vector<int32_t>& tokens, int64_t count_prompt, int64_t limit,
+                             int32_t ckpt_node, int32_t ckpt_slot, MemorySeq* seq) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  // Speculative insertion: if this input splits a cached edge, prefill checkpoints there.
+  const CheckpointKey key(tokens, n - 1, seq->ns);
+  const HybridLookup look = count_prompt > 0 ? checkpoints_->Lookup(key.span) : checkpoints_->Peek(key.span);
+  const int64_t matched = look.matched_tokens - key.offset;
+  seq->branch_at = look.branch_checkpoint && matched > limit ? matched : -1;
+  seq->branch_captured = false;
+  seq->restore_slot = limit > 0 ? ckpt_slot : -1;
+  seq->needs_restore = limit > 0;
+  seq->checkpoint_lock = {};
+  seq->checkpoint_lock.node = limit > 0 ? ckpt_node : -1;
+  checkpoints_->Lock(seq->checkpoint_lock);
+  seq->capture_slot = capture_free_.back();
+  capture_free_.pop_back();
+  // The prompt-end state, unless a hit or the branch point covers it already.
+  if (count_prompt > 0) seq->prompt_end_at = PromptEnd(count_prompt, std::max(limit, seq->branch_at));
+  seq->prompt_end_captured = false;
+  if (seq->prompt_end_at > limit && seq->prompt_end_at != seq->branch_at) {
+    seq->prompt_end_slot = prompt_end_free_.back();
+    prompt_end_free_.pop_back();
+  }
 }
 
 void Memory::PlanBlockLoads(const std::vector<int32_t>& tokens, int64_t limit, MemorySeq* seq, Admitted* out) {

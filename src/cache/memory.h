@@ -286,6 +286,16 @@ class Memory {
   const TierKey& TierKeyOf(const std::vector<int32_t>& tokens, int64_t index, MemorySeq* seq) const;
   // Offers seq's full blocks of tokens[0, n) that the tier lacks (after they entered the tree).
   void OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq);
+  // kByteBudget: the hybrid policy's lookup of a prompt (its hit and where its end state goes).
+  void LookupBudget(const std::vector<int32_t>& tokens, int64_t count_prompt, MemorySeq* seq, Admitted* out);
+  // Admit's paged part: the tree's blocks (up to the deepest checkpoint on hybrid models); false
+  // if they do not fit.
+  bool AdmitToTree(const std::vector<int32_t>& tokens, int64_t count_prompt, bool alone, MemorySeq* seq,
+                   Admitted* out);
+  // Hybrid models: the branch point, the restored checkpoint (locked) and the state slots of an
+  // admitted sequence whose hit ends at `limit`.
+  void PlanCheckpoints(const std::vector<int32_t>& tokens, int64_t count_prompt, int64_t limit, int32_t ckpt_node,
+                       int32_t ckpt_slot, MemorySeq* seq);
   // Attention-only models: loads of the full blocks the tier holds past the pool's hit.
   void PlanBlockLoads(const std::vector<int32_t>& tokens, int64_t limit, MemorySeq* seq, Admitted* out);
   // Hybrid models: the deepest state the tier holds past the pool's hit whose blocks it holds too.
