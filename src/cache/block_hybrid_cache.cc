@@ -20,11 +20,7 @@ class BlockHybridCache final : public HybridPrefixCache {
     const BlockTree::MatchResult m = tree_.Match(input);
     Refresh(m);
     last_lookup_ = {tree_.version(), std::vector<int32_t>(input.begin(), input.end()), m};
-    HybridLookup result;
-    result.matched_tokens = result.hit_tokens = m.matched;
-    result.node = m.nodes.empty() ? -1 : m.nodes.back();
-    history_.push_back({static_cast<int64_t>(input.size()), m.matched});
-    return result;
+    return internal::RecordBlockHit(m, static_cast<int64_t>(input.size()), &history_);
   }
 
   HybridReservation Reserve(std::span<const int32_t> sequence) const override {
@@ -81,9 +77,7 @@ class BlockHybridCache final : public HybridPrefixCache {
 
  private:
   int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
-  void Refresh(const BlockTree::MatchResult& m) {
-    for (int32_t n : m.visited) tree_.Touch(n, clock_);
-  }
+  void Refresh(const BlockTree::MatchResult& m) { tree_.TouchVisited(m, clock_); }
   int32_t NewBlock(int32_t parent, std::span<const int32_t> tokens) {
     ++counters_.checkpoints_admitted;
     return tree_.NewNode(parent, tokens, clock_);

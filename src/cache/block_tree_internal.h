@@ -223,6 +223,10 @@ class BlockTree {
     nodes_[id].last_access = clock;
     Reindex(id);
   }
+  // Touches every node a match entered (as a real match refreshes them).
+  void TouchVisited(const MatchResult& m, int64_t clock) {
+    for (int32_t n : m.visited) Touch(n, clock);
+  }
   void AddLock(int32_t id, int delta) {
     nodes_[id].lock_ref += delta;
     RADIXLM_CHECK(nodes_[id].lock_ref >= 0);

@@ -81,6 +81,28 @@ EdgeStep StepDown(const std::vector<Node>& nodes, const FindChild& find_child, i
   return {child, CommonPrefix(nodes[child].tokens, key.subspan(pos))};
 }
 
+// Walks `key` down a radix tree from the root (node 0). At each edge entered, on_edge(child, at, n):
+// the child whose edge starts with key[at], n of its tokens matching; it returns the node to go
+// on from, n tokens further (-1: stop before this edge). Returns where the walk ended.
+struct WalkEnd {
+  int32_t node = 0;
+  size_t pos = 0;
+};
+template <typename Node, typename FindChild, typename OnEdge>
+WalkEnd Descend(const std::vector<Node>& nodes, const FindChild& find_child, std::span<const int32_t> key,
+                OnEdge on_edge) {
+  WalkEnd end;
+  while (end.pos < key.size()) {
+    const EdgeStep step = StepDown(nodes, find_child, end.node, key, end.pos);
+    if (step.child < 0) break;
+    const int32_t next = on_edge(step.child, end.pos, step.matched);
+    if (next < 0) break;
+    end.node = next;
+    end.pos += step.matched;
+  }
+  return end;
+}
+
 // Splits child's edge after `at` tokens: the split (a fresh node) takes the first `at` and the
 // child's locks (every path through the child passes through it); the child keeps the rest.
 template <typename Node>
@@ -97,6 +119,17 @@ int64_t SetLeafEdge(Node& leaf, const Node& parent, std::span<const int32_t> tai
   leaf.tokens.assign(tail.begin(), tail.end());
   leaf.depth = parent.depth + static_cast<int64_t>(leaf.tokens.size());
   return static_cast<int64_t>(leaf.tokens.size());
+}
+
+// A block tree's lookup (its hit is the whole match: every block holds a checkpoint), recorded
+// in `history`.
+template <typename BlockMatch>
+HybridLookup RecordBlockHit(const BlockMatch& m, int64_t input_tokens, std::vector<HybridRequestStat>* history) {
+  HybridLookup result;
+  result.matched_tokens = result.hit_tokens = m.matched;
+  result.node = m.nodes.empty() ? -1 : m.nodes.back();
+  history->push_back({input_tokens, m.matched});
+  return result;
 }
 
 // Marconi's efficiency of a node: the FLOPs its edge saves per byte it ranks at.

@@ -129,8 +129,9 @@ class HybridRadixCache final : public CheckpointCache {
     c.slot_in_parent = -1;
   }
   int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, node_count_, kv_tokens_); }
-  internal::EdgeStep Step(int32_t node, std::span<const int32_t> key, size_t pos) const {
-    return internal::StepDown(nodes_, [this](int32_t n, int32_t token) { return FindChild(n, token); }, node, key, pos);
+  template <typename OnEdge>
+  internal::WalkEnd Descend(std::span<const int32_t> key, OnEdge on_edge) const {
+    return internal::Descend(nodes_, [this](int32_t n, int32_t token) { return FindChild(n, token); }, key, on_edge);
   }
   void Touch(int32_t node) {
     nodes_[node].last_access = clock_;
@@ -182,26 +183,21 @@ class HybridRadixCache final : public CheckpointCache {
 
 HybridRadixCache::Walk HybridRadixCache::Match(std::span<const int32_t> key) const {
   Walk walk;
-  int32_t node = kRoot;
-  size_t pos = 0;
-  walk.visited.push_back(node);
-  while (pos < key.size()) {
-    const auto [child, n] = Step(node, key, pos);
-    if (child < 0) break;
+  walk.visited.push_back(kRoot);
+  Descend(key, [&](int32_t child, size_t, size_t n) {
     walk.matched += static_cast<int64_t>(n);
-    pos += n;
     if (n < nodes_[child].tokens.size()) {
       walk.splits_edge = true;
-      break;
+      return -1;
     }
     walk.full.push_back(child);
     if (nodes_[child].has_state) {
       walk.reusable = nodes_[child].depth;
       walk.deepest_state = child;
     }
-    node = child;
-    walk.visited.push_back(node);
-  }
+    walk.visited.push_back(child);
+    return child;
+  });
   walk.ends_at_tombstone = !walk.splits_edge && !walk.full.empty() && !nodes_[walk.full.back()].has_state;
   return walk;
 }
@@ -347,45 +343,40 @@ int32_t HybridRadixCache::SplitEdge(int32_t child, int64_t at, bool with_state, 
 
 void HybridRadixCache::InsertSequence(std::span<const int32_t> sequence, const HybridAdmitOptions& options,
                                       HybridAdmitResult* result) {
-  int32_t node = kRoot;
-  size_t pos = 0;
   bool split_done = false;
   const bool path = policy_->refreshes_path();
-  if (path) Touch(node);
-  while (pos < sequence.size()) {
-    const auto [child, n] = Step(node, sequence, pos);
-    if (child < 0) break;
+  if (path) Touch(kRoot);
+  const auto [node, pos] = Descend(sequence, [&](int32_t child, size_t at, size_t n) {
+    const size_t end = at + n;
     if (n == nodes_[child].tokens.size()) {
-      node = child;
-      pos += n;
       // A fully matched node is refreshed only if the insertion descends past it.
-      if (path && pos < sequence.size()) Touch(node);
-      if (!nodes_[node].has_state && options.branch_state_at == static_cast<int64_t>(pos)) {
+      if (path && end < sequence.size()) Touch(child);
+      if (!nodes_[child].has_state && options.branch_state_at == static_cast<int64_t>(end)) {
         // A tombstone where this request captured the state: it becomes a checkpoint.
-        FillTombstone(node, options.branch_payload);
+        FillTombstone(child, options.branch_payload);
         ++counters_.branch_checkpoints;
         result->branch_used = options.branch_payload >= 0;
       }
-      continue;
+      return child;
     }
+    // One split per insertion: past it the sequence differs from the edge, so the walk ends.
     RADIXLM_CHECK(!split_done);
     split_done = true;
-    if (pos + n == sequence.size()) {
+    int32_t split;
+    if (end == sequence.size()) {
       // The sequence ends inside a cached edge: the split holds its final state (the leaf's).
-      node = SplitEdge(child, static_cast<int64_t>(n), /*with_state=*/true, options.leaf_payload, /*branch=*/false);
+      split = SplitEdge(child, static_cast<int64_t>(n), /*with_state=*/true, options.leaf_payload, /*branch=*/false);
       result->leaf_used = options.leaf_payload >= 0;
-      pos += n;
-      if (path) Touch(node);
-      return;
+    } else {
+      // Branch point: its checkpoint is the state prefill took there.
+      const bool with_state = options.branch_state_at < 0 || options.branch_state_at == static_cast<int64_t>(end);
+      split = SplitEdge(child, static_cast<int64_t>(n), with_state, options.branch_payload);
+      result->branch_used |= with_state && options.branch_payload >= 0;
     }
-    // Branch point: one split per insertion; its checkpoint is the state prefill took there.
-    const bool with_state = options.branch_state_at < 0 || options.branch_state_at == static_cast<int64_t>(pos + n);
-    node = SplitEdge(child, static_cast<int64_t>(n), with_state, options.branch_payload);
-    result->branch_used |= with_state && options.branch_payload >= 0;
-    pos += n;
-    if (path) Touch(node);
-  }
-  if (pos == sequence.size()) {  // cached in full
+    if (path) Touch(split);
+    return split;
+  });
+  if (pos == sequence.size()) {  // cached in full (a split there holds the final state already)
     if (node != kRoot && !nodes_[node].has_state) {  // ending on a tombstone: it takes the final state
       FillTombstone(node, options.leaf_payload);
       result->leaf_used = options.leaf_payload >= 0;

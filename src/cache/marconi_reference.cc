@@ -190,8 +190,9 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   }
   double Efficiency(int32_t node) const { return internal::EdgeEfficiency(cost_, nodes_[node]); }
   int32_t NewNode() { return internal::NewRadixNode(nodes_, free_nodes_, clock_, &node_count_); }
-  internal::EdgeStep Step(int32_t node, std::span<const int32_t> key, size_t pos) const {
-    return internal::StepDown(nodes_, [this](int32_t n, int32_t token) { return FindChild(n, token); }, node, key, pos);
+  template <typename OnEdge>
+  internal::WalkEnd Descend(std::span<const int32_t> key, OnEdge on_edge) const {
+    return internal::Descend(nodes_, [this](int32_t n, int32_t token) { return FindChild(n, token); }, key, on_edge);
   }
   // Every node, root first, in preorder with children in insertion order (the reference's walks).
   std::vector<int32_t> Preorder() const {
@@ -207,22 +208,17 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   // (a quirk of the reference's recursion; it can count tokens it never compared).
   Walk Match(std::span<const int32_t> key) const {
     Walk walk;
-    int32_t node = kRoot;
-    size_t pos = 0;
-    walk.visited.push_back(node);
-    while (pos < key.size()) {
-      const auto [child, n] = Step(node, key, pos);
-      if (child < 0) break;
+    walk.visited.push_back(kRoot);
+    Descend(key, [&](int32_t child, size_t, size_t n) {
       walk.matched += static_cast<int64_t>(n);
-      pos += n;
       if (n == nodes_[child].tokens.size()) {
         walk.full.push_back(child);
         walk.reusable += static_cast<int64_t>(n);
         walk.deepest_state = child;
       }
-      node = child;
-      walk.visited.push_back(node);
-    }
+      walk.visited.push_back(child);
+      return child;
+    });
     return walk;
   }
 
@@ -244,26 +240,20 @@ class ReferenceRadixCache final : public HybridPrefixCache {
   }
 
   void InsertSequence(std::span<const int32_t> sequence) {
-    int32_t node = kRoot;
-    size_t pos = 0;
-    if (PathRefresh()) Touch(node);
-    while (pos < sequence.size()) {
-      const auto [child, n] = Step(node, sequence, pos);
-      if (child < 0) break;
+    if (PathRefresh()) Touch(kRoot);
+    // A split ends the walk: past it the sequence differs from the edge.
+    const auto [parent, pos] = Descend(sequence, [&](int32_t child, size_t at, size_t n) {
       if (n == nodes_[child].tokens.size()) {
-        node = child;
-        pos += n;
         // The reference's insert refreshes a fully matched node only if it descends past it.
-        if (PathRefresh() && pos < sequence.size()) Touch(node);
-        continue;
+        if (PathRefresh() && at + n < sequence.size()) Touch(child);
+        return child;
       }
       SplitEdge(child, static_cast<int64_t>(n));
-      node = nodes_[child].parent;
-      pos += n;
-      if (PathRefresh()) Touch(node);
-    }
+      const int32_t split = nodes_[child].parent;
+      if (PathRefresh()) Touch(split);
+      return split;
+    });
     if (pos == sequence.size()) return;
-    const int32_t parent = node;
     const int32_t leaf = NewNode();
     Node& l = nodes_[leaf];
     l.parent = parent;
@@ -283,12 +273,8 @@ class ReferenceRadixCache final : public HybridPrefixCache {
       }
     }
     kv_tokens_ -= static_cast<int64_t>(n.tokens.size());
-    n.alive = false;
-    n.tokens.clear();
+    Release(node);
     n.tokens.shrink_to_fit();
-    free_nodes_.push_back(node);
-    --node_count_;
-    ++counters_.evictions;
   }
 
   void MergeIntoChild(int32_t node) {
@@ -299,6 +285,12 @@ class ReferenceRadixCache final : public HybridPrefixCache {
     internal::PrependEdge(c, n);
     c.parent = n.parent;
     ReplaceChild(n.parent, node, child);
+    Release(node);
+  }
+
+  // Returns a deleted or merged-away node to the pool: a checkpoint fewer, one eviction more.
+  void Release(int32_t node) {
+    Node& n = nodes_[node];
     n.alive = false;
     n.tokens.clear();
     n.children.clear();
@@ -398,11 +390,7 @@ class ReferenceBlockCache final : public HybridPrefixCache {
     ++clock_;
     const internal::BlockTree::MatchResult m = tree_.Match(input);
     Refresh(m);
-    HybridLookup result;
-    result.matched_tokens = result.hit_tokens = m.matched;
-    result.node = m.nodes.empty() ? -1 : m.nodes.back();
-    history_.push_back({static_cast<int64_t>(input.size()), m.matched});
-    return result;
+    return internal::RecordBlockHit(m, static_cast<int64_t>(input.size()), &history_);
   }
 
   // "Maybe off by one or two token blocks": the root counts as a matched block, and the
@@ -439,9 +427,7 @@ class ReferenceBlockCache final : public HybridPrefixCache {
 
  private:
   int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
-  void Refresh(const internal::BlockTree::MatchResult& m) {
-    for (int32_t n : m.visited) tree_.Touch(n, clock_);
-  }
+  void Refresh(const internal::BlockTree::MatchResult& m) { tree_.TouchVisited(m, clock_); }
 
   // A partial block is filled in place; the reference re-keys it (last among its siblings).
   void Insert(std::span<const int32_t> key) {
