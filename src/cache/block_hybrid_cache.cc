@@ -8,10 +8,10 @@ namespace {
 
 using internal::BlockTree;
 
-class BlockHybridCache final : public HybridPrefixCache {
+class BlockHybridCache final : public internal::BlockTreeCache {
  public:
   BlockHybridCache(const HybridCacheConfig& config, const CostModel& cost)
-      : config_(config), cost_(cost), tree_(config.vllm_block_tokens, /*keep_child_order=*/false, /*lru_index=*/true) {
+      : BlockTreeCache(config, cost, /*keep_child_order=*/false, /*lru_index=*/true) {
     RADIXLM_CHECK(cost.accounting() == Accounting::kCorrected);
   }
 
@@ -20,7 +20,7 @@ class BlockHybridCache final : public HybridPrefixCache {
     const BlockTree::MatchResult m = tree_.Match(input);
     Refresh(m);
     last_lookup_ = {tree_.version(), std::vector<int32_t>(input.begin(), input.end()), m};
-    return internal::RecordBlockHit(m, static_cast<int64_t>(input.size()), &history_);
+    return RecordHit(m, static_cast<int64_t>(input.size()));
   }
 
   HybridReservation Reserve(std::span<const int32_t> sequence) const override {
@@ -48,6 +48,11 @@ class BlockHybridCache final : public HybridPrefixCache {
     Insert(sequence, m);
   }
 
+  void CheckInvariants() const override {
+    tree_.CheckInvariants();
+    RADIXLM_CHECK(TreeBytes() <= config_.capacity_bytes);
+  }
+
  private:
   HybridReservation ReserveFor(std::span<const int32_t> sequence, const BlockTree::MatchResult& m) const {
     HybridReservation r;
@@ -60,27 +65,6 @@ class BlockHybridCache final : public HybridPrefixCache {
     r.checkpoints = static_cast<int>((r.new_tokens + tree_.block() - 1) / tree_.block());
     internal::PriceReservation(cost_, TreeBytesExact(), config_.capacity_bytes, &r);
     return r;
-  }
-
-
- public:
-  void Lock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, +1); }
-  void Unlock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, -1); }
-  double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
-  const std::vector<HybridRequestStat>& history() const override { return history_; }
-  HybridCacheStats Stats() const override { return internal::HistoryStats(counters_, cost_, history_); }
-  int64_t NodeCount() const override { return tree_.node_count(); }
-  void CheckInvariants() const override {
-    tree_.CheckInvariants();
-    RADIXLM_CHECK(TreeBytes() <= config_.capacity_bytes);
-  }
-
- private:
-  int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
-  void Refresh(const BlockTree::MatchResult& m) { tree_.TouchVisited(m, clock_); }
-  int32_t NewBlock(int32_t parent, std::span<const int32_t> tokens) {
-    ++counters_.checkpoints_admitted;
-    return tree_.NewNode(parent, tokens, clock_);
   }
 
   // radix_cache_vllm._insert_helper, iteratively, from the deepest full block of `m` (the
@@ -130,13 +114,7 @@ class BlockHybridCache final : public HybridPrefixCache {
     BlockTree::MatchResult match;
   };
 
-  HybridCacheConfig config_;
-  CostModel cost_;
-  BlockTree tree_;
   LastLookup last_lookup_;
-  int64_t clock_ = 0;
-  std::vector<HybridRequestStat> history_;
-  HybridCacheStats counters_;
 };
 
 }  // namespace

@@ -6,6 +6,9 @@
 // are kept in insertion order (the reference's dict order, which decides among equal matches);
 // with the LRU index on, it holds exactly the unlocked, alive, childless non-root nodes, keyed
 // by their last access (lazily: see Reindex).
+//
+// BlockTreeCache: what the two caches on such a tree share (the tree, its clock, the request
+// history and counters, and the members that only read, lock or grow the tree).
 #pragma once
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "cache/flat_map_internal.h"
+#include "cache/hybrid_internal.h"
 #include "core/status.h"
 
 namespace radixlm::cache::internal {
@@ -398,6 +402,43 @@ class BlockTree {
   bool lru_built_ = false;
   uint64_t version_ = 0;
   int64_t node_count_ = 0, kv_tokens_ = 0;
+};
+
+// The base of vLLM+ (block_hybrid_cache.cc) and its reference twin (marconi_reference.cc): one
+// copy of their state and of the members that only read, lock or grow the tree.
+class BlockTreeCache : public HybridPrefixCache {
+ public:
+  void Lock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, +1); }
+  void Unlock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, -1); }
+  double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
+  const std::vector<HybridRequestStat>& history() const override { return history_; }
+  HybridCacheStats Stats() const override { return HistoryStats(counters_, cost_, history_); }
+  int64_t NodeCount() const override { return tree_.node_count(); }
+
+ protected:
+  BlockTreeCache(const HybridCacheConfig& config, const CostModel& cost, bool keep_child_order, bool lru_index)
+      : config_(config), cost_(cost), tree_(config.vllm_block_tokens, keep_child_order, lru_index) {}
+  int64_t TreeBytesExact() const { return HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
+  void Refresh(const BlockTree::MatchResult& m) { tree_.TouchVisited(m, clock_); }
+  // A lookup's hit is its whole match (every block holds a checkpoint); recorded in the history.
+  HybridLookup RecordHit(const BlockTree::MatchResult& m, int64_t input_tokens) {
+    HybridLookup result;
+    result.matched_tokens = result.hit_tokens = m.matched;
+    result.node = m.nodes.empty() ? -1 : m.nodes.back();
+    history_.push_back({input_tokens, m.matched});
+    return result;
+  }
+  int32_t NewBlock(int32_t parent, std::span<const int32_t> tokens) {
+    ++counters_.checkpoints_admitted;
+    return tree_.NewNode(parent, tokens, clock_);
+  }
+
+  HybridCacheConfig config_;
+  CostModel cost_;
+  BlockTree tree_;
+  int64_t clock_ = 0;
+  std::vector<HybridRequestStat> history_;
+  HybridCacheStats counters_;
 };
 
 }  // namespace radixlm::cache::internal

@@ -121,17 +121,6 @@ int64_t SetLeafEdge(Node& leaf, const Node& parent, std::span<const int32_t> tai
   return static_cast<int64_t>(leaf.tokens.size());
 }
 
-// A block tree's lookup (its hit is the whole match: every block holds a checkpoint), recorded
-// in `history`.
-template <typename BlockMatch>
-HybridLookup RecordBlockHit(const BlockMatch& m, int64_t input_tokens, std::vector<HybridRequestStat>* history) {
-  HybridLookup result;
-  result.matched_tokens = result.hit_tokens = m.matched;
-  result.node = m.nodes.empty() ? -1 : m.nodes.back();
-  history->push_back({input_tokens, m.matched});
-  return result;
-}
-
 // Marconi's efficiency of a node: the FLOPs its edge saves per byte it ranks at.
 template <typename Node>
 double EdgeEfficiency(const CostModel& cost, const Node& n) {

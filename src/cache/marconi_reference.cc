@@ -381,16 +381,16 @@ class ReferenceRadixCache final : public HybridPrefixCache {
 };
 
 // radix_cache_vllm.py.
-class ReferenceBlockCache final : public HybridPrefixCache {
+class ReferenceBlockCache final : public internal::BlockTreeCache {
  public:
   ReferenceBlockCache(const HybridCacheConfig& config, const CostModel& cost)
-      : config_(config), cost_(cost), tree_(config.vllm_block_tokens, /*keep_child_order=*/true, /*lru_index=*/false) {}
+      : BlockTreeCache(config, cost, /*keep_child_order=*/true, /*lru_index=*/false) {}
 
   HybridLookup Lookup(std::span<const int32_t> input) override {
     ++clock_;
     const internal::BlockTree::MatchResult m = tree_.Match(input);
     Refresh(m);
-    return internal::RecordBlockHit(m, static_cast<int64_t>(input.size()), &history_);
+    return RecordHit(m, static_cast<int64_t>(input.size()));
   }
 
   // "Maybe off by one or two token blocks": the root counts as a matched block, and the
@@ -417,24 +417,13 @@ class ReferenceBlockCache final : public HybridPrefixCache {
     Insert(sequence);
   }
 
-  void Lock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, +1); }
-  void Unlock(const HybridLookup& lookup) override { tree_.AddLockPath(lookup.node, -1); }
-  double TreeBytes() const override { return static_cast<double>(TreeBytesExact()); }
-  const std::vector<HybridRequestStat>& history() const override { return history_; }
-  HybridCacheStats Stats() const override { return internal::HistoryStats(counters_, cost_, history_); }
-  int64_t NodeCount() const override { return tree_.node_count(); }
   void CheckInvariants() const override { tree_.CheckInvariants(); }
 
  private:
-  int64_t TreeBytesExact() const { return internal::HybridTreeBytes(cost_, tree_.node_count(), tree_.kv_tokens()); }
-  void Refresh(const internal::BlockTree::MatchResult& m) { tree_.TouchVisited(m, clock_); }
 
   // A partial block is filled in place; the reference re-keys it (last among its siblings).
   void Insert(std::span<const int32_t> key) {
-    auto new_block = [this](int32_t parent, std::span<const int32_t> tokens) {
-      ++counters_.checkpoints_admitted;
-      return tree_.NewNode(parent, tokens, clock_);
-    };
+    auto new_block = [this](int32_t parent, std::span<const int32_t> tokens) { return NewBlock(parent, tokens); };
     tree_.Insert(kRoot, key, clock_, new_block, [this](int32_t node, std::span<const int32_t> tokens) {
       tree_.Extend(node, tokens);
       return node;
@@ -458,13 +447,6 @@ class ReferenceBlockCache final : public HybridPrefixCache {
       return tree_.node(parent).num_children == 0 && tree_.node(parent).lock_ref == 0 ? parent : -1;
     });
   }
-
-  HybridCacheConfig config_;
-  CostModel cost_;
-  internal::BlockTree tree_;
-  int64_t clock_ = 0;
-  std::vector<HybridRequestStat> history_;
-  HybridCacheStats counters_;
 };
 
 }  // namespace
