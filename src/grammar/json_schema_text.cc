@@ -3,7 +3,6 @@
 #include "grammar/json_schema_text.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 
 namespace radixlm::grammar::schema_internal {
@@ -123,22 +122,8 @@ std::string NonNegative(uint64_t lo, std::optional<uint64_t> hi) {
 std::string GbnfLiteral(std::string_view text) {
   std::string out = "\"";
   for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
+    if (c < 0x80) AppendEscaped(out, c, /*in_class=*/false);  // ASCII: as a code point
+    else out += static_cast<char>(c);  // UTF-8 bytes as they are
   }
   return out + "\"";
 }
