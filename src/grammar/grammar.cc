@@ -4,6 +4,7 @@
 
 #include "grammar/grammar.h"
 
+#include "core/escape.h"
 #include "core/utf8.h"
 
 namespace radixlm::grammar {
@@ -48,12 +49,8 @@ void AppendEscaped(std::string& out, uint32_t cp, bool in_class) {
   if (cp == '\\' || cp == '"' || (in_class && (cp == ']' || cp == '[' || cp == '-'))) {
     out += '\\';
     out += static_cast<char>(cp);
-  } else if (cp == '\n') {
-    out += "\\n";
-  } else if (cp == '\r') {
-    out += "\\r";
-  } else if (cp == '\t') {
-    out += "\\t";
+  } else if (const char* e = core::ShortEscape(cp)) {
+    out += e;
   } else if (cp < 0x20 || cp == 0x7F || (in_class && cp == '^')) {  // a leading ^ would negate
     std::snprintf(buf, sizeof buf, "\\x%02X", cp);
     out += buf;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/escape.h"
 #include "jinja/unicode.h"
 
 namespace radixlm::jinja {
@@ -134,8 +135,8 @@ Value Value::List(ValueList items) {
 }
 
 Value Value::Tuple(ValueList items) {
-  Value v(Type::kTuple);
-  v.list_ = std::make_shared<ValueList>(std::move(items));
+  Value v = List(std::move(items));
+  v.type_ = Type::kTuple;
   return v;
 }
 
@@ -146,8 +147,8 @@ Value Value::MakeDict(Dict d) {
 }
 
 Value Value::Namespace(Dict d) {
-  Value v(Type::kNamespace);
-  v.dict_ = std::make_shared<Dict>(std::move(d));
+  Value v = MakeDict(std::move(d));
+  v.type_ = Type::kNamespace;
   return v;
 }
 
@@ -488,12 +489,8 @@ std::string StringRepr(std::string_view s) {
     if (cp == static_cast<unsigned char>(q) || cp == '\\') {
       out.push_back('\\');
       out.push_back(static_cast<char>(cp));
-    } else if (cp == '\n') {
-      out += "\\n";
-    } else if (cp == '\r') {
-      out += "\\r";
-    } else if (cp == '\t') {
-      out += "\\t";
+    } else if (const char* e = core::ShortEscape(cp)) {
+      out += e;
     } else if (cp == 0xFFFFFFFF) {  // not UTF-8 (Python's str cannot hold it): as is
       out += s.substr(at, i - at);
     } else if (!unicode::Printable(cp)) {
