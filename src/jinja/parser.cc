@@ -698,30 +698,25 @@ class Parser {
     return Seal(std::move(t));
   }
 
-  ExprPtr ListLiteral(int line) {
-    auto l = Node(Expr::Kind::kList, line);
-    while (!AcceptOp("]")) {
-      if (!l->items.empty()) {
-        ExpectOp(",");
-        if (AcceptOp("]")) break;
-      }
-      l->items.push_back(Expression());
-    }
-    return Seal(std::move(l));
-  }
+  ExprPtr ListLiteral(int line) { return Display(Expr::Kind::kList, "]", /*pairs=*/false, line); }
+  ExprPtr DictLiteral(int line) { return Display(Expr::Kind::kDict, "}", /*pairs=*/true, line); }
 
-  ExprPtr DictLiteral(int line) {
-    auto d = Node(Expr::Kind::kDict, line);
-    while (!AcceptOp("}")) {
-      if (!d->items.empty()) {
+  // [a, b, ...] or {k: v, ...} after its opening bracket: comma-separated items (a dict's keys
+  // and values alternating) up to `close`, a trailing comma allowed.
+  ExprPtr Display(Expr::Kind kind, const char* close, bool pairs, int line) {
+    auto n = Node(kind, line);
+    while (!AcceptOp(close)) {
+      if (!n->items.empty()) {
         ExpectOp(",");
-        if (AcceptOp("}")) break;
+        if (AcceptOp(close)) break;
       }
-      d->items.push_back(Expression());
-      ExpectOp(":");
-      d->items.push_back(Expression());
+      n->items.push_back(Expression());
+      if (pairs) {
+        ExpectOp(":");
+        n->items.push_back(Expression());
+      }
     }
-    return Seal(std::move(d));
+    return Seal(std::move(n));
   }
 
   ExprPtr Postfix(ExprPtr e) {
