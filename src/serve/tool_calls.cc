@@ -76,10 +76,14 @@ std::string CallAlternatives(std::span<const std::string> names, std::span<const
   return g + "\n";
 }
 
+// The rule of the calls: one, or (parallel) one or more joined by `separator` (a GBNF literal).
+std::string CallSequence(const std::string& separator, bool parallel) {
+  return parallel ? "tool-calls ::= tool-call (" + separator + " tool-call)*\n" : "tool-calls ::= tool-call\n";
+}
+
 std::string GrammarHermes(std::span<const std::string> names, std::span<const std::string> args, bool parallel) {
-  std::string g = CallAlternatives(names, args, "<tool_call>\\n{\\\"name\\\": \\\"", "\\\", \\\"arguments\\\": ", "}\\n</tool_call>");
-  g += parallel ? "tool-calls ::= tool-call (\"\\n\" tool-call)*\n" : "tool-calls ::= tool-call\n";
-  return g;
+  return CallAlternatives(names, args, "<tool_call>\\n{\\\"name\\\": \\\"", "\\\", \\\"arguments\\\": ", "}\\n</tool_call>") +
+         CallSequence("\"\\n\"", parallel);
 }
 
 // --- qwen3_coder (XML) ---------------------------------------------------------------------
@@ -154,9 +158,8 @@ ParsedOutput ParseQwen3Coder(const std::string& text, std::span<const Tool> tool
 
 std::string GrammarQwen3Coder(std::span<const std::string> names, std::span<const std::string> args, bool parallel) {
   // args[i] is the rule of tool i's parameters written as XML (ToolCallGrammar builds them).
-  std::string g = CallAlternatives(names, args, "<tool_call>\\n<function=", ">\\n", "</function>\\n</tool_call>");
-  g += parallel ? "tool-calls ::= tool-call (\"\\n\" tool-call)*\n" : "tool-calls ::= tool-call\n";
-  return g;
+  return CallAlternatives(names, args, "<tool_call>\\n<function=", ">\\n", "</function>\\n</tool_call>") +
+         CallSequence("\"\\n\"", parallel);
 }
 
 // --- llama3_json ---------------------------------------------------------------------------
@@ -187,9 +190,8 @@ ParsedOutput ParseLlama3(const std::string& text, std::span<const Tool>) {
 }
 
 std::string GrammarLlama3(std::span<const std::string> names, std::span<const std::string> args, bool parallel) {
-  std::string g = CallAlternatives(names, args, "{\\\"name\\\": \\\"", "\\\", \\\"parameters\\\": ", "}");
-  g += parallel ? "tool-calls ::= tool-call (\"; \" tool-call)*\n" : "tool-calls ::= tool-call\n";
-  return g;
+  return CallAlternatives(names, args, "{\\\"name\\\": \\\"", "\\\", \\\"parameters\\\": ", "}") +
+         CallSequence("\"; \"", parallel);
 }
 
 // --- mistral -------------------------------------------------------------------------------
