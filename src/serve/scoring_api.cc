@@ -88,11 +88,15 @@ ApiAnswer ScoringApi::Call(ScoringRoute route, const json& body) const {
   return Answer(call, scoring_.Submit(std::move(job)).get());
 }
 
+core::StatusOr<std::vector<int32_t>> ScoringApi::EmbeddingInput(const std::string& instruction, const std::string& text,
+                                                                 bool truncate) const {
+  const bool last = config_.embed_pooling == engine::Pooling::kLastToken;
+  return tokenizer::RenderEmbeddingInput(tok_, instruction, text, last, scoring_.max_input_tokens(), truncate);
+}
+
 // /v1/embeddings: OpenAI's request (input: a string, strings, token ids or lists of ids).
 std::optional<ApiAnswer> ScoringApi::PrepareEmbeddings(const json& body, ScoringCall* call) const {
   std::string error;
-  const bool last = config_.embed_pooling == engine::Pooling::kLastToken;
-  const int64_t limit = scoring_.max_input_tokens();
   engine::ScoringJob& job = call->job;
   const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
   if (!error.empty()) return (OpenAiError({400, error, "invalid_request_error", "instruction", "invalid_type"}));
@@ -109,7 +113,7 @@ std::optional<ApiAnswer> ScoringApi::PrepareEmbeddings(const json& body, Scoring
                                "invalid_request_error", "input", "too_many_inputs"}));
   std::optional<ApiAnswer> failed;
   auto add_text = [&](const std::string& text) -> bool {
-    auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, text, last, limit, /*truncate=*/false);
+    auto ids = EmbeddingInput(instruction, text, /*truncate=*/false);
     if (!ids.ok()) {
       failed = OpenAiError({400, "input " + std::to_string(job.inputs.size()) + ": " + ids.status().message(),
                             "invalid_request_error", "input", "context_length_exceeded"});
@@ -142,8 +146,6 @@ std::optional<ApiAnswer> ScoringApi::PrepareEmbeddings(const json& body, Scoring
 // /embed: TEI's request (inputs: a string or strings; normalize, truncate).
 std::optional<ApiAnswer> ScoringApi::PrepareEmbed(const json& body, ScoringCall* call) const {
   std::string error;
-  const bool last = config_.embed_pooling == engine::Pooling::kLastToken;
-  const int64_t limit = scoring_.max_input_tokens();
   engine::ScoringJob& job = call->job;
   const std::string instruction = OptionalString(body, "instruction", &error).value_or(config_.embed_query_instruction);
   bool normalize = true, truncate = false;
@@ -164,7 +166,7 @@ std::optional<ApiAnswer> ScoringApi::PrepareEmbed(const json& body, ScoringCall*
   else return (TeiError(422, "'inputs' must be a string or a non-empty list of strings"));
   job.normalize = normalize;
   for (size_t i = 0; i < texts.size(); ++i) {
-    auto ids = tokenizer::RenderEmbeddingInput(tok_, instruction, texts[i], last, limit, truncate);
+    auto ids = EmbeddingInput(instruction, texts[i], truncate);
     if (!ids.ok()) return (TeiError(413, "Input validation error: inputs " + std::to_string(i) + ": " + ids.status().message()));
     job.inputs.push_back(std::move(*ids));
   }

@@ -78,6 +78,10 @@ class ScoringApi {
   std::optional<ApiAnswer> PrepareEmbeddings(const nlohmann::json& body, ScoringCall* call) const;
   std::optional<ApiAnswer> PrepareEmbed(const nlohmann::json& body, ScoringCall* call) const;
   std::optional<ApiAnswer> PrepareRerank(const nlohmann::json& body, ScoringCall* call) const;
+  // One embedding input as the model reads it (/v1/embeddings, /embed): after the query
+  // instruction, EOS appended for last-token pooling, at most the service's input limit.
+  core::StatusOr<std::vector<int32_t>> EmbeddingInput(const std::string& instruction, const std::string& text,
+                                                      bool truncate) const;
 
   const tokenizer::Tokenizer& tok_;
   engine::ScoringService& scoring_;
