@@ -12,29 +12,28 @@ namespace {
 using core::DType;
 using core::QuantScales;
 
-void MicroF32(const MicroArgs& a) {
+// f32 activations times a panel of T: acc = fma(x[k], weight(w, k, c), acc) for k in order,
+// weight(w, k, c) being column c's weight at k as f32.
+template <typename T, typename Weight>
+void MicroFmaF32(const MicroArgs& a, Weight weight) {
   for (int p = 0; p < a.np; ++p) {
-    const float* w = reinterpret_cast<const float*>(a.seg->panel(a.p0 + p));
+    const T* w = reinterpret_cast<const T*>(a.seg->panel(a.p0 + p));
     for (int r = 0; r < a.mr; ++r)
       for (int c = 0; c < kPanelCols; ++c) {
         float acc = 0;
-        for (int64_t k = 0; k < a.K; ++k) acc = std::fma(a.xf[r * a.ldx + k], w[k * kPanelCols + c], acc);
+        for (int64_t k = 0; k < a.K; ++k) acc = std::fma(a.xf[r * a.ldx + k], weight(w, k, c), acc);
         a.y[r * a.ldy + p * kPanelCols + c] = acc;
       }
   }
 }
 
+void MicroF32(const MicroArgs& a) {
+  MicroFmaF32<float>(a, [](const float* w, int64_t k, int c) { return w[k * kPanelCols + c]; });
+}
+
 void MicroBf16Exact(const MicroArgs& a) {
-  for (int p = 0; p < a.np; ++p) {
-    const uint16_t* w = reinterpret_cast<const uint16_t*>(a.seg->panel(a.p0 + p));
-    for (int r = 0; r < a.mr; ++r)
-      for (int c = 0; c < kPanelCols; ++c) {
-        float acc = 0;
-        for (int64_t k = 0; k < a.K; ++k)
-          acc = std::fma(a.xf[r * a.ldx + k], core::Bf16ToF32(w[((k / 2) * kPanelCols + c) * 2 + (k & 1)]), acc);
-        a.y[r * a.ldy + p * kPanelCols + c] = acc;
-      }
-  }
+  MicroFmaF32<uint16_t>(
+      a, [](const uint16_t* w, int64_t k, int c) { return core::Bf16ToF32(w[((k / 2) * kPanelCols + c) * 2 + (k & 1)]); });
 }
 
 void MicroBf16Dot(const MicroArgs& a) {
