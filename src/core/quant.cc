@@ -47,6 +47,16 @@ void AddQ5HighBits(const uint8_t qh_bytes[4], uint8_t* u) {
   for (int j = 0; j < 32; ++j) u[j] |= static_cast<uint8_t>(((qh >> j) & 1) << 4);
 }
 
+// Q4_0, Q4_1, Q5_0, Q5_1: the scale, the min (the _1 formats), 32 nibbles and (Q5) their fifth bits.
+template <typename Block>
+void DecodeLegacy(const void* block, DecodedBlock* out) {
+  auto* b = static_cast<const Block*>(block);
+  out->d = b->d;
+  if constexpr (requires { b->m; }) out->dmin = b->m;
+  DecodeNibbles(b->qs, out->u);
+  if constexpr (requires { b->qh; }) AddQ5HighBits(b->qh, out->u);
+}
+
 // Element order of Q2_K / Q3_K: two halves of 128; in each, four 2-bit planes (shift 0, 2, 4,
 // 6) of 32 bytes, each plane two sub-blocks of 16 elements (bytes 0..15, then 16..31).
 template <typename Fn>
@@ -68,34 +78,10 @@ void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
   }
   out->dmin = 0;
   switch (t) {
-    case DType::kQ4_0: {
-      auto* b = static_cast<const BlockQ4_0*>(block);
-      out->d = b->d;
-      DecodeNibbles(b->qs, out->u);
-      return;
-    }
-    case DType::kQ4_1: {
-      auto* b = static_cast<const BlockQ4_1*>(block);
-      out->d = b->d;
-      out->dmin = b->m;
-      DecodeNibbles(b->qs, out->u);
-      return;
-    }
-    case DType::kQ5_0: {
-      auto* b = static_cast<const BlockQ5_0*>(block);
-      out->d = b->d;
-      DecodeNibbles(b->qs, out->u);
-      AddQ5HighBits(b->qh, out->u);
-      return;
-    }
-    case DType::kQ5_1: {
-      auto* b = static_cast<const BlockQ5_1*>(block);
-      out->d = b->d;
-      out->dmin = b->m;
-      DecodeNibbles(b->qs, out->u);
-      AddQ5HighBits(b->qh, out->u);
-      return;
-    }
+    case DType::kQ4_0: return DecodeLegacy<BlockQ4_0>(block, out);
+    case DType::kQ4_1: return DecodeLegacy<BlockQ4_1>(block, out);
+    case DType::kQ5_0: return DecodeLegacy<BlockQ5_0>(block, out);
+    case DType::kQ5_1: return DecodeLegacy<BlockQ5_1>(block, out);
     case DType::kQ8_0: {
       auto* b = static_cast<const BlockQ8_0*>(block);
       out->d = b->d;
