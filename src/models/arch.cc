@@ -93,6 +93,17 @@ std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& g
   return gguf_name;
 }
 
+std::vector<HfNameRule> LlamaTrunkRules(const std::string& prefix, const std::string& mlp_norm, std::vector<HfNameRule> rules) {
+  std::vector<HfNameRule> out = {
+      {std::regex(R"(^token_embd\.weight$)"), prefix + "embed_tokens.weight"},
+      {std::regex(R"(^output_norm\.weight$)"), prefix + "norm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), prefix + "layers.$1.input_layernorm.weight"},
+      {std::regex(R"(^blk\.(\d+)\.)" + mlp_norm + R"(\.weight$)"), prefix + "layers.$1.post_attention_layernorm.weight"},
+  };
+  out.insert(out.end(), std::make_move_iterator(rules.begin()), std::make_move_iterator(rules.end()));
+  return out;
+}
+
 ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types, std::string hf_class,
                   void (*conventions)(ModelConfig*), const ArchFunctions& f) {
   ArchSpec a;
@@ -119,12 +130,18 @@ core::Status ReadGgufVocabulary(const formats::GgufFile& g, ModelConfig* c) {
   return core::Status::Ok();
 }
 
-void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w) {
+void WriteGgufSizes(const ModelConfig& c, formats::GgufWriter* w) {
   using formats::GgufValue;
   const std::string a = c.arch + ".";
   w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
   w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
   w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
+}
+
+void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w) {
+  using formats::GgufValue;
+  WriteGgufSizes(c, w);
+  const std::string a = c.arch + ".";
   w->Set(a + "feed_forward_length", GgufValue::U32(c.ffn_dim));
   w->Set(a + "attention.head_count", GgufValue::U32(c.n_heads));
   w->Set(a + "attention.head_count_kv", GgufValue::U32(c.n_kv_heads));

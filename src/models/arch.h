@@ -107,6 +107,8 @@ ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types
 // What every GGUF says the same way: tied embeddings (no output.weight), the vocabulary (from
 // token_embd.weight's rows) and BOS / EOS.
 core::Status ReadGgufVocabulary(const formats::GgufFile& g, ModelConfig* c);
+// The sizes under "<arch>." every GGUF starts with: context length (at most 2^30), width, blocks.
+void WriteGgufSizes(const ModelConfig& c, formats::GgufWriter* w);
 // The attention and MLP sizes under "<arch>." every architecture writes the same way (context
 // length, width, blocks, MLP, heads, head sizes, RMS epsilon, RoPE base and dimensions).
 void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w);
@@ -132,5 +134,9 @@ struct HfNameRule {
   std::string replacement;
 };
 std::string MapHfName(const std::vector<HfNameRule>& rules, const std::string& gguf_name);
+// The rules of a Llama-style trunk's tensors under `prefix` ("model.", or "" where the caller
+// prefixes): embeddings, final norm, each block's input norm and the norm before its MLP (GGUF
+// "blk.N.<mlp_norm>.weight"); then `rules`.
+std::vector<HfNameRule> LlamaTrunkRules(const std::string& prefix, const std::string& mlp_norm, std::vector<HfNameRule> rules);
 
 }  // namespace radixlm::models

@@ -110,12 +110,9 @@ StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::
 }
 
 HfTensorRef HfTensor(const ModelConfig& c, const std::string& gguf_name) {
-  static const std::vector<HfNameRule> kRules = {
-      {std::regex(R"(^token_embd\.weight$)"), "model.embed_tokens.weight"},
-      {std::regex(R"(^output_norm\.weight$)"), "model.norm.weight"},
+  // lm_head sits after the trunk's rules: no two rules match one name.
+  static const std::vector<HfNameRule> kRules = LlamaTrunkRules("model.", "ffn_norm", {
       {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
-      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "model.layers.$1.input_layernorm.weight"},
-      {std::regex(R"(^blk\.(\d+)\.ffn_norm\.weight$)"), "model.layers.$1.post_attention_layernorm.weight"},
       {std::regex(R"(^blk\.(\d+)\.ssm_in\.weight$)"), "model.layers.$1.mamba.in_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.ssm_conv1d\.(weight|bias)$)"), "model.layers.$1.mamba.conv1d.$2"},
       {std::regex(R"(^blk\.(\d+)\.ssm_dt\.bias$)"), "model.layers.$1.mamba.dt_bias"},
@@ -132,7 +129,7 @@ HfTensorRef HfTensor(const ModelConfig& c, const std::string& gguf_name) {
       {std::regex(R"(^blk\.(\d+)\.ffn_gate_inp\.weight$)"), "model.layers.$1.block_sparse_moe.router.layer.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_(gate|up)_exps\.weight$)"), "model.layers.$1.block_sparse_moe.input_linear.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_down_exps\.weight$)"), "model.layers.$1.block_sparse_moe.output_linear.weight"},
-  };
+  });
   const HfTensorRef expert = StackedExpert(gguf_name);
   HfTensorRef ref{MapHfName(kRules, expert.name)};
   ref.expert = expert.expert;

@@ -132,12 +132,9 @@ StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::
 }
 
 HfTensorRef HfTensor(const ModelConfig&, const std::string& gguf_name) {
-  static const std::vector<HfNameRule> kRules = {
-      {std::regex(R"(^token_embd\.weight$)"), "model.embed_tokens.weight"},
-      {std::regex(R"(^output_norm\.weight$)"), "model.norm.weight"},
+  // lm_head sits after the trunk's rules: no two rules match one name.
+  static const std::vector<HfNameRule> kRules = LlamaTrunkRules("model.", "ffn_norm", {
       {std::regex(R"(^output\.weight$)"), "lm_head.weight"},
-      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "model.layers.$1.input_layernorm.weight"},
-      {std::regex(R"(^blk\.(\d+)\.ffn_norm\.weight$)"), "model.layers.$1.post_attention_layernorm.weight"},
       {std::regex(R"(^blk\.(\d+)\.attn_q\.(weight|bias)$)"), "model.layers.$1.self_attn.q_proj.$2"},
       {std::regex(R"(^blk\.(\d+)\.attn_k\.(weight|bias)$)"), "model.layers.$1.self_attn.k_proj.$2"},
       {std::regex(R"(^blk\.(\d+)\.attn_v\.(weight|bias)$)"), "model.layers.$1.self_attn.v_proj.$2"},
@@ -149,7 +146,7 @@ HfTensorRef HfTensor(const ModelConfig&, const std::string& gguf_name) {
       {std::regex(R"(^blk\.(\d+)\.ffn_down\.weight$)"), "model.layers.$1.mlp.down_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_gate_inp\.weight$)"), "model.layers.$1.mlp.gate.weight"},
       {std::regex(R"(^blk\.(\d+)\.ffn_(gate|up|down)_exps\.(\d+)\.weight$)"), "model.layers.$1.mlp.experts.$3.$2_proj.weight"},
-  };
+  });
   return {MapHfName(kRules, gguf_name)};
 }
 

@@ -207,11 +207,7 @@ StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::
 
 // HF norms multiply by (1 + w): +1 at load (the DeltaNet output norm is plain).
 HfTensorRef HfTensor(const ModelConfig& c, const std::string& gguf_name) {
-  static const std::vector<HfNameRule> kRules = {
-      {std::regex(R"(^token_embd\.weight$)"), "embed_tokens.weight"},
-      {std::regex(R"(^output_norm\.weight$)"), "norm.weight"},
-      {std::regex(R"(^blk\.(\d+)\.attn_norm\.weight$)"), "layers.$1.input_layernorm.weight"},
-      {std::regex(R"(^blk\.(\d+)\.post_attention_norm\.weight$)"), "layers.$1.post_attention_layernorm.weight"},
+  static const std::vector<HfNameRule> kRules = LlamaTrunkRules("", "post_attention_norm", {
       {std::regex(R"(^blk\.(\d+)\.attn_(q|k|v)\.weight$)"), "layers.$1.self_attn.$2_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.attn_output\.weight$)"), "layers.$1.self_attn.o_proj.weight"},
       {std::regex(R"(^blk\.(\d+)\.attn_(q|k)_norm\.weight$)"), "layers.$1.self_attn.$2_norm.weight"},
@@ -231,7 +227,7 @@ HfTensorRef HfTensor(const ModelConfig& c, const std::string& gguf_name) {
       // whole stacked tensors (export): gate_exps carries gate | up (HfLayout)
       {std::regex(R"(^blk\.(\d+)\.ffn_gate_exps\.weight$)"), "layers.$1.mlp.experts.gate_up_proj"},
       {std::regex(R"(^blk\.(\d+)\.ffn_down_exps\.weight$)"), "layers.$1.mlp.experts.down_proj"},
-  };
+  });
   if (gguf_name == "output.weight") return {"lm_head.weight"};
   // One expert: a matrix of the stacked gate_up_proj [E, 2I, H] (gate rows first) or down_proj.
   if (const HfTensorRef e = StackedExpert(gguf_name); e.expert >= 0) {

@@ -72,10 +72,8 @@ core::Status ReadHybridHf(const json& j, const std::string& path, const std::str
 void WriteHybridGguf(const ModelConfig& c, formats::GgufWriter* w) {
   using formats::GgufType;
   using formats::GgufValue;
+  WriteGgufSizes(c, w);
   const std::string a = c.arch + ".";
-  w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
-  w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
-  w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
   w->Set(a + "ssm.conv_kernel", GgufValue::U32(c.ssm_conv));
   w->Set(a + "ssm.inner_size", GgufValue::U32(c.ssm_heads * c.ssm_head_dim));
   w->Set(a + "ssm.state_size", GgufValue::U32(c.ssm_state));
