@@ -531,15 +531,21 @@ class Parser {
     Parser* p_;
   };
 
+  // operand (`word` operand)*, left-associative, as `kind` nodes (`or`, `and`).
+  ExprPtr Logical(const char* word, Expr::Kind kind, ExprPtr (Parser::*operand)(), int line) {
+    ExprPtr e = (this->*operand)();
+    while (AcceptName(word)) {
+      auto n = Node(kind, line);
+      n->items.push_back(std::move(e));
+      n->items.push_back((this->*operand)());
+      e = Seal(std::move(n));
+    }
+    return e;
+  }
+
   ExprPtr Or(bool with_condexpr) {
     const int line = Peek().line;
-    ExprPtr e = And();
-    while (AcceptName("or")) {
-      auto o = Node(Expr::Kind::kOr, line);
-      o->items.push_back(std::move(e));
-      o->items.push_back(And());
-      e = Seal(std::move(o));
-    }
+    ExprPtr e = Logical("or", Expr::Kind::kOr, &Parser::And, line);
     if (with_condexpr && IsName("if")) {
       ++i_;
       auto c = Node(Expr::Kind::kCondition, line);
@@ -551,17 +557,7 @@ class Parser {
     return e;
   }
 
-  ExprPtr And() {
-    const int line = Peek().line;
-    ExprPtr e = Not();
-    while (AcceptName("and")) {
-      auto a = Node(Expr::Kind::kAnd, line);
-      a->items.push_back(std::move(e));
-      a->items.push_back(Not());
-      e = Seal(std::move(a));
-    }
-    return e;
-  }
+  ExprPtr And() { return Logical("and", Expr::Kind::kAnd, &Parser::Not, Peek().line); }
 
   ExprPtr Not() {
     if (IsName("not")) {
