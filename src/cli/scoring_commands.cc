@@ -120,6 +120,71 @@ nlohmann::json StatsJson(const runner::ScoringStats& st, double seconds) {
           {"computed_tokens", st.computed_rows}, {"compact_ratio", st.ratio()}, {"seconds", seconds}};
 }
 
+// embed --input: one JSON string or {"text": string} per line, each text with its line (for errors).
+struct EmbedTexts {
+  std::vector<std::string> texts;
+  std::vector<int> lines;
+};
+
+EmbedTexts ReadEmbedTexts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) ExitIfError(core::NotFound("cannot open " + path));
+  EmbedTexts out;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    try {
+      const json j = json::parse(line);
+      if (j.is_string()) out.texts.push_back(j.get<std::string>());
+      else if (j.is_object() && j.contains("text") && j["text"].is_string()) out.texts.push_back(j["text"].get<std::string>());
+      else ExitIfError(core::InvalidArgument(where + "expected a JSON string or {\"text\": string}"));
+    } catch (const json::exception& e) {
+      ExitIfError(core::InvalidArgument(where + Brief(e.what())));
+    }
+    out.lines.push_back(line_no);
+  }
+  if (out.texts.empty()) ExitIfError(core::InvalidArgument(path + ": no inputs"));
+  return out;
+}
+
+// Each text in the Qwen3-Embedding format; an input too long or empty is an error naming its line.
+std::vector<std::vector<int32_t>> RenderEmbedInputs(const EmbedTexts& in, const tokenizer::Tokenizer& tok,
+                                                    const std::string& instruction, bool last, int64_t max_tokens,
+                                                    bool truncate, const std::string& path) {
+  std::vector<std::vector<int32_t>> inputs;
+  for (size_t i = 0; i < in.texts.size(); ++i) {
+    auto ids = tokenizer::RenderEmbeddingInput(tok, instruction, in.texts[i], last, max_tokens, truncate);
+    const std::string where = path + ":" + std::to_string(in.lines[i]) + ": ";
+    if (!ids.ok()) ExitIfError(core::OutOfRange(where + ids.status().message()));
+    if (ids->empty()) ExitIfError(core::InvalidArgument(where + "empty input"));
+    inputs.push_back(std::move(*ids));
+  }
+  return inputs;
+}
+
+// rerank: the query/passage pairs rendered, each with its query's index.
+struct RerankPairs {
+  std::vector<std::vector<int32_t>> pairs;
+  std::vector<size_t> query_of;
+};
+
+RerankPairs RenderRerankPairs(const std::vector<RerankQuery>& queries, size_t nq, int passages,
+                              const tokenizer::RerankerFormat& format, const tokenizer::Tokenizer& tok,
+                              const std::string& instruction, int64_t max_tokens) {
+  RerankPairs out;
+  for (size_t qi = 0; qi < nq; ++qi) {
+    const RerankQuery& q = queries[qi];
+    const size_t nd = passages > 0 ? std::min<size_t>(passages, q.documents.size()) : q.documents.size();
+    for (size_t di = 0; di < nd; ++di) {
+      out.pairs.push_back(tokenizer::RenderRerankPair(format, tok, instruction, q.query, q.documents[di], max_tokens));
+      out.query_of.push_back(qi);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void RegisterRerank(CLI::App& app) {
@@ -149,18 +214,11 @@ void RegisterRerank(CLI::App& app) {
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
     auto format = tokenizer::MakeRerankerFormat(tok);
     ExitIfError(format.status());
-    std::vector<size_t> query_of;
-    std::vector<std::vector<int32_t>> pairs;
     const size_t nq = o->queries > 0 ? std::min<size_t>(o->queries, queries->size()) : queries->size();
-    for (size_t qi = 0; qi < nq; ++qi) {
-      const RerankQuery& q = (*queries)[qi];
-      const size_t nd = o->passages > 0 ? std::min<size_t>(o->passages, q.documents.size()) : q.documents.size();
-      for (size_t di = 0; di < nd; ++di) {
-        pairs.push_back(tokenizer::RenderRerankPair(*format, tok, o->instruction, q.query, q.documents[di],
-                                                    o->scoring.max_batch_tokens));
-        query_of.push_back(qi);
-      }
-    }
+    const RerankPairs rendered = RenderRerankPairs(*queries, nq, o->passages, *format, tok, o->instruction,
+                                                   o->scoring.max_batch_tokens);
+    const auto& pairs = rendered.pairs;
+    const auto& query_of = rendered.query_of;
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
     core::Progress progress("rerank", static_cast<int64_t>(pairs.size()));
@@ -208,37 +266,11 @@ void RegisterEmbed(CLI::App& app) {
   cmd->add_flag("--truncate", o->truncate, "cut inputs longer than --max-batch-tokens instead of failing");
   cmd->add_flag("--json", o->json_out, "print a JSON summary");
   cmd->callback([o] {
-    std::ifstream in(o->input);
-    if (!in) ExitIfError(core::NotFound("cannot open " + o->input));
-    std::vector<std::string> texts;
-    std::vector<int> text_line;  // each text's line in the file, for errors
-    int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_no;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string where = o->input + ":" + std::to_string(line_no) + ": ";
-      try {
-        const json j = json::parse(line);
-        if (j.is_string()) texts.push_back(j.get<std::string>());
-        else if (j.is_object() && j.contains("text") && j["text"].is_string()) texts.push_back(j["text"].get<std::string>());
-        else ExitIfError(core::InvalidArgument(where + "expected a JSON string or {\"text\": string}"));
-      } catch (const json::exception& e) {
-        ExitIfError(core::InvalidArgument(where + Brief(e.what())));
-      }
-      text_line.push_back(line_no);
-    }
-    if (texts.empty()) ExitIfError(core::InvalidArgument(o->input + ": no inputs"));
+    const EmbedTexts texts = ReadEmbedTexts(o->input);
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     const bool last = o->pooling == "last";
-    std::vector<std::vector<int32_t>> inputs;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      auto ids = tokenizer::RenderEmbeddingInput(*loaded.tokenizer, o->instruction, texts[i], last,
-                                                 o->scoring.max_batch_tokens, o->truncate);
-      if (!ids.ok())
-        ExitIfError(core::OutOfRange(o->input + ":" + std::to_string(text_line[i]) + ": " + ids.status().message()));
-      if (ids->empty()) ExitIfError(core::InvalidArgument(o->input + ":" + std::to_string(text_line[i]) + ": empty input"));
-      inputs.push_back(std::move(*ids));
-    }
+    const std::vector<std::vector<int32_t>> inputs = RenderEmbedInputs(texts, *loaded.tokenizer, o->instruction, last,
+                                                                       o->scoring.max_batch_tokens, o->truncate, o->input);
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
     core::Progress progress("embed", static_cast<int64_t>(inputs.size()));

@@ -191,11 +191,10 @@ int RunSimulate(SimulateOptions& o) {
 
 }  // namespace
 
-void RegisterSimulate(CLI::App& app) {
-  auto o = std::make_shared<SimulateOptions>();
-  CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the engine with a cost model (no model weights), or generate a workload trace");
-  cmd->add_option("--trace", o->trace, "JSONL trace: Marconi schema (token ids) or Mooncake (hash_ids), detected");
-  cmd->add_option("--model", o->model, "marconi-7b[-n16|-n128], nemotron-h-8b, a config.json, or a model the engine loads");
+namespace {
+
+// --memory, the engine's pool and steps, the modelled disk.
+void AddMemoryOptions(CLI::App* cmd, SimulateOptions* o) {
   AddChecked(cmd, "--memory", o->setup.memory,
              "budget: Marconi's model, one byte budget (--cache-size) for KV and checkpoints; "
              "engine: the engine's serving memory (--kv-tokens, --kv-block-tokens, --checkpoint-slots)",
@@ -221,6 +220,10 @@ void RegisterSimulate(CLI::App& app) {
              "keep a prompt's end state only this many tokens past the state the request starts from or captures",
              CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--prefill-alignment", o->setup.prefill_alignment, "prefill chunk grid (default: the engine model's Mamba2 chunk)")->check(CLI::Range(0, 1 << 20));
+}
+
+// The policies, the cost model's shape and the outputs.
+void AddPolicyOptions(CLI::App* cmd, SimulateOptions* o) {
   cmd->add_option("--policy", o->setup.policy, "lru, vllm+, sglang+, marconi, marconi-static; a comma list; or all");
   cmd->add_option_function<double>("--alpha", [o](double a) { o->setup.alpha = a, o->setup.alpha_set = true; },
                                    "FLOP-efficiency weight (marconi-static; marconi's starting value)");
@@ -240,6 +243,10 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--csv", o->csv, "write one row per request and policy");
   cmd->add_option("--plot", o->plot, "write PREFIX_hit_rate.png and PREFIX_ttft_cdf.png (gnuplot)");
   cmd->add_flag("--json", o->json_out, "print JSON");
+}
+
+// --replicas and the router.
+void AddFleetOptions(CLI::App* cmd, SimulateOptions* o) {
   cmd->add_option("--replicas", o->setup.replicas,
                   "simulate a fleet: N engines with 1/N of the memory (--kv-tokens, --checkpoint-slots) each, behind a router, "
                   "next to one engine with all of it (--memory engine)")
@@ -254,6 +261,10 @@ void RegisterSimulate(CLI::App& app) {
              CLI::Range(0.0, 1000.0));
   AddChecked(cmd, "--pressure-window", o->setup.pressure_window,
              "prefix-aware: the pressure decays over this many x replicas requests", CLI::Range(0.01, 1e6));
+}
+
+// --generate: the workload generators.
+void AddGenerateOptions(CLI::App* cmd, SimulateOptions* o) {
   cmd->add_option("--generate", o->generate, "generate a workload: swebench, lmsys or sharegpt");
   cmd->add_option("--out", o->out, "with --generate: write the trace here instead of simulating it");
   cmd->add_option("--sessions", o->workload.sessions, "generated sessions");
@@ -262,6 +273,18 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--seed", o->workload.seed, "generator seed");
   cmd->add_option("--regenerate", o->workload.regenerate, "generated: chance a turn is sent again verbatim (regenerate / retry)")
       ->check(CLI::Range(0.0, 0.99));
+}
+}  // namespace
+
+void RegisterSimulate(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Replay a request trace through the engine with a cost model (no model weights), or generate a workload trace");
+  cmd->add_option("--trace", o->trace, "JSONL trace: Marconi schema (token ids) or Mooncake (hash_ids), detected");
+  cmd->add_option("--model", o->model, "marconi-7b[-n16|-n128], nemotron-h-8b, a config.json, or a model the engine loads");
+  AddMemoryOptions(cmd, o.get());
+  AddPolicyOptions(cmd, o.get());
+  AddFleetOptions(cmd, o.get());
+  AddGenerateOptions(cmd, o.get());
   cmd->callback([o]() { std::exit(RunSimulate(*o)); });
 }
 
