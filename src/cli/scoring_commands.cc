@@ -20,80 +20,12 @@
 #include "core/progress.h"
 #include "runner/scoring.h"
 #include "tokenizer/scoring_format.h"
+#include "tokenizer/scoring_inputs.h"
 
 namespace radixlm::cli {
 namespace {
 
 using nlohmann::json;
-
-// A parser's message cut to a readable length: for an unterminated string nlohmann quotes
-// everything it read, which can be a whole megabyte line.
-std::string Brief(const std::string& what) { return what.size() <= 300 ? what : what.substr(0, 300) + "..."; }
-
-struct RerankQuery {
-  std::string query;
-  std::vector<std::string> documents;
-};
-
-// JSONL of {"query", "documents": [...]}, or a JSON array of {"query", "hits": [{"content"}]}
-// (rank_llm's BM25 run files, as in ../shared/data/rerank).
-core::StatusOr<std::vector<RerankQuery>> ReadQueries(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return core::NotFound("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  std::vector<RerankQuery> out;
-  // One query; a shape other than the two above is an error, not a query with no passages.
-  auto add = [&](const json& j, const std::string& where) -> core::Status {
-    auto bad = [&](const std::string& why) { return core::InvalidArgument(where + ": " + why); };
-    if (!j.is_object() || !j.contains("query") || !j["query"].is_string()) return bad("needs a string 'query'");
-    RerankQuery q;
-    q.query = j["query"].get<std::string>();
-    if (j.contains("documents")) {
-      if (!j["documents"].is_array()) return bad("'documents' must be a list of strings");
-      for (const auto& d : j["documents"]) {
-        if (!d.is_string()) return bad("'documents' must be a list of strings");
-        q.documents.push_back(d.get<std::string>());
-      }
-    } else if (j.contains("hits") && j["hits"].is_array()) {
-      for (const auto& h : j["hits"]) {
-        if (!h.is_object() || !h.contains("content") || !h["content"].is_string())
-          return bad("each of 'hits' needs a string 'content'");
-        q.documents.push_back(h["content"].get<std::string>());
-      }
-    } else {
-      return bad("needs 'documents' (a list of strings) or 'hits' (a list of {content})");
-    }
-    out.push_back(std::move(q));
-    return core::Status::Ok();
-  };
-  try {
-    const size_t first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && text[first] == '[') {
-      const json all = json::parse(text);
-      for (size_t i = 0; i < all.size(); ++i)
-        if (core::Status st = add(all[i], path + " element " + std::to_string(i)); !st.ok()) return st;
-    } else {
-      std::istringstream lines(text);
-      int line_no = 0;
-      for (std::string line; std::getline(lines, line);) {
-        ++line_no;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        const std::string where = path + ":" + std::to_string(line_no);
-        try {
-          if (core::Status st = add(json::parse(line), where); !st.ok()) return st;
-        } catch (const json::exception& e) {
-          return core::InvalidArgument(where + ": " + Brief(e.what()));
-        }
-      }
-    }
-  } catch (const json::exception& e) {
-    return core::InvalidArgument(path + ": " + Brief(e.what()));
-  }
-  if (out.empty()) return core::InvalidArgument(path + ": no queries");
-  return out;
-}
 
 struct ScoringOptions {
   int max_batch_tokens = 8192;
@@ -120,71 +52,6 @@ nlohmann::json StatsJson(const runner::ScoringStats& st, double seconds) {
           {"computed_tokens", st.computed_rows}, {"compact_ratio", st.ratio()}, {"seconds", seconds}};
 }
 
-// embed --input: one JSON string or {"text": string} per line, each text with its line (for errors).
-struct EmbedTexts {
-  std::vector<std::string> texts;
-  std::vector<int> lines;
-};
-
-EmbedTexts ReadEmbedTexts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) ExitIfError(core::NotFound("cannot open " + path));
-  EmbedTexts out;
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_no) + ": ";
-    try {
-      const json j = json::parse(line);
-      if (j.is_string()) out.texts.push_back(j.get<std::string>());
-      else if (j.is_object() && j.contains("text") && j["text"].is_string()) out.texts.push_back(j["text"].get<std::string>());
-      else ExitIfError(core::InvalidArgument(where + "expected a JSON string or {\"text\": string}"));
-    } catch (const json::exception& e) {
-      ExitIfError(core::InvalidArgument(where + Brief(e.what())));
-    }
-    out.lines.push_back(line_no);
-  }
-  if (out.texts.empty()) ExitIfError(core::InvalidArgument(path + ": no inputs"));
-  return out;
-}
-
-// Each text in the Qwen3-Embedding format; an input too long or empty is an error naming its line.
-std::vector<std::vector<int32_t>> RenderEmbedInputs(const EmbedTexts& in, const tokenizer::Tokenizer& tok,
-                                                    const std::string& instruction, bool last, int64_t max_tokens,
-                                                    bool truncate, const std::string& path) {
-  std::vector<std::vector<int32_t>> inputs;
-  for (size_t i = 0; i < in.texts.size(); ++i) {
-    auto ids = tokenizer::RenderEmbeddingInput(tok, instruction, in.texts[i], last, max_tokens, truncate);
-    const std::string where = path + ":" + std::to_string(in.lines[i]) + ": ";
-    if (!ids.ok()) ExitIfError(core::OutOfRange(where + ids.status().message()));
-    if (ids->empty()) ExitIfError(core::InvalidArgument(where + "empty input"));
-    inputs.push_back(std::move(*ids));
-  }
-  return inputs;
-}
-
-// rerank: the query/passage pairs rendered, each with its query's index.
-struct RerankPairs {
-  std::vector<std::vector<int32_t>> pairs;
-  std::vector<size_t> query_of;
-};
-
-RerankPairs RenderRerankPairs(const std::vector<RerankQuery>& queries, size_t nq, int passages,
-                              const tokenizer::RerankerFormat& format, const tokenizer::Tokenizer& tok,
-                              const std::string& instruction, int64_t max_tokens) {
-  RerankPairs out;
-  for (size_t qi = 0; qi < nq; ++qi) {
-    const RerankQuery& q = queries[qi];
-    const size_t nd = passages > 0 ? std::min<size_t>(passages, q.documents.size()) : q.documents.size();
-    for (size_t di = 0; di < nd; ++di) {
-      out.pairs.push_back(tokenizer::RenderRerankPair(format, tok, instruction, q.query, q.documents[di], max_tokens));
-      out.query_of.push_back(qi);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 void RegisterRerank(CLI::App& app) {
@@ -208,14 +75,14 @@ void RegisterRerank(CLI::App& app) {
   cmd->add_option("--passages", o->passages, "at most this many passages per query (0 = all)");
   cmd->add_flag("--json", o->json_out, "print a JSON summary");
   cmd->callback([o] {
-    auto queries = ReadQueries(o->input);
+    auto queries = tokenizer::ReadRerankQueries(o->input);
     ExitIfError(queries.status());
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     const tokenizer::Tokenizer& tok = *loaded.tokenizer;
     auto format = tokenizer::MakeRerankerFormat(tok);
     ExitIfError(format.status());
     const size_t nq = o->queries > 0 ? std::min<size_t>(o->queries, queries->size()) : queries->size();
-    const RerankPairs rendered = RenderRerankPairs(*queries, nq, o->passages, *format, tok, o->instruction,
+    const tokenizer::RerankPairs rendered = tokenizer::RenderRerankPairs(*queries, nq, o->passages, *format, tok, o->instruction,
                                                    o->scoring.max_batch_tokens);
     const auto& pairs = rendered.pairs;
     const auto& query_of = rendered.query_of;
@@ -266,11 +133,14 @@ void RegisterEmbed(CLI::App& app) {
   cmd->add_flag("--truncate", o->truncate, "cut inputs longer than --max-batch-tokens instead of failing");
   cmd->add_flag("--json", o->json_out, "print a JSON summary");
   cmd->callback([o] {
-    const EmbedTexts texts = ReadEmbedTexts(o->input);
+    const auto texts = tokenizer::ReadEmbedTexts(o->input);
+    ExitIfError(texts.status());
     const ModelAndTokenizer loaded = LoadModelAndTokenizerOrExit(o->model);
     const bool last = o->pooling == "last";
-    const std::vector<std::vector<int32_t>> inputs = RenderEmbedInputs(texts, *loaded.tokenizer, o->instruction, last,
-                                                                       o->scoring.max_batch_tokens, o->truncate, o->input);
+    const auto rendered = tokenizer::RenderEmbedInputs(*texts, *loaded.tokenizer, o->instruction, last,
+                                                       o->scoring.max_batch_tokens, o->truncate, o->input);
+    ExitIfError(rendered.status());
+    const std::vector<std::vector<int32_t>>& inputs = *rendered;
     core::ThreadPool pool(o->model.threads);
     runner::ScoringRunner runner(*loaded.model, pool, MakeScoringConfig(o->scoring, KvDtypeOf(o->model)));
     core::Progress progress("embed", static_cast<int64_t>(inputs.size()));
