@@ -22,13 +22,14 @@ std::string_view DTypeName(DType t) {
     case DType::kQ4_K: return "q4_k";
     case DType::kQ5_K: return "q5_k";
     case DType::kQ6_K: return "q6_k";
+    case DType::kMXFP4: return "mxfp4";
   }
   return "?";
 }
 
 int64_t BlockElems(DType t) {
   switch (t) {
-    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0: return 32;
+    case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kQ8_0: case DType::kMXFP4: return 32;
     case DType::kQ2_K: case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: return 256;
     default: return 1;
   }
@@ -46,6 +47,7 @@ size_t BlockBytes(DType t) {
     case DType::kQ4_K: return sizeof(BlockQ4_K);
     case DType::kQ5_K: return sizeof(BlockQ5_K);
     case DType::kQ6_K: return sizeof(BlockQ6_K);
+    case DType::kMXFP4: return sizeof(BlockMXFP4);
     default: return DTypeSize(t);
   }
 }
@@ -55,7 +57,7 @@ bool ParseDType(std::string_view name, DType* out) {
   if (name == "f16" || name == "float16") { *out = DType::kF16; return true; }
   if (name == "bf16" || name == "bfloat16") { *out = DType::kBF16; return true; }
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4})
     if (name == DTypeName(t)) { *out = t; return true; }
   return false;
 }

@@ -12,7 +12,7 @@
 namespace radixlm::core {
 
 enum class DType : uint8_t { kF32, kF16, kBF16, kI32,
-                             kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
+                             kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kMXFP4 };
 
 inline bool IsQuantized(DType t) { return t >= DType::kQ4_0; }
 

@@ -69,6 +69,15 @@ void ForEachCrumb(const uint8_t qs[64], Fn&& fn) {
       }
 }
 
+// 2^(e - 128) as f16 bits: normal for e - 128 in [-14, 15], subnormal in [-24, -15]; 0 outside
+// (such blocks are refused at load unless all their values are zero: FirstOutOfRange).
+uint16_t Mxfp4ScaleF16(uint8_t e) {
+  const int k = static_cast<int>(e) - 128;
+  if (k >= -14 && k <= 15) return static_cast<uint16_t>((k + 15) << 10);
+  if (k >= -24 && k < -14) return static_cast<uint16_t>(1u << (k + 24));
+  return 0;
+}
+
 }  // namespace
 
 void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
@@ -82,6 +91,17 @@ void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
     case DType::kQ4_1: return DecodeLegacy<BlockQ4_1>(block, out);
     case DType::kQ5_0: return DecodeLegacy<BlockQ5_0>(block, out);
     case DType::kQ5_1: return DecodeLegacy<BlockQ5_1>(block, out);
+    case DType::kMXFP4: {
+      auto* b = static_cast<const BlockMXFP4*>(block);
+      bool nonzero = false;
+      for (int j = 0; j < 16; ++j) {
+        out->u[j] = static_cast<uint8_t>(kMxfp4Values[b->qs[j] & 0xF] + 12);
+        out->u[j + 16] = static_cast<uint8_t>(kMxfp4Values[b->qs[j] >> 4] + 12);
+        nonzero = nonzero || (b->qs[j] & 0x77) != 0;
+      }
+      out->d = nonzero ? Mxfp4ScaleF16(b->e) : 0;
+      return;
+    }
     case DType::kQ8_0: {
       auto* b = static_cast<const BlockQ8_0*>(block);
       out->d = b->d;
@@ -242,6 +262,17 @@ int64_t FirstNonFinite(DType t, const void* data, int64_t numel) {
       std::memcpy(&h, bytes + static_cast<size_t>(b) * block_bytes + f, 2);
       if ((h & 0x7C00) == 0x7C00) return b;
     }
+  return -1;
+}
+
+int64_t FirstOutOfRange(DType t, const void* data, int64_t numel) {
+  if (t != DType::kMXFP4) return -1;
+  const auto* blocks = static_cast<const BlockMXFP4*>(data);
+  for (int64_t b = 0; b < numel / kQK; ++b) {
+    if (blocks[b].e >= 104 && blocks[b].e <= 143) continue;
+    for (int j = 0; j < 16; ++j)
+      if ((blocks[b].qs[j] & 0x77) != 0) return b;
+  }
   return -1;
 }
 

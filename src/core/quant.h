@@ -1,13 +1,20 @@
 // GGML's block-quantised weight formats as GGUF files store them (the layouts of
 // ggml/src/ggml-common.h, dequantisation as ggml's dequantize_row_*): Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0 (blocks of 32) and the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (super-blocks of 256
-// with 16 or 8 sub-blocks). These are everything inside the Q4_K_M / Q5_K_M / Q6_K / Q8_0
-// files people download.
+// Q8_0 (blocks of 32), the K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (super-blocks of 256
+// with 16 or 8 sub-blocks) and MXFP4 (OCP microscaling FP4: 32 E2M1 values and one E8M0
+// scale, gpt-oss's expert weights). These are everything inside the Q4_K_M / Q5_K_M / Q6_K /
+// Q8_0 / MXFP4_MOE files people download.
 //
 // Every format decodes to one canonical form, which the kernels' repacking also reads:
 //   unsigned integer codes u (2..8 bits) and, per sub-block of `sub` elements, a float scale S
 //   and possibly a float bias, with the value
 //     block scale    (Q4_0, Q5_0, Q8_0):  y = d * (u - offset)
+//       MXFP4 too: its 4-bit E2M1 code q is looked up (ggml's kvalues_mxfp4, the E2M1 values
+//       doubled: 0, 1, 2, 3, 4, 6, 8, 12 and their negatives) to u = kvalue + 12, and its
+//       E8M0 byte e is d = 2^(e - 128) (ggml's GGML_E8M0_TO_FP32_HALF) as an f16. That f16 is
+//       exact for e in [104, 143]; a
+//       block with a nonzero value outside that range is refused at load (FirstOutOfRange),
+//       and a block whose values are all zero decodes to d = 0 whatever its e.
 //     scale + min    (Q4_1, Q5_1):        y = d * u + m
 //     super + min    (Q2_K, Q4_K, Q5_K):  y = (d * sc) * u - (dmin * mn)
 //     super signed   (Q3_K, Q6_K):        y = (d * sc) * (u - offset)
@@ -38,9 +45,12 @@ struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16
 struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+// Element j < 16 is the low nibble of qs[j], element j + 16 its high nibble.
+struct BlockMXFP4 { uint8_t e; uint8_t qs[16]; };
 #pragma pack(pop)
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
@@ -73,6 +83,7 @@ constexpr QuantFormat FormatOf(DType t) {
     case DType::kQ4_K: return {256, 32, 4, 0, QuantScales::kSuperMin};
     case DType::kQ5_K: return {256, 32, 5, 0, QuantScales::kSuperMin};
     case DType::kQ6_K: return {256, 16, 6, 32, QuantScales::kSuperSigned};
+    case DType::kMXFP4: return {32, 32, 5, 12, QuantScales::kBlock};
     default: return {};
   }
 }
@@ -105,6 +116,12 @@ void DequantizeRow(DType t, const void* x, float* y, int64_t n);
 // the element index (plain) or block index (quantised). One pass at memory speed, so loading
 // checks every tensor. REQUIRES: numel % BlockElems(t) == 0.
 int64_t FirstNonFinite(DType t, const void* data, int64_t numel);
+// The first MXFP4 block whose scale 2^(e - 128) the canonical form cannot carry exactly (e
+// outside [104, 143]) while one of its values is nonzero, or -1 (every block of every other
+// type: their scales are f16 already).
+int64_t FirstOutOfRange(DType t, const void* data, int64_t numel);
+// ggml's kvalues_mxfp4: the E2M1 value of each 4-bit code, doubled.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 void UnpackScaleMinK4(const uint8_t scales[12], int j, uint8_t* sc, uint8_t* mn);
 void UnpackScalesQ3K(const uint8_t scales[12], int8_t out[16]);

@@ -19,7 +19,7 @@ constexpr struct { uint32_t id; core::DType dtype; } kGgmlTypes[] = {
     {0, core::DType::kF32},   {1, core::DType::kF16},   {30, core::DType::kBF16}, {2, core::DType::kQ4_0},
     {3, core::DType::kQ4_1},  {6, core::DType::kQ5_0},  {7, core::DType::kQ5_1},  {8, core::DType::kQ8_0},
     {10, core::DType::kQ2_K}, {11, core::DType::kQ3_K}, {12, core::DType::kQ4_K}, {13, core::DType::kQ5_K},
-    {14, core::DType::kQ6_K}};
+    {14, core::DType::kQ6_K}, {39, core::DType::kMXFP4}};
 bool DTypeOfGgml(uint32_t id, core::DType* out) {
   for (const auto& t : kGgmlTypes)
     if (t.id == id) { *out = t.dtype; return true; }
@@ -35,7 +35,9 @@ const char* GgmlTypeName(uint32_t t) {
   static const char* names[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1",
                                 "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
                                 "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",
-                                "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
+                                "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16",
+                                "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4",
+                                "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4", "NVFP4", "Q1_0", "Q2_0"};
   return t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
@@ -226,7 +228,7 @@ core::StatusOr<TensorEntry> EntryOf(const std::string& path, const TensorInfo& i
   if (!DTypeOfGgml(info.type, &e.dtype))
     return core::Unimplemented(path + ": tensor '" + info.name + "' has type " + GgmlTypeName(info.type) +
                                "; radixlm reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
-                               "Q5_K and Q6_K GGUF tensors");
+                               "Q5_K, Q6_K and MXFP4 GGUF tensors");
   if (e.shape.back() % core::BlockElems(e.dtype) != 0)
     return core::DataLoss(path + ": tensor '" + info.name + "' " + e.ShapeString() + " of type " + GgmlTypeName(info.type) +
                           " has rows that are not whole blocks of " + std::to_string(core::BlockElems(e.dtype)));

@@ -302,6 +302,7 @@ MicroFn Avx2Micro(const WeightSegment& seg, int mr, int np) {
     case DType::kQ4_K: return QuantTable<DType::kQ4_K>(mr, np);
     case DType::kQ5_K: return QuantTable<DType::kQ5_K>(mr, np);
     case DType::kQ6_K: return QuantTable<DType::kQ6_K>(mr, np);
+    case DType::kMXFP4: return QuantTable<DType::kMXFP4>(mr, np);
     default: return nullptr;
   }
 }

@@ -30,7 +30,7 @@ struct GemmCase {
 inline std::vector<core::DType> QuantisedTypes() {
   using core::DType;
   return {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-          DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+          DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
 }
 
 // Model shapes of Qwen3-0.6B (qkv, o, gate_up, down) at decode (M = 1), a batch of 32 decode
@@ -63,7 +63,8 @@ inline std::vector<GemmCase> GemmCases(bool include_large) {
 }
 
 // Random weights of a case: N(0, 1) values packed as the case's type; quantised types get
-// random blocks (every byte pattern is a valid block) with finite f16 scales of plausible size.
+// random blocks (every byte pattern is a valid block) with finite f16 scales of plausible size
+// (MXFP4: E8M0 scales of plausible size).
 inline std::vector<uint8_t> RandomWeightBytes(core::DType dt, int64_t n, int64_t k, uint64_t seed) {
   core::Rng rng(seed);
   if (!core::IsQuantized(dt)) {
@@ -76,6 +77,10 @@ inline std::vector<uint8_t> RandomWeightBytes(core::DType dt, int64_t n, int64_t
   const int64_t blocks = n * k / core::BlockElems(dt);
   std::vector<uint8_t> bytes(block_bytes * blocks);
   for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng.Below(256));
+  if (dt == core::DType::kMXFP4) {  // an E8M0 scale byte: 2^(e - 128) around 0.01, in range
+    for (int64_t b = 0; b < blocks; ++b) bytes[b * block_bytes] = static_cast<uint8_t>(116 + rng.Below(8));
+    return bytes;
+  }
   // The f16 fields of each format (byte offsets within a block).
   std::vector<int> fields;
   switch (dt) {

@@ -106,6 +106,9 @@ class StoreSource : public WeightSource {
     if (const int64_t at = core::FirstNonFinite(t.dtype, t.data, t.numel()); at >= 0)
       return core::DataLoss(t.file + ": tensor '" + t.name + "' has a value that is not finite (NaN or inf) at " +
                             (core::IsQuantized(t.dtype) ? "block " : "element ") + std::to_string(at));
+    if (const int64_t at = core::FirstOutOfRange(t.dtype, t.data, t.numel()); at >= 0)
+      return core::DataLoss(t.file + ": tensor '" + t.name + "' block " + std::to_string(at) + " has an MXFP4 scale outside "
+                            "2^-24 .. 2^15 with nonzero values (radixlm's kernels carry the scale as an f16)");
     return t;
   }
 

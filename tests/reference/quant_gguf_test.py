@@ -20,7 +20,9 @@ import tempfile
 import numpy as np
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "quant")
-TYPES = ["q8_0", "q4_0", "q4_k_m", "q5_k_m", "q2_k"]
+# file stem: the unquantised base it came from. moe-mxfp4: a Qwen3-MoE file whose experts
+# llama-quantize wrote as MXFP4 (MXFP4_MOE; the rest Q8_0).
+TYPES = {"q8_0": "f32", "q4_0": "f32", "q4_k_m": "f32", "q5_k_m": "f32", "q2_k": "f32", "moe-mxfp4": "moe-f32"}
 
 
 def logits(binary, path, ids, *extra):
@@ -35,11 +37,11 @@ def main():
     binary = sys.argv[1]
     ids = open(os.path.join(DATA, "ids.txt")).read().strip()
     n = len(ids.split(","))
-    base = np.fromfile(os.path.join(DATA, "tiny-f32.llamacpp-logits.f32"), np.float32).reshape(n, -1)
     err = lambda a, b: float(np.abs(a - b).max() / np.abs(b).max())
     agree = lambda a, b, rows: float((a.argmax(1) == b.argmax(1))[rows].mean())
     ok = True
-    for t in TYPES:
+    for t, base_name in TYPES.items():
+        base = np.fromfile(os.path.join(DATA, f"tiny-{base_name}.llamacpp-logits.f32"), np.float32).reshape(n, -1)
         path = os.path.join(DATA, f"tiny-{t}.gguf")
         llama = np.fromfile(os.path.join(DATA, f"tiny-{t}.llamacpp-logits.f32"), np.float32).reshape(n, -1)
         got = logits(binary, path, ids)

@@ -21,7 +21,13 @@ FORMATS = {
     "q4_k": (256, 144, 12),
     "q5_k": (256, 176, 13),
     "q6_k": (256, 210, 14),
+    "mxfp4": (32, 17, 39),
 }
+
+# OCP MX FP4 (E2M1) values of the 16 codes: sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0.
+# Code 8 is -0 in the OCP definition; ggml's table (an int8 per code) makes it +0, and GGUF
+# files are read as ggml reads them.
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
 def _f16(blocks, offset):
@@ -79,6 +85,16 @@ def dequantize(name, raw, n):
     per, size, _ = FORMATS[name]
     assert n % per == 0
     b = np.frombuffer(raw, dtype=np.uint8)[: n // per * size].reshape(-1, size)
+    if name == "mxfp4":
+        # Byte 0 an E8M0 scale 2^(e - 127); element j < 16 the low nibble of byte 1 + j, element
+        # j + 16 its high nibble; value = E2M1(code) * scale, computed as ggml does it, (2 *
+        # E2M1) * 2^(e - 128), which stays finite for e = 255 (ggml gives E8M0's NaN no meaning)
+        # and is one exact product (powers of two times at most 4 significant bits).
+        half_scale = np.ldexp(F32(1), b[:, 0].astype(np.int32) - 128).astype(F32)
+        q = b[:, 1:17]
+        codes = np.concatenate([q & 0xF, q >> 4], axis=1)
+        doubled = (2 * np.array(E2M1, dtype=F32))
+        return (doubled[codes] * half_scale[:, None]).astype(F32).reshape(-1)
     if name in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0"):
         d = _f16(b, 0)
         if name == "q8_0":
@@ -155,6 +171,9 @@ def random_blocks(name, n_blocks, rng):
     (the quantised bytes themselves may be anything: every pattern is a valid block)."""
     per, size, _ = FORMATS[name]
     b = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    if name == "mxfp4":  # E8M0 scales radixlm carries exactly: 2^(e - 128) in [2^-24, 2^15]
+        b[:, 0] = rng.integers(104, 144, size=n_blocks, dtype=np.uint8)
+        return b.tobytes()
     f16_fields = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0],
                   "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}[name]
     for off in f16_fields:

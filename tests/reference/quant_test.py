@@ -14,9 +14,16 @@ import quant_ref  # noqa: E402
 
 
 def edge_scales(raw, name, rng):
-    """Overwrite some blocks' f16 fields with zero, subnormal and large values."""
+    """Overwrite some blocks' f16 fields with zero, subnormal and large values (MXFP4: its E8M0
+    scale at the ends of the range radixlm carries, and all-zero blocks outside it)."""
     per, size, _ = quant_ref.FORMATS[name]
     b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size).copy()
+    if name == "mxfp4":  # the ends of the scales carried exactly, and blocks of zeros at any scale
+        b[0, 0], b[1, 0] = 104, 143
+        for i, e in ((2, 0), (3, 255), (4, 1)):
+            b[i, 0] = e
+            b[i, 1:17] = np.where(np.arange(16) % 2 == 0, 0x00, 0x88)  # +0 and -0 codes
+        return b.tobytes()
     fields = {"q4_0": [0], "q4_1": [0, 2], "q5_0": [0], "q5_1": [0, 2], "q8_0": [0],
               "q2_k": [80, 82], "q3_k": [108], "q4_k": [0, 2], "q5_k": [0, 2], "q6_k": [208]}[name]
     specials = np.array([0.0, -0.0, 6e-8, -3e-6, 60000.0, -1.5], dtype=np.float16)
