@@ -8,7 +8,10 @@ Tolerances (errors are max |a - b| / max |b|, b the second):
   - vs llama.cpp on the same file: <= 3%, top-1 equal at every decisive position (exact top-1
     margin > 5% of the largest logit) and at >= 90% of all positions (int8 activations in both
     engines differ by ~1%, so near-ties may flip);
-  - vs radixlm's exact run: <= 2% (int8 activations per 32 elements, bf16 KV);
+  - vs radixlm's exact run: <= 2% (int8 activations per 32 elements, bf16 KV); 3% for a
+    mixture of experts, whose router is fed int8 activations too;
+  - a mixture of experts (moe-*): the llama.cpp checks skip the positions where llama.cpp's
+    router picked another expert than the exact computation (see main), at most 10% of them;
   - vs the unquantised model: at most 1.25x llama.cpp's own error on the same file (the
     format's error: ~1.4% Q8_0 ... ~40% Q2_K on this model).
 """
@@ -48,17 +51,29 @@ def main():
         exact = logits(binary, path, ids, "--dtype", "f32", "--kv-dtype", "f32")
         top2 = np.sort(exact, 1)[:, -2:]
         decisive = (top2[:, 1] - top2[:, 0]) > 0.05 * np.abs(exact).max()
+        # A mixture of experts is discontinuous: where the router's top-k is a near-tie, llama.cpp's
+        # int8 activations can pick another expert than the exact computation, and the positions
+        # after it read that position's K/V. Such positions are the ones where radixlm's exact run
+        # (checked against PyTorch by the golden tests) itself differs from llama.cpp by more than
+        # the 3% a quantised run may; the error check skips them, and they may be 10% at most.
+        rows = np.ones(n, bool)
+        if t.startswith("moe-"):
+            rows = np.abs(exact - llama).max(1) / np.abs(llama).max() <= 0.03
         checks = {
-            "err vs llama.cpp <= 3%": err(got, llama) <= 0.03,
+            "err vs llama.cpp <= 3%": err(got[rows], llama[rows]) <= 0.03,
+            "router near-ties <= 10% of positions": rows.mean() >= 0.9,
             "top-1 vs llama.cpp at decisive positions": agree(got, llama, decisive) == 1.0,
             "top-1 vs llama.cpp >= 90%": agree(got, llama, slice(None)) >= 0.9,
-            "err vs exact <= 2%": err(got, exact) <= 0.02,
+            # experts: two experts' outputs weighted by a router fed int8 activations
+            "err vs exact <= %d%%" % (3 if t.startswith("moe-") else 2): err(got, exact) <= (0.03 if t.startswith("moe-") else 0.02),
             "err vs unquantised <= 1.25x llama.cpp's": err(got, base) <= 1.25 * err(llama, base),
         }
         passed = all(checks.values())
         ok &= passed
-        print("%s %s: vs llama.cpp err %.4f top-1 %.3f (decisive %d/%d: %.3f); vs exact err %.4f; vs unquantised err %.4f "
-              "(llama.cpp %.4f)%s" % ("PASS" if passed else "FAIL", t, err(got, llama), agree(got, llama, slice(None)),
+        print("%s %s: vs llama.cpp err %.4f (%d positions, %d router near-ties skipped) top-1 %.3f (decisive %d/%d: %.3f); "
+              "vs exact err %.4f; vs unquantised err %.4f (llama.cpp %.4f)%s" % (
+                  "PASS" if passed else "FAIL", t, err(got[rows], llama[rows]), rows.sum(), n - rows.sum(),
+                  agree(got, llama, slice(None)),
                                        decisive.sum(), n, agree(got, llama, decisive), err(got, exact), err(got, base),
                                        err(llama, base), "" if passed else " failed: " + ", ".join(k for k, v in checks.items() if not v)))
     sys.exit(0 if ok else 1)
