@@ -78,6 +78,18 @@ uint16_t Mxfp4ScaleF16(uint8_t e) {
   return 0;
 }
 
+// Codes looked up to u = doubled E2M1 value + 12 (offset 12); d = 2^(e - 128), or 0 for a
+// block of zeros.
+void DecodeMxfp4(const BlockMXFP4* b, DecodedBlock* out) {
+  bool nonzero = false;
+  for (int j = 0; j < 16; ++j) {
+    out->u[j] = static_cast<uint8_t>(kMxfp4Values[b->qs[j] & 0xF] + 12);
+    out->u[j + 16] = static_cast<uint8_t>(kMxfp4Values[b->qs[j] >> 4] + 12);
+    nonzero = nonzero || (b->qs[j] & 0x77) != 0;
+  }
+  out->d = nonzero ? Mxfp4ScaleF16(b->e) : 0;
+}
+
 }  // namespace
 
 void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
@@ -91,17 +103,7 @@ void DecodeBlock(DType t, const void* block, DecodedBlock* out) {
     case DType::kQ4_1: return DecodeLegacy<BlockQ4_1>(block, out);
     case DType::kQ5_0: return DecodeLegacy<BlockQ5_0>(block, out);
     case DType::kQ5_1: return DecodeLegacy<BlockQ5_1>(block, out);
-    case DType::kMXFP4: {
-      auto* b = static_cast<const BlockMXFP4*>(block);
-      bool nonzero = false;
-      for (int j = 0; j < 16; ++j) {
-        out->u[j] = static_cast<uint8_t>(kMxfp4Values[b->qs[j] & 0xF] + 12);
-        out->u[j + 16] = static_cast<uint8_t>(kMxfp4Values[b->qs[j] >> 4] + 12);
-        nonzero = nonzero || (b->qs[j] & 0x77) != 0;
-      }
-      out->d = nonzero ? Mxfp4ScaleF16(b->e) : 0;
-      return;
-    }
+    case DType::kMXFP4: return DecodeMxfp4(static_cast<const BlockMXFP4*>(block), out);
     case DType::kQ8_0: {
       auto* b = static_cast<const BlockQ8_0*>(block);
       out->d = b->d;
