@@ -8,10 +8,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 
 #include "formats/gguf.h"
-#include "kernels/gemm_internal.h"
 #include "models/presets.h"
 
 namespace radixlm::cli {

@@ -66,8 +66,6 @@ void ChatServingDefaults(EngineOptions* o) {
 std::unique_ptr<runner::ServingEngine> MakeServingEngineOrExit(models::Transformer& model, core::ThreadPool& pool,
                                                                const EngineOptions& o, core::DType kv_dtype,
                                                                const ModelOptions* model_options, int64_t sampled_vocab) {
-  if (!o.cache_dir.empty() && model_options == nullptr)
-    ExitIfError(core::InvalidArgument("--cache-dir needs the model's options for its fingerprint"));
   auto serving = runner::ServingEngine::Make(model, pool, o, kv_dtype, model_options ? model_options->model : "", sampled_vocab);
   ExitIfError(serving.status());
   return std::move(serving).value();
