@@ -84,22 +84,22 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
       std::memset(rows[r].out + (kv_head * group + g) * d, 0, d * sizeof(float));
     }
   }
-  for (int64_t start = seq.kv_begin; start <= max_pos; start += bt) {
+  for (int64_t start = attn::FirstChunk(rows, n_rows, seq.kv_begin, bt); start <= max_pos; start += bt) {
     const int32_t block = seq.block_table[start / bt];
     const int n_block = static_cast<int>(std::min<int64_t>(bt, max_pos + 1 - start));
     for (int j = 0; j < n_block; ++j) vptr[j] = values + kv.ValueIndex(block, j, kv_head);
-    // Scores of every (row, head) of the tile that reaches this block, in one pass over keys.
-    int n_q = 0;
+    // Scores of every (row, head) of the tile that attends keys of this block, in one pass.
+    int n_q = 0, lo, hi;
     for (int r = 0; r < n_rows; ++r)
-      if (rows[r].position >= start)
+      if (attn::RowKeys(rows[r], start, n_block, &lo, &hi))
         for (int g = 0; g < group; ++g) qv[n_q++] = rows[r].q + (kv_head * group + g) * d;
     ScoresScalar<D>(qv, n_q, keys + kv.KeyIndex(block, 0, kv_head, 0), d, bt, block_scores);
     int vq = 0;
     for (int r = 0; r < n_rows; ++r) {
-      const int n = static_cast<int>(std::min<int64_t>(bt, static_cast<int64_t>(rows[r].position) + 1 - start));
-      if (n <= 0) continue;
+      if (!attn::RowKeys(rows[r], start, n_block, &lo, &hi)) continue;
+      const int n = hi - lo;  // the row's keys [lo, hi) of the block
       for (int g = 0; g < group; ++g, ++vq)
-        for (int j = 0; j < n; ++j) scores[g][j] = block_scores[vq * bt + j] * p.scale;
+        for (int j = 0; j < n; ++j) scores[g][j] = block_scores[vq * bt + lo + j] * p.scale;
       for (int g = 0; g < group; ++g) {
         float& mg = m[r * group + g];
         float& lg = l[r * group + g];
@@ -112,7 +112,7 @@ void AttendTile(const AttentionParams& p, const KvLayerView& kv, const Attention
         lg = lg * correction + bs;
         mg = bm;
         float* acc = rows[r].out + (kv_head * group + g) * d;
-        ScaleAccumulateScalar<D>(acc, correction, scores[g], vptr, n, d);
+        ScaleAccumulateScalar<D>(acc, correction, scores[g], vptr + lo, n, d);
       }
     }
   }
@@ -211,6 +211,7 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
   const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
+  auto kv_begin_of = [&](const Tile& t) { return seqs[t.seq].kv_begin; };
   // One item per chunk: causal tiles grow in cost with position, and threads that come free
   // take the items left, so none is left with the expensive end of every prompt.
   pool.ParallelFor(n_items, [&](int, int64_t item_begin, int64_t item_end) {
@@ -220,7 +221,9 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
       const int kv_head = static_cast<int>(i % p.n_kv_heads);
       for (int64_t k = 0; k < tile.n_rows; ++k) {
         const int64_t r = tile.row_begin + k;
-        rows[k] = {positions[r], q + r * stride, out + r * stride, lse ? lse + r * p.n_heads : nullptr};
+        const int64_t first = p.window > 0 ? std::max<int64_t>(kv_begin_of(tile), positions[r] - p.window + 1)
+                                           : kv_begin_of(tile);
+        rows[k] = {positions[r], q + r * stride, out + r * stride, lse ? lse + r * p.n_heads : nullptr, first};
       }
       if (avx512) {
         attn::AttendTileAvx512(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows));
@@ -325,10 +328,13 @@ std::vector<CascadeGroup> PlanCascadeGroups(std::span<const AttentionSeq> seqs, 
   return groups;
 }
 
-void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
-                      std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
-                      std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,
-                      bool one_pass_per_row) {
+namespace {
+
+// CascadeAttention without sliding windows and sinks: the fold of the split chunks' states.
+void SplitAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
+                    std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
+                    std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,
+                    bool one_pass_per_row) {
   RADIXLM_CHECK(split_tokens > 0 && split_tokens % kv.block_tokens == 0);
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
   int64_t n_rows = 0;
@@ -428,6 +434,47 @@ void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const Kv
   }
 }
 
+}  // namespace
+
+void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
+                      std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
+                      std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,
+                      bool one_pass_per_row) {
+  std::vector<float> own_lse;
+  if (p.sinks && lse == nullptr) {
+    int64_t n_rows = 0;
+    for (const AttentionSeq& sq : seqs) n_rows = std::max(n_rows, sq.row_begin + sq.n_rows);
+    own_lse.resize(n_rows * p.n_heads);
+    lse = own_lse.data();
+  }
+  if (p.window > 0) {
+    for (const AttentionSeq& sq : seqs) RADIXLM_CHECK(sq.kv_begin == 0);
+    PagedAttention(pool, p, kv, seqs, positions, q, out, lse);
+  } else {
+    SplitAttention(pool, p, kv, seqs, positions, q, groups, split_tokens, out, lse, one_pass_per_row);
+  }
+  if (!p.sinks) return;
+  const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
+  for (const AttentionSeq& sq : seqs)
+    ApplyAttentionSinks(p, sq.n_rows, out + sq.row_begin * stride, lse + sq.row_begin * p.n_heads);
+}
+
+void ApplyAttentionSinks(const AttentionParams& p, int64_t n_rows, float* out, float* lse) {
+  if (!p.sinks) return;
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int h = 0; h < p.n_heads; ++h) {
+      float& l = lse[r * p.n_heads + h];
+      const float s = p.sinks[h];
+      const float mx = std::max(l, s);
+      // l = -inf (nothing attended): out stays 0, the sink alone makes the denominator.
+      const float total = mx + std::log(std::exp(l - mx) + std::exp(s - mx));
+      const float w = std::exp(l - total);
+      float* o = out + (r * p.n_heads + h) * p.head_dim;
+      for (int i = 0; i < p.head_dim; ++i) o[i] *= w;
+      l = total;
+    }
+}
+
 void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
                              std::span<const AttentionSeq> seqs, const int32_t* positions,
                              const float* q, float* out, float* lse) {
@@ -435,7 +482,8 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
   for (const AttentionSeq& s : seqs)
     for (int64_t r = s.row_begin; r < s.row_begin + s.n_rows; ++r)
       for (int h = 0; h < p.n_heads; ++h) {
-        const int begin = static_cast<int>(s.kv_begin), n = positions[r] + 1;
+        const int n = positions[r] + 1;
+        const int begin = static_cast<int>(p.window > 0 ? std::max<int64_t>(s.kv_begin, n - p.window) : s.kv_begin);
         if (n <= begin) {  // nothing to attend
           for (int i = 0; i < d; ++i) out[(r * p.n_heads + h) * d + i] = 0;
           if (lse) lse[r * p.n_heads + h] = -std::numeric_limits<float>::infinity();
@@ -451,7 +499,8 @@ void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
           sc[j] = dot * p.scale;
           mx = std::max(mx, sc[j]);
         }
-        double sum = 0;
+        if (p.sinks) mx = std::max(mx, static_cast<double>(p.sinks[h]));
+        double sum = p.sinks ? std::exp(p.sinks[h] - mx) : 0.0;
         for (int j = begin; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
         for (int i = 0; i < d; ++i) {
           double o = 0;

@@ -2,7 +2,8 @@
 // tables over a paged KV store (the PagedAttention layout of vLLM, the ragged-batch interface
 // of FlashInfer's BatchPrefillWithPagedKVCache).
 //
-// Each query row attends to KV positions [0, positions[row]] of its sequence, in KV blocks of
+// Each query row attends to KV positions [0, positions[row]] of its sequence (the last
+// `window` of them for a sliding-window layer), in KV blocks of
 // `block_tokens`, with an online softmax (running max and sum, as in FlashAttention), and
 // reports its log-sum-exp per head, so partial results over disjoint KV ranges can later be
 // merged exactly (cascade attention).
@@ -83,6 +84,14 @@ struct AttentionParams {
   int n_kv_heads = 0;
   int head_dim = 0;
   float scale = 0;  // usually 1 / sqrt(head_dim)
+  // Sliding-window attention (Gemma, gpt-oss; llama.cpp's LLAMA_SWA_TYPE_STANDARD): > 0, a row
+  // at position p attends only keys [p - window + 1, p] (window keys, itself included), and
+  // never reads the values of keys before that; 0: the whole causal prefix.
+  int window = 0;
+  // gpt-oss: a learned logit per q head [n_heads] in every softmax's denominator, with no value
+  // (out *= S / (S + exp(sink - max))). CascadeAttention applies it once to the merged state;
+  // PagedAttention computes partial states and ignores it.
+  const float* sinks = nullptr;
 };
 
 // Writes k, v [n_tokens, n_kv_heads, head_dim] of each sequence's rows into the store at the
@@ -95,6 +104,10 @@ void WriteKv(core::ThreadPool& pool, const KvLayerView& kv, std::span<const Atte
 void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLayerView& kv,
                     std::span<const AttentionSeq> seqs, const int32_t* positions, const float* q,
                     float* out, float* lse);
+
+// The attention sinks of p (if any) on merged states: lse' = logaddexp(lse, sink_h) and
+// out *= exp(lse - lse'), per row and head; a row that attended nothing keeps out = 0.
+void ApplyAttentionSinks(const AttentionParams& p, int64_t n_rows, float* out, float* lse);
 
 // Merges the attention state (out_b, lse_b) into (out, lse), both over disjoint KV ranges of the
 // same query rows: the softmax over the union, exactly (FlashInfer's merge_state, natural log).
@@ -139,6 +152,9 @@ std::vector<CascadeGroup> PlanCascadeGroups(std::span<const AttentionSeq> seqs, 
 // either way, so cascade on = off bitwise. `one_pass_per_row` computes a group's chunks row by
 // row (the same arithmetic; for tests). Within one chunk the result is PagedAttention's; against
 // the unsplit attention it agrees to rounding (~1e-6 in f32).
+// A sliding-window layer (p.window > 0) is not split and takes no groups: each row reads at
+// most `window` keys, so it is PagedAttention's pass over them (groups are ignored). Sinks
+// (p.sinks) are applied to the final state.
 // REQUIRES: split_tokens a multiple of block_tokens; a group lists every row of each member
 // sequence, whose block table starts with the group's prefix_blocks and whose rows all lie at or
 // after the group's last chunk; no row in two groups for the same chunk; every seq has kv_begin 0.
@@ -147,7 +163,8 @@ void CascadeAttention(core::ThreadPool& pool, const AttentionParams& p, const Kv
                       std::span<const CascadeGroup> groups, int64_t split_tokens, float* out, float* lse,
                       bool one_pass_per_row = false);
 
-// Oracle: the textbook two-pass softmax in double precision, one row at a time.
+// Oracle: the textbook two-pass softmax in double precision, one row at a time (with p's window
+// and sinks: the sink's exp in the denominator, as llama.cpp's soft_max_ext computes it).
 void PagedAttentionReference(const AttentionParams& p, const KvLayerView& kv,
                              std::span<const AttentionSeq> seqs, const int32_t* positions,
                              const float* q, float* out, float* lse);

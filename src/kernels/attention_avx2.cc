@@ -180,9 +180,9 @@ RADIXLM_AVX2 void ValueRows(float* const* acc, const float* corr, const float* c
 }
 
 template <DType D>
-void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
-                    const Elem<D>* const* v, int d, Prefetcher* pf) {
-  BlockedValues(n_q, acc, corr, p, valid,
+void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* first,
+                    const int* valid, const Elem<D>* const* v, int d, Prefetcher* pf) {
+  BlockedValues(n_q, acc, corr, p, first, valid,
                 [&](auto qv, float* const* a, const float* c, const float* const* pv, int j0, int j1) {
                   ValueRows<D, decltype(qv)::value>(a, c, pv, v, j0, j1, d, pf);
                 });
@@ -253,7 +253,8 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   const int chunk = blocks_per_chunk * bt, chunk_pad = (chunk + 7) / 8 * 8;
   const bool direct = bt % 8 == 0;
   const int n_vec = n_rows * group;
-  ws.scores.resize(static_cast<size_t>(std::min(n_vec, kInner)) * chunk_pad);
+  // + 8: SoftmaxChunk's last group, unmasked, may run past a window's keys to the buffer's end.
+  ws.scores.resize(static_cast<size_t>(std::min(n_vec, kInner)) * chunk_pad + 8);
   ws.qpack.resize(static_cast<size_t>(n_vec) * d);
   ws.vptr.resize(chunk);
   if (!direct) {
@@ -280,26 +281,28 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
   }
   const Elem<D>* kg[kMaxChunkGroups];
   const float* kgs[kMaxChunkGroups];
-  int n_packed = -1;  // the active vectors only shrink from chunk to chunk: a count names them
+  PackedSet packed;
+  int first_keys[kTileVectors];
   // Chunks are aligned to the first position attended (a split's suffix starts at kv_begin).
-  for (int64_t c0 = seq.kv_begin; c0 <= max_pos; c0 += chunk) {
+  for (int64_t c0 = FirstChunk(rows, n_rows, seq.kv_begin, chunk); c0 <= max_pos; c0 += chunk) {
     const int n_keys = static_cast<int>(std::min<int64_t>(chunk, max_pos + 1 - c0));
     const int n_groups = (n_keys + 7) / 8;
-    // Query vectors of rows that reach this chunk (a row's vectors are consecutive).
+    // Query vectors of rows that attend keys of this chunk (a row's vectors are consecutive).
     int n_active = 0;
     for (int r = 0; r < n_rows; ++r) {
-      if (rows[r].position < c0) continue;
-      const int valid = static_cast<int>(std::min<int64_t>(n_keys, rows[r].position - c0 + 1));
+      int lo, hi;
+      if (!RowKeys(rows[r], c0, n_keys, &lo, &hi)) continue;
       for (int g = 0; g < group; ++g, ++n_active) {
         qv[n_active] = rows[r].q + (kv_head * group + g) * d;
         acc[n_active] = rows[r].out + (kv_head * group + g) * d;
-        valid_keys[n_active] = valid;
+        first_keys[n_active] = lo;
+        valid_keys[n_active] = hi;
         vec_of[n_active] = r * group + g;
       }
     }
-    if (n_active != n_packed) {
+    if (!packed.Same(qv, n_active)) {
       PackQueries(qv, n_active, d, ws.qpack.data());
-      n_packed = n_active;
+      packed.Set(qv, n_active);
     }
     Prefetcher pf;
     if (direct) {
@@ -329,14 +332,14 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       else ScoreGroups<DType::kF32>(qp, nb, kgs, chunk_pad, n_groups, d, p.scale, ws.scores.data(), chunk_pad, &pf);
       for (int v = b0; v < b0 + nb; ++v) {
         float* s = ws.scores.data() + static_cast<int64_t>(v - b0) * chunk_pad;
-        corr[v] = SoftmaxChunk(s, valid_keys[v], &m[vec_of[v]], &l[vec_of[v]]);
+        corr[v] = SoftmaxChunk(s + first_keys[v], valid_keys[v] - first_keys[v], &m[vec_of[v]], &l[vec_of[v]]);
         sv[v] = s;
       }
       if (direct) {
-        WeightedValues<D>(nb, acc + b0, corr + b0, sv + b0, valid_keys + b0,
+        WeightedValues<D>(nb, acc + b0, corr + b0, sv + b0, first_keys + b0, valid_keys + b0,
                           reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d, &pf);
       } else {
-        WeightedValues<DType::kF32>(nb, acc + b0, corr + b0, sv + b0, valid_keys + b0,
+        WeightedValues<DType::kF32>(nb, acc + b0, corr + b0, sv + b0, first_keys + b0, valid_keys + b0,
                                     reinterpret_cast<const float* const*>(ws.vptr.data()), d, &pf);
       }
     }

@@ -192,9 +192,9 @@ void ValueRows(float* const* acc, const float* corr, const float* const* p, cons
 }
 
 template <DType D>
-void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
-                    const Elem<D>* const* v, int d, Prefetcher* pf) {
-  BlockedValues(n_q, acc, corr, p, valid,
+void WeightedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* first,
+                    const int* valid, const Elem<D>* const* v, int d, Prefetcher* pf) {
+  BlockedValues(n_q, acc, corr, p, first, valid,
                 [&](auto qv, float* const* a, const float* c, const float* const* pv, int j0, int j1) {
                   ValueRows<D, decltype(qv)::value>(a, c, pv, v, j0, j1, d, pf);
                 });
@@ -282,23 +282,30 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
     }
   }
   KeyGroup<D> kg[64];
-  int n_packed = -1;
+  PackedSet packed;
+  int first_keys[kTileVectors];
   KeyGroup<DType::kF32> kgs[64];
   // Chunks are aligned to the first position attended (a split's suffix starts at kv_begin).
-  for (int64_t c0 = seq.kv_begin; c0 <= max_pos; c0 += chunk) {
+  for (int64_t c0 = FirstChunk(rows, n_rows, seq.kv_begin, chunk); c0 <= max_pos; c0 += chunk) {
     const int n_keys = static_cast<int>(std::min<int64_t>(chunk, max_pos + 1 - c0));
     const int n_groups = (n_keys + 15) / 16;
-    // Query vectors of rows that reach this chunk (a row's vectors are consecutive).
+    // Query vectors of rows that attend keys of this chunk (a row's vectors are consecutive).
     int n_active = 0;
-    for (int r = 0; r < n_rows; ++r)
-      if (rows[r].position >= c0)
-        for (int g = 0; g < group; ++g) {
-          qv[n_active] = rows[r].q + (kv_head * group + g) * d;
-          ++n_active;
-        }
-    if (n_active != n_packed) {  // the active vectors only shrink from chunk to chunk
+    for (int r = 0; r < n_rows; ++r) {
+      int lo, hi;
+      if (!RowKeys(rows[r], c0, n_keys, &lo, &hi)) continue;
+      for (int g = 0; g < group; ++g, ++n_active) {
+        qv[n_active] = rows[r].q + (kv_head * group + g) * d;
+        vec_of[n_active] = r * group + g;
+        sv[n_active] = ws.scores.data() + static_cast<int64_t>(n_active % kInner) * chunk_pad;  // a block's rows
+        acc[n_active] = rows[r].out + (kv_head * group + g) * d;
+        first_keys[n_active] = lo;
+        valid_keys[n_active] = hi;
+      }
+    }
+    if (!packed.Same(qv, n_active)) {
       PackQueries(qv, n_active, d, ws.qpack.data());
-      n_packed = n_active;
+      packed.Set(qv, n_active);
     }
     Prefetcher pf;
     if (direct) {  // keys and value rows of the chunk in place
@@ -320,17 +327,6 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       for (int j = 0; j < n_keys; ++j) ws.vptr[j] = ws.staged_v.data() + j * d;
       for (int g = 0; g < n_groups; ++g) kgs[g] = {ws.staged_k.data() + 16 * g, std::min(16, n_keys - 16 * g)};
     }
-    int v = 0;
-    for (int r = 0; r < n_rows; ++r) {
-      if (rows[r].position < c0) continue;
-      const int valid = static_cast<int>(std::min<int64_t>(n_keys, rows[r].position - c0 + 1));
-      for (int g = 0; g < group; ++g, ++v) {
-        vec_of[v] = r * group + g;
-        sv[v] = ws.scores.data() + static_cast<int64_t>(v % kInner) * chunk_pad;  // a block's rows
-        acc[v] = rows[r].out + (kv_head * group + g) * d;
-        valid_keys[v] = valid;
-      }
-    }
     // Per few register blocks: scores, softmax over each vector's causal keys, weighted values,
     // while the chunk's K and V stay in L1.
     for (int b0 = 0; b0 < n_active; b0 += kInner) {
@@ -338,12 +334,13 @@ void Attend(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq&
       const float* qp = ws.qpack.data() + static_cast<int64_t>(b0) * d;
       if (direct) ScoreGroups<D>(qp, nb, kg, bt, n_groups, d, p.scale, sv[b0], chunk_pad, &pf);
       else ScoreGroups<DType::kF32>(qp, nb, kgs, chunk_pad, n_groups, d, p.scale, sv[b0], chunk_pad, &pf);
-      for (int a = b0; a < b0 + nb; ++a) corr[a] = SoftmaxChunk(sv[a], valid_keys[a], &m[vec_of[a]], &l[vec_of[a]]);
+      for (int a = b0; a < b0 + nb; ++a)
+        corr[a] = SoftmaxChunk(sv[a] + first_keys[a], valid_keys[a] - first_keys[a], &m[vec_of[a]], &l[vec_of[a]]);
       if (direct) {
-        WeightedValues<D>(nb, acc + b0, corr + b0, sv + b0, valid_keys + b0,
+        WeightedValues<D>(nb, acc + b0, corr + b0, sv + b0, first_keys + b0, valid_keys + b0,
                           reinterpret_cast<const Elem<D>* const*>(ws.vptr.data()), d, &pf);
       } else {
-        WeightedValues<DType::kF32>(nb, acc + b0, corr + b0, sv + b0, valid_keys + b0,
+        WeightedValues<DType::kF32>(nb, acc + b0, corr + b0, sv + b0, first_keys + b0, valid_keys + b0,
                                     reinterpret_cast<const float* const*>(ws.vptr.data()), d, &pf);
       }
     }

@@ -14,6 +14,9 @@
 
 namespace radixlm::kernels::attn {
 
+inline constexpr int kMaxGroup = 16;      // q heads per kv head
+inline constexpr int kTileVectors = 256;  // query vectors (rows x group) sharing each K/V load
+
 // A tile: query rows of one sequence attended together for one kv head and the q heads of
 // its group, so each K/V block is read once per tile, not once per row.
 struct TileRow {
@@ -21,10 +24,39 @@ struct TileRow {
   const float* q;   // [n_heads, head_dim]
   float* out;       // [n_heads, head_dim]
   float* lse;       // [n_heads] or nullptr
+  int64_t first;    // the first key attended: kv_begin, or later in a sliding window
 };
 
-inline constexpr int kMaxGroup = 16;      // q heads per kv head
-inline constexpr int kTileVectors = 256;  // query vectors (rows x group) sharing each K/V load
+// Where row `r` meets the keys [c0, c0 + n_keys): its keys there are [*lo, *hi) relative to c0;
+// false when it attends none of them (before its first key or past its position).
+inline bool RowKeys(const TileRow& r, int64_t c0, int n_keys, int* lo, int* hi) {
+  if (r.position < c0 || r.first >= c0 + n_keys) return false;
+  *lo = static_cast<int>(std::max<int64_t>(0, r.first - c0));
+  *hi = static_cast<int>(std::min<int64_t>(n_keys, r.position - c0 + 1));
+  return true;
+}
+
+// The start of the first chunk any row of the tile attends: chunks stay on the grid of
+// `chunk` keys from kv_begin (a row's chunks do not depend on the tile), and those wholly
+// before every row's first key are never read.
+inline int64_t FirstChunk(const TileRow* rows, int n_rows, int64_t kv_begin, int chunk) {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (int r = 0; r < n_rows; ++r) first = std::min(first, rows[r].first);
+  return first <= kv_begin ? kv_begin : kv_begin + (first - kv_begin) / chunk * chunk;
+}
+
+// The query vectors last packed by PackQueries: repacked only when a chunk's active set differs
+// (it shrinks as rows end, and with sliding windows it also grows as rows' windows begin).
+struct PackedSet {
+  const float* q[kTileVectors];
+  int n = -1;
+  bool Same(const float* const* qv, int n_q) const { return n == n_q && std::equal(qv, qv + n_q, q); }
+  void Set(const float* const* qv, int n_q) {
+    std::copy(qv, qv + n_q, q);
+    n = n_q;
+  }
+};
+
 // Rows per tile: as many as the vector budget allows, so a cascade group of decode rows (all at
 // one position over a shared prefix) reads each K/V block once for up to 256 / group rows.
 inline int TileRows(int group) { return kTileVectors / group; }
@@ -119,19 +151,35 @@ inline void WithBlockVectors(int n, F&& f) {
 
 // The weighted values of n_q query vectors, 6 to a register block: rows(qv, acc, corr, p, j0,
 // j1) runs the ISA's value product for decltype(qv)::value vectors over keys [j0, j1). Each
-// vector sums over its own causal keys only: a block runs to its shortest vector's last key and
-// the longer ones go on alone (never 0 x a later key's value: an overflowed f16 value is inf, and
-// 0 x inf would leak NaN into earlier rows of the tile).
+// vector sums over its own keys [first, valid) only: a block runs over the keys all its vectors
+// share, a vector's keys before them (a sliding window starting later) and after them (a longer
+// causal range) go alone (never 0 x another key's value: an overflowed f16 value is inf, a key
+// outside a window may be stale, and 0 x inf would leak NaN). Where a chain is split does not
+// change its bits (acc * corr once, then one FMA per key in order).
 template <class Rows>
-inline void BlockedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* valid,
-                          Rows&& rows) {
+inline void BlockedValues(int n_q, float* const* acc, const float* corr, const float* const* p, const int* first,
+                          const int* valid, Rows&& rows) {
   static constexpr float kOne = 1.0f;  // x * 1 = x: a chain continued, not rescaled again
+  const std::integral_constant<int, 1> one;
   for (int w = 0; w < n_q; w += 6) {
     const int nb = std::min(6, n_q - w);
-    const int lo = *std::min_element(valid + w, valid + w + nb);
-    WithBlockVectors(nb, [&](auto qv) { rows(qv, acc + w, corr + w, p + w, 0, lo); });
+    const int lo = *std::max_element(first + w, first + w + nb);
+    const int hi = *std::min_element(valid + w, valid + w + nb);
+    if (lo >= hi) {  // no key common to the block
+      for (int x = w; x < w + nb; ++x) rows(one, acc + x, corr + x, p + x, first[x], valid[x]);
+      continue;
+    }
+    float c[6];
+    for (int x = w; x < w + nb; ++x) {
+      c[x - w] = corr[x];
+      if (first[x] < lo) {
+        rows(one, acc + x, corr + x, p + x, first[x], lo);
+        c[x - w] = kOne;
+      }
+    }
+    WithBlockVectors(nb, [&](auto qv) { rows(qv, acc + w, c, p + w, lo, hi); });
     for (int x = w; x < w + nb; ++x)
-      if (valid[x] > lo) rows(std::integral_constant<int, 1>{}, acc + x, &kOne, p + x, lo, valid[x]);
+      if (valid[x] > hi) rows(one, acc + x, &kOne, p + x, hi, valid[x]);
   }
 }
 

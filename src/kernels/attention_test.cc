@@ -221,6 +221,78 @@ TEST(PagedAttentionTest, AnOverflowedLaterValueDoesNotReachEarlierRows) {
   }
 }
 
+// Sliding windows on every path the CPU has: each row attends only its last `window` keys (the
+// oracle's), a row alone equals the row in its prefill tile bit for bit, and keys before a
+// window never reach the result: NaN planted there (a freed, reused block's stale contents)
+// changes nothing.
+TEST(PagedAttentionTest, SlidingWindowMatchesOracleIsBatchInvariantAndNeverReadsOldValues) {
+  for (core::DType dtype : {core::DType::kF32, core::DType::kF16})
+    for (int bt : {16, 24})
+      for (int window : {1, 7, 32, 70})
+        for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+          if (isa > core::ActiveIsa()) continue;
+          Fixture f(1, bt, 2, 64, 23 + window, dtype);
+          const int heads = 4, hd = 64, n = 120;
+          std::vector<int32_t> pos(n);
+          std::iota(pos.begin(), pos.end(), 0);
+          std::vector<AttentionSeq> seqs{{0, n, f.tables[0]}};
+          std::vector<float> q(n * heads * hd), out(q.size()), want(q.size()), lse(n * heads), want_lse(lse.size());
+          for (float& x : q) x = f.rng.Normal(0, 1);
+          core::ThreadPool pool(2);
+          AttentionParams p{heads, 2, hd, 0.125f};
+          p.window = window;
+          PagedAttentionReference(p, f.View(), seqs, pos.data(), q.data(), want.data(), want_lse.data());
+          core::SetIsaCap(isa);
+          PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), out.data(), lse.data());
+          const std::string what = std::string(core::IsaName(isa)) + " kv " + std::string(core::DTypeName(dtype)) + " bt " +
+                                   std::to_string(bt) + " window " + std::to_string(window);
+          for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-5) << what;
+          for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], want_lse[i], 1e-5) << what;
+          for (int row : {0, 15, 16, 63, 64, 100, 119}) {
+            // The keys before this row's window poisoned: the row alone must not see them.
+            Fixture g = f;
+            for (int j = 0; j < row - window + 1; ++j)
+              for (int h = 0; h < 2; ++h) {
+                g.View().SetKey(g.tables[0][j / bt], j % bt, h, 5, std::numeric_limits<float>::quiet_NaN());
+                g.View().SetValue(g.tables[0][j / bt], j % bt, h, 5, std::numeric_limits<float>::quiet_NaN());
+              }
+            std::vector<AttentionSeq> one{{0, 1, g.tables[0]}};
+            std::vector<float> alone(heads * hd);
+            PagedAttention(pool, p, g.View(), one, &pos[row], q.data() + row * heads * hd, alone.data(), nullptr);
+            EXPECT_EQ(0, std::memcmp(alone.data(), out.data() + row * heads * hd, alone.size() * 4)) << what << " row " << row;
+          }
+          core::SetIsaCap(core::Isa::kAvx512);
+        }
+}
+
+// Attention sinks (gpt-oss): CascadeAttention, split or windowed, equals the oracle that puts the
+// sink's exp in the denominator; a row that attends nothing stays 0.
+TEST(CascadeAttentionTest, SinksEnterTheDenominatorOnceAfterTheMerges) {
+  Fixture f(1, 16, 2, 32, 31);
+  const int heads = 4, hd = 32, n = 100;
+  std::vector<int32_t> pos(n);
+  std::iota(pos.begin(), pos.end(), 0);
+  std::vector<AttentionSeq> seqs{{0, n, f.tables[0]}};
+  std::vector<float> sinks = {-1.0f, 0.5f, 3.0f, 8.0f};
+  std::vector<float> q(n * heads * hd), out(q.size()), want(q.size());
+  for (float& x : q) x = f.rng.Normal(0, 1);
+  core::ThreadPool pool(2);
+  for (int window : {0, 20}) {
+    AttentionParams p{heads, 2, hd, 0.2f};
+    p.window = window;
+    p.sinks = sinks.data();
+    PagedAttentionReference(p, f.View(), seqs, pos.data(), q.data(), want.data(), nullptr);
+    CascadeAttention(pool, p, f.View(), seqs, pos.data(), q.data(), {}, 32, out.data(), nullptr);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 2e-5) << "window " << window << " at " << i;
+  }
+  std::vector<float> o(heads * hd, 1.0f), l(heads, -std::numeric_limits<float>::infinity());
+  AttentionParams p{heads, 2, hd, 0.2f};
+  p.sinks = sinks.data();
+  ApplyAttentionSinks(p, 1, o.data(), l.data());
+  for (float x : o) EXPECT_EQ(x, 0.0f);
+  EXPECT_FLOAT_EQ(l[3], 8.0f);
+}
+
 TEST(PagedAttentionTest, WriteKvRoundsToTheStoreDtype) {
   Fixture f(1, 16, 1, 4, 23, core::DType::kBF16);
   const std::vector<float> k = {1.0f + 1.0f / 256, 2, 3, 4}, v = {1.0f + 3.0f / 256, -1, 0.5f, 0};
