@@ -40,6 +40,9 @@ void ApplyRope(const RopeTable& table, const float* cos_sin, float* x, int64_t n
 
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, ffn + i]; gate_up: [n_tokens, 2 * ffn].
 void SiluMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn);
+// GeGLU with the tanh GELU (Gemma): out = gelu_tanh(gate) * up over the same layout, computed
+// as gate * sigmoid(2 u), u = sqrt(2/pi) (gate + 0.044715 gate^3) (= 0.5 gate (1 + tanh u)).
+void GeluTanhMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn);
 
 // out[t, :] = table[ids[t], :] (table [vocab, dim] in its storage dtype), times `scale`.
 void EmbeddingLookup(const void* table, core::DType dtype, int64_t dim, const int32_t* ids,

@@ -11,6 +11,7 @@ namespace {
 const std::vector<std::reference_wrapper<const ArchSpec>>& Rows() {
   static const std::vector<std::reference_wrapper<const ArchSpec>> rows = {
       LlamaArch(), Qwen2Arch(), Qwen3Arch(), Qwen3MoeArch(), Mamba2Arch(), NemotronHArch(), NemotronHMoeArch(), GraniteHybridArch(), Qwen35Arch(), Qwen35MoeArch(),
+      Gemma3Arch(),
   };
   return rows;
 }
@@ -136,6 +137,61 @@ void WriteGgufSizes(const ModelConfig& c, formats::GgufWriter* w) {
   w->Set(a + "context_length", GgufValue::U32(static_cast<uint32_t>(std::min<int64_t>(c.max_context, 1 << 30))));
   w->Set(a + "embedding_length", GgufValue::U32(c.d_model));
   w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
+}
+
+core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c) {
+  RADIXLM_ASSIGN_OR_RETURN(c->arch, g.GetString("general.architecture"));
+  const std::string a = c->arch + ".";
+  const core::StatusOr<std::string> name = g.GetString("general.name");  // optional; the path when absent or not text
+  c->name = name.ok() ? *name : g.path();
+  RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
+  RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
+  int64_t ffn = 0;
+  if (ffn_required) {
+    RADIXLM_ASSIGN_OR_RETURN(ffn, g.GetInt(a + "feed_forward_length"));
+  } else {
+    ffn = g.GetIntOr(a + "feed_forward_length", 0);
+  }
+  RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, ffn_required ? 1 : 0, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
+  c->d_model = static_cast<int>(d);
+  c->n_blocks = static_cast<int>(blocks);
+  c->ffn_dim = static_cast<int>(ffn);
+  c->n_heads = static_cast<int>(heads);
+  c->n_kv_heads = static_cast<int>(g.GetIntOr(a + "attention.head_count_kv", heads));
+  c->head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", d / heads));
+  c->rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
+  c->rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
+  c->max_context = g.GetIntOr(a + "context_length", 4096);
+  return ReadGgufVocabulary(g, c);
+}
+
+core::StatusOr<std::vector<int>> ReadGgufSlidingWindows(const formats::GgufFile& g, int n_blocks, int64_t every) {
+  const core::StatusOr<std::string> arch = g.GetString("general.architecture");
+  const std::string a = (arch.ok() ? *arch : std::string()) + ".";
+  const int64_t window = g.GetIntOr(a + "attention.sliding_window", 0);
+  if (window <= 0) return std::vector<int>(n_blocks, 0);
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.sliding_window", window, 1, 1 << 24));
+  std::vector<int> out(n_blocks, static_cast<int>(window));
+  if (const formats::GgufValue* v = g.Find(a + "attention.sliding_window_pattern"); v && v->type == formats::GgufType::kArray) {
+    if (static_cast<int>(v->array.size()) < n_blocks)
+      return core::DataLoss(g.path() + ": " + a + "attention.sliding_window_pattern has " + std::to_string(v->array.size()) +
+                            " entries for " + std::to_string(n_blocks) + " blocks");
+    for (int b = 0; b < n_blocks; ++b)
+      if (!v->array[b].is_integer() && v->array[b].type != formats::GgufType::kBool)
+        return core::DataLoss(g.path() + ": " + a + "attention.sliding_window_pattern is not an array of bools");
+    for (int b = 0; b < n_blocks; ++b)
+      if (v->array[b].AsInt() == 0) out[b] = 0;
+    return out;
+  }
+  every = g.GetIntOr(a + "attention.sliding_window_pattern", every);
+  if (every < 0) return core::DataLoss(g.path() + ": a negative " + a + "attention.sliding_window_pattern");
+  for (int b = 0; b < n_blocks; ++b)
+    if (every > 0 && b % every == every - 1) out[b] = 0;  // llama.cpp's set_swa_pattern: the last of each `every`
+  return out;
 }
 
 void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w) {

@@ -89,6 +89,7 @@ const ArchSpec& NemotronHMoeArch();
 const ArchSpec& GraniteHybridArch();
 const ArchSpec& Qwen35Arch();
 const ArchSpec& Qwen35MoeArch();
+const ArchSpec& Gemma3Arch();
 
 // ---- helpers the rows share ------------------------------------------------------------------
 
@@ -104,6 +105,15 @@ struct ArchFunctions {
 ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types, std::string hf_class,
                   void (*conventions)(ModelConfig*), const ArchFunctions& f);
 
+// The attention decoder's sizes every architecture's GGUF states the same way (general.name,
+// width, blocks, MLP width unless !ffn_required, heads, kv heads, head size, RMS epsilon, RoPE
+// base, context), each checked, and the vocabulary (ReadGgufVocabulary).
+core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c);
+// Each block's sliding window, as llama.cpp's load_swa_pattern reads it: 0 everywhere without
+// "<arch>.attention.sliding_window"; else that window on every block but those an
+// "attention.sliding_window_pattern" bool array marks false, or (an integer pattern, default
+// `every`) the last block of each `every` (0: every block slides).
+core::StatusOr<std::vector<int>> ReadGgufSlidingWindows(const formats::GgufFile& g, int n_blocks, int64_t every);
 // What every GGUF says the same way: tied embeddings (no output.weight), the vocabulary (from
 // token_embd.weight's rows) and BOS / EOS.
 core::Status ReadGgufVocabulary(const formats::GgufFile& g, ModelConfig* c);

@@ -39,36 +39,13 @@ const ArchSpec& RowOf(const ModelConfig& c) { return *ArchByGguf(c.arch); }
 
 StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
-  RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
+  RADIXLM_ASSIGN_OR_RETURN(const std::string arch, g.GetString("general.architecture"));
+  const bool moe = arch == "qwen3moe";  // the dense width is unused (and may be absent)
+  RADIXLM_RETURN_IF_ERROR(ReadAttentionGguf(g, !moe, &c));
   const std::string a = c.arch + ".";
-  const StatusOr<std::string> name = g.GetString("general.name");  // optional; the path when absent or not text
-  c.name = name.ok() ? *name : g.path();
-  RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
-  RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
-  const bool moe = c.arch == "qwen3moe";  // the dense width is unused (and may be absent)
-  int64_t ffn = 0;
-  if (moe) {
-    ffn = g.GetIntOr(a + "feed_forward_length", 0);
-  } else {
-    RADIXLM_ASSIGN_OR_RETURN(ffn, g.GetInt(a + "feed_forward_length"));
-  }
-  RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, moe ? 0 : 1, kMaxDim));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
-  c.d_model = static_cast<int>(d);
-  c.n_blocks = static_cast<int>(blocks);
-  c.ffn_dim = static_cast<int>(ffn);
-  c.n_heads = static_cast<int>(heads);
-  c.n_kv_heads = static_cast<int>(g.GetIntOr(a + "attention.head_count_kv", heads));
-  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", d / heads));
+  const int64_t ffn = c.ffn_dim;
   const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
   if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
-  c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
-  c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
-  c.max_context = g.GetIntOr(a + "context_length", 4096);
-  RADIXLM_RETURN_IF_ERROR(ReadGgufVocabulary(g, &c));
   RowOf(c).conventions(&c);
   if (moe) {
     const int64_t used = g.GetIntOr(a + "expert_used_count", 0);

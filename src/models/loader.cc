@@ -135,7 +135,7 @@ class RandomSource : public WeightSource {
     if (name.find("ssm_conv1d.bias") != std::string::npos) return config_.ssm_conv_bias;
     if (name.find("ssm_dt.bias") != std::string::npos) return true;
     if (name.find(".bias") != std::string::npos) return config_.qkv_bias;
-    if (name.find("ffn_gate") != std::string::npos) return config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
+    if (name.find("ffn_gate") != std::string::npos) return config_.mlp_gated();
     if (name.find("attn_q_norm") != std::string::npos || name.find("attn_k_norm") != std::string::npos)
       return config_.qk_norm;
     return name != "rope_freqs.weight";
@@ -307,7 +307,7 @@ std::string FeedForwardNorm(const ModelConfig& c, int block) {
 StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
   const MoeConfig& mc = c.moe;
   const int64_t d = c.d_model, f = mc.ffn;
-  const bool gated = c.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  const bool gated = c.mlp_gated();
   MoeLayerWeights m;
   RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
   const WeightPlan f32{DType::kF32, kernels::Bf16Mode::kExact};
@@ -365,6 +365,9 @@ StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const Weigh
     RADIXLM_ASSIGN_OR_RETURN(a.k_norm, GetVector(src, Blk(block, "attn_k_norm.weight"), hd));
   }
   RADIXLM_ASSIGN_OR_RETURN(a.o, GetStacked(src, {Blk(block, "attn_output.weight")}, {d}, q, storage));
+  if (c.post_norms) {
+    RADIXLM_ASSIGN_OR_RETURN(a.post_norm, GetVector(src, Blk(block, "post_attention_norm.weight"), d));
+  }
   return a;
 }
 
@@ -374,13 +377,16 @@ StatusOr<MlpLayerWeights> BuildMlp(const ModelConfig& c, const WeightSource& src
   MlpLayerWeights m;
   // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
   RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
-  if (c.mlp_act == ModelConfig::MlpAct::kRelu2) {
+  if (!c.mlp_gated()) {
     RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
   } else {
     RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
                                                    {c.ffn_dim, c.ffn_dim}, d, storage));
   }
   RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
+  if (c.post_norms) {
+    RADIXLM_ASSIGN_OR_RETURN(m.post_norm, GetVector(src, Blk(block, "post_ffw_norm.weight"), d));
+  }
   return m;
 }
 
@@ -424,6 +430,7 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     const int block = blocks[li];
     if (c.layers[li] == LayerKind::kAttention) {
       RADIXLM_ASSIGN_OR_RETURN(AttentionLayerWeights a, BuildAttention(c, src, block, storage));
+      a.window = c.layer_window.empty() ? 0 : c.layer_window[kv_index];
       a.kv_index = kv_index++;
       w.attention.push_back(std::move(a));
     } else if (c.layers[li] == LayerKind::kMlp) {
@@ -664,20 +671,22 @@ void AttentionTensors(const ModelConfig& c, int b, TensorList* want) {
     want->push_back({Blk(b, "attn_k_norm.weight"), {hd}});
   }
   want->push_back({Blk(b, "attn_output.weight"), {d, q}});
+  if (c.post_norms) want->push_back({Blk(b, "post_attention_norm.weight"), {d}});
 }
 
 void MlpTensors(const ModelConfig& c, int b, TensorList* want) {
   const int64_t d = c.d_model;
   want->push_back({FeedForwardNorm(c, b), {d}});
-  if (c.mlp_act == ModelConfig::MlpAct::kSiluGated) want->push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
+  if (c.mlp_gated()) want->push_back({Blk(b, "ffn_gate.weight"), {c.ffn_dim, d}});
   want->push_back({Blk(b, "ffn_up.weight"), {c.ffn_dim, d}});
   want->push_back({Blk(b, "ffn_down.weight"), {d, c.ffn_dim}});
+  if (c.post_norms) want->push_back({Blk(b, "post_ffw_norm.weight"), {d}});
 }
 
 // Experts are listed one by one (ExpertName) and stacked into their 3-D tensor by AllTensors.
 void MoeTensors(const ModelConfig& c, int b, TensorList* want) {
   const int64_t d = c.d_model, f = c.moe.ffn, sf = c.moe.shared_ffn;
-  const bool gated = c.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  const bool gated = c.mlp_gated();
   want->push_back({FeedForwardNorm(c, b), {d}});
   want->push_back({Blk(b, "ffn_gate_inp.weight"), {c.moe.experts, d}});
   if (c.moe.selection_bias) want->push_back({Blk(b, "exp_probs_b.bias"), {c.moe.experts}});

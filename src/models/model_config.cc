@@ -231,7 +231,17 @@ std::string ModelConfig::Validate() const {
     if (std::string problem = CheckMoe(moe); !problem.empty()) return problem;
   }
   if (rope_dim < 0 || rope_dim > head_dim || rope_dim % 2 != 0) return "the rotary dims must be even and at most head_dim";
+  if (!layer_window.empty() && layer_window.size() != static_cast<size_t>(n_attention_layers()))
+    return "one sliding window entry per attention layer";
+  for (int w : layer_window)
+    if (w < 0 || w > (1 << 24)) return "a sliding window must be between 0 and 2^24 tokens";
   return "";
+}
+
+int ModelConfig::sliding_window() const {
+  int w = 0;
+  for (int x : layer_window) w = std::max(w, x);
+  return w;
 }
 
 }  // namespace radixlm::models

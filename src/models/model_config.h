@@ -100,8 +100,11 @@ struct ModelConfig {
   kernels::DeltaNetDims gdn_dims() const { return {gdn_k_heads, gdn_v_heads, gdn_head_dim, ssm_conv, gdn_tiled}; }
   MoeConfig moe;  // experts > 0 when the model has LayerKind::kMoe sublayers
   // Hybrid conventions.
-  enum class MlpAct { kSiluGated, kRelu2 };
-  MlpAct mlp_act = MlpAct::kSiluGated;  // Nemotron-H: relu(x)^2, no gate
+  // The feed-forward's activation: SiLU(gate) * up (Llama), GELU-tanh(gate) * up (Gemma's
+  // GeGLU), or relu(x)^2 with no gate (Nemotron-H).
+  enum class MlpAct { kSiluGated, kGeluTanhGated, kRelu2 };
+  MlpAct mlp_act = MlpAct::kSiluGated;
+  bool mlp_gated() const { return mlp_act != MlpAct::kRelu2; }
   bool use_rope = true;        // Nemotron-H and Granite-4.0-H attention has no positions
   // Nemotron-H and Mamba2: every sublayer is a block of its own with one norm ("attn_norm");
   // Llama/Qwen/Granite: a block is a mixer then an MLP ("attn_norm", "ffn_norm").
@@ -109,6 +112,17 @@ struct ModelConfig {
   float embedding_multiplier = 1.0f, residual_multiplier = 1.0f;
   float attention_multiplier = 0.0f;  // attention scale; 0 = 1/sqrt(head_dim)
   float logits_scaling = 1.0f;        // logits are divided by this (Granite)
+  float final_logit_softcap = 0.0f;   // > 0: logits = c tanh(logits / c) (Gemma 2 / 4)
+
+  // Sliding-window attention (Gemma 3 / 4, gpt-oss): the attention layers whose `layer_window`
+  // entry is nonzero attend only that many last keys (kernels::AttentionParams::window), with
+  // RoPE base rope_theta_swa; the others attend the whole prefix with rope_theta. Empty: none.
+  std::vector<int> layer_window;   // per attention layer, in execution order
+  double rope_theta_swa = 0.0;     // 0 = rope_theta
+  int sliding_window() const;      // the largest window (0 when no layer slides)
+  // Gemma: the attention and the MLP outputs are RMS-normed (post_attention_norm,
+  // post_ffw_norm) before their residual adds.
+  bool post_norms = false;
 
   // Recurrent layers (Mamba2 and Gated DeltaNet): those whose state the SSM state store holds.
   int n_ssm_layers() const;

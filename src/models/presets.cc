@@ -219,6 +219,18 @@ void AddHybridBaselineAndQwen35Presets(std::vector<RandomPreset>* p) {
                 Qwen35("qwen35-0.8b", 151936, 1024, 24, 8, 2, 256, 64, 3584, 16, 16, 128)});
 }
 
+// Sliding-window presets: windows short enough that tests reach past them.
+void AddSlidingWindowPresets(std::vector<RandomPreset>* p) {
+  ModelConfig g = Make("gemma3", "gemma3-tiny", 151936, 64, 7, 4, 2, 32, 128, true, 1e6);
+  for (int& w : g.layer_window) w = w > 0 ? 32 : 0;  // blocks 0-4 and 6 slide, 5 is global
+  g.bos_id = -1;
+  g.eos_id = 151645;
+  p->push_back({"gemma3-tiny",
+                "Gemma 3 layout: 7 blocks (6 sliding-window attention with a 32-token window and RoPE base 1e4, block 5 global "
+                "with base 1e6), 4/2 heads x 32, q/k norms, post-norms, GeGLU 128, d 64, Qwen3 vocabulary, tied",
+                std::move(g)});
+}
+
 std::vector<RandomPreset> Build() {
   std::vector<RandomPreset> p;
   // The order here is the order RandomPresets() lists them in.
@@ -227,6 +239,7 @@ std::vector<RandomPreset> Build() {
   AddHybridPresets(&p);
   AddHybridMoePresets(&p);
   AddHybridBaselineAndQwen35Presets(&p);
+  AddSlidingWindowPresets(&p);
   // Each preset's bundled tokenizer: the family whose vocabulary size it was given.
   static const std::pair<int64_t, const char*> kVocabularies[] = {{151936, "qwen3"}, {128256, "llama3"}, {32000, "llama2"}};
   for (RandomPreset& r : p)

@@ -57,6 +57,8 @@ Transformer::Transformer(ModelConfig config, TransformerWeights weights)
                                  config_.rope_scaling.factor > 0 ? &config_.rope_scaling : nullptr);
   for (size_t i = 0; i < config_.rope_freq_factors.size() && i < rope_.inv_freq.size(); ++i)
     rope_.inv_freq[i] /= config_.rope_freq_factors[i];
+  if (config_.rope_theta_swa > 0)
+    rope_swa_ = kernels::MakeRopeTable(config_.rope_layout, rope_.rot_dim, config_.rope_theta_swa);
   // IMROPE (llama.cpp's qwen35): pair i is in sector i % (s0+s1+s2+s3); sectors 3k, 3k+1, 3k+2
   // below 3 x s0, s1, s2 turn with the t, h, w positions (all the token's for text), the rest
   // with e's (0 for text): those pairs do not turn (frequency 0).
@@ -162,8 +164,11 @@ void Transformer::PrepareWorkspace(core::ThreadPool& pool, std::span<const int32
   Grow(gate_up_, n * 2 * config_.ffn_dim);
   Grow(act_, n * config_.ffn_dim);
   Grow(rope_cs_, n * rope_.rot_dim);
+  if (rope_swa_.rot_dim > 0) Grow(rope_swa_cs_, n * rope_swa_.rot_dim);
   ForRows(pool, n, [&](int64_t t0, int64_t t1) {
     kernels::RopeCosSin(rope_, positions.data() + t0, t1 - t0, rope_cs_.data() + t0 * rope_.rot_dim);
+    if (rope_swa_.rot_dim > 0)
+      kernels::RopeCosSin(rope_swa_, positions.data() + t0, t1 - t0, rope_swa_cs_.data() + t0 * rope_swa_.rot_dim);
   });
 }
 
@@ -185,20 +190,24 @@ void Transformer::FinalRows(core::ThreadPool& pool, const ForwardBatch& b, float
     kernels::RmsNorm(x_.data() + row * d, weights_.final_norm.data(), final_.data() + i * d, 1, d, config_.rms_eps);
   }
   if (n_out > 0) Gemm(pool, final_.data(), n_out, d, weights_.lm_head, logits, config_.vocab_size);
+  SoftcapLogits(logits, n_out);
+}
+
+void Transformer::SoftcapLogits(float* logits, int64_t n) const {
+  const int64_t count = n * config_.vocab_size;
   if (config_.logits_scaling != 1.0f) {
     const float inv = 1.0f / config_.logits_scaling;
-    for (int64_t i = 0; i < n_out * config_.vocab_size; ++i) logits[i] *= inv;
+    for (int64_t i = 0; i < count; ++i) logits[i] *= inv;
   }
+  if (const float c = config_.final_logit_softcap; c > 0)
+    for (int64_t i = 0; i < count; ++i) logits[i] = c * std::tanh(logits[i] / c);
 }
 
 void Transformer::LogitsFromHidden(core::ThreadPool& pool, const float* hidden, int64_t n, float* logits) {
   std::lock_guard<std::mutex> lock(forward_mu_);
   if (n <= 0) return;
   Gemm(pool, hidden, n, config_.d_model, weights_.lm_head, logits, config_.vocab_size);
-  if (config_.logits_scaling != 1.0f) {
-    const float inv = 1.0f / config_.logits_scaling;
-    for (int64_t i = 0; i < n * config_.vocab_size; ++i) logits[i] *= inv;
-  }
+  SoftcapLogits(logits, n);
 }
 
 void Transformer::Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w,
@@ -236,13 +245,14 @@ void Transformer::PlanTrieAttention(const ForwardBatch& b) {
   }
 }
 
-void Transformer::AddResidual(core::ThreadPool& pool, int64_t n) {
+void Transformer::AddResidual(core::ThreadPool& pool, int64_t n, const std::vector<float>& post_norm) {
   const int64_t d = config_.d_model;
   const float mult = config_.residual_multiplier;
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
     float* x = x_.data() + r0 * d;
     float* y = xn_.data() + r0 * d;
     const int64_t count = (r1 - r0) * d;
+    if (!post_norm.empty()) kernels::RmsNorm(y, post_norm.data(), y, r1 - r0, d, config_.rms_eps);
     if (mult != 1.0f)
       for (int64_t i = 0; i < count; ++i) y[i] *= mult;
     kernels::AddInPlace(x, y, count);
@@ -291,9 +301,11 @@ void Transformer::SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& 
       kernels::RmsNorm(k + t0 * kv_dim, w.k_norm.data(), k + t0 * kv_dim, (t1 - t0) * n_kv, hd, config_.rms_eps);
     }
     if (config_.use_rope) {
-      const float* cs = rope_cs_.data() + t0 * rope_.rot_dim;
-      kernels::ApplyRope(rope_, cs, q + t0 * q_dim, t1 - t0, config_.n_heads, hd);
-      kernels::ApplyRope(rope_, cs, k + t0 * kv_dim, t1 - t0, config_.n_kv_heads, hd);
+      const bool local = w.window > 0 && rope_swa_.rot_dim > 0;  // a sliding layer's own base
+      const kernels::RopeTable& table = local ? rope_swa_ : rope_;
+      const float* cs = (local ? rope_swa_cs_ : rope_cs_).data() + t0 * table.rot_dim;
+      kernels::ApplyRope(table, cs, q + t0 * q_dim, t1 - t0, config_.n_heads, hd);
+      kernels::ApplyRope(table, cs, k + t0 * kv_dim, t1 - t0, config_.n_kv_heads, hd);
     }
   });
   *q_out = q;
@@ -313,14 +325,14 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   SplitQkv(pool, w, n, &q, &k, &v);
 
   const kernels::KvLayerView layer = kv.Layer(w.kv_index);
-  const kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
-                                        config_.attention_multiplier > 0
-                                            ? config_.attention_multiplier
-                                            : 1.0f / std::sqrt(static_cast<float>(hd))};
+  kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
+                                  config_.attention_multiplier > 0 ? config_.attention_multiplier
+                                                                   : 1.0f / std::sqrt(static_cast<float>(hd))};
+  params.window = w.window;
   if (b.compaction && b.trie_attention) {
     TrieAttention(pool, params, layer, *b.compaction, q, k, v);
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
-    AddResidual(pool, n);
+    AddResidual(pool, n, w.post_norm);
     return;
   }
   // Compaction: attention runs in the original layout (each sequence's own KV blocks), so
@@ -349,7 +361,7 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
   if (gated) ApplyOutputGate(pool, n, q_dim);
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
-  AddResidual(pool, n);
+  AddResidual(pool, n, w.post_norm);
 }
 
 // Trie-space attention, out into qkv_ [n, n_heads, head_dim]: every compact row writes its K/V
@@ -384,17 +396,21 @@ void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, 
   const int64_t d = config_.d_model, f = config_.ffn_dim;
   NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   // gate | up into gate_up_ (relu^2: up, activated in place in act_).
-  const bool gated = config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  const bool gated = config_.mlp_gated();
   float* h = gated ? gate_up_.data() : act_.data();
   Gemm(pool, xn_.data(), n, d, w.gate_up, h, gated ? 2 * f : f);
   Activate(pool, h, act_.data(), n, f);
   Gemm(pool, act_.data(), n, f, w.down, xn_.data(), d);
-  AddResidual(pool, n);
+  AddResidual(pool, n, w.post_norm);
 }
 
 void Transformer::Activate(core::ThreadPool& pool, const float* h, float* y, int64_t n, int64_t f) const {
-  const bool gated = config_.mlp_act == ModelConfig::MlpAct::kSiluGated;
+  const bool gated = config_.mlp_gated();
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    if (config_.mlp_act == ModelConfig::MlpAct::kGeluTanhGated) {
+      kernels::GeluTanhMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
+      return;
+    }
     if (gated) {
       kernels::SiluMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
       return;
@@ -428,7 +444,7 @@ void Transformer::GroupByExpert(core::ThreadPool& pool, const MoeLayerWeights& w
                                 std::vector<kernels::GemmGroup>* up, std::vector<kernels::GemmGroup>* down) {
   const MoeConfig& m = config_.moe;
   const int64_t d = config_.d_model, E = m.experts, K = m.used, rows = n * K;
-  const int64_t h_cols = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * m.ffn : m.ffn;
+  const int64_t h_cols = config_.mlp_gated() ? 2 * m.ffn : m.ffn;
   Grow(moe_count_, E + 1);
   std::fill(moe_count_.begin(), moe_count_.begin() + E + 1, 0);
   for (int64_t i = 0; i < rows; ++i) ++moe_count_[moe_ids_[i] + 1];
@@ -450,7 +466,7 @@ void Transformer::GroupByExpert(core::ThreadPool& pool, const MoeLayerWeights& w
 // The shared expert on every row into moe_shared_, and its gate's logit into moe_gate_.
 void Transformer::SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
   const int64_t d = config_.d_model, sf = config_.moe.shared_ffn;
-  const int64_t sh = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * sf : sf;
+  const int64_t sh = config_.mlp_gated() ? 2 * sf : sf;
   Grow(moe_shared_, n * d);
   Grow(gate_up_, n * sh);
   Grow(act_, n * sf);
@@ -470,7 +486,7 @@ void Transformer::SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w,
 void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
   const MoeConfig& m = config_.moe;
   const int64_t d = config_.d_model, K = m.used, f = m.ffn, rows = n * K;
-  const int64_t h_cols = config_.mlp_act == ModelConfig::MlpAct::kSiluGated ? 2 * f : f;
+  const int64_t h_cols = config_.mlp_gated() ? 2 * f : f;
   NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   Route(pool, w, n);
   std::vector<kernels::GemmGroup> up_groups, down_groups;

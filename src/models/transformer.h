@@ -72,6 +72,8 @@ struct AttentionLayerWeights {
   std::vector<float> qkv_bias;   // same rows, or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] or empty
   kernels::PackedWeight o;       // [d_model, n_heads head_dim]
+  std::vector<float> post_norm;  // [d_model] or empty (Gemma: the output is normed before the residual)
+  int window = 0;                // sliding window (ModelConfig::layer_window); 0 = the whole prefix
   int kv_index = 0;              // which KvStore layer
 };
 
@@ -79,6 +81,7 @@ struct MlpLayerWeights {
   std::vector<float> norm;       // [d_model]
   kernels::PackedWeight gate_up; // [2 ffn_dim, d_model] (SiLU-gated) or up [ffn_dim, d_model] (relu^2)
   kernels::PackedWeight down;    // [d_model, ffn_dim]
+  std::vector<float> post_norm;  // [d_model] or empty
 };
 
 // Mixture of experts (ModelConfig::moe): the router, each expert's MLP (kept in the file's
@@ -185,7 +188,9 @@ class Transformer {
   // The state captures of sequence s of the batch, for recurrent layer `state_index`.
   void CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
                    std::vector<kernels::StateCapture>* out) const;
-  void AddResidual(core::ThreadPool& pool, int64_t n);  // x += residual_multiplier * xn
+  // x += residual_multiplier * xn, xn first RMS-normed by post_norm when it is not empty.
+  void AddResidual(core::ThreadPool& pool, int64_t n, const std::vector<float>& post_norm = {});
+  void SoftcapLogits(float* logits, int64_t n) const;  // logits_scaling and final_logit_softcap
   // y = RmsNorm(x) * w over `rows` rows of `dim`, the rows spread over the pool.
   void NormRows(core::ThreadPool& pool, const float* x, const float* w, float* y, int64_t rows, int64_t dim) const;
   void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,
@@ -199,8 +204,9 @@ class Transformer {
   ModelConfig config_;
   TransformerWeights weights_;
   kernels::RopeTable rope_;
+  kernels::RopeTable rope_swa_;   // sliding layers' RoPE (rope_theta_swa); rot_dim 0 = rope_
   // Workspace, grown to the largest batch seen (the warmed-up path does not allocate).
-  std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, final_;
+  std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, rope_swa_cs_, final_;
   std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2 / DeltaNet: in_proj output, conv output, scan output
   std::vector<float> gate_;  // attention output gate [n, n_heads head_dim]
   // Mixture of experts: router scores, the choice, rows grouped by expert (input, hidden,

@@ -15,7 +15,7 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
   s.n_kv_heads = c.n_kv_heads;
   s.head_dim = c.head_dim;
   s.d_ff = c.ffn_dim;
-  s.gated_mlp = c.mlp_act == models::ModelConfig::MlpAct::kSiluGated;
+  s.gated_mlp = c.mlp_gated();
   if (c.CountLayers(models::LayerKind::kMoe) > 0) {
     s.moe_experts = c.moe.experts;
     s.moe_used = c.moe.used;
