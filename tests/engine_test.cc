@@ -475,6 +475,49 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
   }
 }
 
+// Sliding-window attention (Gemma 3 layout, a 32-token window): prompts that branch inside and
+// outside the window, the prefix cache with a pool small enough to evict and preempt, step
+// dedup, chunked prefill and a disk tier under the pool: every answer is bitwise the plain run's.
+TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
+  auto model = models::LoadModel("random:gemma3-tiny").value();
+  ASSERT_EQ(model->config().sliding_window(), 32);
+  int64_t cached = 0, preemptions = 0, tier_hits = 0;
+  for (uint64_t seed : {1, 2}) {
+    const Workload w = MakeWorkload(seed, model->config().vocab_size);
+    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+    engine::EngineConfig on = off;
+    on.prefix_cache = true;
+    on.scheduler.step_token_budget = 20;  // chunked prefill
+    engine::EngineConfig small = on;
+    small.num_blocks = 14;
+    small.scheduler.max_running = 8;
+    char tmpl[] = "/tmp/radixlm_swa_tier_XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    auto disk = tier::DiskTier::Open({.dir = dir, .capacity_bytes = 1 << 30, .fingerprint = "test:gemma3",
+                                      .block_tokens = 8,
+                                      .block_bytes = models::KvStore::BytesPerBlock(model->config(), 8, core::DType::kF32)})
+                    .value();
+    const Outcome plain = RunWorkload(*model, w, off), cached_run = RunWorkload(*model, w, on),
+                  evicting = RunWorkload(*model, w, small), dedup = RunWorkload(*model, w, small, "", {.threshold = 1.0}),
+                  tiered = RunWorkload(*model, w, small, "", {.threshold = 0}, core::DType::kF32, true, false, disk.get());
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      ASSERT_EQ(plain.outputs.at(i).size(), static_cast<size_t>(w.requests[i].max_tokens));
+      EXPECT_EQ(cached_run.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " request " << i;
+      EXPECT_EQ(evicting.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " small pool, request " << i;
+      EXPECT_EQ(dedup.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " dedup, request " << i;
+      EXPECT_EQ(tiered.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " disk tier, request " << i;
+    }
+    cached += cached_run.metrics.cached_prompt_tokens;
+    preemptions += evicting.metrics.preemptions;
+    tier_hits += tiered.metrics.tier_hit_tokens;
+    disk.reset();
+    std::filesystem::remove_all(dir);
+  }
+  EXPECT_GT(cached, 0);
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(tier_hits, 0);
+}
+
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
   for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
                            "random:nemotron-h-moe-tiny"}) {
@@ -675,7 +718,7 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
 // this holds because the scan is the exact recurrence (kernels::Mamba2ScanRecurrent): a
 // prompt split anywhere, a restored checkpoint and a recomputed preemption give the same bits.
 TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
+  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
                            "random:qwen3moe-tiny", "random:granite-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
@@ -802,7 +845,7 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
 // the state captured there) and compute only their own suffixes. Answers and log-probabilities
 // are bitwise those of the cache off.
 TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     SCOPED_TRACE(spec);
     auto model = models::LoadModel(spec).value();
     core::Rng rng(31);
@@ -851,7 +894,7 @@ TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
 // cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
 // models; within a tenant everything is shared as before; no answer changes.
 TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(3);
@@ -1054,7 +1097,8 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // preemption (a small pool) mid-group. Random sharing depth: a system prompt, then one of two
 // few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
+                           "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(5);
@@ -1108,7 +1152,7 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
 // mid-block); with a pool that holds only a few groups it still completes, equal, without
 // computing more than the all-at-once baseline.
 TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPrefixOnce) {
-  for (const char* spec : {"random:tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
+  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(11);
@@ -1239,7 +1283,8 @@ TEST_F(EngineTest, SpeculationNeverChangesAnAnswer) {
 // Hybrid (Mamba2, Gated DeltaNet) and mixture-of-experts models: a rejected draft rolls the
 // recurrent state back to the state captured before it, bitwise.
 TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
+  for (const char* spec : {"random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
+                           "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeSpeculationWorkload(4, model->config().vocab_size);
     engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true, .checkpoint_slots = 16};

@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from transformer_ref import Model  # noqa: E402
 from hybrid_ref import HYBRID_TYPES, HybridModel  # noqa: E402
 from qwen35_ref import QWEN35_TYPES, Qwen35Model  # noqa: E402
+from gemma3_ref import GEMMA3_TYPES, Gemma3Model  # noqa: E402
 from checkpoint_io import read_gguf  # noqa: E402
 import json  # noqa: E402
 
@@ -73,15 +74,22 @@ def main():
                     model = Qwen35Model.from_hf(path)
                 elif fmt == "gguf" and gguf_arch(path) in ("qwen35", "qwen35moe"):
                     model = Qwen35Model.from_gguf(path)
+                elif hf_type in GEMMA3_TYPES:
+                    model = Gemma3Model.from_hf(path)
+                elif fmt == "gguf" and gguf_arch(path) == "gemma3":
+                    model = Gemma3Model.from_gguf(path)
                 else:
                     model = Model.from_gguf(path) if fmt == "gguf" else Model.from_hf(path)
             else:
                 if not os.path.exists(case):
                     print("SKIP %s: file not present" % case)
                     continue
-                path, model = case, Model.from_gguf(case)
+                path = case
+                model = Gemma3Model.from_gguf(case) if gguf_arch(case) == "gemma3" else Model.from_gguf(case)
             if isinstance(model, HybridModel):
                 vocab = model.c["vocab_size"]
+            elif isinstance(model, Gemma3Model):
+                vocab = model.vocab()
             elif isinstance(model, Qwen35Model):
                 vocab = model.w[model.p + "embed_tokens.weight"].shape[0]
             else:
