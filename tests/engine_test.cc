@@ -475,49 +475,6 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
   }
 }
 
-// Sliding-window attention (Gemma 3 layout, a 32-token window): prompts that branch inside and
-// outside the window, the prefix cache with a pool small enough to evict and preempt, step
-// dedup, chunked prefill and a disk tier under the pool: every answer is bitwise the plain run's.
-TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
-  auto model = models::LoadModel("random:gemma3-tiny").value();
-  ASSERT_EQ(model->config().sliding_window(), 32);
-  int64_t cached = 0, preemptions = 0, tier_hits = 0;
-  for (uint64_t seed : {1, 2}) {
-    const Workload w = MakeWorkload(seed, model->config().vocab_size);
-    engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
-    engine::EngineConfig on = off;
-    on.prefix_cache = true;
-    on.scheduler.step_token_budget = 20;  // chunked prefill
-    engine::EngineConfig small = on;
-    small.num_blocks = 14;
-    small.scheduler.max_running = 8;
-    char tmpl[] = "/tmp/radixlm_swa_tier_XXXXXX";
-    const std::string dir = mkdtemp(tmpl);
-    auto disk = tier::DiskTier::Open({.dir = dir, .capacity_bytes = 1 << 30, .fingerprint = "test:gemma3",
-                                      .block_tokens = 8,
-                                      .block_bytes = models::KvStore::BytesPerBlock(model->config(), 8, core::DType::kF32)})
-                    .value();
-    const Outcome plain = RunWorkload(*model, w, off), cached_run = RunWorkload(*model, w, on),
-                  evicting = RunWorkload(*model, w, small), dedup = RunWorkload(*model, w, small, "", {.threshold = 1.0}),
-                  tiered = RunWorkload(*model, w, small, "", {.threshold = 0}, core::DType::kF32, true, false, disk.get());
-    for (size_t i = 0; i < w.requests.size(); ++i) {
-      ASSERT_EQ(plain.outputs.at(i).size(), static_cast<size_t>(w.requests[i].max_tokens));
-      EXPECT_EQ(cached_run.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " request " << i;
-      EXPECT_EQ(evicting.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " small pool, request " << i;
-      EXPECT_EQ(dedup.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " dedup, request " << i;
-      EXPECT_EQ(tiered.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " disk tier, request " << i;
-    }
-    cached += cached_run.metrics.cached_prompt_tokens;
-    preemptions += evicting.metrics.preemptions;
-    tier_hits += tiered.metrics.tier_hit_tokens;
-    disk.reset();
-    std::filesystem::remove_all(dir);
-  }
-  EXPECT_GT(cached, 0);
-  EXPECT_GT(preemptions, 0);
-  EXPECT_GT(tier_hits, 0);
-}
-
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
   for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
                            "random:nemotron-h-moe-tiny"}) {
@@ -1298,6 +1255,68 @@ TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
     EXPECT_GT(Accepted(b.metrics), 0) << spec;
     EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << spec;
     EXPECT_LE(b.metrics.steps, a.metrics.steps) << spec;
+  }
+}
+
+// Sliding-window attention: the Gemma 3 preset (a 32-token window) and a gpt-oss file as
+// released (tests/data/swa: MXFP4 experts, Q8_0 elsewhere, sinks, a 16-token window). Prompts
+// that branch inside and outside the window, the prefix cache with a pool small enough to evict
+// and preempt, step dedup, chunked prefill, a disk tier under the pool and speculation with
+// rollback: every answer is bitwise the plain run's.
+TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf"}) {
+    SCOPED_TRACE(spec);
+    auto loaded = models::LoadModel(spec);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    models::Transformer& model = **loaded;
+    ASSERT_GT(model.config().sliding_window(), 0);
+    int64_t cached = 0, preemptions = 0, tier_hits = 0;
+    for (uint64_t seed : {1, 2}) {
+      const Workload w = MakeWorkload(seed, model.config().vocab_size);
+      engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+      engine::EngineConfig on = off;
+      on.prefix_cache = true;
+      on.scheduler.step_token_budget = 20;  // chunked prefill
+      engine::EngineConfig small = on;
+      small.num_blocks = 14;
+      small.scheduler.max_running = 8;
+      char tmpl[] = "/tmp/radixlm_swa_tier_XXXXXX";
+      const std::string dir = mkdtemp(tmpl);
+      auto disk = tier::DiskTier::Open({.dir = dir, .capacity_bytes = 1 << 30, .fingerprint = "test:swa",
+                                        .block_tokens = 8,
+                                        .block_bytes = models::KvStore::BytesPerBlock(model.config(), 8, core::DType::kF32)})
+                      .value();
+      const Outcome plain = RunWorkload(model, w, off), cached_run = RunWorkload(model, w, on),
+                    evicting = RunWorkload(model, w, small), dedup = RunWorkload(model, w, small, "", {.threshold = 1.0}),
+                    tiered = RunWorkload(model, w, small, "", {.threshold = 0}, core::DType::kF32, true, false, disk.get());
+      for (size_t i = 0; i < w.requests.size(); ++i) {
+        ASSERT_EQ(plain.outputs.at(i).size(), static_cast<size_t>(w.requests[i].max_tokens));
+        EXPECT_EQ(cached_run.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " request " << i;
+        EXPECT_EQ(evicting.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " small pool, request " << i;
+        EXPECT_EQ(dedup.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " dedup, request " << i;
+        EXPECT_EQ(tiered.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " disk tier, request " << i;
+      }
+      cached += cached_run.metrics.cached_prompt_tokens;
+      preemptions += evicting.metrics.preemptions;
+      tier_hits += tiered.metrics.tier_hit_tokens;
+      disk.reset();
+      std::filesystem::remove_all(dir);
+    }
+    EXPECT_GT(cached, 0);
+    EXPECT_GT(preemptions, 0);
+    EXPECT_GT(tier_hits, 0);
+    // Speculation: rejected drafts roll back.
+    const Workload w = MakeSpeculationWorkload(4, model.config().vocab_size);
+    engine::EngineConfig plain_cfg{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
+    plain_cfg.scheduler.max_running = 6;
+    plain_cfg.scheduler.step_token_budget = 24;
+    engine::EngineConfig spec_cfg = plain_cfg;
+    spec_cfg.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
+    const Outcome a = RunWorkload(model, w, plain_cfg), b = RunWorkload(model, w, spec_cfg);
+    ExpectSameAnswers(w, a, b, spec);
+    EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
   }
 }
 

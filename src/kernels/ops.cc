@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -68,8 +69,31 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t d
   }
 }
 
-RopeTable MakeRopeTable(RopeLayout layout, int rot_dim, double theta,
-                        const Llama3RopeScaling* llama3) {
+namespace {
+
+// YaRN's frequencies and attention factor (ops.h), from the plain ones in t.
+void ApplyYarn(const YarnRopeScaling& y, double theta, RopeTable* t) {
+  const int dims = t->rot_dim;
+  auto correction_dim = [&](double beta) {
+    return dims * std::log(y.original_max_position / (beta * 2 * M_PI)) / (2 * std::log(theta));
+  };
+  double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
+  if (y.truncate) {
+    low = std::max(0.0, std::floor(low));
+    high = std::min(dims - 1.0, std::ceil(high));
+  }
+  for (int i = 0; i < dims / 2; ++i) {
+    const double ramp = std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+    const double mix = 1.0 - ramp, extrap = t->inv_freq[i];
+    t->inv_freq[i] = static_cast<float>(extrap / y.factor * (1.0 - mix) + extrap * mix);
+  }
+  t->mscale = static_cast<float>(0.1 * std::log(y.factor) + 1.0);
+}
+
+}  // namespace
+
+RopeTable MakeRopeTable(RopeLayout layout, int rot_dim, double theta, const Llama3RopeScaling* llama3,
+                        const YarnRopeScaling* yarn) {
   RADIXLM_CHECK(rot_dim % 2 == 0);
   RopeTable t;
   t.layout = layout;
@@ -92,6 +116,7 @@ RopeTable MakeRopeTable(RopeLayout layout, int rot_dim, double theta,
     }
     t.inv_freq[i] = static_cast<float>(f);
   }
+  if (yarn && yarn->factor > 0) ApplyYarn(*yarn, theta, &t);
   return t;
 }
 
@@ -102,8 +127,8 @@ void RopeCosSin(const RopeTable& table, const int32_t* positions, int64_t n_toke
       // Angle in double so large positions keep their precision (as HF computes in f32 on
       // float positions, differences stay far below the 1e-4 tolerance).
       const double angle = static_cast<double>(positions[t]) * table.inv_freq[i];
-      cos_sin[t * table.rot_dim + 2 * i] = static_cast<float>(std::cos(angle));
-      cos_sin[t * table.rot_dim + 2 * i + 1] = static_cast<float>(std::sin(angle));
+      cos_sin[t * table.rot_dim + 2 * i] = static_cast<float>(std::cos(angle)) * table.mscale;
+      cos_sin[t * table.rot_dim + 2 * i + 1] = static_cast<float>(std::sin(angle)) * table.mscale;
     }
 }
 
@@ -148,6 +173,16 @@ void GeluTanhMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn
   if (UseAvx2()) return GeluTanhMulAvx2(gate_up, out, n_tokens, ffn);
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < ffn; ++i) out[t * ffn + i] = GeluTanh(gate_up[t * 2 * ffn + i]) * gate_up[t * 2 * ffn + ffn + i];
+}
+
+void SwigluOaiMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t i = 0; i < ffn; ++i) {
+      const float g = std::min(gate_up[t * 2 * ffn + i], kLimit);
+      const float u = std::clamp(gate_up[t * 2 * ffn + ffn + i], -kLimit, kLimit);
+      out[t * ffn + i] = g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
+    }
 }
 
 void SiluMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {

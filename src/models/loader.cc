@@ -301,6 +301,27 @@ std::string FeedForwardNorm(const ModelConfig& c, int block) {
   return Blk(block, c.block_per_sublayer ? "attn_norm.weight" : (c.mlp_norm_tensor + ".weight").c_str());
 }
 
+// gpt-oss's router and expert biases: ffn_gate_inp.bias [experts], ffn_{gate,up}_exps.bias
+// [experts, ffn] (interleaved per expert as gate_up's rows are) and ffn_down_exps.bias
+// [experts, d].
+Status LoadMoeBiases(const ModelConfig& c, const WeightSource& src, int block, MoeLayerWeights* m) {
+  const MoeConfig& mc = c.moe;
+  const int64_t E = mc.experts, f = mc.ffn, d = c.d_model;
+  if (mc.router_bias) {
+    RADIXLM_ASSIGN_OR_RETURN(m->router_bias, GetVector(src, Blk(block, "ffn_gate_inp.bias"), E));
+  }
+  if (!mc.expert_bias) return Status::Ok();
+  RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> gate, GetShaped(src, Blk(block, "ffn_gate_exps.bias"), {E, f}));
+  RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> up, GetShaped(src, Blk(block, "ffn_up_exps.bias"), {E, f}));
+  RADIXLM_ASSIGN_OR_RETURN(m->down_bias, GetShaped(src, Blk(block, "ffn_down_exps.bias"), {E, d}));
+  m->gate_up_bias.reserve(2 * E * f);
+  for (int64_t e = 0; e < E; ++e) {
+    m->gate_up_bias.insert(m->gate_up_bias.end(), gate.begin() + e * f, gate.begin() + (e + 1) * f);
+    m->gate_up_bias.insert(m->gate_up_bias.end(), up.begin() + e * f, up.begin() + (e + 1) * f);
+  }
+  return Status::Ok();
+}
+
 // A mixture-of-experts layer in llama.cpp's GGUF names: ffn_gate_inp (router) [experts, d],
 // exp_probs_b.bias (selection bias), ffn_{gate,up,down}_exps [experts, ...] (one expert at a
 // time: ExpertName), ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp [1, d] (shared expert).
@@ -315,6 +336,7 @@ StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src
   if (mc.selection_bias) {
     RADIXLM_ASSIGN_OR_RETURN(m.selection_bias, GetVector(src, Blk(block, "exp_probs_b.bias"), mc.experts));
   }
+  RADIXLM_RETURN_IF_ERROR(LoadMoeBiases(c, src, block, &m));
   // Every expert's slice must start on a panel of 16 rows (kernels::GemmGrouped).
   if ((gated ? 2 * f : f) % kernels::kPanelCols != 0 || d % kernels::kPanelCols != 0)
     return core::Unimplemented(c.name + ": expert MLP size " + std::to_string(f) + " and width " + std::to_string(d) +
@@ -367,6 +389,12 @@ StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const Weigh
   RADIXLM_ASSIGN_OR_RETURN(a.o, GetStacked(src, {Blk(block, "attn_output.weight")}, {d}, q, storage));
   if (c.post_norms) {
     RADIXLM_ASSIGN_OR_RETURN(a.post_norm, GetVector(src, Blk(block, "post_attention_norm.weight"), d));
+  }
+  if (c.attn_output_bias) {
+    RADIXLM_ASSIGN_OR_RETURN(a.o_bias, GetVector(src, Blk(block, "attn_output.bias"), d));
+  }
+  if (c.attn_sinks) {
+    RADIXLM_ASSIGN_OR_RETURN(a.sinks, GetVector(src, Blk(block, "attn_sinks.weight"), c.n_heads));
   }
   return a;
 }
@@ -671,6 +699,8 @@ void AttentionTensors(const ModelConfig& c, int b, TensorList* want) {
     want->push_back({Blk(b, "attn_k_norm.weight"), {hd}});
   }
   want->push_back({Blk(b, "attn_output.weight"), {d, q}});
+  if (c.attn_output_bias) want->push_back({Blk(b, "attn_output.bias"), {d}});
+  if (c.attn_sinks) want->push_back({Blk(b, "attn_sinks.weight"), {c.n_heads}});
   if (c.post_norms) want->push_back({Blk(b, "post_attention_norm.weight"), {d}});
 }
 
@@ -690,6 +720,12 @@ void MoeTensors(const ModelConfig& c, int b, TensorList* want) {
   want->push_back({FeedForwardNorm(c, b), {d}});
   want->push_back({Blk(b, "ffn_gate_inp.weight"), {c.moe.experts, d}});
   if (c.moe.selection_bias) want->push_back({Blk(b, "exp_probs_b.bias"), {c.moe.experts}});
+  if (c.moe.router_bias) want->push_back({Blk(b, "ffn_gate_inp.bias"), {c.moe.experts}});
+  if (c.moe.expert_bias) {
+    want->push_back({Blk(b, "ffn_gate_exps.bias"), {c.moe.experts, f}});
+    want->push_back({Blk(b, "ffn_up_exps.bias"), {c.moe.experts, f}});
+    want->push_back({Blk(b, "ffn_down_exps.bias"), {c.moe.experts, d}});
+  }
   for (const char* stem : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
     if (!gated && stem[4] == 'g') continue;
     for (int64_t e = 0; e < c.moe.experts; ++e)

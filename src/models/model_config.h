@@ -41,6 +41,8 @@ struct MoeConfig {
   bool norm_weights = true;
   float weights_scale = 1.0f;
   bool selection_bias = false;   // a per-expert bias added to probs for the choice (exp_probs_b)
+  bool router_bias = false;      // gpt-oss: a bias on the router's logits (it changes weights too)
+  bool expert_bias = false;      // gpt-oss: biases on each expert's gate, up and down outputs
   int groups = 1, groups_used = 1;
 };
 const char* GatingName(MoeConfig::Gating g);
@@ -65,12 +67,15 @@ struct ModelConfig {
   // for text) does not turn. Empty: every pair turns.
   std::vector<int> rope_sections;
   kernels::Llama3RopeScaling rope_scaling;  // factor 0 = none
+  kernels::YarnRopeScaling rope_yarn;       // factor 0 = none (gpt-oss)
   std::vector<float> rope_freq_factors;     // GGUF rope_freqs.weight: inv_freq[i] /= factor[i]
   bool qk_norm = false;        // Qwen3: per-head RMSNorm on q and k before RoPE
   bool qkv_bias = false;       // Qwen2: bias on the q, k, v projections
   // Qwen3.5: the q projection is doubled, each head's q followed by its output gate; the
   // attention output is multiplied by sigmoid(gate) before o_proj.
   bool attn_output_gate = false;
+  bool attn_output_bias = false;  // gpt-oss: a bias on o_proj
+  bool attn_sinks = false;        // gpt-oss: a learned sink logit per q head (kernels::AttentionParams::sinks)
   // A mixer + MLP block's second norm, by its GGUF stem: "ffn_norm" (Llama, Granite) or
   // "post_attention_norm" (Qwen3.5).
   std::string mlp_norm_tensor = "ffn_norm";
@@ -101,8 +106,9 @@ struct ModelConfig {
   MoeConfig moe;  // experts > 0 when the model has LayerKind::kMoe sublayers
   // Hybrid conventions.
   // The feed-forward's activation: SiLU(gate) * up (Llama), GELU-tanh(gate) * up (Gemma's
-  // GeGLU), or relu(x)^2 with no gate (Nemotron-H).
-  enum class MlpAct { kSiluGated, kGeluTanhGated, kRelu2 };
+  // GeGLU), gpt-oss's clamped SwiGLU (g = min(gate, 7): g sigmoid(1.702 g) (clamp(up, -7, 7) +
+  // 1)), or relu(x)^2 with no gate (Nemotron-H).
+  enum class MlpAct { kSiluGated, kGeluTanhGated, kSwigluOai, kRelu2 };
   MlpAct mlp_act = MlpAct::kSiluGated;
   bool mlp_gated() const { return mlp_act != MlpAct::kRelu2; }
   bool use_rope = true;        // Nemotron-H and Granite-4.0-H attention has no positions

@@ -54,7 +54,8 @@ std::string TransformerWeights::TypeSummary() const {
 Transformer::Transformer(ModelConfig config, TransformerWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {
   rope_ = kernels::MakeRopeTable(config_.rope_layout, config_.rope_dim > 0 ? config_.rope_dim : config_.head_dim, config_.rope_theta,
-                                 config_.rope_scaling.factor > 0 ? &config_.rope_scaling : nullptr);
+                                 config_.rope_scaling.factor > 0 ? &config_.rope_scaling : nullptr,
+                                 config_.rope_yarn.factor > 0 ? &config_.rope_yarn : nullptr);
   for (size_t i = 0; i < config_.rope_freq_factors.size() && i < rope_.inv_freq.size(); ++i)
     rope_.inv_freq[i] /= config_.rope_freq_factors[i];
   if (config_.rope_theta_swa > 0)
@@ -245,6 +246,14 @@ void Transformer::PlanTrieAttention(const ForwardBatch& b) {
   }
 }
 
+void Transformer::AddBias(core::ThreadPool& pool, const std::vector<float>& bias, float* y, int64_t n) const {
+  if (bias.empty()) return;
+  const int64_t cols = static_cast<int64_t>(bias.size());
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) kernels::AddInPlace(y + r * cols, bias.data(), cols);
+  });
+}
+
 void Transformer::AddResidual(core::ThreadPool& pool, int64_t n, const std::vector<float>& post_norm) {
   const int64_t d = config_.d_model;
   const float mult = config_.residual_multiplier;
@@ -329,9 +338,11 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
                                   config_.attention_multiplier > 0 ? config_.attention_multiplier
                                                                    : 1.0f / std::sqrt(static_cast<float>(hd))};
   params.window = w.window;
+  params.sinks = w.sinks.empty() ? nullptr : w.sinks.data();
   if (b.compaction && b.trie_attention) {
     TrieAttention(pool, params, layer, *b.compaction, q, k, v);
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
+    AddBias(pool, w.o_bias, xn_.data(), n);
     AddResidual(pool, n, w.post_norm);
     return;
   }
@@ -361,6 +372,7 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());
   if (gated) ApplyOutputGate(pool, n, q_dim);
   Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
+  AddBias(pool, w.o_bias, xn_.data(), n);
   AddResidual(pool, n, w.post_norm);
 }
 
@@ -411,6 +423,10 @@ void Transformer::Activate(core::ThreadPool& pool, const float* h, float* y, int
       kernels::GeluTanhMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
       return;
     }
+    if (config_.mlp_act == ModelConfig::MlpAct::kSwigluOai) {
+      kernels::SwigluOaiMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
+      return;
+    }
     if (gated) {
       kernels::SiluMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
       return;
@@ -430,6 +446,7 @@ void Transformer::Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_
   Grow(moe_ids_, n * K);
   Grow(moe_w_, n * K);
   Gemm(pool, xn_.data(), n, d, w.router, moe_logits_.data(), E);
+  AddBias(pool, w.router_bias, moe_logits_.data(), n);
   const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
     RouteScratch scratch;
@@ -479,6 +496,18 @@ void Transformer::SharedExpert(core::ThreadPool& pool, const MoeLayerWeights& w,
   }
 }
 
+// gpt-oss: each (row, slot) pair's output row in the grouped buffer y [pairs, cols] plus its
+// expert's bias row (bias [experts, cols]).
+void Transformer::AddExpertBias(core::ThreadPool& pool, const std::vector<float>& bias, float* y, int64_t n,
+                                int64_t cols) const {
+  if (bias.empty()) return;
+  const int64_t K = config_.moe.used;
+  ForRows(pool, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * K; i < r1 * K; ++i)
+      kernels::AddInPlace(y + int64_t{moe_pos_[i]} * cols, bias.data() + int64_t{moe_ids_[i]} * cols, cols);
+  });
+}
+
 // Mixture of experts: route each row; group the (row, slot) pairs by expert so that each chosen
 // expert multiplies all its rows as one GEMM (kernels::GemmGrouped); sum each row's experts in
 // its slot order, then the shared expert. Every row's arithmetic is fixed by its own choice,
@@ -496,8 +525,10 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
   Grow(moe_y_, rows * d);
   const double t0 = profile_ ? Seconds() : 0;
   kernels::GemmGrouped(pool, moe_x_.data(), rows, d, up_groups, moe_h_.data(), h_cols);
+  AddExpertBias(pool, w.gate_up_bias, moe_h_.data(), n, h_cols);
   Activate(pool, moe_h_.data(), moe_a_.data(), rows, f);
   kernels::GemmGrouped(pool, moe_a_.data(), rows, f, down_groups, moe_y_.data(), d);
+  AddExpertBias(pool, w.down_bias, moe_y_.data(), n, d);
   if (profile_) profile_->gemm_s += Seconds() - t0;
   const bool shared = w.shared_gate_up.n_out() > 0, gated = w.shared_gate.n_out() > 0;
   if (shared) SharedExpert(pool, w, n);  // xn_ is still the normed input

@@ -72,6 +72,8 @@ struct AttentionLayerWeights {
   std::vector<float> qkv_bias;   // same rows, or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] or empty
   kernels::PackedWeight o;       // [d_model, n_heads head_dim]
+  std::vector<float> o_bias;     // [d_model] or empty (gpt-oss)
+  std::vector<float> sinks;      // [n_heads] or empty (gpt-oss's attention sinks)
   std::vector<float> post_norm;  // [d_model] or empty (Gemma: the output is normed before the residual)
   int window = 0;                // sliding window (ModelConfig::layer_window); 0 = the whole prefix
   int kv_index = 0;              // which KvStore layer
@@ -90,6 +92,10 @@ struct MoeLayerWeights {
   std::vector<float> norm;                  // [d_model]
   kernels::PackedWeight router;             // [experts, d_model], f32 (the choice is sensitive to it)
   std::vector<float> selection_bias;        // [experts] or empty
+  std::vector<float> router_bias;           // [experts] or empty (gpt-oss)
+  // gpt-oss: expert e's bias on its gate | up outputs (the layout of gate_up's rows) and on its
+  // down output; empty when none.
+  std::vector<float> gate_up_bias, down_bias;  // [experts, 2 ffn], [experts, d_model]
   // All experts stacked (one allocation each, so decode streams huge pages): expert e's rows
   // are [e h, (e + 1) h) of gate_up, h = 2 ffn (gate | up) or ffn (up only, relu^2), and
   // [e d_model, (e + 1) d_model) of down ([d_model, ffn] each).
@@ -191,6 +197,9 @@ class Transformer {
   // x += residual_multiplier * xn, xn first RMS-normed by post_norm when it is not empty.
   void AddResidual(core::ThreadPool& pool, int64_t n, const std::vector<float>& post_norm = {});
   void SoftcapLogits(float* logits, int64_t n) const;  // logits_scaling and final_logit_softcap
+  // y [n, bias.size()] += bias per row (nothing when bias is empty).
+  void AddBias(core::ThreadPool& pool, const std::vector<float>& bias, float* y, int64_t n) const;
+  void AddExpertBias(core::ThreadPool& pool, const std::vector<float>& bias, float* y, int64_t n, int64_t cols) const;
   // y = RmsNorm(x) * w over `rows` rows of `dim`, the rows spread over the pool.
   void NormRows(core::ThreadPool& pool, const float* x, const float* w, float* y, int64_t rows, int64_t dim) const;
   void Gemm(core::ThreadPool& pool, const float* x, int64_t m, int64_t k, const kernels::PackedWeight& w, float* y,

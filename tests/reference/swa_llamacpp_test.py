@@ -1,8 +1,14 @@
 """Sliding-window architectures against llama.cpp: radixlm's logits on GGUFs written by llama.cpp's
 gguf-py (tests/data/swa, make_fixtures.py there) against llama.cpp's logits of the same files and
-ids. Per file, over the positions past twice the window (64 of the 96 ids): top-1 equal on at least
-63 of 64, and mean |radixlm - llama.cpp| at most 1e-3 of llama.cpp's logit range; with an f32 and
-an f16 KV cache (llama.cpp's default is f16).
+ids. Per file, over the positions past twice the window (64 of the 96 ids), with an f32 and an f16
+KV cache (llama.cpp's default is f16):
+  - f32 weights: top-1 equal on at least 63 of 64, mean |radixlm - llama.cpp| at most 1e-3 of
+    llama.cpp's logit range;
+  - gpt-oss with MXFP4 experts and Q8_0 elsewhere (llama-quantize MXFP4_MOE): llama.cpp rounds
+    every activation to Q8_0 before those dot products (radixlm keeps them f32; its own exact
+    path is checked against PyTorch by golden_swa_gpt_oss_tiny_mxfp4_gguf), so the bound is
+    looser: top-1 on at least 54 of 64 and mean at most 1e-2 of the range. For scale, llama.cpp's
+    own MXFP4 logits differ from its f32 ones by 2.4e-2 of the range with top-1 on 36 of 64.
 Usage: swa_llamacpp_test.py RADIXLM"""
 import os
 import subprocess
@@ -12,7 +18,8 @@ import tempfile
 import numpy as np
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "swa")
-FIXTURES = ["gemma3-tiny"]
+# file stem: (least top-1 matches of 64, largest mean |diff| / logit range)
+FIXTURES = {"gemma3-tiny": (63, 1e-3), "gpt-oss-tiny": (63, 1e-3), "gpt-oss-tiny-mxfp4": (54, 1e-2)}
 
 
 def main():
@@ -20,7 +27,7 @@ def main():
     ids = open(os.path.join(HERE, "ids.txt")).read().strip()
     n = len(ids.split(","))
     ok = True
-    for stem in FIXTURES:
+    for stem, (min_top1, max_mean) in FIXTURES.items():
         want = np.fromfile(os.path.join(HERE, stem + ".llamacpp-logits.f32"), dtype=np.float32).reshape(n, -1)
         span = float(want.max() - want.min())
         for kv in ("f32", "f16"):
@@ -33,10 +40,10 @@ def main():
             past = slice(n - 64, n)
             top1 = int((got[past].argmax(1) == want[past].argmax(1)).sum())
             mean = float(np.abs(got[past] - want[past]).mean()) / span
-            good = top1 >= 63 and mean <= 1e-3
+            good = top1 >= min_top1 and mean <= max_mean
             ok &= good
-            print("%s %s kv %s: top-1 %d/64 past the window, mean |diff| %.2e of the logit range (<= 1e-3)"
-                  % ("PASS" if good else "FAIL", stem, kv, top1, mean))
+            print("%s %s kv %s: top-1 %d/64 past the window (>= %d), mean |diff| %.2e of the logit range (<= %.0e)"
+                  % ("PASS" if good else "FAIL", stem, kv, top1, min_top1, mean, max_mean))
     print("1 passed, 0 failed" if ok else "0 passed, 1 failed")
     sys.exit(0 if ok else 1)
 

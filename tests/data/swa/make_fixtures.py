@@ -85,15 +85,85 @@ def write_gemma3(path, seed):
     w.close()
 
 
+def write_gpt_oss(path, seed):
+    """gpt-oss layout: 3 blocks (0 and 2 slide with a 16-token window, 1 is global: llama.cpp's
+    pattern 2), 8 q / 2 kv heads x 16 (q wider than d), d 64, 4 experts of 64 (2 per token) with
+    biases, attention biases and sinks, YaRN (factor 4 over 32 positions), untied output."""
+    D, BLOCKS, HEADS, KV, HD, FFN, E, K = 64, 3, 8, 2, 16, 64, 4, 2
+    rng = np.random.default_rng(seed)
+    w = gguf.GGUFWriter(path, "gpt-oss")
+    w.add_name("radixlm gpt-oss fixture (random weights)")
+    w.add_context_length(4096)
+    w.add_embedding_length(D)
+    w.add_block_count(BLOCKS)
+    w.add_feed_forward_length(FFN)
+    w.add_expert_count(E)
+    w.add_expert_used_count(K)
+    w.add_expert_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV)
+    w.add_key_length(HD)
+    w.add_value_length(HD)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(150000.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(4.0)
+    w.add_rope_scaling_orig_ctx_len(32)
+    w.add_sliding_window(16)
+    byte_vocabulary(w)
+
+    def t(name, shape, std, mean=0.0):
+        w.add_tensor(name, (mean + std * rng.standard_normal(shape)).astype(np.float32))
+
+    t("token_embd.weight", (VOCAB, D), 0.25)
+    for b in range(BLOCKS):
+        p = f"blk.{b}."
+        t(p + "attn_norm.weight", (D,), 0.1, 1.0)
+        t(p + "attn_q.weight", (HEADS * HD, D), 0.12)
+        t(p + "attn_q.bias", (HEADS * HD,), 0.1)
+        t(p + "attn_k.weight", (KV * HD, D), 0.12)
+        t(p + "attn_k.bias", (KV * HD,), 0.1)
+        t(p + "attn_v.weight", (KV * HD, D), 0.12)
+        t(p + "attn_v.bias", (KV * HD,), 0.1)
+        t(p + "attn_output.weight", (D, HEADS * HD), 0.12)
+        t(p + "attn_output.bias", (D,), 0.1)
+        t(p + "attn_sinks.weight", (HEADS,), 1.0)
+        t(p + "post_attention_norm.weight", (D,), 0.1, 1.0)
+        t(p + "ffn_gate_inp.weight", (E, D), 0.3)
+        t(p + "ffn_gate_inp.bias", (E,), 0.1)
+        t(p + "ffn_gate_exps.weight", (E, FFN, D), 0.12)
+        t(p + "ffn_gate_exps.bias", (E, FFN), 0.1)
+        t(p + "ffn_up_exps.weight", (E, FFN, D), 0.12)
+        t(p + "ffn_up_exps.bias", (E, FFN), 0.1)
+        t(p + "ffn_down_exps.weight", (E, D, FFN), 0.12)
+        t(p + "ffn_down_exps.bias", (E, D), 0.1)
+    t("output_norm.weight", (D,), 0.1, 1.0)
+    t("output.weight", (VOCAB, D), 0.25)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 bin_dir = os.path.join(LLAMA, "build", "bin")
 env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
 logits_tool = os.path.join(os.path.dirname(os.path.abspath(LLAMA)), "llamacpp_logits")
 ids = ",".join(map(str, IDS))
-for stem, write, seed in [("gemma3-tiny", write_gemma3, 20261129)]:
-    f = os.path.join(OUT, stem + ".gguf")
-    write(f, seed)
+
+def logits(f, stem):
     subprocess.run([logits_tool, f, ids, os.path.join(OUT, stem + ".llamacpp-logits.f32"), "1"],
                    env=env, check=True, capture_output=True)
+
+
+for stem, write, seed in [("gemma3-tiny", write_gemma3, 20261129), ("gpt-oss-tiny", write_gpt_oss, 20261130)]:
+    f = os.path.join(OUT, stem + ".gguf")
+    write(f, seed)
+    logits(f, stem)
+# gpt-oss as released: experts MXFP4, everything else Q8_0 (llama-quantize MXFP4_MOE).
+q = os.path.join(OUT, "gpt-oss-tiny-mxfp4.gguf")
+subprocess.run([os.path.join(bin_dir, "llama-quantize"), os.path.join(OUT, "gpt-oss-tiny.gguf"), q, "MXFP4_MOE", "1"],
+               env=env, check=True, capture_output=True)
+logits(q, "gpt-oss-tiny-mxfp4")
 with open(os.path.join(OUT, "ids.txt"), "w") as fh:
     fh.write(ids + "\n")
 print("wrote", sorted(os.listdir(OUT)))
