@@ -87,6 +87,18 @@ void PrintExpertsLine(const json& e, const json& info) {
               e["expert_bytes"].get<size_t>() / 1048576.0, e["active_expert_bytes_per_token"].get<size_t>() / 1048576.0);
 }
 
+// info's line on sliding-window attention, from WindowsJson.
+void PrintWindowsLine(const json& w) {
+  std::printf("  sliding window %d on %d of %d attention layers (RoPE theta %g there%s); KV per token %.1f KiB full + "
+              "%.1f KiB sliding; a 32K sequence keeps %.1f MiB (every position), %.1f MiB at the window bound\n",
+              w["window"].get<int>(), w["sliding_layers"].get<int>(), w["sliding_layers"].get<int>() + w["full_layers"].get<int>(),
+              w["rope_theta_sliding"].get<double>(), w["sinks"].get<bool>() ? ", attention sinks" : "",
+              w["kv_bytes_per_token_full_layers"].get<int64_t>() / 1024.0,
+              w["kv_bytes_per_token_sliding_layers"].get<int64_t>() / 1024.0,
+              w["kv_bytes_per_sequence_32k"].get<int64_t>() / 1048576.0,
+              w["kv_bytes_per_sequence_32k_window_bound"].get<int64_t>() / 1048576.0);
+}
+
 void RegisterInfo(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "describe a model: architecture, sizes, dtype, layer kinds");
   auto o = std::make_shared<ModelOptions>();
@@ -119,6 +131,7 @@ void RegisterInfo(CLI::App& app) {
                 c.tied_embeddings ? ", tied embeddings" : "");
     if (c.n_ssm_layers() > 0) PrintRecurrentLine(j["ssm"], c);
     if (!j["experts"].is_null()) PrintExpertsLine(j["experts"], j);
+    if (!j["sliding_window"].is_null()) PrintWindowsLine(j["sliding_window"]);
   });
 }
 

@@ -65,6 +65,26 @@ json RecurrentJson(const ModelConfig& c, const std::string& kv_dtype) {
   return j;
 }
 
+// Sliding-window attention (null when no layer slides): the layers of each kind, their KV bytes
+// per token, and what a sequence of 32K tokens keeps: today every layer keeps every position
+// (as llama.cpp's --swa-full; exact prefix caching), against the bound a window allows (the
+// sliding layers' last window + one block of 16 tokens).
+json WindowsJson(const ModelConfig& c, const std::string& kv_dtype) {
+  const int window = c.sliding_window();
+  if (window == 0) return nullptr;
+  int sliding = 0;
+  for (int w : c.layer_window) sliding += w > 0;
+  const int full = c.n_attention_layers() - sliding;
+  const int64_t per_layer = KvBytesPerToken(c, kv_dtype) / std::max(1, c.n_attention_layers());
+  constexpr int64_t kContext = 32768, kBlock = 16;
+  const int64_t kept = per_layer * c.n_attention_layers() * kContext;
+  const int64_t bound = per_layer * (int64_t{full} * kContext + int64_t{sliding} * std::min(kContext, window + kBlock));
+  return {{"window", window}, {"sliding_layers", sliding}, {"full_layers", full},
+          {"kv_bytes_per_token_full_layers", per_layer * full}, {"kv_bytes_per_token_sliding_layers", per_layer * sliding},
+          {"rope_theta_sliding", c.rope_theta_swa > 0 ? c.rope_theta_swa : c.rope_theta},
+          {"sinks", c.attn_sinks}, {"kv_bytes_per_sequence_32k", kept}, {"kv_bytes_per_sequence_32k_window_bound", bound}};
+}
+
 // The experts' layout and what a token reads of them (null for a dense model).
 json ExpertsJson(const Transformer& m) {
   const auto& c = m.config();
@@ -101,7 +121,8 @@ json ModelInfoJson(const Transformer& m, const std::string& kv_dtype) {
           {"rope_layout", c.rope_layout == kernels::RopeLayout::kNeox ? "neox" : "interleaved"},
           {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
           {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
-          {"rope_sections", c.rope_sections}, {"ssm", RecurrentJson(c, kv_dtype)}};
+          {"rope_sections", c.rope_sections}, {"ssm", RecurrentJson(c, kv_dtype)},
+          {"sliding_window", WindowsJson(c, kv_dtype)}};
 }
 
 }  // namespace radixlm::models
