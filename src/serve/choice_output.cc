@@ -1,6 +1,7 @@
 #include "serve/choice_output.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/random.h"
 
@@ -135,11 +136,51 @@ void ChoiceOutput::Route(bool last, ChoiceDelta* d) {
   }
 }
 
+void ChoiceOutput::RouteHarmony(bool last, ChoiceDelta* d) {
+  static constexpr std::string_view kMessage = "<|message|>", kStart = "<|start|>";
+  static constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>"};
+  for (;;) {
+    if (harmony_part_ == HarmonyPart::kHeader) {
+      const size_t msg = raw_.find(kMessage, routed_);
+      if (msg == std::string::npos) return;  // the header is not complete yet
+      const std::string header = raw_.substr(routed_, msg - routed_);
+      harmony_part_ = header.find(" to=") != std::string::npos           ? HarmonyPart::kCall
+                      : header.find("<|channel|>analysis") != std::string::npos ? HarmonyPart::kReasoning
+                                                                                  : HarmonyPart::kContent;
+      routed_ = msg + kMessage.size();
+      continue;
+    }
+    size_t end = std::string::npos, hold = 0;
+    std::string_view ended;
+    for (std::string_view t : kEnds) {
+      const size_t at = raw_.find(t, routed_);
+      if (at < end) end = at, ended = t;
+      if (at == std::string::npos) hold = std::max(hold, PartialSuffix(raw_, routed_, std::string(t)));
+    }
+    const size_t stop = end != std::string::npos ? end : raw_.size() - (last ? 0 : hold);
+    const std::string piece = raw_.substr(routed_, stop - routed_);
+    if (harmony_part_ == HarmonyPart::kReasoning) d->reasoning += piece;
+    if (harmony_part_ == HarmonyPart::kContent) d->content += piece;
+    routed_ = stop;
+    if (end == std::string::npos) return;
+    routed_ = ended == kStart ? end : end + ended.size();  // <|start|> opens the next header
+    harmony_part_ = HarmonyPart::kHeader;
+  }
+}
+
+// The whole output parsed (ParseHarmony); the deltas add what streaming has not sent (all of it
+// when the message did not stream as parsed, e.g. a call whose arguments are no JSON object).
+void ChoiceOutput::FinishHarmony(ChoiceDelta* d) {
+  const std::string content = streamed_ + d->content, reasoning = streamed_reasoning_ + d->reasoning;
+  if (final_.content.compare(0, content.size(), content) == 0) d->content += final_.content.substr(content.size());
+  if (final_.reasoning.compare(0, reasoning.size(), reasoning) == 0) d->reasoning += final_.reasoning.substr(reasoning.size());
+}
+
 void ChoiceOutput::Finish(ChoiceDelta* d) {
   finished_ = true;
   std::string rest = raw_;
-  if (setup_.harmony && setup_.tool_format) {
-    final_ = setup_.tool_format->parse(raw_, setup_.tools);
+  if (setup_.harmony) {
+    final_ = FindToolFormat("harmony")->parse(raw_, setup_.tools);
   } else {
     if (setup_.reasoning) SplitReasoning(raw_, setup_.starts_in_reasoning, &final_.reasoning, &rest);
     if (setup_.tool_format) {
@@ -152,9 +193,8 @@ void ChoiceOutput::Finish(ChoiceDelta* d) {
   }
   core::Rng rng(setup_.id_seed);
   if (setup_.tool_format) AssignCallIds(*setup_.tool_format, &rng, &final_.calls);
-  if (setup_.harmony) {  // streamed all at the end
-    d->content = final_.content;
-    d->reasoning = final_.reasoning;
+  if (setup_.harmony) {
+    FinishHarmony(d);
   } else if (phase_ == Phase::kCalls && final_.calls.empty()) {
     d->content += raw_.substr(routed_);  // what looked like a call is content
   }
@@ -221,10 +261,12 @@ ChoiceDelta ChoiceOutput::Push(const engine::TokenEvent& ev) {
     d.content = piece;
     if (last) Finish(&d);
   } else {
-    if (!setup_.harmony) Route(last, &d);
+    if (setup_.harmony) RouteHarmony(last, &d);
+    else Route(last, &d);
     if (last) Finish(&d);
   }
   streamed_ += d.content;
+  streamed_reasoning_ += d.reasoning;
   return d;
 }
 

@@ -3,7 +3,9 @@
 // channel), content and tool_calls (serve/tool_calls.h), with OpenAI's logprobs; both as stream
 // deltas and as the final message. Streaming sends reasoning and content as they come; text
 // from a tool-call marker on is held and sent as delta.tool_calls when the choice ends (or as
-// content, if it does not parse as calls).
+// content, if it does not parse as calls). Harmony (gpt-oss) is routed message by message while
+// it is generated: an analysis channel's body streams as reasoning, a final (or unnamed)
+// channel's as content, and a message to=functions.NAME is held and sent as its call.
 #pragma once
 
 #include <string>
@@ -60,7 +62,12 @@ class ChoiceOutput {
 
  private:
   enum class Phase { kReasoning, kContent, kCalls };
+  // Where harmony's routing stands: in a message header, or in the body of a message whose
+  // header named its destination.
+  enum class HarmonyPart { kHeader, kReasoning, kContent, kCall };
   void Route(bool last, ChoiceDelta* d);
+  void RouteHarmony(bool last, ChoiceDelta* d);
+  void FinishHarmony(ChoiceDelta* d);
   void Finish(ChoiceDelta* d);
   nlohmann::ordered_json LogprobEntry(const engine::TokenEvent& ev) const;
   const std::string& TokenText(int32_t id) const;
@@ -71,6 +78,8 @@ class ChoiceOutput {
   CompletionText text_;
   std::string raw_;         // the whole text so far
   std::string streamed_;    // the content deltas so far
+  std::string streamed_reasoning_;  // the reasoning deltas so far (harmony)
+  HarmonyPart harmony_part_ = HarmonyPart::kHeader;
   size_t routed_ = 0;       // raw_[0, routed_) has been sent to a channel
   Phase phase_ = Phase::kContent;
   bool saw_content_ = false;  // non-space content was sent (llama3_json's "{" marker needs none)

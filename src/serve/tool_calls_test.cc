@@ -162,5 +162,58 @@ TEST(ChoiceOutput, StreamedDeltasAddUpToTheMessage) {
   EXPECT_STREQ(plain.FinishReason(engine::FinishReason::kStop), "stop");
 }
 
+// Harmony (gpt-oss) streams while it is generated: the analysis channel as reasoning, the final
+// channel as content, each as soon as its tokens arrive (not at the end); a message to a
+// function is held and sent as its call. The deltas add up to the parsed message.
+TEST(ChoiceOutput, HarmonyStreamsEachChannelAsItIsGenerated) {
+  auto tok = Qwen3();
+  if (!tok) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  const int32_t eos = tok->TokenId("<|im_end|>");
+  ChoiceSetup setup;
+  setup.chat = true;
+  setup.stop_ids = {eos};
+  setup.harmony = true;
+  setup.tool_format = FindToolFormat("harmony");
+  setup.tools = WeatherTools();
+  const std::string text = "<|channel|>analysis<|message|>Need the weather in Paris.<|end|>"
+                           "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                           "{\"location\": \"Paris\"}<|call|>";
+  ChoiceOutput out(*tok, setup);
+  std::vector<int32_t> ids = tok->Encode(text);
+  ids.push_back(eos);
+  ChoiceDelta sum;
+  size_t reasoning_before_end = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    engine::TokenEvent ev;
+    ev.token = ids[i];
+    if (i + 1 == ids.size()) ev.finish = engine::FinishReason::kStop;
+    ChoiceDelta d = out.Push(ev);
+    if (i + 1 < ids.size()) reasoning_before_end += d.reasoning.size();
+    EXPECT_TRUE(d.content.find("<|") == std::string::npos) << d.content;
+    sum.content += d.content;
+    sum.reasoning += d.reasoning;
+    if (!d.tool_calls.is_null()) sum.tool_calls = d.tool_calls;
+  }
+  EXPECT_EQ(sum.reasoning, "Need the weather in Paris.");
+  EXPECT_EQ(reasoning_before_end, sum.reasoning.size()) << "the reasoning streamed before the end";
+  EXPECT_EQ(sum.content, "");
+  ASSERT_TRUE(sum.tool_calls.is_array());
+  EXPECT_EQ(sum.tool_calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(sum.tool_calls[0]["function"]["arguments"], R"({"location":"Paris"})");
+  EXPECT_STREQ(out.FinishReason(engine::FinishReason::kStop), "tool_calls");
+
+  // Reasoning then a final answer: both stream, and add up to the message.
+  ChoiceOutput answer(*tok, setup);
+  const ChoiceDelta s2 = Feed(&answer, *tok,
+                              "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>"
+                              "It is <b>sunny</b> today.",
+                              eos);
+  EXPECT_EQ(s2.reasoning, "Easy.");
+  EXPECT_EQ(s2.content, "It is <b>sunny</b> today.");
+  EXPECT_EQ(answer.Final().content, s2.content);
+  EXPECT_EQ(answer.Final().reasoning, s2.reasoning);
+  EXPECT_TRUE(s2.tool_calls.is_null());
+}
+
 }  // namespace
 }  // namespace radixlm::serve
