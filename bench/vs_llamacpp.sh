@@ -2,7 +2,7 @@
 # radixlm and llama.cpp side by side on the same GGUF files (benchmark only: llama.cpp is never a
 # dependency of radixlm's build or runtime).
 #
-#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe]
+#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe,gemma3,gpt-oss]
 #                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
 #                        [--prepare-only] [--isa native|avx2]
 #
@@ -19,7 +19,8 @@
 #    hybrid, Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention) and, with --models moe,
 #    Qwen3-30B-A3B's layer shape cut to 8 of its 48 blocks (qwen3moe: 128 experts, 8 used, 5.6B
 #    parameters, 0.9B active; an 11 GB BF16 file, so not among the defaults); llama-quantize makes
-#    Q8_0, Q4_0 and Q4_K_M from them. --prepare-only stops here (bench/contention.sh uses them).
+#    Q8_0, Q4_0 and Q4_K_M from them. --models gemma3,gpt-oss: sliding-window models written by
+#    llama.cpp's gguf-py (bench/make_shaped_gguf.py; gpt-oss in MXFP4_MOE only). --prepare-only stops here (bench/contention.sh uses them).
 # 3. For each round, file and engine, alternating which engine runs first: llama-bench
 #    -p 512 -n 64 -d 0,512 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
 #    radixlm's decode runs after its 512-token prompt, so it is compared with llama.cpp's tg64 at
@@ -95,7 +96,23 @@ declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b [qwen35
 # The hybrid's vocabulary fits no bundled tokenizer but GPT-2's; Qwen3.5-0.8B's shape with Qwen3's.
 declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2" [qwen35]="--tokenizer qwen3" [moe]="")
 declare -A QTYPE=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k_m]=Q4_K_M)
+# The sliding-window models are written by llama.cpp's gguf-py (bench/make_shaped_gguf.py: Gemma 3
+# 1B's block x 6, gpt-oss-20b's attention with 8 of its experts x 2) and measured in the types
+# people run them in: gemma3 as TYPES, gpt-oss as released (mxfp4: MXFP4_MOE).
+types_of() { if [ "$1" = gpt-oss ]; then echo mxfp4; else echo "${TYPES//,/ }"; fi; }
 for m in ${MODELS//,/ }; do
+  if [ "$m" = gemma3 ] || [ "$m" = gpt-oss ]; then
+    for t in $(types_of "$m"); do
+      f=$WORK/$m-$t.gguf
+      [ -f "$f" ] && continue
+      q=${QTYPE[$t]:-${t^^}}
+      [ "$t" = mxfp4 ] && q=MXFP4_MOE
+      $PY bench/make_shaped_gguf.py "$LL" "$WORK/shaped" "$m" --types "$q" >/dev/null
+      mv "$WORK/shaped/$m-shaped-${q,,}.gguf" "$f"
+    done
+    rm -f "$WORK/shaped/$m-shaped-f32.gguf"
+    continue
+  fi
   base=$WORK/$m-bf16.gguf
   [ -f "$base" ] || "$RADIXLM" export --model "${PRESET[$m]}" --dtype bf16 ${TOKENIZER[$m]} --out "$base"
   for t in ${TYPES//,/ }; do
@@ -113,7 +130,7 @@ RESULTS=$WORK/results.jsonl
 : > "$RESULTS"
 for r in $(seq 1 "$ROUNDS"); do
   for m in ${MODELS//,/ }; do
-    for t in ${TYPES//,/ }; do
+    for t in $(types_of "$m"); do
       f=$WORK/$m-$t.gguf
       run_llama() {
         "$LL/build/bin/llama-bench" -m "$f" -t "$THREADS" -p 512 -n 64 -d 0,512 -r 2 -o json 2>/dev/null |
@@ -136,9 +153,10 @@ done
 if [ "$LOGITS" = 1 ]; then
   for m in ${MODELS//,/ }; do
     [ "$m" = moe ] && continue
-    vocab=$("$RADIXLM" info "$WORK/$m-bf16.gguf" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['vocab_size'])")
+    first=$(types_of "$m" | cut -d' ' -f1)
+    vocab=$("$RADIXLM" info "$WORK/$m-$first.gguf" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['vocab_size'])")
     ids=$($PY -c "import random; random.seed(2); print(','.join(str(random.randrange($vocab)) for _ in range(256)))")
-    for t in ${TYPES//,/ }; do
+    for t in $(types_of "$m"); do
       f=$WORK/$m-$t.gguf
       "$LOGITS_BIN" "$f" "$ids" "$WORK/l_llama.f32" "$THREADS" 2>/dev/null
       "$RADIXLM" logits -m "$f" --ids "$ids" --out "$WORK/l_radixlm.f32" --threads "$THREADS"

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Writes GGUFs with the shapes of real sliding-window models and random weights, for benchmarks
+(bench/multiturn_vs_llamaserver.py, bench/vs_llamacpp.sh): written by llama.cpp's own gguf-py
+(from the checkout bench/vs_llamacpp.sh builds), then quantised by its llama-quantize, so neither
+file is radixlm's export. A byte-level vocabulary (258 tokens) stands in for the real one.
+
+  make_shaped_gguf.py LLAMA_CPP_DIR OUT_DIR gemma3|gpt-oss [--blocks N] [--types Q8_0,BF16,...]
+
+gemma3: Gemma 3 1B's block (d 1152, 4 q / 1 kv heads x 256, GeGLU 6912, window 512, RoPE 1e6 /
+1e4), N blocks (default 6: five sliding, one global). gpt-oss: gpt-oss-20b's attention (d 2880,
+64 q / 8 kv heads x 64, window 128, sinks, YaRN 32 over 4096) with 8 of its 32 experts of 2880
+(4 per token), N blocks (default 2: one sliding, one global); quantise with MXFP4_MOE."""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ap = argparse.ArgumentParser()
+ap.add_argument("llama")
+ap.add_argument("out")
+ap.add_argument("arch", choices=["gemma3", "gpt-oss"])
+ap.add_argument("--blocks", type=int)
+ap.add_argument("--types", default="")
+args = ap.parse_args()
+sys.path.insert(0, os.path.join(args.llama, "gguf-py"))
+import gguf  # noqa: E402
+
+VOCAB = 258
+
+
+def vocabulary(w):
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    spelling = dict(zip(bs, (chr(c) for c in cs)))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list([spelling[b] for b in range(256)] + ["\u0120t", "he"])
+    w.add_token_types([gguf.TokenType.NORMAL] * VOCAB)
+    w.add_token_merges(["\u0120 t", "h e"])
+
+
+rng = np.random.default_rng(7)
+
+
+def tensor(w, name, shape, std, mean=0.0):
+    w.add_tensor(name, (mean + std * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32))
+
+
+def common(w, d, blocks, ffn, heads, kv, hd, eps, theta, window):
+    w.add_context_length(131072)
+    w.add_embedding_length(d)
+    w.add_block_count(blocks)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(eps)
+    w.add_rope_freq_base(theta)
+    w.add_sliding_window(window)
+    vocabulary(w)
+
+
+def gemma3(path, blocks):
+    d, heads, kv, hd, ffn = 1152, 4, 1, 256, 6912
+    w = gguf.GGUFWriter(path, "gemma3")
+    w.add_name("gemma3-1b-shaped (random weights)")
+    common(w, d, blocks, ffn, heads, kv, hd, 1e-6, 1e6, 512)
+    s = 1 / np.sqrt(d)
+    tensor(w, "token_embd.weight", (VOCAB, d), 0.05)
+    for b in range(blocks):
+        p = f"blk.{b}."
+        for n in ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"):
+            tensor(w, p + n + ".weight", (d,), 0.1, 1.0)
+        tensor(w, p + "attn_q.weight", (heads * hd, d), s)
+        tensor(w, p + "attn_k.weight", (kv * hd, d), s)
+        tensor(w, p + "attn_v.weight", (kv * hd, d), s)
+        tensor(w, p + "attn_q_norm.weight", (hd,), 0.1, 1.0)
+        tensor(w, p + "attn_k_norm.weight", (hd,), 0.1, 1.0)
+        tensor(w, p + "attn_output.weight", (d, heads * hd), s)
+        tensor(w, p + "ffn_gate.weight", (ffn, d), s)
+        tensor(w, p + "ffn_up.weight", (ffn, d), s)
+        tensor(w, p + "ffn_down.weight", (d, ffn), 1 / np.sqrt(ffn))
+    tensor(w, "output_norm.weight", (d,), 0.1, 1.0)
+    return w
+
+
+def gpt_oss(path, blocks):
+    d, heads, kv, hd, ffn, experts, used = 2880, 64, 8, 64, 2880, 8, 4
+    w = gguf.GGUFWriter(path, "gpt-oss")
+    w.add_name("gpt-oss-20b-shaped (random weights, 8 experts)")
+    common(w, d, blocks, ffn, heads, kv, hd, 1e-5, 150000.0, 128)
+    w.add_expert_count(experts)
+    w.add_expert_used_count(used)
+    w.add_expert_feed_forward_length(ffn)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(32.0)
+    w.add_rope_scaling_orig_ctx_len(4096)
+    s = 1 / np.sqrt(d)
+    tensor(w, "token_embd.weight", (VOCAB, d), 0.05)
+    for b in range(blocks):
+        p = f"blk.{b}."
+        tensor(w, p + "attn_norm.weight", (d,), 0.1, 1.0)
+        tensor(w, p + "post_attention_norm.weight", (d,), 0.1, 1.0)
+        for n, rows in (("attn_q", heads * hd), ("attn_k", kv * hd), ("attn_v", kv * hd)):
+            tensor(w, p + n + ".weight", (rows, d), s)
+            tensor(w, p + n + ".bias", (rows,), 0.02)
+        tensor(w, p + "attn_output.weight", (d, heads * hd), 1 / np.sqrt(heads * hd))
+        tensor(w, p + "attn_output.bias", (d,), 0.02)
+        tensor(w, p + "attn_sinks.weight", (heads,), 1.0)
+        tensor(w, p + "ffn_gate_inp.weight", (experts, d), s)
+        tensor(w, p + "ffn_gate_inp.bias", (experts,), 0.02)
+        for n in ("ffn_gate_exps", "ffn_up_exps"):
+            tensor(w, p + n + ".weight", (experts, ffn, d), s)
+            tensor(w, p + n + ".bias", (experts, ffn), 0.02)
+        tensor(w, p + "ffn_down_exps.weight", (experts, d, ffn), 1 / np.sqrt(ffn))
+        tensor(w, p + "ffn_down_exps.bias", (experts, d), 0.02)
+    tensor(w, "output_norm.weight", (d,), 0.1, 1.0)
+    tensor(w, "output.weight", (VOCAB, d), s)
+    return w
+
+
+os.makedirs(args.out, exist_ok=True)
+stem = args.arch + "-shaped"
+base = os.path.join(args.out, stem + "-f32.gguf")
+w = (gemma3 if args.arch == "gemma3" else gpt_oss)(base, args.blocks or (6 if args.arch == "gemma3" else 2))
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
+bin_dir = os.path.join(args.llama, "build", "bin")
+for t in filter(None, args.types.split(",")):
+    out = os.path.join(args.out, "%s-%s.gguf" % (stem, t.lower()))
+    subprocess.run([os.path.join(bin_dir, "llama-quantize"), base, out, t, "2"], check=True, capture_output=True,
+                   env=dict(os.environ, LD_LIBRARY_PATH=bin_dir))
+    print("wrote", out)
