@@ -166,6 +166,9 @@ core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, Mo
   c->rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
   c->rope_theta = g.GetFloatOr(a + "rope.freq_base", 10000.0);
   c->max_context = g.GetIntOr(a + "context_length", 4096);
+  const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c->head_dim);
+  if (rot != c->head_dim)
+    return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
   return ReadGgufVocabulary(g, c);
 }
 

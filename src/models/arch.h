@@ -108,7 +108,8 @@ ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types
 
 // The attention decoder's sizes every architecture's GGUF states the same way (general.name,
 // width, blocks, MLP width unless !ffn_required, heads, kv heads, head size, RMS epsilon, RoPE
-// base, context), each checked, and the vocabulary (ReadGgufVocabulary).
+// base, context), each checked, and the vocabulary (ReadGgufVocabulary). Rotary embeddings over
+// part of a head (rope.dimension_count < head size) are refused.
 core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c);
 // Each block's sliding window, as llama.cpp's load_swa_pattern reads it: 0 everywhere without
 // "<arch>.attention.sliding_window"; else that window on every block but those an

@@ -47,8 +47,6 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
   RADIXLM_RETURN_IF_ERROR(ReadAttentionGguf(g, true, &c));
   const std::string a = c.arch + ".";
-  const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
-  if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
   RADIXLM_ASSIGN_OR_RETURN(c.layer_window, ReadGgufSlidingWindows(g, c.n_blocks, kPattern));
   c.rope_theta_swa = g.GetFloatOr(a + "rope.freq_base_swa", 10000.0);
   Conventions(&c);

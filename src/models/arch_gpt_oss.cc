@@ -47,8 +47,6 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
   RADIXLM_RETURN_IF_ERROR(ReadAttentionGguf(g, false, &c));
   const std::string a = c.arch + ".";
-  const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
-  if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
   if (g.GetIntOr(a + "attention.sliding_window", 0) <= 0)
     return core::DataLoss(g.path() + ": " + a + "attention.sliding_window is missing (llama.cpp requires it)");
   RADIXLM_ASSIGN_OR_RETURN(c.layer_window, ReadGgufSlidingWindows(g, c.n_blocks, kPattern));

@@ -44,8 +44,6 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   RADIXLM_RETURN_IF_ERROR(ReadAttentionGguf(g, !moe, &c));
   const std::string a = c.arch + ".";
   const int64_t ffn = c.ffn_dim;
-  const int64_t rot = g.GetIntOr(a + "rope.dimension_count", c.head_dim);
-  if (rot != c.head_dim) return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
   RowOf(c).conventions(&c);
   if (moe) {
     const int64_t used = g.GetIntOr(a + "expert_used_count", 0);

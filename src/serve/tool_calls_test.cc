@@ -105,8 +105,10 @@ std::unique_ptr<tokenizer::Tokenizer> Qwen3() {
   return t.ok() ? std::move(*t) : nullptr;
 }
 
-// Feeds `text` token by token (the last event finishing); returns the deltas added up.
-ChoiceDelta Feed(ChoiceOutput* out, const tokenizer::Tokenizer& tok, const std::string& text, int32_t eos) {
+// Feeds `text` token by token (the last event finishing); returns the deltas added up, and in
+// *early what the events before the last one sent.
+ChoiceDelta Feed(ChoiceOutput* out, const tokenizer::Tokenizer& tok, const std::string& text, int32_t eos,
+                 ChoiceDelta* early = nullptr) {
   std::vector<int32_t> ids = tok.Encode(text);
   ids.push_back(eos);
   ChoiceDelta sum;
@@ -118,6 +120,10 @@ ChoiceDelta Feed(ChoiceOutput* out, const tokenizer::Tokenizer& tok, const std::
     ev.top_logprobs = {{ids[i], -1.5f}};
     if (i + 1 == ids.size()) ev.finish = engine::FinishReason::kStop;
     ChoiceDelta d = out->Push(ev);
+    if (early && i + 1 < ids.size()) {
+      early->content += d.content;
+      early->reasoning += d.reasoning;
+    }
     sum.content += d.content;
     sum.reasoning += d.reasoning;
     if (!d.tool_calls.is_null()) sum.tool_calls = d.tool_calls;
@@ -179,23 +185,11 @@ TEST(ChoiceOutput, HarmonyStreamsEachChannelAsItIsGenerated) {
                            "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
                            "{\"location\": \"Paris\"}<|call|>";
   ChoiceOutput out(*tok, setup);
-  std::vector<int32_t> ids = tok->Encode(text);
-  ids.push_back(eos);
-  ChoiceDelta sum;
-  size_t reasoning_before_end = 0;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    engine::TokenEvent ev;
-    ev.token = ids[i];
-    if (i + 1 == ids.size()) ev.finish = engine::FinishReason::kStop;
-    ChoiceDelta d = out.Push(ev);
-    if (i + 1 < ids.size()) reasoning_before_end += d.reasoning.size();
-    EXPECT_TRUE(d.content.find("<|") == std::string::npos) << d.content;
-    sum.content += d.content;
-    sum.reasoning += d.reasoning;
-    if (!d.tool_calls.is_null()) sum.tool_calls = d.tool_calls;
-  }
+  ChoiceDelta early;
+  const ChoiceDelta sum = Feed(&out, *tok, text, eos, &early);
+  EXPECT_EQ(sum.content.find("<|"), std::string::npos) << sum.content;
   EXPECT_EQ(sum.reasoning, "Need the weather in Paris.");
-  EXPECT_EQ(reasoning_before_end, sum.reasoning.size()) << "the reasoning streamed before the end";
+  EXPECT_EQ(early.reasoning, sum.reasoning) << "the reasoning streamed before the end";
   EXPECT_EQ(sum.content, "");
   ASSERT_TRUE(sum.tool_calls.is_array());
   EXPECT_EQ(sum.tool_calls[0]["function"]["name"], "get_weather");
@@ -204,10 +198,12 @@ TEST(ChoiceOutput, HarmonyStreamsEachChannelAsItIsGenerated) {
 
   // Reasoning then a final answer: both stream, and add up to the message.
   ChoiceOutput answer(*tok, setup);
+  ChoiceDelta early2;
   const ChoiceDelta s2 = Feed(&answer, *tok,
                               "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>"
                               "It is <b>sunny</b> today.",
-                              eos);
+                              eos, &early2);
+  EXPECT_FALSE(early2.content.empty()) << "the final channel streamed before the end";
   EXPECT_EQ(s2.reasoning, "Easy.");
   EXPECT_EQ(s2.content, "It is <b>sunny</b> today.");
   EXPECT_EQ(answer.Final().content, s2.content);
