@@ -190,6 +190,21 @@ def main():
             rc, out = info(binary, path)
             check(rc == 1 and "not a float" in out, "the norm epsilon stored as GGUF type %d: refused (%s)" % (t, out[-160:]))
 
+        # Sliding-window files (tests/data/swa/gpt-oss-tiny.gguf): a window that is missing or
+        # implausible, a NaN attention sink.
+        swa = open(os.path.join(HERE, "data", "swa", "gpt-oss-tiny.gguf"), "rb").read()
+        swa_keys, swa_layout = gguf_keys(swa), gguf_layout(swa)
+        window_at = swa_keys["gpt-oss.attention.sliding_window"][1]
+        sink_at = swa_layout["blk.0.attn_sinks.weight"][2]
+        rc, out = info(binary, os.path.join(HERE, "data", "swa", "gpt-oss-tiny.gguf"))
+        check(rc == 0, "the unmodified gpt-oss file loads (%s)" % out[-120:])
+        for name, edit, want in [
+                ("gpt-oss-no-window", lambda b: struct.pack_into("<I", b, window_at, 0), "sliding_window"),
+                ("gpt-oss-window-2^30", lambda b: struct.pack_into("<I", b, window_at, 1 << 30), "sliding_window"),
+                ("gpt-oss-nan-sink", lambda b: b.__setitem__(slice(sink_at + 4, sink_at + 8), nan32), "not finite")]:
+            rc, out = info(binary, mutant(tmp, name, swa, edit))
+            check(rc == 1 and re.search(want, out) is not None, "%s: refused naming it (%s)" % (name, out[-160:]))
+
         # Fewer embedding rows than the file's tokenizer has tokens (258): the rows dimension of
         # token_embd (the outer one, last in GGUF's innermost-first order) set to 64.
         def shrink(b):

@@ -48,7 +48,7 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   RADIXLM_RETURN_IF_ERROR(ReadAttentionGguf(g, false, &c));
   const std::string a = c.arch + ".";
   if (g.GetIntOr(a + "attention.sliding_window", 0) <= 0)
-    return core::DataLoss(g.path() + ": " + a + "attention.sliding_window is missing (llama.cpp requires it)");
+    return core::DataLoss(g.path() + ": " + a + "attention.sliding_window is missing or 0 (llama.cpp requires a window)");
   RADIXLM_ASSIGN_OR_RETURN(c.layer_window, ReadGgufSlidingWindows(g, c.n_blocks, kPattern));
   Conventions(&c);
   RADIXLM_RETURN_IF_ERROR(ReadMoeGguf(g, c.arch, 0, &c.moe));
