@@ -27,23 +27,9 @@ args = ap.parse_args()
 sys.path.insert(0, os.path.join(args.llama, "gguf-py"))
 import gguf  # noqa: E402
 
-VOCAB = 258
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data"))
+from byte_vocabulary import VOCAB, add_byte_vocabulary  # noqa: E402
 
-
-def vocabulary(w):
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    spelling = dict(zip(bs, (chr(c) for c in cs)))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list([spelling[b] for b in range(256)] + ["\u0120t", "he"])
-    w.add_token_types([gguf.TokenType.NORMAL] * VOCAB)
-    w.add_token_merges(["\u0120 t", "h e"])
 
 
 rng = np.random.default_rng(7)
@@ -65,7 +51,7 @@ def common(w, d, blocks, ffn, heads, kv, hd, eps, theta, window):
     w.add_layer_norm_rms_eps(eps)
     w.add_rope_freq_base(theta)
     w.add_sliding_window(window)
-    vocabulary(w)
+    add_byte_vocabulary(w, gguf)
 
 
 def gemma3(path, blocks):

@@ -211,7 +211,6 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
   const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
-  auto kv_begin_of = [&](const Tile& t) { return seqs[t.seq].kv_begin; };
   // One item per chunk: causal tiles grow in cost with position, and threads that come free
   // take the items left, so none is left with the expensive end of every prompt.
   pool.ParallelFor(n_items, [&](int, int64_t item_begin, int64_t item_end) {
@@ -221,8 +220,8 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
       const int kv_head = static_cast<int>(i % p.n_kv_heads);
       for (int64_t k = 0; k < tile.n_rows; ++k) {
         const int64_t r = tile.row_begin + k;
-        const int64_t first = p.window > 0 ? std::max<int64_t>(kv_begin_of(tile), positions[r] - p.window + 1)
-                                           : kv_begin_of(tile);
+        const int64_t begin = seqs[tile.seq].kv_begin;
+        const int64_t first = p.window > 0 ? std::max<int64_t>(begin, positions[r] - p.window + 1) : begin;
         rows[k] = {positions[r], q + r * stride, out + r * stride, lse ? lse + r * p.n_heads : nullptr, first};
       }
       if (avx512) {

@@ -40,7 +40,23 @@ inline float GeluTanh(float x) {
   return x / (1.0f + std::exp(-2.0f * 0.7978845608f * inner));
 }
 
-RADIXLM_AVX2 void SiluMulAvx2(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
+// The gated activations that are x sigmoid(s(x)): Neg(x) is -s(x) on 8 lanes, Scalar the whole
+// activation on one element (the tail).
+struct SiluGate {
+  static RADIXLM_AVX2 __m256 Neg(__m256 x) { return _mm256_sub_ps(_mm256_setzero_ps(), x); }
+  static float Scalar(float g) { return g / (1.0f + std::exp(-g)); }
+};
+struct GeluTanhGate {  // s(x) = 2 sqrt(2/pi) (x + 0.044715 x^3)
+  static RADIXLM_AVX2 __m256 Neg(__m256 x) {
+    const __m256 inner = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x, _mm256_set1_ps(1.0f)));
+    return _mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608f), inner);
+  }
+  static float Scalar(float g) { return GeluTanh(g); }
+};
+
+// out = act(gate) * up over gate_up [n_tokens, gate | up], act(x) = x sigmoid(s(x)).
+template <class Gate>
+RADIXLM_AVX2 void GatedMulAvx2(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
   const __m256 one = _mm256_set1_ps(1.0f);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* g = gate_up + t * 2 * ffn;
@@ -49,10 +65,10 @@ RADIXLM_AVX2 void SiluMulAvx2(const float* gate_up, float* out, int64_t n_tokens
     int64_t i = 0;
     for (; i + 8 <= ffn; i += 8) {
       const __m256 gv = _mm256_loadu_ps(g + i);
-      const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, avx2::Exp(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
+      const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, avx2::Exp(Gate::Neg(gv))));
       _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(gv, sig), _mm256_loadu_ps(u + i)));
     }
-    for (; i < ffn; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (; i < ffn; ++i) o[i] = Gate::Scalar(g[i]) * u[i];
   }
 }
 
@@ -152,25 +168,8 @@ void ApplyRope(const RopeTable& table, const float* cos_sin, float* x, int64_t n
   }
 }
 
-static RADIXLM_AVX2 void GeluTanhMulAvx2(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
-  const __m256 one = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(-2.0f * 0.7978845608f), a = _mm256_set1_ps(0.044715f);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* g = gate_up + t * 2 * ffn;
-    const float* u = g + ffn;
-    float* o = out + t * ffn;
-    int64_t i = 0;
-    for (; i + 8 <= ffn; i += 8) {
-      const __m256 x = _mm256_loadu_ps(g + i);
-      const __m256 inner = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(a, x), x, one));  // x + 0.044715 x^3
-      const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, avx2::Exp(_mm256_mul_ps(c, inner))));
-      _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(x, sig), _mm256_loadu_ps(u + i)));
-    }
-    for (; i < ffn; ++i) o[i] = GeluTanh(g[i]) * u[i];
-  }
-}
-
 void GeluTanhMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
-  if (UseAvx2()) return GeluTanhMulAvx2(gate_up, out, n_tokens, ffn);
+  if (UseAvx2()) return GatedMulAvx2<GeluTanhGate>(gate_up, out, n_tokens, ffn);
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < ffn; ++i) out[t * ffn + i] = GeluTanh(gate_up[t * 2 * ffn + i]) * gate_up[t * 2 * ffn + ffn + i];
 }
@@ -186,7 +185,7 @@ void SwigluOaiMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ff
 }
 
 void SiluMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
-  if (UseAvx2()) return SiluMulAvx2(gate_up, out, n_tokens, ffn);
+  if (UseAvx2()) return GatedMulAvx2<SiluGate>(gate_up, out, n_tokens, ffn);
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < ffn; ++i) {
       const float g = gate_up[t * 2 * ffn + i], u = gate_up[t * 2 * ffn + ffn + i];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <tuple>
 
 namespace radixlm::models {
 namespace {
@@ -170,6 +171,22 @@ core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, Mo
   if (rot != c->head_dim)
     return core::Unimplemented(g.path() + ": partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + ")");
   return ReadGgufVocabulary(g, c);
+}
+
+core::Status ReadHfSizes(const nlohmann::json& j, const std::string& path, ModelConfig* c) {
+  for (auto [key, out, hi] : {std::tuple{"hidden_size", &c->d_model, kMaxDim}, {"num_hidden_layers", &c->n_blocks, kMaxBlocks},
+                              {"intermediate_size", &c->ffn_dim, kMaxDim}, {"num_attention_heads", &c->n_heads, kMaxHeads}}) {
+    const int64_t v = j.at(key).get<int64_t>();
+    RADIXLM_RETURN_IF_ERROR(CheckSize(path + ": " + key, v, 1, hi));
+    *out = static_cast<int>(v);
+  }
+  return core::Status::Ok();
+}
+
+nlohmann::json HfLayerTypes(const ModelConfig& c) {
+  nlohmann::json types = nlohmann::json::array();
+  for (int x : c.layer_window) types.push_back(x > 0 ? "sliding_attention" : "full_attention");
+  return types;
 }
 
 core::StatusOr<std::vector<int>> ReadGgufSlidingWindows(const formats::GgufFile& g, int n_blocks, int64_t every) {

@@ -111,6 +111,11 @@ ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types
 // base, context), each checked, and the vocabulary (ReadGgufVocabulary). Rotary embeddings over
 // part of a head (rope.dimension_count < head size) are refused.
 core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c);
+// A config.json's hidden_size, num_hidden_layers, intermediate_size and num_attention_heads, read
+// wide and checked before use (get<int>() would narrow 4294967296 to 0). Throws json errors.
+core::Status ReadHfSizes(const nlohmann::json& j, const std::string& path, ModelConfig* c);
+// config.json's layer_types of a config's sliding windows ("sliding_attention" / "full_attention").
+nlohmann::json HfLayerTypes(const ModelConfig& c);
 // Each block's sliding window, as llama.cpp's load_swa_pattern reads it: 0 everywhere without
 // "<arch>.attention.sliding_window"; else that window on every block but those an
 // "attention.sliding_window_pattern" bool array marks false, or (an integer pattern, default

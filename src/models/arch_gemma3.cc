@@ -10,7 +10,6 @@
 //   - Which layers slide: GGUF attention.sliding_window(_pattern), llama.cpp's pattern 6
 //     (blocks 5, 11, ... are global); Hugging Face layer_types or sliding_window_pattern.
 #include <cmath>
-#include <tuple>
 
 #include "models/arch.h"
 
@@ -91,12 +90,7 @@ StatusOr<ModelConfig> FromHf(const json& top, const std::string& path, const std
   c.hf_tensor_prefix = multimodal ? "language_model.model." : "model.";
   try {
     c.vocab_size = j.value("vocab_size", int64_t{262208});
-    for (auto [key, out, hi] : {std::tuple{"hidden_size", &c.d_model, kMaxDim}, {"num_hidden_layers", &c.n_blocks, kMaxBlocks},
-                                {"intermediate_size", &c.ffn_dim, kMaxDim}, {"num_attention_heads", &c.n_heads, kMaxHeads}}) {
-      const int64_t v = j.at(key).get<int64_t>();
-      RADIXLM_RETURN_IF_ERROR(CheckSize(path + ": " + key, v, 1, hi));
-      *out = static_cast<int>(v);
-    }
+    RADIXLM_RETURN_IF_ERROR(ReadHfSizes(j, path, &c));
     c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
     c.head_dim = j.value("head_dim", 256);
     c.rms_eps = j.value("rms_norm_eps", 1e-6f);
@@ -170,13 +164,11 @@ core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
 }
 
 json HfConfig(const ModelConfig& c) {
-  json types = json::array();
-  for (int x : c.layer_window) types.push_back(x > 0 ? "sliding_attention" : "full_attention");
   json cfg = {{"model_type", "gemma3_text"}, {"num_hidden_layers", c.n_blocks}, {"intermediate_size", c.ffn_dim},
               {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
               {"rms_norm_eps", c.rms_eps}, {"rope_theta", c.rope_theta}, {"rope_local_base_freq", c.rope_theta_swa},
               {"max_position_embeddings", c.max_context}, {"hidden_activation", "gelu_pytorch_tanh"},
-              {"sliding_window", c.sliding_window()}, {"layer_types", types},
+              {"sliding_window", c.sliding_window()}, {"layer_types", HfLayerTypes(c)},
               {"query_pre_attn_scalar", c.attention_multiplier > 0 ? 1.0 / (double{c.attention_multiplier} * c.attention_multiplier)
                                                                    : static_cast<double>(c.head_dim)},
               {"final_logit_softcapping", nullptr}, {"attn_logit_softcapping", nullptr}};

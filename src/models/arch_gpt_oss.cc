@@ -96,13 +96,11 @@ core::Status GgufMetadata(const ModelConfig& c, formats::GgufWriter* w) {
 }
 
 json HfConfig(const ModelConfig& c) {
-  json types = json::array();
-  for (int x : c.layer_window) types.push_back(x > 0 ? "sliding_attention" : "full_attention");
   json cfg = {{"model_type", "gpt_oss"}, {"num_hidden_layers", c.n_blocks}, {"intermediate_size", c.moe.ffn},
               {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads}, {"head_dim", c.head_dim},
               {"rms_norm_eps", c.rms_eps}, {"rope_theta", c.rope_theta}, {"max_position_embeddings", c.max_context},
               {"num_local_experts", c.moe.experts}, {"num_experts_per_tok", c.moe.used},
-              {"sliding_window", c.sliding_window()}, {"layer_types", types}, {"swiglu_limit", 7.0}};
+              {"sliding_window", c.sliding_window()}, {"layer_types", HfLayerTypes(c)}, {"swiglu_limit", 7.0}};
   if (c.rope_yarn.factor > 0)
     cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", c.rope_yarn.factor}, {"beta_fast", c.rope_yarn.beta_fast},
                            {"beta_slow", c.rope_yarn.beta_slow}, {"truncate", c.rope_yarn.truncate},

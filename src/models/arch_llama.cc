@@ -59,13 +59,7 @@ StatusOr<ModelConfig> FromHf(const json& j, const std::string& path, const std::
   c.name = dir;
   try {
     c.vocab_size = j.at("vocab_size").get<int64_t>();
-    // Read wide and checked before use: get<int>() would narrow 4294967296 to 0.
-    for (auto [key, out, hi] : {std::tuple{"hidden_size", &c.d_model, kMaxDim}, {"num_hidden_layers", &c.n_blocks, kMaxBlocks},
-                                {"intermediate_size", &c.ffn_dim, kMaxDim}, {"num_attention_heads", &c.n_heads, kMaxHeads}}) {
-      const int64_t v = j.at(key).get<int64_t>();
-      RADIXLM_RETURN_IF_ERROR(CheckSize(path + ": " + key, v, 1, hi));
-      *out = static_cast<int>(v);
-    }
+    RADIXLM_RETURN_IF_ERROR(ReadHfSizes(j, path, &c));
     c.n_kv_heads = j.value("num_key_value_heads", c.n_heads);
     c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? j["head_dim"].get<int>() : c.d_model / c.n_heads;
     c.rms_eps = j.value("rms_norm_eps", 1e-6f);

@@ -417,23 +417,18 @@ void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, 
 }
 
 void Transformer::Activate(core::ThreadPool& pool, const float* h, float* y, int64_t n, int64_t f) const {
-  const bool gated = config_.mlp_gated();
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {
-    if (config_.mlp_act == ModelConfig::MlpAct::kGeluTanhGated) {
-      kernels::GeluTanhMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
-      return;
-    }
-    if (config_.mlp_act == ModelConfig::MlpAct::kSwigluOai) {
-      kernels::SwigluOaiMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
-      return;
-    }
-    if (gated) {
-      kernels::SiluMul(h + r0 * 2 * f, y + r0 * f, r1 - r0, f);
-      return;
-    }
-    for (int64_t i = r0 * f; i < r1 * f; ++i) {
-      const float r = h[i] > 0.0f ? h[i] : 0.0f;
-      y[i] = r * r;
+    const float* in = h + r0 * 2 * f;  // gated: [gate | up] rows
+    switch (config_.mlp_act) {
+      case ModelConfig::MlpAct::kSiluGated: return kernels::SiluMul(in, y + r0 * f, r1 - r0, f);
+      case ModelConfig::MlpAct::kGeluTanhGated: return kernels::GeluTanhMul(in, y + r0 * f, r1 - r0, f);
+      case ModelConfig::MlpAct::kSwigluOai: return kernels::SwigluOaiMul(in, y + r0 * f, r1 - r0, f);
+      case ModelConfig::MlpAct::kRelu2:
+        for (int64_t i = r0 * f; i < r1 * f; ++i) {
+          const float r = h[i] > 0.0f ? h[i] : 0.0f;
+          y[i] = r * r;
+        }
+        return;
     }
   });
 }

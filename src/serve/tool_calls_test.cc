@@ -131,16 +131,22 @@ ChoiceDelta Feed(ChoiceOutput* out, const tokenizer::Tokenizer& tok, const std::
   return sum;
 }
 
+// A chat choice ending at `eos` whose calls to WeatherTools() are parsed in `format`.
+ChoiceSetup ChatSetup(int32_t eos, const char* format) {
+  ChoiceSetup s;
+  s.chat = true;
+  s.stop_ids = {eos};
+  s.tool_format = FindToolFormat(format);
+  s.tools = WeatherTools();
+  return s;
+}
+
 TEST(ChoiceOutput, StreamedDeltasAddUpToTheMessage) {
   auto tok = Qwen3();
   if (!tok) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
   const int32_t eos = tok->TokenId("<|im_end|>");
-  ChoiceSetup setup;
-  setup.chat = true;
-  setup.stop_ids = {eos};
+  ChoiceSetup setup = ChatSetup(eos, "hermes");
   setup.reasoning = true;
-  setup.tool_format = FindToolFormat("hermes");
-  setup.tools = WeatherTools();
   setup.top_logprobs = 1;
   const std::string text = "<think>\nThe user wants weather.\n</think>\n\nChecking.\n<tool_call>\n"
                            "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>";
@@ -175,12 +181,8 @@ TEST(ChoiceOutput, HarmonyStreamsEachChannelAsItIsGenerated) {
   auto tok = Qwen3();
   if (!tok) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
   const int32_t eos = tok->TokenId("<|im_end|>");
-  ChoiceSetup setup;
-  setup.chat = true;
-  setup.stop_ids = {eos};
+  ChoiceSetup setup = ChatSetup(eos, "harmony");
   setup.harmony = true;
-  setup.tool_format = FindToolFormat("harmony");
-  setup.tools = WeatherTools();
   const std::string text = "<|channel|>analysis<|message|>Need the weather in Paris.<|end|>"
                            "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
                            "{\"location\": \"Paris\"}<|call|>";

@@ -18,6 +18,9 @@ WHAT = sys.argv[3] if len(sys.argv) > 3 else "all"
 sys.path.insert(0, os.path.join(LLAMA, "gguf-py"))
 import gguf  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from byte_vocabulary import add_byte_vocabulary  # noqa: E402
+
 # Qwen3 layout; every matrix row is whole K-quant super-blocks (256). Embeddings drawn wide
 # enough (std 0.25 over d = 256: logit std ~4) that top-1 is decisive, unlike N(0, 0.02).
 D, BLOCKS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 256, 2, 4, 2, 64, 256, 258
@@ -79,21 +82,7 @@ def write_config(w, moe):
     w.add_value_length(HEAD_DIM)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1e6)
-    # A byte-level vocabulary: the 256 bytes (GPT-2's byte-to-unicode spelling) and two merges
-    # (llama.cpp refuses a BPE vocabulary without merges).
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    spelling = dict(zip(bs, (chr(c) for c in cs)))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list([spelling[b] for b in range(256)] + ["\u0120t", "he"])
-    w.add_token_types([gguf.TokenType.NORMAL] * VOCAB)
-    w.add_token_merges(["\u0120 t", "h e"])
+    add_byte_vocabulary(w, gguf)
 
 
 bin_dir = os.path.join(LLAMA, "build", "bin")

@@ -15,27 +15,39 @@ LLAMA, OUT = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(LLAMA, "gguf-py"))
 import gguf  # noqa: E402
 
-VOCAB = 258
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from byte_vocabulary import VOCAB, add_byte_vocabulary  # noqa: E402
+
 # 96 ids: positions 32..95 are past the 16-token window twice over.
 IDS = [int(x) for x in np.random.default_rng(48).integers(0, VOCAB, 96)]
 
 
-def byte_vocabulary(w):
-    """The 256 bytes (GPT-2's byte-to-unicode spelling) and two merges (llama.cpp refuses a BPE
-    vocabulary without merges)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    spelling = dict(zip(bs, (chr(c) for c in cs)))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list([spelling[b] for b in range(256)] + ["\u0120t", "he"])
-    w.add_token_types([gguf.TokenType.NORMAL] * VOCAB)
-    w.add_token_merges(["\u0120 t", "h e"])
+def header(w, arch, d, blocks, ffn, heads, kv, hd, eps, theta, experts=None):
+    """The keys every fixture writes, in this order; experts: (count, used), each of `ffn`."""
+    w.add_name("radixlm %s fixture (random weights)" % arch)
+    w.add_context_length(4096)
+    w.add_embedding_length(d)
+    w.add_block_count(blocks)
+    w.add_feed_forward_length(ffn)
+    if experts:
+        w.add_expert_count(experts[0])
+        w.add_expert_used_count(experts[1])
+        w.add_expert_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(eps)
+    w.add_rope_freq_base(theta)
+
+
+def random_tensors(w, seed):
+    """t(name, shape, std, mean=0): adds an f32 tensor of seeded N(mean, std) values."""
+    rng = np.random.default_rng(seed)
+
+    def t(name, shape, std, mean=0.0):
+        w.add_tensor(name, (mean + std * rng.standard_normal(shape)).astype(np.float32))
+    return t
 
 
 def write_gemma3(path, seed):
@@ -43,24 +55,11 @@ def write_gemma3(path, seed):
     default pattern), 2 q / 1 kv heads x 32, d 64, GeGLU 128, tied embeddings. Norm weights are
     stored as the converter writes them, (1 + w), drawn N(1, 0.1)."""
     D, BLOCKS, HEADS, KV, HD, FFN = 64, 6, 2, 1, 32, 128
-    rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, "gemma3")
-    w.add_name("radixlm gemma3 fixture (random weights)")
-    w.add_context_length(4096)
-    w.add_embedding_length(D)
-    w.add_block_count(BLOCKS)
-    w.add_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV)
-    w.add_key_length(HD)
-    w.add_value_length(HD)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(1e6)
+    header(w, "gemma3", D, BLOCKS, FFN, HEADS, KV, HD, 1e-6, 1e6)
     w.add_sliding_window(16)
-    byte_vocabulary(w)
-
-    def t(name, shape, std, mean=0.0):
-        w.add_tensor(name, (mean + std * rng.standard_normal(shape)).astype(np.float32))
+    add_byte_vocabulary(w, gguf)
+    t = random_tensors(w, seed)
 
     t("token_embd.weight", (VOCAB, D), 0.25)
     for b in range(BLOCKS):
@@ -90,30 +89,14 @@ def write_gpt_oss(path, seed):
     pattern 2), 8 q / 2 kv heads x 16 (q wider than d), d 64, 4 experts of 64 (2 per token) with
     biases, attention biases and sinks, YaRN (factor 4 over 32 positions), untied output."""
     D, BLOCKS, HEADS, KV, HD, FFN, E, K = 64, 3, 8, 2, 16, 64, 4, 2
-    rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, "gpt-oss")
-    w.add_name("radixlm gpt-oss fixture (random weights)")
-    w.add_context_length(4096)
-    w.add_embedding_length(D)
-    w.add_block_count(BLOCKS)
-    w.add_feed_forward_length(FFN)
-    w.add_expert_count(E)
-    w.add_expert_used_count(K)
-    w.add_expert_feed_forward_length(FFN)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(KV)
-    w.add_key_length(HD)
-    w.add_value_length(HD)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(150000.0)
+    header(w, "gpt-oss", D, BLOCKS, FFN, HEADS, KV, HD, 1e-5, 150000.0, experts=(E, K))
     w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     w.add_rope_scaling_factor(4.0)
     w.add_rope_scaling_orig_ctx_len(32)
     w.add_sliding_window(16)
-    byte_vocabulary(w)
-
-    def t(name, shape, std, mean=0.0):
-        w.add_tensor(name, (mean + std * rng.standard_normal(shape)).astype(np.float32))
+    add_byte_vocabulary(w, gguf)
+    t = random_tensors(w, seed)
 
     t("token_embd.weight", (VOCAB, D), 0.25)
     for b in range(BLOCKS):
