@@ -104,13 +104,14 @@ Workload MakeSpeculationWorkload(uint64_t seed, int64_t vocab) {
 Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::EngineConfig cfg,
                     const std::string& policy = "", runner::PrefillCompaction compaction = {.threshold = 0},
                     core::DType kv_dtype = core::DType::kF32, bool cascade = true, bool parallel_sampling = false,
-                    tier::DiskTier* disk = nullptr) {
+                    tier::DiskTier* disk = nullptr, const models::WindowRings& rings = {}) {
   core::ThreadPool pool(2);
   if (parallel_sampling) cfg.sampling_pool = &pool;
-  models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype});
-  auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config()), cfg.scheduler.max_running,
-                                          policy.empty() ? 0 : cfg.checkpoint_slots, policy.empty() ? "sglang+" : policy,
-                                          0.0, cfg.prompt_end_checkpoints, cfg.speculate.on())
+  models::KvStore kv(model.config(), {cfg.num_blocks, cfg.block_tokens, kv_dtype, rings.ring_tokens > 0});
+  auto hybrid = runner::MakeHybridServing(model.config(), runner::ShapeOfModel(model.config(), kv_dtype, rings),
+                                          cfg.scheduler.max_running, policy.empty() ? 0 : cfg.checkpoint_slots,
+                                          policy.empty() ? "sglang+" : policy, 0.0, cfg.prompt_end_checkpoints,
+                                          cfg.speculate.on(), rings)
                     .value();
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction(compaction);
@@ -1315,6 +1316,87 @@ TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
     engine::EngineConfig spec_cfg = plain_cfg;
     spec_cfg.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
     const Outcome a = RunWorkload(model, w, plain_cfg), b = RunWorkload(model, w, spec_cfg);
+    ExpectSameAnswers(w, a, b, spec);
+    EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
+  }
+}
+
+// Window rings (--swa-cache window): each sequence's sliding-layer KV in a ring of O(window),
+// checkpointed like a hybrid's state; the pool holds the full-attention layers. Alone, with the
+// hybrid cache (branches inside and outside the window), a pool small enough to evict and
+// preempt, step dedup, a disk tier holding blocks and windows, and speculation with rollback:
+// every answer is bitwise the plain paged run's.
+TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
+  const char* src = std::getenv("RADIXLM_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf"}) {
+    SCOPED_TRACE(spec);
+    auto loaded = models::LoadModel(spec);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    models::Transformer& model = **loaded;
+    const models::ModelConfig& c = model.config();
+    ASSERT_LT(models::KvStore::BytesPerBlock(c, 8, core::DType::kF32, true),
+              models::KvStore::BytesPerBlock(c, 8, core::DType::kF32));
+    int64_t cached = 0, preemptions = 0, tier_hits = 0;
+    for (uint64_t seed : {1, 2}) {
+      const Workload w = MakeWorkload(seed, c.vocab_size);
+      engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
+      engine::EngineConfig on = off;
+      on.prefix_cache = true;
+      on.scheduler.step_token_budget = 20;  // chunked prefill
+      on.scheduler.max_running = 4;
+      on.checkpoint_slots = 16;
+      on.prompt_end_checkpoints = true;
+      on.prompt_end_min_gap = 0;
+      engine::EngineConfig small = on;
+      small.num_blocks = 14;
+      small.scheduler.max_running = 8;
+      const models::WindowRings rings{models::SsmStateStore::RingTokens(c, 8, 20), 8, core::DType::kF32};
+      const models::WindowRings wide{models::SsmStateStore::RingTokens(c, 8, 512), 8, core::DType::kF32};
+      char tmpl[] = "/tmp/radixlm_ring_tier_XXXXXX";
+      const std::string dir = mkdtemp(tmpl);
+      auto disk = tier::DiskTier::Open({.dir = dir, .capacity_bytes = 1 << 30, .fingerprint = "test:rings",
+                                        .block_tokens = 8,
+                                        .block_bytes = models::KvStore::BytesPerBlock(c, 8, core::DType::kF32, true),
+                                        .state_bytes = models::SsmStateStore::BytesPerSlot(c, rings)})
+                      .value();
+      const runner::PrefillCompaction none{.threshold = 0};
+      const Outcome plain = RunWorkload(model, w, off),
+                    alone = RunWorkload(model, w, off, "", none, core::DType::kF32, true, false, nullptr, wide),
+                    cached_run = RunWorkload(model, w, on, "marconi", none, core::DType::kF32, true, false, nullptr, rings),
+                    evicting = RunWorkload(model, w, small, "sglang+", none, core::DType::kF32, true, false, nullptr, rings),
+                    dedup = RunWorkload(model, w, small, "marconi", {.threshold = 1.0}, core::DType::kF32, true, false,
+                                        nullptr, rings),
+                    tiered = RunWorkload(model, w, small, "marconi", none, core::DType::kF32, true, false, disk.get(), rings);
+      for (size_t i = 0; i < w.requests.size(); ++i) {
+        ASSERT_EQ(plain.outputs.at(i).size(), static_cast<size_t>(w.requests[i].max_tokens));
+        EXPECT_EQ(alone.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " rings, request " << i;
+        EXPECT_EQ(cached_run.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " cache, request " << i;
+        EXPECT_EQ(evicting.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " small pool, request " << i;
+        EXPECT_EQ(dedup.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " dedup, request " << i;
+        EXPECT_EQ(tiered.outputs.at(i), plain.outputs.at(i)) << "seed " << seed << " disk tier, request " << i;
+      }
+      cached += cached_run.metrics.cached_prompt_tokens;
+      preemptions += evicting.metrics.preemptions;
+      tier_hits += tiered.metrics.tier_hit_tokens;
+      disk.reset();
+      std::filesystem::remove_all(dir);
+    }
+    EXPECT_GT(cached, 0);
+    EXPECT_GT(preemptions, 0);
+    EXPECT_GT(tier_hits, 0);
+    // Speculation: rejected drafts roll back through the draft slot.
+    const Workload w = MakeSpeculationWorkload(4, c.vocab_size);
+    engine::EngineConfig plain_cfg{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
+    plain_cfg.scheduler.max_running = 6;
+    plain_cfg.scheduler.step_token_budget = 24;
+    plain_cfg.checkpoint_slots = 16;
+    engine::EngineConfig spec_cfg = plain_cfg;
+    spec_cfg.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
+    const models::WindowRings rings{models::SsmStateStore::RingTokens(c, 8, 24 + 6), 8, core::DType::kF32};
+    const Outcome a = RunWorkload(model, w, plain_cfg),
+                  b = RunWorkload(model, w, spec_cfg, "marconi", {.threshold = 0}, core::DType::kF32, true, false, nullptr,
+                                  rings);
     ExpectSameAnswers(w, a, b, spec);
     EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
   }

@@ -13,6 +13,19 @@ Flops CostModel::AttentionFlops(int64_t tokens) const {
   return 2 * l * d * (q_in + 2 * kv) + 2 * l * q * d + 2 * q * l * (l + 1);
 }
 
+Flops CostModel::WindowAttentionFlops(int64_t tokens) const {
+  const Flops l = tokens, w = shape_.window;
+  if (w == 0 || l <= w || acc_ == Accounting::kReference) return AttentionFlops(tokens);
+  const Flops q = shape_.QDim(), kv = shape_.KvDim(), q_in = shape_.attn_output_gate ? 2 * q : q;
+  const Flops pairs = w * (w + 1) / 2 + (l - w) * w;  // key in (query - window, query]
+  return 2 * l * shape_.d_model * (q_in + 2 * kv) + 2 * l * q * shape_.d_model + 4 * q * pairs;
+}
+
+Flops CostModel::AllAttentionFlops(int64_t tokens) const {
+  return (shape_.n_attn_layers - shape_.n_window_layers) * AttentionFlops(tokens) +
+         shape_.n_window_layers * WindowAttentionFlops(tokens);
+}
+
 Flops CostModel::MlpFlops(int64_t tokens) const {
   const Flops l = tokens, d = shape_.d_model;
   if (acc_ == Accounting::kReference) return 16 * l * d * d;
@@ -59,14 +72,14 @@ int64_t CostModel::KvBytesPerLayer(int64_t tokens) const {
 }
 
 Flops CostModel::PrefixFlops(int64_t tokens) const {
-  return shape_.n_ssm_layers * SsmFlops(tokens) + shape_.n_attn_layers * AttentionFlops(tokens) +
+  return shape_.n_ssm_layers * SsmFlops(tokens) + AllAttentionFlops(tokens) +
          shape_.n_mlp_layers * MlpFlops(tokens);
 }
 
 Flops CostModel::NodeMarginalFlops(int64_t parent_len, int64_t edge_len) const {
   const int64_t total = parent_len + edge_len;
   const Flops ssm = shape_.n_ssm_layers * SsmFlops(edge_len);
-  const Flops attn = shape_.n_attn_layers * (AttentionFlops(total) - AttentionFlops(parent_len));
+  const Flops attn = AllAttentionFlops(total) - AllAttentionFlops(parent_len);
   const Flops mlp_parent =
       acc_ == Accounting::kReference ? AttentionFlops(parent_len) : MlpFlops(parent_len);
   const Flops mlp = shape_.n_mlp_layers * (MlpFlops(total) - mlp_parent);

@@ -47,6 +47,12 @@ struct HybridShape {
   bool attn_output_gate = false;
   // Bytes per stored element of the KV cache and of an SSM checkpoint.
   int kv_elem_bytes = 2, state_elem_bytes = 2;
+  // Sliding-window attention layers served from window rings (counted in n_attn_layers): a
+  // query attends to at most `window` keys, their KV is no cached node's (a checkpoint holds
+  // it: window_state_bytes more per checkpoint).
+  int n_window_layers = 0;
+  int64_t window = 0;
+  int64_t window_state_bytes = 0;
 
   int64_t QDim() const { return n_heads && head_dim ? n_heads * head_dim : d_model; }
   int64_t KvDim() const { return n_kv_heads && head_dim ? n_kv_heads * head_dim : d_model; }
@@ -68,6 +74,10 @@ class CostModel {
 
   // Per-layer FLOPs of running `tokens` tokens through one layer of each kind (forward only).
   Flops AttentionFlops(int64_t tokens) const;
+  // One sliding-window layer (shape().window; the causal pairs end `window` keys back).
+  Flops WindowAttentionFlops(int64_t tokens) const;
+  // Every attention layer: full ones and sliding ones.
+  Flops AllAttentionFlops(int64_t tokens) const;
   Flops MlpFlops(int64_t tokens) const;
   Flops SsmFlops(int64_t tokens) const;
   // Bytes of one SSM checkpoint of one layer, and of the KV of `tokens` tokens of one layer.
@@ -75,8 +85,10 @@ class CostModel {
   int64_t KvBytesPerLayer(int64_t tokens) const;
 
   // Whole model: bytes of one checkpoint (all SSM layers) and KV of `tokens` (all attention layers).
-  int64_t CheckpointBytes() const { return shape_.n_ssm_layers * SsmStateBytesPerLayer(); }
-  int64_t KvBytes(int64_t tokens) const { return shape_.n_attn_layers * KvBytesPerLayer(tokens); }
+  int64_t CheckpointBytes() const { return shape_.n_ssm_layers * SsmStateBytesPerLayer() + shape_.window_state_bytes; }
+  int64_t KvBytes(int64_t tokens) const {
+    return (shape_.n_attn_layers - shape_.n_window_layers) * KvBytesPerLayer(tokens);
+  }
 
   // FLOPs a hit of `tokens` prefix tokens saves (the simulator's "FLOPs saved" metric).
   Flops PrefixFlops(int64_t tokens) const;

@@ -5,16 +5,16 @@
 namespace radixlm::cli {
 
 void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
-  cmd->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (all layers)")->capture_default_str();
+  cmd->add_option("--kv-tokens", o->kv_tokens, "KV pool size in tokens (all attention layers; the full-attention ones with --swa-cache window)")->capture_default_str();
   cmd->add_option("--block-tokens", o->block_tokens, "tokens per KV block")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache, "disable the radix prefix cache");
   AddChecked(cmd, "--kv-eviction", o->kv_eviction,
              "which cached KV prefix goes first when the pool is full: lru | lfu", CLI::IsMember(cache::KvEvictionPolicy::Names()));
   cmd->add_option("--step-tokens", o->step_tokens, "tokens computed per engine step (chunked prefill budget)")->capture_default_str();
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
-  cmd->add_option("--hybrid-policy", o->hybrid_policy, "hybrids (Mamba2, Gated DeltaNet): prefix cache policy sglang+|marconi|marconi-static")
+  cmd->add_option("--hybrid-policy", o->hybrid_policy, "hybrids (Mamba2, Gated DeltaNet; sliding windows with --swa-cache window): prefix cache policy sglang+|marconi|marconi-static")
       ->capture_default_str();
-  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "hybrids: cached recurrent-state checkpoints (0 = no prefix reuse)")
+  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "hybrids and window rings: cached state checkpoints (0 = no prefix reuse)")
       ->capture_default_str();
   cmd->add_flag("--prompt-end-checkpoints,!--no-prompt-end-checkpoints", o->prompt_end_checkpoints,
                 std::string("hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) "
@@ -23,6 +23,10 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   AddChecked(cmd, "--prompt-end-min-gap", o->prompt_end_min_gap,
              "keep a prompt's end state only this many tokens past the state the request starts from or captures",
              CLI::Range(int64_t{0}, int64_t{1} << 40));
+  AddChecked(cmd, "--swa-cache", o->swa_cache,
+             "sliding-window models (Gemma 3, gpt-oss): window keeps each sequence's sliding-layer KV in a ring of the "
+             "window's size, cached as checkpoints like a hybrid's states; full pages it for the whole context",
+             CLI::IsMember({"window", "full"}));
   cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
                   "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
       ->capture_default_str();

@@ -134,13 +134,15 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     kv_block_tokens_ = kv.block_tokens();
     PlanTrieAttention(b);
   }
-  if (config_.n_ssm_layers() > 0) {
+  const bool rings = states && states->has_rings();
+  if (config_.n_ssm_layers() > 0 || rings) {
     RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "recurrent layers need state slots");
   }
+  if (rings) PlanRings(b, *states);
   size_t ai = 0, mi = 0, si = 0, gi = 0, ei = 0;
   for (LayerKind kind : config_.layers) {
     switch (kind) {
-      case LayerKind::kAttention: AttentionSublayer(pool, weights_.attention[ai++], b, kv, n); break;
+      case LayerKind::kAttention: AttentionSublayer(pool, weights_.attention[ai++], b, kv, states, n); break;
       case LayerKind::kMlp: MlpSublayer(pool, weights_.mlp[mi++], n); break;
       case LayerKind::kMamba2: Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n); break;
       case LayerKind::kDeltaNet: DeltaNetSublayer(pool, weights_.deltanet[gi++], b, *states, n); break;
@@ -148,8 +150,30 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     }
   }
 
+  if (rings) CaptureWindows(b, *states);
   FinalRows(pool, b, logits);
   if (profile_) profile_->total_s += Seconds() - start;
+}
+
+void Transformer::PlanRings(const ForwardBatch& b, const SsmStateStore& states) {
+  ring_seqs_ = b.seqs;
+  ring_tables_.resize(b.seqs.size());
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    RADIXLM_CHECK_MSG(b.seqs[i].n_rows <= states.max_step_rows(),
+                      "a step gives a sequence more rows than its window ring holds");
+    states.RingTable(b.ssm[i].slot, static_cast<int64_t>(b.seqs[i].block_table.size()), &ring_tables_[i]);
+    ring_seqs_[i].block_table = ring_tables_[i];
+  }
+}
+
+// A checkpoint after r of a sequence's rows is the window before its row r: still in the ring
+// after the step (the ring holds the window before the first row and every row).
+void Transformer::CaptureWindows(const ForwardBatch& b, SsmStateStore& states) const {
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    if (b.ssm[i].checkpoints.empty()) continue;
+    const int64_t first = b.positions[b.seqs[i].row_begin];
+    for (const SsmCheckpoint& c : b.ssm[i].checkpoints) states.CopyWindow(b.ssm[i].slot, c.slot, first + c.after_rows);
+  }
 }
 
 // The workspace grown to n rows (the warmed-up path does not allocate) and the rows' RoPE
@@ -323,7 +347,7 @@ void Transformer::SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& 
 }
 
 void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w,
-                                    const ForwardBatch& b, KvStore& kv, int64_t n) {
+                                    const ForwardBatch& b, KvStore& kv, const SsmStateStore* states, int64_t n) {
   const int64_t d = config_.d_model, hd = config_.head_dim;
   const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
   const bool gated = config_.attn_output_gate;
@@ -333,13 +357,17 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   float *q, *k, *v;
   SplitQkv(pool, w, n, &q, &k, &v);
 
-  const kernels::KvLayerView layer = kv.Layer(w.kv_index);
+  // A sliding layer served from window rings reads and writes each sequence's ring.
+  const bool ring = !kv.Holds(w.kv_index);
+  RADIXLM_CHECK_MSG(!ring || (states && states->InRing(w.kv_index)), "an attention layer with no KV store");
+  const kernels::KvLayerView layer = ring ? states->RingLayer(w.kv_index) : kv.Layer(w.kv_index);
+  const std::vector<kernels::AttentionSeq>& seqs = ring ? ring_seqs_ : b.seqs;
   kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
                                   config_.attention_multiplier > 0 ? config_.attention_multiplier
                                                                    : 1.0f / std::sqrt(static_cast<float>(hd))};
   params.window = w.window;
   params.sinks = w.sinks.empty() ? nullptr : w.sinks.data();
-  if (b.compaction && b.trie_attention) {
+  if (b.compaction && b.trie_attention && !ring) {  // a ring is a sequence's own: no shared rows
     TrieAttention(pool, params, layer, *b.compaction, q, k, v);
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
     AddBias(pool, w.o_bias, xn_.data(), n);
@@ -364,9 +392,10 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
     v = v_full_.data();
     out = o_full_.data();
   }
-  kernels::WriteKv(pool, layer, b.seqs, b.positions.data(), k, v);
+  kernels::WriteKv(pool, layer, seqs, b.positions.data(), k, v);
   const double t0 = profile_ ? Seconds() : 0;
-  kernels::CascadeAttention(pool, params, layer, b.seqs, b.positions.data(), q, plan ? std::span<const kernels::CascadeGroup>{} : b.cascade,
+  kernels::CascadeAttention(pool, params, layer, seqs, b.positions.data(), q,
+                            plan || ring ? std::span<const kernels::CascadeGroup>{} : b.cascade,
                             kernels::AttentionSplitTokens(layer.block_tokens), out, nullptr);
   if (profile_) profile_->attention_s += Seconds() - t0;
   if (plan) kernels::GatherRows(o_full_.data(), plan->gather.data(), n, q_dim, qkv_.data());

@@ -162,12 +162,19 @@ class Transformer {
   // REQUIRES: every seq's block table covers its rows' positions; rows of a seq contiguous;
   // for a model with Mamba2 layers, `states` and one batch.ssm entry per seq whose slot holds
   // the state after the seq's previous tokens (reset for a sequence starting at position 0).
+  // With kv.Holds() false for the sliding layers, `states` has their window rings and
+  // batch.ssm gives each seq's slot (its ring holds the window before its first row) and the
+  // windows to capture.
   void Forward(core::ThreadPool& pool, const ForwardBatch& batch, KvStore& kv, float* logits,
                SsmStateStore* states = nullptr);
 
  private:
   void AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w, const ForwardBatch& b,
-                         KvStore& kv, int64_t n);
+                         KvStore& kv, const SsmStateStore* states, int64_t n);
+  // With window rings: each sequence's table through its ring (ring_seqs_), and after the
+  // layers, the windows its checkpoints capture.
+  void PlanRings(const ForwardBatch& b, const SsmStateStore& states);
+  void CaptureWindows(const ForwardBatch& b, SsmStateStore& states) const;
   void SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& w, int64_t n, float** q, float** k, float** v);
   // Attention over the compact rows through their creators' tables (b.trie_attention), into qkv_.
   void TrieAttention(core::ThreadPool& pool, const kernels::AttentionParams& params, const kernels::KvLayerView& layer,
@@ -226,6 +233,8 @@ class Transformer {
   // Trie-space attention: per-sequence compact ranges, and shared rows to copy into a
   // sequence's own (diverging) block: compact row, position, grouped by sequence.
   std::vector<kernels::AttentionSeq> compact_seqs_, fix_seqs_;
+  std::vector<kernels::AttentionSeq> ring_seqs_;
+  std::vector<std::vector<int32_t>> ring_tables_;
   std::vector<int32_t> fix_rows_, fix_positions_;
   void PlanTrieAttention(const ForwardBatch& b);
   int kv_block_tokens_ = 16;

@@ -14,6 +14,7 @@
 #include "models/describe.h"
 #include "models/kv_store.h"
 #include "models/ssm_state.h"
+#include "runner/hybrid_cache_setup.h"
 
 namespace radixlm::runner {
 namespace {
@@ -119,6 +120,12 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
   for (models::LayerKind k : c.layers) f << static_cast<int>(k) << ",";
   f << "\nssm=" << c.ssm_heads << "," << c.ssm_head_dim << "," << c.ssm_state << "," << c.ssm_groups << "," << c.ssm_conv << ","
     << c.ssm_norm_group << "\ngdn=" << c.gdn_k_heads << "," << c.gdn_v_heads << "," << c.gdn_head_dim << "," << c.gdn_tiled;
+  f << "\nlayer_window=";
+  for (int w : c.layer_window) f << w << ",";
+  // Window rings change what a block and a state hold (and the ring's length, a state's size).
+  auto rings = WindowRingsFor(c, eo, kv_dtype);
+  if (!rings.ok()) return rings.status();
+  f << "\nwindow_rings=" << rings->ring_tokens;
   f << "\nnamespace=" << eo.cache_namespace << "\n";
   return f.str();
 }
@@ -137,8 +144,10 @@ core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& 
   tc.capacity_bytes = static_cast<int64_t>(eo.cache_disk_gb * 1e9);
   tc.fingerprint = *fp;
   tc.block_tokens = eo.block_tokens;
-  tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, kv_dtype);
-  if (model.config().n_ssm_layers() > 0) tc.state_bytes = models::SsmStateStore::BytesPerSlot(model.config());
+  RADIXLM_ASSIGN_OR_RETURN(const models::WindowRings rings, WindowRingsFor(model.config(), eo, kv_dtype));
+  tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, kv_dtype, rings.ring_tokens > 0);
+  if (model.config().n_ssm_layers() > 0 || rings.ring_tokens > 0)
+    tc.state_bytes = models::SsmStateStore::BytesPerSlot(model.config(), rings);
   tc.fsync = eo.cache_fsync;
   return tier::DiskTier::Open(tc);
 }

@@ -4,7 +4,16 @@
 
 namespace radixlm::runner {
 
-cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dtype) {
+core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
+                                                   core::DType kv_dtype) {
+  if (o.swa_cache != "window" && o.swa_cache != "full")
+    return core::InvalidArgument("--swa-cache must be window or full, not '" + o.swa_cache + "'");
+  if (o.swa_cache == "full" || model.sliding_window() == 0) return models::WindowRings{};
+  const int rows = o.step_tokens + (o.speculate != "off" ? o.draft_max : 0);
+  return models::WindowRings{models::SsmStateStore::RingTokens(model, o.block_tokens, rows), o.block_tokens, kv_dtype};
+}
+
+cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dtype, const models::WindowRings& rings) {
   cache::HybridShape s;
   s.name = c.name;
   s.d_model = c.d_model;
@@ -39,25 +48,31 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
   }
   s.kv_elem_bytes = static_cast<int>(core::DTypeSize(kv_dtype));
   s.state_elem_bytes = 4;  // the SSM state store holds f32
+  if (rings.ring_tokens > 0) {
+    for (int w : c.layer_window) s.n_window_layers += w > 0;
+    s.window = c.sliding_window();
+    s.window_state_bytes = static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(c, rings));
+  }
   return s;
 }
 
 
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& model_shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
-                                                double alpha, bool prompt_end_checkpoints, bool draft_states) {
+                                                double alpha, bool prompt_end_checkpoints, bool draft_states,
+                                                const models::WindowRings& rings) {
   HybridServing out;
-  if (model.n_ssm_layers() == 0) return out;
+  if (model.n_ssm_layers() == 0 && rings.ring_tokens == 0) return out;
   // The slot layout is cache::Memory's; the state store holds exactly its slots.
   const cache::MemoryConfig layout{.max_running = max_running, .recurrent = true, .checkpoint_slots = checkpoint_slots,
                                    .prompt_end_checkpoints = prompt_end_checkpoints, .draft_states = draft_states};
   if (checkpoint_slots <= 0) {
-    out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, false));
+    out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, false), rings);
     return out;
   }
   RADIXLM_ASSIGN_OR_RETURN(cache::HybridPolicy p, cache::ParseHybridPolicy(policy));
   RADIXLM_ASSIGN_OR_RETURN(out.cache, cache::MakeSlotCheckpointCache(p, checkpoint_slots, model_shape, alpha));
-  out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, true));
+  out.states = std::make_unique<models::SsmStateStore>(model, cache::Memory::StateSlots(layout, true), rings);
   return out;
 }
 

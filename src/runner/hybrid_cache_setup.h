@@ -1,4 +1,4 @@
-// Wires a model with Mamba2 layers to the hybrid prefix cache for serving: a state store of
+// Wires a model with recurrent layers (or window rings) to the hybrid prefix cache for serving: a state store of
 // the slots cache::Memory lays out (cache::Memory::StateSlots) and a hybrid cache whose
 // capacity is exactly those
 // checkpoint slots (KV lives in the engine's block tree, so the cache counts checkpoint bytes
@@ -10,6 +10,7 @@
 #include "cache/hybrid_cache.h"
 #include "models/model_config.h"
 #include "models/ssm_state.h"
+#include "runner/serving_options.h"
 
 namespace radixlm::runner {
 
@@ -18,16 +19,25 @@ struct HybridServing {
   std::unique_ptr<cache::CheckpointCache> cache;  // null: no prefix reuse
 };
 
+// The window rings serving gives a sliding-window model (ring_tokens 0: none, with
+// --swa-cache full or no sliding layer), sized for a step of the scheduler's budget plus a draft.
+core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
+                                                   core::DType kv_dtype);
+
 // The cache-relevant shape of a model the engine runs: KV bytes per element as the KV store
-// holds them (kv_dtype), SSM states f32 as the state store holds them.
-cache::HybridShape ShapeOfModel(const models::ModelConfig& model, core::DType kv_dtype = core::DType::kF32);
+// holds them (kv_dtype), SSM states f32 as the state store holds them, sliding layers' KV in
+// the checkpoints when `rings` has any.
+cache::HybridShape ShapeOfModel(const models::ModelConfig& model, core::DType kv_dtype = core::DType::kF32,
+                                const models::WindowRings& rings = {});
 
 // policy: sglang+, marconi or marconi-static (alpha); checkpoint_slots 0 = no cache;
 // draft_states: the slots speculative decoding rolls back to (cache::MemoryConfig). shape:
 // the model's cache shape (ShapeOfModel), which sizes checkpoints and ranks them.
+// rings: the sliding layers' window rings (WindowRingsFor), which make an attention-only model
+// one with states.
 core::StatusOr<HybridServing> MakeHybridServing(const models::ModelConfig& model, const cache::HybridShape& shape,
                                                 int max_running, int checkpoint_slots, const std::string& policy,
                                                 double alpha = 0, bool prompt_end_checkpoints = false,
-                                                bool draft_states = false);
+                                                bool draft_states = false, const models::WindowRings& rings = {});
 
 }  // namespace radixlm::runner

@@ -6,7 +6,10 @@ namespace radixlm::runner {
 
 const models::CompactionPlan* ModelExecutor::PlanCompaction(std::span<const engine::StepSequence> seqs,
                                                             std::span<const int64_t> seq_begin) {
-  if (states_ || compaction_.threshold <= 0 || seqs.size() < 2) return nullptr;
+  // Recurrent layers run each sequence's rows in order; window rings are per sequence but
+  // written row by row like paged KV, so compaction unfolds their layers' attention.
+  const bool recurrent = states_ && !states_->has_rings();
+  if (recurrent || compaction_.threshold <= 0 || seqs.size() < 2) return nullptr;
   // Rows can be shared only between sequences whose first rows agree (token and position):
   // a cheap test that skips decode-only steps before contexts are compared.
   std::vector<std::pair<int32_t, int32_t>> firsts;
@@ -55,7 +58,7 @@ int32_t ModelExecutor::LoadBlocks(std::span<const engine::BlockTransfer> loads) 
 }
 
 std::vector<iovec> ModelExecutor::StateSegments(const engine::StateTransfer& t) const {
-  std::vector<iovec> v = {{states_->SlotData(t.slot), models::SsmStateStore::BytesPerSlot(model_.config())}};
+  std::vector<iovec> v = {{states_->SlotData(t.slot), states_->slot_bytes()}};
   if (t.block >= 0)
     for (const iovec& s : Segments(t.block)) v.push_back(s);
   return v;
@@ -93,8 +96,10 @@ void ModelExecutor::Execute(std::span<const engine::BlockCopy> copies, std::span
     b.seqs.push_back({begin, static_cast<int64_t>(s.tokens.size()), s.block_table});
     seq_begin.push_back(static_cast<int64_t>(ids_.size()));
     if (states_) {
-      RADIXLM_CHECK_MSG(s.state_slot >= 0, "a model with Mamba2 layers needs a state slot per sequence");
-      if (s.restore_from >= 0) {
+      RADIXLM_CHECK_MSG(s.state_slot >= 0, "a model with recurrent layers or window rings needs a state slot per sequence");
+      if (s.restore_from >= 0 && states_->has_rings()) {
+        states_->CopyWindow(s.restore_from, s.state_slot, s.start_position);
+      } else if (s.restore_from >= 0) {
         states_->Copy(s.restore_from, s.state_slot);
       } else if (s.reset_state) {
         states_->Reset(s.state_slot);

@@ -10,12 +10,15 @@ PrefillCompaction MakePrefillCompaction(const ServingOptions& o) {
   return {.threshold = o.prefill_compaction_threshold, .trie_attention = o.prefill_compaction == "trie"};
 }
 
-core::StatusOr<HybridServing> MakeHybrid(const models::ModelConfig& model, const ServingOptions& o) {
+core::StatusOr<HybridServing> MakeHybrid(const models::ModelConfig& model, const ServingOptions& o,
+                                         core::DType kv_dtype) {
   if (o.speculate != "off" && model.n_ssm_layers() > 0 && model.ssm_chunk > 0)
     return core::InvalidArgument("--speculate needs the exact recurrence (--ssm-chunk 0): a chunked scan's bits depend "
                                  "on where a step starts, so verifying a draft would change answers");
-  return MakeHybridServing(model, ShapeOfModel(model), o.max_running, o.no_prefix_cache ? 0 : o.checkpoint_slots,
-                           o.hybrid_policy, 0.0, o.prompt_end_checkpoints, o.speculate != "off");
+  RADIXLM_ASSIGN_OR_RETURN(models::WindowRings rings, WindowRingsFor(model, o, kv_dtype));
+  return MakeHybridServing(model, ShapeOfModel(model, kv_dtype, rings), o.max_running,
+                           o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints,
+                           o.speculate != "off", rings);
 }
 
 }  // namespace
@@ -38,7 +41,7 @@ engine::EngineConfig MakeEngineConfig(const ServingOptions& o) {
 core::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Make(models::Transformer& model, core::ThreadPool& pool,
                                                                    const ServingOptions& o, core::DType kv_dtype,
                                                                    const std::string& weights_path, int64_t sampled_vocab) {
-  auto hybrid = MakeHybrid(model.config(), o);
+  auto hybrid = MakeHybrid(model.config(), o, kv_dtype);
   RADIXLM_RETURN_IF_ERROR(hybrid.status());
   std::unique_ptr<tier::DiskTier> disk;
   if (!o.cache_dir.empty()) {
@@ -58,7 +61,7 @@ ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool,
                              engine::EngineConfig config, core::DType kv_dtype, HybridServing hybrid,
                              std::unique_ptr<tier::DiskTier> disk)
     : config_(std::move(config)),
-      kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype}),
+      kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype, hybrid.states && hybrid.states->has_rings()}),
       hybrid_(std::move(hybrid)),
       executor_(model, pool, kv_, hybrid_.states.get()),
       disk_(std::move(disk)),

@@ -22,6 +22,10 @@ struct ServingOptions {
   int64_t prompt_end_min_gap = 256;     // ... where it lies this far past the state the request has
   // Commands whose prompts are chat histories re-rendered from text (serve, chat) keep prompt
   // ends by default: see cli::ChatServingDefaults.
+  // Sliding-window models: "window" keeps each sequence's sliding-layer KV in a ring of
+  // O(window) (a state the hybrid cache checkpoints; the pool holds the full-attention layers);
+  // "full" pages it for the whole context like the other layers (llama.cpp's --swa-full).
+  std::string swa_cache = "window";
   // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
   double prefill_compaction_threshold = 0.92;
   std::string prefill_compaction = "trie";
