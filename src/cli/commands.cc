@@ -90,12 +90,16 @@ void PrintExpertsLine(const json& e, const json& info) {
 // info's line on sliding-window attention, from WindowsJson.
 void PrintWindowsLine(const json& w) {
   std::printf("  sliding window %d on %d of %d attention layers (RoPE theta %g there%s); KV per token %.1f KiB full + "
-              "%.1f KiB sliding; a 32K sequence keeps %.1f MiB (every position), %.1f MiB at the window bound\n",
+              "%.1f KiB sliding\n",
               w["window"].get<int>(), w["sliding_layers"].get<int>(), w["sliding_layers"].get<int>() + w["full_layers"].get<int>(),
               w["rope_theta_sliding"].get<double>(), w["sinks"].get<bool>() ? ", attention sinks" : "",
               w["kv_bytes_per_token_full_layers"].get<int64_t>() / 1024.0,
-              w["kv_bytes_per_token_sliding_layers"].get<int64_t>() / 1024.0,
-              w["kv_bytes_per_sequence_32k"].get<int64_t>() / 1048576.0,
+              w["kv_bytes_per_token_sliding_layers"].get<int64_t>() / 1024.0);
+  std::printf("  a 32K sequence keeps %.1f MiB of KV served (sliding layers in rings of %d tokens, %.1f MiB each "
+              "sequence or checkpoint), %.1f MiB with --swa-cache full, %.1f MiB at the window bound\n",
+              w["kv_bytes_per_sequence_32k"].get<int64_t>() / 1048576.0, w["window_ring_tokens"].get<int>(),
+              w["window_ring_bytes"].get<int64_t>() / 1048576.0,
+              w["kv_bytes_per_sequence_32k_swa_full"].get<int64_t>() / 1048576.0,
               w["kv_bytes_per_sequence_32k_window_bound"].get<int64_t>() / 1048576.0);
 }
 
