@@ -4,7 +4,8 @@ token and prompt tokens computed, per turn (a benchmark, not a test; llama.cpp i
 never a dependency: bench/vs_llamacpp.sh --build-only builds llama-server).
 
   multiturn_vs_llamaserver.py --model FILE.gguf [--clients 8] [--turns 6] [--system-tokens 1024]
-      [--user-tokens 64] [--gen-tokens 32] [--rounds 2] [--threads 2] [--out results.jsonl]
+      [--user-tokens 64] [--gen-tokens 32] [--rounds 2] [--threads 2] [--work DIR]
+      [--engines radixlm,radixlm-swa-full,llama.cpp,llama.cpp-swa-full]
 
 The workload: CLIENTS conversations at once sharing one system prompt of about SYSTEM_TOKENS
 tokens; each turn adds a user message of about USER_TOKENS tokens (seeded random English words)
@@ -12,10 +13,11 @@ and asks for GEN_TOKENS tokens, greedy, ignoring end-of-sequence so that every r
 length; the reply goes back into the conversation as the assistant's message. Both servers use
 the chatml template, THREADS threads and room for every conversation (llama-server: one slot per
 client, its defaults otherwise: context checkpoints and the RAM prompt cache on). Each round runs
-both engines, alternating which goes first. Per request: TTFT (request sent to the first streamed
+every engine, alternating the order (radixlm-swa-full is `radixlm serve --swa-cache full`,
+llama.cpp-swa-full is `llama-server --swa-full`). Per request: TTFT (request sent to the first streamed
 token), prompt tokens, and prompt tokens computed (radixlm: prompt - usage's cached_tokens;
 llama-server: timings.prompt_n, the tokens it evaluated). The table: per turn, the medians over
-clients and rounds, and radixlm / llama.cpp TTFT."""
+clients and rounds, and radixlm / llama.cpp TTFT; then each server's peak resident memory."""
 import argparse
 import http.client
 import json
@@ -84,14 +86,20 @@ def wait_ready(port, proc, seconds=300):
 
 
 def start(engine, args, port):
-    if engine == "radixlm":
+    if engine.startswith("radixlm"):
         cmd = [args.radixlm, "serve", "--model", args.model, "--port", str(port), "--threads", str(args.threads),
                "--chat-template", "chatml", "--model-name", "m", "--max-running", str(args.clients),
                "--kv-tokens", str(args.clients * args.ctx_per_client)]
+        if engine == "radixlm-swa-full":
+            cmd += ["--swa-cache", "full"]
+        else:
+            cmd += args.radixlm_args.split()
     else:
         cmd = [args.llama_server, "-m", args.model, "--port", str(port), "-t", str(args.threads), "-tb",
                str(args.threads), "-np", str(args.clients), "-c", str(args.clients * args.ctx_per_client),
                "--chat-template", "chatml", "--no-webui"]
+        if engine == "llama.cpp-swa-full":
+            cmd += ["--swa-full"]
     log = open(os.path.join(args.work, engine + ".log"), "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     wait_ready(port, proc)
@@ -134,6 +142,16 @@ def chat(port, messages, args):
     return ttft, prompt, computed, "".join(reply)
 
 
+peak = {}  # engine -> the server's peak resident MiB over the rounds
+
+
+def peak_rss_mib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
 def run_engine(engine, args, system, users, rnd):
     port = free_port()
     proc = start(engine, args, port)
@@ -156,22 +174,37 @@ def run_engine(engine, args, system, users, rnd):
             t.start()
         for t in threads:
             t.join()
+        peak[engine] = max(peak.get(engine, 0), peak_rss_mib(proc.pid))
+        if engine.startswith("radixlm"):  # the engine's counters, for a closer look
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            c.request("GET", "/metrics")
+            with open(os.path.join(args.work, engine + ".metrics"), "w") as f:
+                f.write(c.getresponse().read().decode())
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     return rows
 
 
-def table(rows, args):
+def table(rows, args, engines):
+    """Per turn: prompt tokens, then each engine's computed tokens and TTFT, then each radixlm
+    variant's TTFT over the first llama.cpp engine's."""
     med = lambda xs: statistics.median(xs) if xs else float("nan")
-    print("| turn | prompt tokens | llama.cpp computed | radixlm computed | llama.cpp TTFT s | radixlm TTFT s | radixlm / llama.cpp |")
-    print("|---|---|---|---|---|---|---|")
+    ref = next((e for e in engines if e.startswith("llama.cpp")), None)
+    ours = [e for e in engines if e.startswith("radixlm")]
+    head = ["turn", "prompt tokens"] + ["%s computed" % e for e in engines] + ["%s TTFT s" % e for e in engines]
+    head += ["%s / %s" % (e, ref) for e in ours] if ref else []
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
     for turn in range(1, args.turns + 1):
         get = lambda e, k: [r[k] for r in rows if r["engine"] == e and r["turn"] == turn and r[k] is not None]
-        ll, rx = med(get("llama.cpp", "ttft")), med(get("radixlm", "ttft"))
-        print("| %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2fx |" % (
-            turn, med(get("radixlm", "prompt_tokens")), med(get("llama.cpp", "computed_tokens")),
-            med(get("radixlm", "computed_tokens")), ll, rx, rx / ll))
+        cells = ["%d" % turn, "%.0f" % med(get(engines[0], "prompt_tokens"))]
+        cells += ["%.0f" % med(get(e, "computed_tokens")) for e in engines]
+        cells += ["%.2f" % med(get(e, "ttft")) for e in engines]
+        if ref:
+            cells += ["%.2fx" % (med(get(e, "ttft")) / med(get(ref, "ttft"))) for e in ours]
+        print("| " + " | ".join(cells) + " |")
+    print("\npeak resident MiB: " + ", ".join("%s %.0f" % (e, peak.get(e, 0)) for e in engines))
 
 
 def main():
@@ -188,7 +221,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx-per-client", type=int, default=2048)
+    # radixlm | radixlm-swa-full (--swa-cache full) | llama.cpp | llama.cpp-swa-full (--swa-full)
     ap.add_argument("--engines", default="radixlm,llama.cpp")
+    ap.add_argument("--radixlm-args", default="", help="more options for the radixlm engine (not radixlm-swa-full)")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "multiturn"))
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -216,7 +251,7 @@ def main():
           "%d threads; medians over clients and %d rounds, engines alternated\n" % (
               cpu, os.path.basename(args.model), args.clients, args.turns, system_counts[0], args.user_tokens,
               args.gen_tokens, args.threads, args.rounds))
-    table(rows, args)
+    table(rows, args, engines)
 
 
 if __name__ == "__main__":

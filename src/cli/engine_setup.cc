@@ -14,8 +14,10 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--max-running", o->max_running, "sequences per batch")->capture_default_str();
   cmd->add_option("--hybrid-policy", o->hybrid_policy, "hybrids (Mamba2, Gated DeltaNet; sliding windows with --swa-cache window): prefix cache policy sglang+|marconi|marconi-static")
       ->capture_default_str();
-  cmd->add_option("--checkpoint-slots", o->checkpoint_slots, "hybrids and window rings: cached state checkpoints (0 = no prefix reuse)")
-      ->capture_default_str();
+  AddChecked(cmd, "--checkpoint-slots", o->checkpoint_slots,
+             "hybrids and window rings: cached state checkpoints (0 = no prefix reuse; default auto: 32 states, or as many "
+             "windows as fit in the bytes --swa-cache full would give the sliding layers, at least 3 x --max-running + 1)",
+             CLI::Range(-1, 1 << 20));
   cmd->add_flag("--prompt-end-checkpoints,!--no-prompt-end-checkpoints", o->prompt_end_checkpoints,
                 std::string("hybrids: also cache each prompt's end state, so a prompt sent again verbatim (retry, regeneration) "
                             "or a chat's next turn whose history leaves the cached path inside the last reply resumes there "
@@ -25,8 +27,9 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
              CLI::Range(int64_t{0}, int64_t{1} << 40));
   AddChecked(cmd, "--swa-cache", o->swa_cache,
              "sliding-window models (Gemma 3, gpt-oss): window keeps each sequence's sliding-layer KV in a ring of the "
-             "window's size, cached as checkpoints like a hybrid's states; full pages it for the whole context",
-             CLI::IsMember({"window", "full"}));
+             "window's size, cached as checkpoints like a hybrid's states; full pages it for the whole context; auto "
+             "takes rings where they need less memory than paging (long contexts per sequence)",
+             CLI::IsMember({"auto", "window", "full"}));
   cmd->add_option("--prefill-compaction-threshold", o->prefill_compaction_threshold,
                   "compute rows shared by a step's prefills once when compact/original < this (0 never, 1 always)")
       ->capture_default_str();

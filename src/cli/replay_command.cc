@@ -59,7 +59,7 @@ json RunServed(const Opts& o, const Loaded& in, core::ThreadPool& pool, bool cac
   json j;
   auto r = replay::ReplayInProcess(serving->engine(), in.convs, tok, in.format, {o.clients, o.max_tokens}, &j);
   ExitIfError(r.status());
-  j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on && eo.checkpoint_slots > 0 ? eo.hybrid_policy : "off")
+  j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on && eo.checkpoint_slots != 0 ? eo.hybrid_policy : "off")
                                                : (cache_on ? "radix" : "off");
   if (cache_on && !o.trace_out.empty()) {
     std::ofstream out(o.trace_out);

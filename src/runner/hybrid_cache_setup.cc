@@ -1,16 +1,44 @@
 #include "runner/hybrid_cache_setup.h"
 
+#include <algorithm>
+
 #include "cache/memory.h"
 
 namespace radixlm::runner {
 
+namespace {
+
+// The slots a ring model's serving holds besides its checkpoints (working, capture, draft).
+int64_t FixedSlots(const ServingOptions& o) {
+  const cache::MemoryConfig fixed{.max_running = o.max_running, .recurrent = true, .checkpoint_slots = 0,
+                                  .prompt_end_checkpoints = o.prompt_end_checkpoints, .draft_states = o.speculate != "off"};
+  return cache::Memory::StateSlots(fixed, true);
+}
+
+}  // namespace
+
 core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
                                                    core::DType kv_dtype) {
-  if (o.swa_cache != "window" && o.swa_cache != "full")
-    return core::InvalidArgument("--swa-cache must be window or full, not '" + o.swa_cache + "'");
+  if (o.swa_cache != "auto" && o.swa_cache != "window" && o.swa_cache != "full")
+    return core::InvalidArgument("--swa-cache must be auto, window or full, not '" + o.swa_cache + "'");
   if (o.swa_cache == "full" || model.sliding_window() == 0) return models::WindowRings{};
   const int rows = o.step_tokens + (o.speculate != "off" ? o.draft_max : 0);
-  return models::WindowRings{models::SsmStateStore::RingTokens(model, o.block_tokens, rows), o.block_tokens, kv_dtype};
+  const models::WindowRings rings{models::SsmStateStore::RingTokens(model, o.block_tokens, rows), o.block_tokens, kv_dtype};
+  // auto: rings where they take less than paging the sliding layers for the whole pool would:
+  // the fixed slots and the fewest checkpoints auto keeps (CheckpointSlots), in ring tokens.
+  const int64_t ring_slots = FixedSlots(o) + (o.no_prefix_cache ? 0 : 3 * o.max_running + 1);
+  if (o.swa_cache == "auto" && int64_t{rings.ring_tokens} * ring_slots >= o.kv_tokens) return models::WindowRings{};
+  return rings;
+}
+
+int CheckpointSlots(const models::ModelConfig& model, const ServingOptions& o, const models::WindowRings& rings) {
+  if (o.checkpoint_slots >= 0) return o.checkpoint_slots;
+  if (rings.ring_tokens == 0) return 32;
+  const int64_t ring = static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(model, rings));
+  const int64_t sliding_per_token = ring / rings.ring_tokens;
+  const int64_t budget = o.kv_tokens * sliding_per_token / ring - FixedSlots(o);
+  // A conversation's turn leaves three: its branch point, its prompt's end, its reply's end.
+  return static_cast<int>(std::clamp<int64_t>(budget, 3 * o.max_running + 1, 256));
 }
 
 cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dtype, const models::WindowRings& rings) {

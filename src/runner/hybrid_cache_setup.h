@@ -19,10 +19,20 @@ struct HybridServing {
   std::unique_ptr<cache::CheckpointCache> cache;  // null: no prefix reuse
 };
 
-// The window rings serving gives a sliding-window model (ring_tokens 0: none, with
-// --swa-cache full or no sliding layer), sized for a step of the scheduler's budget plus a draft.
+// The window rings serving gives a sliding-window model, sized for a step of the scheduler's
+// budget plus a draft; ring_tokens 0 (none) with no sliding layer, with --swa-cache full, and
+// with auto where the rings (working, capture and the fewest checkpoints auto keeps) would take
+// more than the pool's tokens of the sliding layers (--swa-cache full's cost): short contexts
+// for many sequences page; long ones get rings.
 core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
                                                    core::DType kv_dtype);
+
+// The checkpoints the hybrid cache keeps: --checkpoint-slots, or when it is left at auto (-1),
+// 32 for recurrent states and, for window rings, what fits in the bytes --swa-cache full would
+// give the sliding layers (--kv-tokens of them) beside the working and capture slots, at least
+// three per running sequence and one more (a conversation's turn leaves its branch point, its prompt's
+// end and its reply's end), at most 256.
+int CheckpointSlots(const models::ModelConfig& model, const ServingOptions& o, const models::WindowRings& rings);
 
 // The cache-relevant shape of a model the engine runs: KV bytes per element as the KV store
 // holds them (kv_dtype), SSM states f32 as the state store holds them, sliding layers' KV in

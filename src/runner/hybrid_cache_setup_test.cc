@@ -41,5 +41,49 @@ TEST(ShapeOfModel, AQwen35CheckpointWeighsItsRealBytes) {
   EXPECT_EQ((cost.CheckpointBytes() + cost.KvBytes(1) - 1) / cost.KvBytes(1), 1644);
 }
 
+// Window rings: auto pages the sliding layers when a pool of short contexts for many sequences
+// holds less than the rings would, rings when contexts are long; the ring covers the window
+// before a step and the step's rows; a checkpoint costs the ring's bytes and the KV in the tree
+// is the full layers' alone; checkpoints default to what the sliding share of the pool buys.
+TEST(WindowRingsFor, AutoTakesRingsForLongContextsAndPricesTheirCheckpoints) {
+  const models::ModelConfig c = models::PresetConfig("gemma3-tiny").value();  // window 32
+  ServingOptions o;
+  o.block_tokens = 8;
+  o.step_tokens = 64;
+  o.max_running = 4;
+  o.kv_tokens = 1024;  // 256 tokens a sequence: paging is cheaper
+  EXPECT_EQ(WindowRingsFor(c, o, core::DType::kF32)->ring_tokens, 0);
+  o.kv_tokens = 1 << 16;
+  const models::WindowRings rings = WindowRingsFor(c, o, core::DType::kF32).value();
+  EXPECT_EQ(rings.ring_tokens, (31 + 64 + 7) / 8 * 8 + 8);
+  o.swa_cache = "full";
+  EXPECT_EQ(WindowRingsFor(c, o, core::DType::kF32)->ring_tokens, 0);
+  o.swa_cache = "window";
+  o.kv_tokens = 1024;
+  EXPECT_EQ(WindowRingsFor(c, o, core::DType::kF32)->ring_tokens, rings.ring_tokens);
+  o.swa_cache = "sliding";
+  EXPECT_FALSE(WindowRingsFor(c, o, core::DType::kF32).ok());
+
+  const cache::CostModel cost(ShapeOfModel(c, core::DType::kF32, rings), cache::Accounting::kCorrected);
+  int sliding = 0;
+  for (int w : c.layer_window) sliding += w > 0;
+  EXPECT_EQ(cost.CheckpointBytes(), static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(c, rings)));
+  EXPECT_EQ(cost.KvBytes(1), (c.n_attention_layers() - sliding) * 2 * c.n_kv_heads * c.head_dim * 4);
+  // Past the window a sliding layer's attention grows linearly, a full one's quadratically.
+  EXPECT_LT(cost.WindowAttentionFlops(4096), cost.AttentionFlops(4096));
+  EXPECT_EQ(cost.WindowAttentionFlops(32), cost.AttentionFlops(32));
+
+  o.swa_cache = "window";
+  o.kv_tokens = 1 << 16;
+  EXPECT_EQ(CheckpointSlots(c, o, rings), 256);  // the sliding share of 64K tokens buys more
+  o.kv_tokens = 1024;
+  EXPECT_EQ(CheckpointSlots(c, o, rings), 3 * 4 + 1);
+  o.checkpoint_slots = 5;
+  EXPECT_EQ(CheckpointSlots(c, o, rings), 5);
+  EXPECT_EQ(CheckpointSlots(c, o, {}), 5);
+  o.checkpoint_slots = -1;
+  EXPECT_EQ(CheckpointSlots(c, o, {}), 32);
+}
+
 }  // namespace
 }  // namespace radixlm::runner

@@ -1,5 +1,7 @@
 #include "runner/serving_engine.h"
 
+#include <cstdio>
+
 #include "runner/disk_tier_setup.h"
 
 namespace radixlm::runner {
@@ -39,8 +41,15 @@ engine::EngineConfig MakeEngineConfig(const ServingOptions& o) {
 }
 
 core::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Make(models::Transformer& model, core::ThreadPool& pool,
-                                                                   const ServingOptions& o, core::DType kv_dtype,
+                                                                   const ServingOptions& given, core::DType kv_dtype,
                                                                    const std::string& weights_path, int64_t sampled_vocab) {
+  ServingOptions o = given;
+  RADIXLM_ASSIGN_OR_RETURN(const models::WindowRings rings, WindowRingsFor(model.config(), o, kv_dtype));
+  o.checkpoint_slots = CheckpointSlots(model.config(), o, rings);
+  if (rings.ring_tokens > 0)
+    std::fprintf(stderr, "window rings: %d tokens of the sliding layers per sequence or checkpoint (%.1f MiB), %d checkpoints\n",
+                 rings.ring_tokens, models::SsmStateStore::BytesPerSlot(model.config(), rings) / 1048576.0,
+                 o.no_prefix_cache ? 0 : o.checkpoint_slots);
   auto hybrid = MakeHybrid(model.config(), o, kv_dtype);
   RADIXLM_RETURN_IF_ERROR(hybrid.status());
   std::unique_ptr<tier::DiskTier> disk;

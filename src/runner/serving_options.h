@@ -17,15 +17,16 @@ struct ServingOptions {
   int max_running = 16;
   // Models with recurrent layers (Mamba2, Gated DeltaNet): the hybrid cache policy and its checkpoint slots.
   std::string hybrid_policy = "marconi";
-  int checkpoint_slots = 32;
+  int checkpoint_slots = -1;  // -1: auto (runner::CheckpointSlots)
   bool prompt_end_checkpoints = false;  // keep each prompt's end state (exact repeats hit)
   int64_t prompt_end_min_gap = 256;     // ... where it lies this far past the state the request has
   // Commands whose prompts are chat histories re-rendered from text (serve, chat) keep prompt
   // ends by default: see cli::ChatServingDefaults.
   // Sliding-window models: "window" keeps each sequence's sliding-layer KV in a ring of
   // O(window) (a state the hybrid cache checkpoints; the pool holds the full-attention layers);
-  // "full" pages it for the whole context like the other layers (llama.cpp's --swa-full).
-  std::string swa_cache = "window";
+  // "full" pages it for the whole context like the other layers (llama.cpp's --swa-full);
+  // "auto" picks the one taking less memory (runner::WindowRingsFor).
+  std::string swa_cache = "auto";
   // Intra-step prefix dedup of prefill rows (RadixMLP in the engine).
   double prefill_compaction_threshold = 0.92;
   std::string prefill_compaction = "trie";
