@@ -803,9 +803,15 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
 // the state captured there) and compute only their own suffixes. Answers and log-probabilities
 // are bitwise those of the cache off.
 TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
-  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  // "+rings": the sliding layers in window rings (the window captured where the prompt is shared).
+  for (const std::string spec :
+       {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     SCOPED_TRACE(spec);
-    auto model = models::LoadModel(spec).value();
+    const bool with_rings = spec.ends_with("+rings");
+    auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
+    const models::WindowRings rings =
+        with_rings ? models::WindowRings{models::SsmStateStore::RingTokens(model->config(), 8, 32), 8, core::DType::kF32}
+                   : models::WindowRings{};
     core::Rng rng(31);
     const int64_t V = model->config().vocab_size;
     std::vector<int32_t> system(160);
@@ -836,8 +842,9 @@ TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
     engine::EngineConfig on = off;
     on.prefix_cache = true;
     on.checkpoint_slots = 16;
-    const bool hybrid = model->config().n_ssm_layers() > 0;
-    const Outcome shared = RunWorkload(*model, w, on, hybrid ? "marconi" : "");
+    const bool hybrid = model->config().n_ssm_layers() > 0 || with_rings;
+    const Outcome shared =
+        RunWorkload(*model, w, on, hybrid ? "marconi" : "", {.threshold = 0}, core::DType::kF32, true, false, nullptr, rings);
     int followers = 0;
     for (size_t i = 0; i < w.requests.size(); ++i) {
       EXPECT_EQ(shared.outputs.at(i), plain.outputs.at(i)) << "request " << i;
@@ -1055,10 +1062,12 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // preemption (a small pool) mid-group. Random sharing depth: a system prompt, then one of two
 // few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
-  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
-                           "random:qwen35moe-tiny"}) {
-    auto model = models::LoadModel(spec).value();
-    const bool hybrid = model->config().n_ssm_layers() > 0;
+  // "+rings": the sliding layers in window rings (the full layers still decode in cascade).
+  for (const std::string spec : {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
+                                 "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
+    const bool with_rings = spec.ends_with("+rings");
+    auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
+    const bool hybrid = model->config().n_ssm_layers() > 0 || with_rings;
     core::Rng rng(5);
     auto random_tokens = [&](int n) {
       std::vector<int32_t> t(n);
@@ -1088,8 +1097,11 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
         cfg.scheduler.max_running = 8;
         cfg.scheduler.step_token_budget = 512;
         const std::string policy = hybrid ? "sglang+" : "";
-        const Outcome on = RunWorkload(*model, w, cfg, policy, {.threshold = 0}, kv, true);
-        const Outcome off = RunWorkload(*model, w, cfg, policy, {.threshold = 0}, kv, false);
+        const models::WindowRings rings =
+            with_rings ? models::WindowRings{models::SsmStateStore::RingTokens(model->config(), 16, 512), 16, kv}
+                       : models::WindowRings{};
+        const Outcome on = RunWorkload(*model, w, cfg, policy, {.threshold = 0}, kv, true, false, nullptr, rings);
+        const Outcome off = RunWorkload(*model, w, cfg, policy, {.threshold = 0}, kv, false, false, nullptr, rings);
         for (size_t i = 0; i < w.requests.size(); ++i)
           EXPECT_EQ(on.outputs.at(i), off.outputs.at(i)) << spec << " request " << i << " blocks " << blocks;
         EXPECT_GT(on.cascade_rows, 0) << spec << " blocks " << blocks;
@@ -1110,9 +1122,15 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
 // mid-block); with a pool that holds only a few groups it still completes, equal, without
 // computing more than the all-at-once baseline.
 TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPrefixOnce) {
-  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
-    auto model = models::LoadModel(spec).value();
-    const bool hybrid = model->config().n_ssm_layers() > 0;
+  // "+rings": the sliding layers in window rings (a state, checkpointed at each group's prefix).
+  for (const std::string spec : {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
+                                 "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
+    const bool with_rings = spec.ends_with("+rings");
+    auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
+    const models::WindowRings rings =
+        with_rings ? models::WindowRings{models::SsmStateStore::RingTokens(model->config(), 16, 256), 16, core::DType::kF32}
+                   : models::WindowRings{};
+    const bool hybrid = model->config().n_ssm_layers() > 0 || with_rings;
     core::Rng rng(11);
     auto random_tokens = [&](int n) {
       std::vector<int32_t> t(n);
@@ -1150,9 +1168,10 @@ TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPr
       cfg.scheduler.max_running = 64;
       cfg.scheduler.step_token_budget = 256;
       core::ThreadPool pool(2);
-      models::KvStore kv(model->config(), {cfg.num_blocks, cfg.block_tokens, core::DType::kF32});
-      auto hy = runner::MakeHybridServing(model->config(), runner::ShapeOfModel(model->config()), cfg.scheduler.max_running,
-                                          hybrid ? cfg.checkpoint_slots : 0, "sglang+", 0.0, false)
+      models::KvStore kv(model->config(), {cfg.num_blocks, cfg.block_tokens, core::DType::kF32, with_rings});
+      auto hy = runner::MakeHybridServing(model->config(), runner::ShapeOfModel(model->config(), core::DType::kF32, rings),
+                                          cfg.scheduler.max_running, hybrid ? cfg.checkpoint_slots : 0, "sglang+", 0.0,
+                                          false, false, rings)
                     .value();
       runner::ModelExecutor exec(*model, pool, kv, hy.states.get());
       engine::Engine eng(cfg, exec, hy.cache.get());

@@ -54,6 +54,8 @@ struct HybridShape {
   int64_t window = 0;
   int64_t window_state_bytes = 0;
 
+  // Sequences carry states (SSM layers or window rings): a hit needs a checkpoint.
+  bool HasStates() const { return n_ssm_layers > 0 || window_state_bytes > 0; }
   int64_t QDim() const { return n_heads && head_dim ? n_heads * head_dim : d_model; }
   int64_t KvDim() const { return n_kv_heads && head_dim ? n_kv_heads * head_dim : d_model; }
   int64_t DInner() const { return expand * d_model; }

@@ -18,7 +18,7 @@ class HybridRadixCache final : public CheckpointCache {
   HybridRadixCache(const HybridCacheConfig& config, const CostModel& cost)
       : config_(config),
         cost_(cost),
-        policy_(RadixPolicy::Make(config.policy, cost.shape().n_ssm_layers > 0)),
+        policy_(RadixPolicy::Make(config.policy, cost.shape().HasStates())),
         alpha_(config.alpha),
         candidates_(policy_->ranks_efficiency()) {
     RADIXLM_CHECK(cost.accounting() == Accounting::kCorrected);
@@ -28,7 +28,7 @@ class HybridRadixCache final : public CheckpointCache {
   }
   // A replica for a tuning replay: the tree copied, the policy made static at `alpha`.
   HybridRadixCache(const HybridRadixCache& from, double alpha)
-      : config_(from.config_), cost_(from.cost_), policy_(RadixPolicy::Make(HybridPolicy::kMarconiStatic, from.cost_.shape().n_ssm_layers > 0)),
+      : config_(from.config_), cost_(from.cost_), policy_(RadixPolicy::Make(HybridPolicy::kMarconiStatic, from.cost_.shape().HasStates())),
         alpha_(alpha), nodes_(from.nodes_), free_nodes_(from.free_nodes_), child_of_(from.child_of_),
         node_count_(from.node_count_), kv_tokens_(from.kv_tokens_), clock_(from.clock_),
         candidates_(from.candidates_) {
