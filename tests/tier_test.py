@@ -17,7 +17,9 @@ tokens and log-probabilities, with a server that caches nothing):
      is a disk hit;
   7. attach: 8 identical prompts 10 ms apart compute the prefix about once;
   8. a hybrid (Gated DeltaNet) model: its recurrent states go to disk too; after a restart a repeated
-     prompt resumes from one.
+     prompt resumes from one;
+  9. a sliding-window model with window rings (gemma3-tiny, --swa-cache window): the same, with
+     windows as the states.
 
 Usage: tier_test.py RADIXLM_BINARY
 """
@@ -209,6 +211,26 @@ def main():
         check(cached > 0 and answer == hwant[1],
               "8. hybrid after a restart: a repeated prompt resumes from disk (%d of %d cached), same answer" %
               (cached, len(hprompts[1])))
+        stop(proc)
+
+        # 9. A sliding-window model served with window rings (Gemma 3's layout, a 32-token
+        # window): the windows go to disk as states; after a restart a repeated prompt resumes
+        # from the window at its end, with the plain answer.
+        rings = ["-m", "random:gemma3-tiny", "--kv-tokens", "4096", "--block-tokens", str(BS), "--swa-cache", "window"]
+        wplain, wpbase = serve(binary, rings + ["--no-prefix-cache"], free_port())
+        wprompts = [system[:400] + tok(rng.randrange(30, 120)) for _ in range(3)]
+        wwant = [complete(wpbase, p)[0] for p in wprompts]
+        stop(wplain)
+        wfolder = os.path.join(work, "rings")
+        proc, base = serve(binary, rings + ["--cache-dir", wfolder, "--cache-disk-gb", "1"], free_port())
+        check([complete(base, p)[0] for p in wprompts] == wwant, "9. window rings through the tier: the plain answers")
+        stop(proc)
+        check(len(files(wfolder, "ssm/*/*.st")) > 0, "9. window rings: windows on disk (%d)" % len(files(wfolder, "ssm/*/*.st")))
+        proc, base = serve(binary, rings + ["--cache-dir", wfolder, "--cache-disk-gb", "1"], free_port())
+        answer, cached = complete(base, wprompts[1])
+        check(cached > 0 and answer == wwant[1],
+              "9. window rings after a restart: a repeated prompt resumes from disk (%d of %d cached), same answer" %
+              (cached, len(wprompts[1])))
         stop(proc)
     finally:
         stop(plain)

@@ -51,7 +51,6 @@ json RunRecorded(const Opts& o, const Loaded& in, core::ThreadPool& pool) {
 // One replay through the server with the prefix cache on or off; --trace-out written from the
 // cache-on run.
 json RunServed(const Opts& o, const Loaded& in, core::ThreadPool& pool, bool cache_on) {
-  const models::Transformer& model = *in.model.model;
   const tokenizer::Tokenizer& tok = *in.model.tokenizer;
   EngineOptions eo = o.engine;
   eo.no_prefix_cache = !cache_on;
@@ -59,8 +58,8 @@ json RunServed(const Opts& o, const Loaded& in, core::ThreadPool& pool, bool cac
   json j;
   auto r = replay::ReplayInProcess(serving->engine(), in.convs, tok, in.format, {o.clients, o.max_tokens}, &j);
   ExitIfError(r.status());
-  j["policy"] = model.config().n_ssm_layers() > 0 ? (cache_on && eo.checkpoint_slots != 0 ? eo.hybrid_policy : "off")
-                                               : (cache_on ? "radix" : "off");
+  j["policy"] = serving->has_states() ? (cache_on && eo.checkpoint_slots != 0 ? eo.hybrid_policy : "off")
+                                      : (cache_on ? "radix" : "off");
   if (cache_on && !o.trace_out.empty()) {
     std::ofstream out(o.trace_out);
     for (const sim::TraceRequest& t : r->trace) sim::WriteMarconiLine(out, t);

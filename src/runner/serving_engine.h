@@ -38,6 +38,8 @@ class ServingEngine {
   ServingEngine(const ServingEngine&) = delete;
   ServingEngine& operator=(const ServingEngine&) = delete;
   engine::Engine& engine() { return engine_; }
+  // Sequences carry states (recurrent layers or window rings): hits end at checkpoints.
+  bool has_states() const { return hybrid_.states != nullptr; }
   const models::KvStore& kv() const { return kv_; }
   tier::DiskTier* disk_tier() const { return disk_.get(); }
 
