@@ -95,8 +95,8 @@ void PrintWindowsLine(const json& w) {
               w["rope_theta_sliding"].get<double>(), w["sinks"].get<bool>() ? ", attention sinks" : "",
               w["kv_bytes_per_token_full_layers"].get<int64_t>() / 1024.0,
               w["kv_bytes_per_token_sliding_layers"].get<int64_t>() / 1024.0);
-  std::printf("  a 32K sequence keeps %.1f MiB of KV served (sliding layers in rings of %d tokens, %.1f MiB each "
-              "sequence or checkpoint), %.1f MiB with --swa-cache full, %.1f MiB at the window bound\n",
+  std::printf("  a 32K sequence keeps %.1f MiB of KV with window rings (the sliding layers' ring: %d tokens, %.1f MiB "
+              "a sequence or checkpoint), %.1f MiB paged whole (--swa-cache full), %.1f MiB at the window bound\n",
               w["kv_bytes_per_sequence_32k"].get<int64_t>() / 1048576.0, w["window_ring_tokens"].get<int>(),
               w["window_ring_bytes"].get<int64_t>() / 1048576.0,
               w["kv_bytes_per_sequence_32k_swa_full"].get<int64_t>() / 1048576.0,
