@@ -1356,7 +1356,7 @@ TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
     const models::ModelConfig& c = model.config();
     ASSERT_LT(models::KvStore::BytesPerBlock(c, 8, core::DType::kF32, true),
               models::KvStore::BytesPerBlock(c, 8, core::DType::kF32));
-    int64_t cached = 0, preemptions = 0, tier_hits = 0;
+    int64_t cached = 0, preemptions = 0, tier_hits = 0, deduplicated = 0;
     for (uint64_t seed : {1, 2}) {
       const Workload w = MakeWorkload(seed, c.vocab_size);
       engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = false};
@@ -1397,6 +1397,7 @@ TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
       }
       cached += cached_run.metrics.cached_prompt_tokens;
       preemptions += evicting.metrics.preemptions;
+      deduplicated += dedup.metrics.deduplicated_tokens;
       tier_hits += tiered.metrics.tier_hit_tokens;
       disk.reset();
       std::filesystem::remove_all(dir);
@@ -1404,6 +1405,7 @@ TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
     EXPECT_GT(cached, 0);
     EXPECT_GT(preemptions, 0);
     EXPECT_GT(tier_hits, 0);
+    EXPECT_GT(deduplicated, 0);
     // Speculation: rejected drafts roll back through the draft slot.
     const Workload w = MakeSpeculationWorkload(4, c.vocab_size);
     engine::EngineConfig plain_cfg{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
