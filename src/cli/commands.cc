@@ -97,9 +97,9 @@ void PrintWindowsLine(const json& w) {
               w["kv_bytes_per_token_sliding_layers"].get<int64_t>() / 1024.0);
   std::printf("  a 32K sequence keeps %.1f MiB of KV with window rings (the sliding layers' ring: %d tokens, %.1f MiB "
               "a sequence or checkpoint), %.1f MiB paged whole (--swa-cache full), %.1f MiB at the window bound\n",
-              w["kv_bytes_per_sequence_32k"].get<int64_t>() / 1048576.0, w["window_ring_tokens"].get<int>(),
+              w["kv_bytes_per_sequence_32k_window_rings"].get<int64_t>() / 1048576.0, w["window_ring_tokens"].get<int>(),
               w["window_ring_bytes"].get<int64_t>() / 1048576.0,
-              w["kv_bytes_per_sequence_32k_swa_full"].get<int64_t>() / 1048576.0,
+              w["kv_bytes_per_sequence_32k"].get<int64_t>() / 1048576.0,
               w["kv_bytes_per_sequence_32k_window_bound"].get<int64_t>() / 1048576.0);
 }
 

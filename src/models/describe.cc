@@ -66,16 +66,15 @@ json RecurrentJson(const ModelConfig& c, const std::string& kv_dtype) {
 }
 
 // Sliding-window attention (null when no layer slides): the layers of each kind, their KV bytes
-// per token, and what a sequence of 32K tokens keeps when served: with window rings (serve's
-// default, --swa-cache window, at its default 256-token steps and 16-token blocks) the full
-// layers' every position and one ring per sliding layer; with --swa-cache full (llama.cpp's
-// --swa-full) every position of every layer; and the bound a window allows (the sliding layers'
-// last window + one block).
+// per token, and what a sequence of 32K tokens keeps when served: paged whole (--swa-cache full,
+// llama.cpp's --swa-full) every position of every layer; with window rings (--swa-cache window,
+// or auto's choice; at serve's default 256-token steps and 16-token blocks) the full layers'
+// every position and one ring per sliding layer; and the bound a window allows (the sliding
+// layers' last window + one block).
 json WindowsJson(const ModelConfig& c, const std::string& kv_dtype) {
   const int window = c.sliding_window();
   if (window == 0) return nullptr;
-  int sliding = 0;
-  for (int w : c.layer_window) sliding += w > 0;
+  const int sliding = c.n_sliding_layers();
   const int full = c.n_attention_layers() - sliding;
   const int64_t per_layer = KvBytesPerToken(c, kv_dtype) / std::max(1, c.n_attention_layers());
   constexpr int64_t kContext = 32768, kBlock = 16, kStep = 256;
@@ -87,7 +86,7 @@ json WindowsJson(const ModelConfig& c, const std::string& kv_dtype) {
           {"kv_bytes_per_token_full_layers", per_layer * full}, {"kv_bytes_per_token_sliding_layers", per_layer * sliding},
           {"rope_theta_sliding", c.rope_theta_swa > 0 ? c.rope_theta_swa : c.rope_theta},
           {"sinks", c.attn_sinks}, {"window_ring_tokens", ring}, {"window_ring_bytes", per_layer * sliding * ring},
-          {"kv_bytes_per_sequence_32k", rings}, {"kv_bytes_per_sequence_32k_swa_full", every},
+          {"kv_bytes_per_sequence_32k", every}, {"kv_bytes_per_sequence_32k_window_rings", rings},
           {"kv_bytes_per_sequence_32k_window_bound", bound}};
 }
 

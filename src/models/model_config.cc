@@ -238,6 +238,12 @@ std::string ModelConfig::Validate() const {
   return "";
 }
 
+int ModelConfig::n_sliding_layers() const {
+  int n = 0;
+  for (int w : layer_window) n += w > 0;
+  return n;
+}
+
 int ModelConfig::sliding_window() const {
   int w = 0;
   for (int x : layer_window) w = std::max(w, x);

@@ -126,6 +126,7 @@ struct ModelConfig {
   std::vector<int> layer_window;   // per attention layer, in execution order
   double rope_theta_swa = 0.0;     // 0 = rope_theta
   int sliding_window() const;      // the largest window (0 when no layer slides)
+  int n_sliding_layers() const;    // attention layers with a window
   // Gemma: the attention and the MLP outputs are RMS-normed (post_attention_norm,
   // post_ffw_norm) before their residual adds.
   bool post_norms = false;

@@ -18,13 +18,9 @@ std::vector<std::pair<int64_t, int64_t>> SsmStateStore::LayerFloats(const ModelC
 
 namespace {
 
-int CountSliding(const ModelConfig& model) {
-  return static_cast<int>(std::ranges::count_if(model.layer_window, [](int w) { return w > 0; }));
-}
-
 size_t RingBytes(const ModelConfig& model, const WindowRings& rings) {
   if (rings.ring_tokens == 0) return 0;
-  return size_t{2} * CountSliding(model) * rings.ring_tokens * model.n_kv_heads * model.head_dim *
+  return size_t{2} * model.n_sliding_layers() * rings.ring_tokens * model.n_kv_heads * model.head_dim *
          core::DTypeSize(rings.dtype);
 }
 
@@ -53,6 +49,7 @@ SsmStateStore::SsmStateStore(const ModelConfig& model, int n_slots, WindowRings 
     RADIXLM_CHECK(rings.block_tokens > 0 && rings.ring_tokens % rings.block_tokens == 0);
     RADIXLM_CHECK_MSG(max_step_rows() > 0, "window rings too short for the window");
     for (int w : model.layer_window) ring_of_.push_back(w > 0 ? n_ring_layers_++ : -1);
+    RADIXLM_CHECK_MSG(int64_t{n_slots} * 2 * n_ring_layers_ * ring_blocks() <= INT32_MAX, "too many window ring blocks");
   }
   slot_bytes_ = BytesPerSlot(model, rings);
   buffer_.Resize(static_cast<size_t>(n_slots) * slot_bytes_);

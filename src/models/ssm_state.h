@@ -59,7 +59,7 @@ class SsmStateStore {
   float* Conv(int slot, int layer);
   void Reset(int slot);                // the state before any token: zeros
   void Copy(int src_slot, int dst_slot);
-  // A slot's bytes (BytesPerSlot of them, contiguous): a disk tier reads and writes them whole.
+  // A slot's bytes (slot_bytes() of them, contiguous): a disk tier reads and writes them whole.
   void* SlotData(int slot);
   int n_slots() const { return n_slots_; }
   size_t slot_bytes() const { return slot_bytes_; }

@@ -120,12 +120,14 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
   for (models::LayerKind k : c.layers) f << static_cast<int>(k) << ",";
   f << "\nssm=" << c.ssm_heads << "," << c.ssm_head_dim << "," << c.ssm_state << "," << c.ssm_groups << "," << c.ssm_conv << ","
     << c.ssm_norm_group << "\ngdn=" << c.gdn_k_heads << "," << c.gdn_v_heads << "," << c.gdn_head_dim << "," << c.gdn_tiled;
-  f << "\nlayer_window=";
-  for (int w : c.layer_window) f << w << ",";
-  // Window rings change what a block and a state hold (and the ring's length, a state's size).
-  auto rings = WindowRingsFor(c, eo, kv_dtype);
-  if (!rings.ok()) return rings.status();
-  f << "\nwindow_rings=" << rings->ring_tokens;
+  if (c.sliding_window() > 0) {  // (absent otherwise: other models' folders stay valid)
+    f << "\nlayer_window=";
+    for (int w : c.layer_window) f << w << ",";
+    // Window rings change what a block and a state hold (and the ring's length, a state's size).
+    auto rings = WindowRingsFor(c, eo, kv_dtype);
+    if (!rings.ok()) return rings.status();
+    f << "\nwindow_rings=" << rings->ring_tokens;
+  }
   f << "\nnamespace=" << eo.cache_namespace << "\n";
   return f.str();
 }

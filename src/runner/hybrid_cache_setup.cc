@@ -15,6 +15,9 @@ int64_t FixedSlots(const ServingOptions& o) {
   return cache::Memory::StateSlots(fixed, true);
 }
 
+// A conversation's turn leaves three checkpoints: its branch point, its prompt's end, its reply's.
+int64_t MinCheckpoints(const ServingOptions& o) { return 3 * int64_t{o.max_running} + 1; }
+
 }  // namespace
 
 core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
@@ -22,23 +25,27 @@ core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& mo
   if (o.swa_cache != "auto" && o.swa_cache != "window" && o.swa_cache != "full")
     return core::InvalidArgument("--swa-cache must be auto, window or full, not '" + o.swa_cache + "'");
   if (o.swa_cache == "full" || model.sliding_window() == 0) return models::WindowRings{};
+  if (model.n_ssm_layers() > 0) {  // one state store holds either recurrent states or rings
+    if (o.swa_cache == "window")
+      return core::InvalidArgument("--swa-cache window: this model has recurrent layers too; use auto or full");
+    return models::WindowRings{};
+  }
   const int rows = o.step_tokens + (o.speculate != "off" ? o.draft_max : 0);
   const models::WindowRings rings{models::SsmStateStore::RingTokens(model, o.block_tokens, rows), o.block_tokens, kv_dtype};
   // auto: rings where they take less than paging the sliding layers for the whole pool would:
-  // the fixed slots and the fewest checkpoints auto keeps (CheckpointSlots), in ring tokens.
-  const int64_t ring_slots = FixedSlots(o) + (o.no_prefix_cache ? 0 : 3 * o.max_running + 1);
+  // the fixed slots and the checkpoints (as asked, or the fewest auto keeps), in ring tokens.
+  const int64_t checkpoints = o.no_prefix_cache ? 0 : o.checkpoint_slots >= 0 ? o.checkpoint_slots : MinCheckpoints(o);
+  const int64_t ring_slots = FixedSlots(o) + checkpoints;
   if (o.swa_cache == "auto" && int64_t{rings.ring_tokens} * ring_slots >= o.kv_tokens) return models::WindowRings{};
   return rings;
 }
 
-int CheckpointSlots(const models::ModelConfig& model, const ServingOptions& o, const models::WindowRings& rings) {
+int CheckpointSlots(const models::ModelConfig&, const ServingOptions& o, const models::WindowRings& rings) {
   if (o.checkpoint_slots >= 0) return o.checkpoint_slots;
   if (rings.ring_tokens == 0) return 32;
-  const int64_t ring = static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(model, rings));
-  const int64_t sliding_per_token = ring / rings.ring_tokens;
-  const int64_t budget = o.kv_tokens * sliding_per_token / ring - FixedSlots(o);
-  // A conversation's turn leaves three: its branch point, its prompt's end, its reply's end.
-  return static_cast<int>(std::clamp<int64_t>(budget, 3 * o.max_running + 1, 256));
+  // The pool's tokens of the sliding layers, in rings, beside the slots every serving holds.
+  const int64_t fit = o.kv_tokens / rings.ring_tokens - FixedSlots(o);
+  return static_cast<int>(std::clamp<int64_t>(fit, MinCheckpoints(o), 256));
 }
 
 cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dtype, const models::WindowRings& rings) {
@@ -77,7 +84,7 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
   s.kv_elem_bytes = static_cast<int>(core::DTypeSize(kv_dtype));
   s.state_elem_bytes = 4;  // the SSM state store holds f32
   if (rings.ring_tokens > 0) {
-    for (int w : c.layer_window) s.n_window_layers += w > 0;
+    s.n_window_layers = c.n_sliding_layers();
     s.window = c.sliding_window();
     s.window_state_bytes = static_cast<int64_t>(models::SsmStateStore::BytesPerSlot(c, rings));
   }

@@ -21,8 +21,8 @@ struct HybridServing {
 
 // The window rings serving gives a sliding-window model, sized for a step of the scheduler's
 // budget plus a draft; ring_tokens 0 (none) with no sliding layer, with --swa-cache full, and
-// with auto where the rings (working, capture and the fewest checkpoints auto keeps) would take
-// more than the pool's tokens of the sliding layers (--swa-cache full's cost): short contexts
+// with auto where the rings (working, capture and the checkpoints kept) would take as much as
+// or more than the pool's tokens of the sliding layers (--swa-cache full's cost): short contexts
 // for many sequences page; long ones get rings.
 core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
                                                    core::DType kv_dtype);

@@ -56,6 +56,9 @@ TEST(WindowRingsFor, AutoTakesRingsForLongContextsAndPricesTheirCheckpoints) {
   o.kv_tokens = 1 << 16;
   const models::WindowRings rings = WindowRingsFor(c, o, core::DType::kF32).value();
   EXPECT_EQ(rings.ring_tokens, (31 + 64 + 7) / 8 * 8 + 8);
+  o.checkpoint_slots = 700;  // checkpoints asked for count: 710 rings outgrow 64K tokens
+  EXPECT_EQ(WindowRingsFor(c, o, core::DType::kF32)->ring_tokens, 0);
+  o.checkpoint_slots = -1;
   o.swa_cache = "full";
   EXPECT_EQ(WindowRingsFor(c, o, core::DType::kF32)->ring_tokens, 0);
   o.swa_cache = "window";

@@ -42,7 +42,9 @@ class ModelExecutor : public engine::Executor {
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   int64_t max_context() const override { return model_.config().max_context; }
   int32_t state_slots() const override { return states_ ? states_->n_slots() : 0; }
-  int32_t prefill_alignment() const override { return states_ ? model_.config().ssm_chunk : 0; }
+  int32_t prefill_alignment() const override {
+    return states_ && model_.config().n_ssm_layers() > 0 ? model_.config().ssm_chunk : 0;
+  }
   void CopyState(int32_t src, int32_t dst) override { states_->Copy(src, dst); }
   int64_t deduplicated_rows() const override { return deduplicated_rows_; }
   bool shares_step_prefixes() const override { return !states_ && compaction_.threshold > 0; }
