@@ -1278,6 +1278,26 @@ TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
   }
 }
 
+// Speculation on a sliding-window model: tree drafts, some rejected, roll back bitwise to the
+// answers without drafts (with window rings, through the draft slot).
+void ExpectSpeculationRollsBack(models::Transformer& model, const std::string& spec, bool with_rings) {
+  const Workload w = MakeSpeculationWorkload(4, model.config().vocab_size);
+  engine::EngineConfig plain_cfg{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
+  plain_cfg.scheduler.max_running = 6;
+  plain_cfg.scheduler.step_token_budget = 24;
+  plain_cfg.checkpoint_slots = 16;
+  engine::EngineConfig spec_cfg = plain_cfg;
+  spec_cfg.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
+  const models::WindowRings rings =
+      with_rings ? models::WindowRings{models::SsmStateStore::RingTokens(model.config(), 8, 24 + 6), 8, core::DType::kF32}
+                 : models::WindowRings{};
+  const Outcome a = RunWorkload(model, w, plain_cfg),
+                b = RunWorkload(model, w, spec_cfg, with_rings ? "marconi" : "", {.threshold = 0}, core::DType::kF32, true,
+                                false, nullptr, rings);
+  ExpectSameAnswers(w, a, b, spec);
+  EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
+}
+
 // Sliding-window attention: the Gemma 3 preset (a 32-token window) and a gpt-oss file as
 // released (tests/data/swa: MXFP4 experts, Q8_0 elsewhere, sinks, a 16-token window). Prompts
 // that branch inside and outside the window, the prefix cache with a pool small enough to evict
@@ -1327,16 +1347,7 @@ TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
     EXPECT_GT(cached, 0);
     EXPECT_GT(preemptions, 0);
     EXPECT_GT(tier_hits, 0);
-    // Speculation: rejected drafts roll back.
-    const Workload w = MakeSpeculationWorkload(4, model.config().vocab_size);
-    engine::EngineConfig plain_cfg{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
-    plain_cfg.scheduler.max_running = 6;
-    plain_cfg.scheduler.step_token_budget = 24;
-    engine::EngineConfig spec_cfg = plain_cfg;
-    spec_cfg.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
-    const Outcome a = RunWorkload(model, w, plain_cfg), b = RunWorkload(model, w, spec_cfg);
-    ExpectSameAnswers(w, a, b, spec);
-    EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
+    ExpectSpeculationRollsBack(model, spec, false);
   }
 }
 
@@ -1406,20 +1417,7 @@ TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
     EXPECT_GT(preemptions, 0);
     EXPECT_GT(tier_hits, 0);
     EXPECT_GT(deduplicated, 0);
-    // Speculation: rejected drafts roll back through the draft slot.
-    const Workload w = MakeSpeculationWorkload(4, c.vocab_size);
-    engine::EngineConfig plain_cfg{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true};
-    plain_cfg.scheduler.max_running = 6;
-    plain_cfg.scheduler.step_token_budget = 24;
-    plain_cfg.checkpoint_slots = 16;
-    engine::EngineConfig spec_cfg = plain_cfg;
-    spec_cfg.speculate = {.source = "tree", .draft_max = 6, .min_match = 1, .adapt = false};
-    const models::WindowRings rings{models::SsmStateStore::RingTokens(c, 8, 24 + 6), 8, core::DType::kF32};
-    const Outcome a = RunWorkload(model, w, plain_cfg),
-                  b = RunWorkload(model, w, spec_cfg, "marconi", {.threshold = 0}, core::DType::kF32, true, false, nullptr,
-                                  rings);
-    ExpectSameAnswers(w, a, b, spec);
-    EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
+    ExpectSpeculationRollsBack(model, spec, true);
   }
 }
 

@@ -196,46 +196,39 @@ def main():
 
         # 8. A hybrid (Gated DeltaNet + attention): its states go to disk with their blocks; after a
         # restart a repeated prompt resumes from the state at its end.
-        hybrid = ["-m", "random:qwen35-tiny", "--kv-tokens", "4096", "--block-tokens", str(BS)]
-        hplain, hpbase = serve(binary, hybrid + ["--no-prefix-cache"], free_port())
-        hprompts = [system[:400] + tok(rng.randrange(30, 120)) for _ in range(3)]
-        hwant = [complete(hpbase, p)[0] for p in hprompts]
-        stop(hplain)
-        hfolder = os.path.join(work, "hybrid")
-        proc, base = serve(binary, hybrid + ["--cache-dir", hfolder, "--cache-disk-gb", "1"], free_port())
-        check([complete(base, p)[0] for p in hprompts] == hwant, "8. hybrid through the tier: the plain answers")
-        stop(proc)
-        check(len(files(hfolder, "ssm/*/*.st")) > 0, "8. hybrid: recurrent states on disk (%d)" % len(files(hfolder, "ssm/*/*.st")))
-        proc, base = serve(binary, hybrid + ["--cache-dir", hfolder, "--cache-disk-gb", "1"], free_port())
-        answer, cached = complete(base, hprompts[1])
-        check(cached > 0 and answer == hwant[1],
-              "8. hybrid after a restart: a repeated prompt resumes from disk (%d of %d cached), same answer" %
-              (cached, len(hprompts[1])))
-        stop(proc)
-
+        states_survive_restart(binary, work, system, tok, rng, "8. hybrid", "recurrent states",
+                               ["-m", "random:qwen35-tiny", "--kv-tokens", "4096", "--block-tokens", str(BS)])
         # 9. A sliding-window model served with window rings (Gemma 3's layout, a 32-token
-        # window): the windows go to disk as states; after a restart a repeated prompt resumes
-        # from the window at its end, with the plain answer.
-        rings = ["-m", "random:gemma3-tiny", "--kv-tokens", "4096", "--block-tokens", str(BS), "--swa-cache", "window"]
-        wplain, wpbase = serve(binary, rings + ["--no-prefix-cache"], free_port())
-        wprompts = [system[:400] + tok(rng.randrange(30, 120)) for _ in range(3)]
-        wwant = [complete(wpbase, p)[0] for p in wprompts]
-        stop(wplain)
-        wfolder = os.path.join(work, "rings")
-        proc, base = serve(binary, rings + ["--cache-dir", wfolder, "--cache-disk-gb", "1"], free_port())
-        check([complete(base, p)[0] for p in wprompts] == wwant, "9. window rings through the tier: the plain answers")
-        stop(proc)
-        check(len(files(wfolder, "ssm/*/*.st")) > 0, "9. window rings: windows on disk (%d)" % len(files(wfolder, "ssm/*/*.st")))
-        proc, base = serve(binary, rings + ["--cache-dir", wfolder, "--cache-disk-gb", "1"], free_port())
-        answer, cached = complete(base, wprompts[1])
-        check(cached > 0 and answer == wwant[1],
-              "9. window rings after a restart: a repeated prompt resumes from disk (%d of %d cached), same answer" %
-              (cached, len(wprompts[1])))
-        stop(proc)
+        # window): the windows go to disk as states, the same way.
+        states_survive_restart(binary, work, system, tok, rng, "9. window rings", "windows",
+                               ["-m", "random:gemma3-tiny", "--kv-tokens", "4096", "--block-tokens", str(BS),
+                                "--swa-cache", "window"])
     finally:
         stop(plain)
         shutil.rmtree(work, ignore_errors=True)
     finish()
+
+
+def states_survive_restart(binary, work, system, tok, rng, label, what, model_args):
+    """A model whose sequences carry states, served through the tier: the plain answers, states
+    on disk, and after a restart a repeated prompt resumes from disk with the plain answer."""
+    plain, pbase = serve(binary, model_args + ["--no-prefix-cache"], free_port())
+    prompts = [system[:400] + tok(rng.randrange(30, 120)) for _ in range(3)]
+    want = [complete(pbase, p)[0] for p in prompts]
+    stop(plain)
+    folder = os.path.join(work, label.split()[0].strip("."))
+    tiered = model_args + ["--cache-dir", folder, "--cache-disk-gb", "1"]
+    proc, base = serve(binary, tiered, free_port())
+    check([complete(base, p)[0] for p in prompts] == want, label + " through the tier: the plain answers")
+    stop(proc)
+    on_disk = len(files(folder, "ssm/*/*.st"))
+    check(on_disk > 0, "%s: %s on disk (%d)" % (label, what, on_disk))
+    proc, base = serve(binary, tiered, free_port())
+    answer, cached = complete(base, prompts[1])
+    check(cached > 0 and answer == want[1],
+          "%s after a restart: a repeated prompt resumes from disk (%d of %d cached), same answer" %
+          (label, cached, len(prompts[1])))
+    stop(proc)
 
 
 def _swallow(fn):
