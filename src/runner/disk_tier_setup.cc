@@ -14,7 +14,6 @@
 #include "models/describe.h"
 #include "models/kv_store.h"
 #include "models/ssm_state.h"
-#include "runner/hybrid_cache_setup.h"
 
 namespace radixlm::runner {
 namespace {
@@ -95,7 +94,8 @@ core::StatusOr<std::string> WeightsDigest(const std::string& model, const std::s
 }  // namespace
 
 core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, const models::Transformer& model,
-                                             core::DType kv_dtype, const ServingOptions& eo, const std::string& cache_dir) {
+                                             core::DType kv_dtype, const ServingOptions& eo, const std::string& cache_dir,
+                                             const models::WindowRings& rings) {
   auto weights = WeightsDigest(weights_path, cache_dir);
   if (!weights.ok()) return weights.status();
   const models::ModelConfig& c = model.config();
@@ -124,29 +124,27 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
     f << "\nlayer_window=";
     for (int w : c.layer_window) f << w << ",";
     // Window rings change what a block and a state hold (and the ring's length, a state's size).
-    auto rings = WindowRingsFor(c, eo, kv_dtype);
-    if (!rings.ok()) return rings.status();
-    f << "\nwindow_rings=" << rings->ring_tokens;
+    f << "\nwindow_rings=" << rings.ring_tokens;
   }
   f << "\nnamespace=" << eo.cache_namespace << "\n";
   return f.str();
 }
 
 core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& weights_path, const models::Transformer& model,
-                                                             core::DType kv_dtype, const ServingOptions& eo) {
+                                                             core::DType kv_dtype, const ServingOptions& eo,
+                                                             const models::WindowRings& rings) {
   if (eo.cache_dir.empty()) return std::unique_ptr<tier::DiskTier>();
   if (eo.no_prefix_cache) return core::InvalidArgument("--cache-dir needs the prefix cache (drop --no-prefix-cache)");
   if (!(eo.cache_disk_gb > 0)) return core::InvalidArgument("--cache-disk-gb must be positive");
   std::error_code ec;
   fs::create_directories(eo.cache_dir, ec);
-  auto fp = ModelFingerprint(weights_path, model, kv_dtype, eo, eo.cache_dir);
+  auto fp = ModelFingerprint(weights_path, model, kv_dtype, eo, eo.cache_dir, rings);
   if (!fp.ok()) return fp.status();
   tier::DiskTierConfig tc;
   tc.dir = eo.cache_dir;
   tc.capacity_bytes = static_cast<int64_t>(eo.cache_disk_gb * 1e9);
   tc.fingerprint = *fp;
   tc.block_tokens = eo.block_tokens;
-  RADIXLM_ASSIGN_OR_RETURN(const models::WindowRings rings, WindowRingsFor(model.config(), eo, kv_dtype));
   tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, kv_dtype, rings.ring_tokens > 0);
   if (model.config().n_ssm_layers() > 0 || rings.ring_tokens > 0)
     tc.state_bytes = models::SsmStateStore::BytesPerSlot(model.config(), rings);

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "models/ssm_state.h"
 #include "models/transformer.h"
 #include "runner/serving_options.h"
 #include "tier/disk_tier.h"
@@ -22,11 +23,14 @@
 namespace radixlm::runner {
 
 // weights_path: the model file or folder (or a preset's name) the weights came from.
+// rings: the window rings serving uses (WindowRingsFor; none: every layer paged).
 core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, const models::Transformer& model,
-                                             core::DType kv_dtype, const ServingOptions& o, const std::string& cache_dir);
+                                             core::DType kv_dtype, const ServingOptions& o, const std::string& cache_dir,
+                                             const models::WindowRings& rings = {});
 // Null without --cache-dir. Errors: the folder cannot be used, a bad bound. A model with recurrent
 // layers keeps its KV blocks and the recurrent states its hybrid cache keeps there.
 core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& weights_path, const models::Transformer& model,
-                                                             core::DType kv_dtype, const ServingOptions& o);
+                                                             core::DType kv_dtype, const ServingOptions& o,
+                                                             const models::WindowRings& rings = {});
 
 }  // namespace radixlm::runner

@@ -13,11 +13,10 @@ PrefillCompaction MakePrefillCompaction(const ServingOptions& o) {
 }
 
 core::StatusOr<HybridServing> MakeHybrid(const models::ModelConfig& model, const ServingOptions& o,
-                                         core::DType kv_dtype) {
+                                         core::DType kv_dtype, const models::WindowRings& rings) {
   if (o.speculate != "off" && model.n_ssm_layers() > 0 && model.ssm_chunk > 0)
     return core::InvalidArgument("--speculate needs the exact recurrence (--ssm-chunk 0): a chunked scan's bits depend "
                                  "on where a step starts, so verifying a draft would change answers");
-  RADIXLM_ASSIGN_OR_RETURN(models::WindowRings rings, WindowRingsFor(model, o, kv_dtype));
   return MakeHybridServing(model, ShapeOfModel(model, kv_dtype, rings), o.max_running,
                            o.no_prefix_cache ? 0 : o.checkpoint_slots, o.hybrid_policy, 0.0, o.prompt_end_checkpoints,
                            o.speculate != "off", rings);
@@ -50,12 +49,12 @@ core::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Make(models::Trans
     std::fprintf(stderr, "window rings: %d tokens of the sliding layers per sequence or checkpoint (%.1f MiB), %d checkpoints\n",
                  rings.ring_tokens, models::SsmStateStore::BytesPerSlot(model.config(), rings) / 1048576.0,
                  o.no_prefix_cache ? 0 : o.checkpoint_slots);
-  auto hybrid = MakeHybrid(model.config(), o, kv_dtype);
+  auto hybrid = MakeHybrid(model.config(), o, kv_dtype, rings);
   RADIXLM_RETURN_IF_ERROR(hybrid.status());
   std::unique_ptr<tier::DiskTier> disk;
   if (!o.cache_dir.empty()) {
     if (weights_path.empty()) return core::InvalidArgument("--cache-dir needs the model's path for its fingerprint");
-    auto t = MakeDiskTier(weights_path, model, kv_dtype, o);
+    auto t = MakeDiskTier(weights_path, model, kv_dtype, o, rings);
     RADIXLM_RETURN_IF_ERROR(t.status());
     disk = std::move(t).value();
   }
