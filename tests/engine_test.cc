@@ -1298,15 +1298,17 @@ void ExpectSpeculationRollsBack(models::Transformer& model, const std::string& s
   EXPECT_GT(Drafted(b.metrics), Accepted(b.metrics)) << "some drafts were rejected";
 }
 
-// Sliding-window attention: the Gemma 3 preset (a 32-token window) and a gpt-oss file as
-// released (tests/data/swa: MXFP4 experts, Q8_0 elsewhere, sinks, a 16-token window). Prompts
+// Sliding-window attention: the Gemma 3 preset (a 32-token window), a gpt-oss file as released
+// (tests/data/swa: MXFP4 experts, Q8_0 elsewhere, sinks, a 16-token window) and a Gemma 4 file
+// (head shapes by layer kind, shared-KV layers, per-layer inputs; a 16-token window). Prompts
 // that branch inside and outside the window, the prefix cache with a pool small enough to evict
 // and preempt, step dedup, chunked prefill, a disk tier under the pool and speculation with
 // rollback: every answer is bitwise the plain run's.
 TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
   const char* src = std::getenv("RADIXLM_SOURCE_DIR");
   ASSERT_NE(src, nullptr);
-  for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf"}) {
+  for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf",
+                                  std::string(src) + "/tests/data/swa/gemma4-tiny.gguf"}) {
     SCOPED_TRACE(spec);
     auto loaded = models::LoadModel(spec);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -1359,7 +1361,8 @@ TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
 TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
   const char* src = std::getenv("RADIXLM_SOURCE_DIR");
   ASSERT_NE(src, nullptr);
-  for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf"}) {
+  for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf",
+                                  std::string(src) + "/tests/data/swa/gemma4-tiny.gguf"}) {
     SCOPED_TRACE(spec);
     auto loaded = models::LoadModel(spec);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();

@@ -53,6 +53,9 @@ struct HybridShape {
   int n_window_layers = 0;
   int64_t window = 0;
   int64_t window_state_bytes = 0;
+  // K and V values a token keeps in the paged layers when layers differ in shape or share KV
+  // (Gemma 4); 0 = 2 KvDim() per paged layer.
+  int64_t kv_values_per_token = 0;
 
   // Sequences carry states (SSM layers or window rings): a hit needs a checkpoint.
   bool HasStates() const { return n_ssm_layers > 0 || window_state_bytes > 0; }
@@ -89,6 +92,8 @@ class CostModel {
   // Whole model: bytes of one checkpoint (all SSM layers) and KV of `tokens` (all attention layers).
   int64_t CheckpointBytes() const { return shape_.n_ssm_layers * SsmStateBytesPerLayer() + shape_.window_state_bytes; }
   int64_t KvBytes(int64_t tokens) const {
+    if (shape_.kv_values_per_token > 0 && acc_ == Accounting::kCorrected)
+      return tokens * shape_.kv_values_per_token * shape_.kv_elem_bytes;
     return (shape_.n_attn_layers - shape_.n_window_layers) * KvBytesPerLayer(tokens);
   }
 

@@ -90,6 +90,7 @@ const ArchSpec& GraniteHybridArch();
 const ArchSpec& Qwen35Arch();
 const ArchSpec& Qwen35MoeArch();
 const ArchSpec& Gemma3Arch();
+const ArchSpec& Gemma4Arch();
 const ArchSpec& GptOssArch();
 
 // ---- helpers the rows share ------------------------------------------------------------------

@@ -40,10 +40,10 @@ std::string MatmulDescription(const Transformer& m) {
 
 namespace {
 
-// KV bytes one token takes in every attention layer.
-int64_t KvBytesPerToken(const ModelConfig& c, const std::string& kv_dtype) {
-  const size_t element = kv_dtype == "f32" ? 4 : 2;
-  return int64_t{c.n_attention_layers()} * 2 * c.n_kv_heads * c.head_dim * static_cast<int64_t>(element);
+// KV bytes one token takes in the attention layers that keep their own KV (sliding, full).
+int64_t KvBytesPerToken(const ModelConfig& c, const std::string& kv_dtype, bool sliding = true, bool full = true) {
+  const int64_t element = kv_dtype == "f32" ? 4 : 2;
+  return c.KvValuesPerToken(sliding, full) * element;
 }
 
 // The recurrent layers' shape and the state one sequence holds (what a checkpoint costs).
@@ -76,16 +76,16 @@ json WindowsJson(const ModelConfig& c, const std::string& kv_dtype) {
   if (window == 0) return nullptr;
   const int sliding = c.n_sliding_layers();
   const int full = c.n_attention_layers() - sliding;
-  const int64_t per_layer = KvBytesPerToken(c, kv_dtype) / std::max(1, c.n_attention_layers());
+  const int64_t full_bytes = KvBytesPerToken(c, kv_dtype, false, true), sliding_bytes = KvBytesPerToken(c, kv_dtype, true, false);
   constexpr int64_t kContext = 32768, kBlock = 16, kStep = 256;
   const int64_t ring = SsmStateStore::RingTokens(c, kBlock, kStep);
-  const int64_t every = per_layer * c.n_attention_layers() * kContext;
-  const int64_t rings = per_layer * (int64_t{full} * kContext + int64_t{sliding} * std::min(kContext, ring));
-  const int64_t bound = per_layer * (int64_t{full} * kContext + int64_t{sliding} * std::min(kContext, window + kBlock));
+  const int64_t every = (full_bytes + sliding_bytes) * kContext;
+  const int64_t rings = full_bytes * kContext + sliding_bytes * std::min(kContext, ring);
+  const int64_t bound = full_bytes * kContext + sliding_bytes * std::min(kContext, window + kBlock);
   return {{"window", window}, {"sliding_layers", sliding}, {"full_layers", full},
-          {"kv_bytes_per_token_full_layers", per_layer * full}, {"kv_bytes_per_token_sliding_layers", per_layer * sliding},
+          {"kv_bytes_per_token_full_layers", full_bytes}, {"kv_bytes_per_token_sliding_layers", sliding_bytes},
           {"rope_theta_sliding", c.rope_theta_swa > 0 ? c.rope_theta_swa : c.rope_theta},
-          {"sinks", c.attn_sinks}, {"window_ring_tokens", ring}, {"window_ring_bytes", per_layer * sliding * ring},
+          {"sinks", c.attn_sinks}, {"window_ring_tokens", ring}, {"window_ring_bytes", sliding_bytes * ring},
           {"kv_bytes_per_sequence_32k", every}, {"kv_bytes_per_sequence_32k_window_rings", rings},
           {"kv_bytes_per_sequence_32k_window_bound", bound}};
 }

@@ -1,4 +1,5 @@
-// The memory behind the paged KV cache: for each attention layer, K and V of n_blocks blocks
+// The memory behind the paged KV cache: for each attention layer that keeps its own KV, K and V
+// of n_blocks blocks in that layer's head shape
 // (layouts in kernels::KvLayerView) in f32, bf16 or f16 (bf16 halves the bytes
 // decode attention reads and doubles the tokens a pool holds; K/V are rounded once, when written). Blocks are addressed by id; which id
 // belongs to whom is decided elsewhere (cache::BlockPool), never here.
@@ -44,11 +45,17 @@ class KvStore {
   static size_t BytesPerBlock(const ModelConfig& model, int block_tokens, core::DType dtype, bool window_rings = false);
 
  private:
-  // The attention layers this store holds (all, or the full-attention ones with window_rings).
+  // The attention layers this store holds: those that keep their own KV (not Gemma 4's shared
+  // layers), all of them or, with window_rings, the full-attention ones.
   static std::vector<int> HeldLayers(const ModelConfig& model, bool window_rings);
+  struct LayerShape {
+    bool held = false;
+    int n_kv_heads = 0, head_dim = 0;  // per layer (Gemma 4's differ by kind)
+    size_t offset = 0;                 // where its K starts in buffer_; V follows
+  };
+  size_t TensorBytes(const LayerShape& s) const;  // one layer's K (or V) over all blocks
   KvStoreConfig config_;
-  int n_kv_heads_, head_dim_, n_layers_;
-  std::vector<int> slot_of_;  // per attention layer: its place in the buffer, or -1
+  std::vector<LayerShape> shape_;  // per attention layer
   core::AlignedBuffer buffer_;
 };
 

@@ -368,14 +368,31 @@ StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src
 
 // An attention layer in llama.cpp's GGUF names: attn_norm, attn_{q,k,v} (stacked into one
 // projection; q twice as tall with an output gate), their biases (qkv_bias), attn_{q,k}_norm
-// (qk_norm) and attn_output. The caller assigns kv_index.
-StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
-  const int64_t d = c.d_model, hd = c.head_dim, q = c.n_heads * hd, kv = c.n_kv_heads * hd;
+// (qk_norm) and attn_output, in attention layer `index`'s shape: a layer reading another's KV
+// (Gemma 4) has only attn_q, and with attn_v_optional a layer may lack attn_v (V = K's
+// projection). kv_index is the layer whose KV it reads.
+StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const WeightSource& src, int block, int index,
+                                               const WeightPlan& storage) {
+  const int64_t d = c.d_model, hd = c.AttnHeadDim(index), q = c.n_heads * hd, kv = c.AttnKvHeads(index) * hd;
   AttentionLayerWeights a;
+  a.head_dim = static_cast<int>(hd);
+  a.n_kv_heads = c.AttnKvHeads(index);
+  a.kv_index = c.KvSource(index);
+  a.writes_kv = c.OwnsKv(index);
+  a.v_from_k = a.writes_kv && c.attn_v_optional && !src.Has(Blk(block, "attn_v.weight"));
   RADIXLM_ASSIGN_OR_RETURN(a.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
   const int64_t q_rows = c.attn_output_gate ? 2 * q : q;  // [q_h | gate_h] per head
-  RADIXLM_ASSIGN_OR_RETURN(a.qkv, GetStacked(src, {Blk(block, "attn_q.weight"), Blk(block, "attn_k.weight"), Blk(block, "attn_v.weight")},
-                                             {q_rows, kv, kv}, d, storage));
+  std::vector<std::string> names = {Blk(block, "attn_q.weight")};
+  std::vector<int64_t> rows = {q_rows};
+  if (a.writes_kv) {
+    names.push_back(Blk(block, "attn_k.weight"));
+    rows.push_back(kv);
+  }
+  if (a.writes_kv && !a.v_from_k) {
+    names.push_back(Blk(block, "attn_v.weight"));
+    rows.push_back(kv);
+  }
+  RADIXLM_ASSIGN_OR_RETURN(a.qkv, GetStacked(src, names, rows, d, storage));
   if (c.qkv_bias) {
     for (const char* n : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
       RADIXLM_ASSIGN_OR_RETURN(auto b, GetVector(src, Blk(block, n), n[5] == 'q' ? q : kv));
@@ -384,8 +401,11 @@ StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const Weigh
   }
   if (c.qk_norm) {
     RADIXLM_ASSIGN_OR_RETURN(a.q_norm, GetVector(src, Blk(block, "attn_q_norm.weight"), hd));
-    RADIXLM_ASSIGN_OR_RETURN(a.k_norm, GetVector(src, Blk(block, "attn_k_norm.weight"), hd));
+    if (a.writes_kv) {
+      RADIXLM_ASSIGN_OR_RETURN(a.k_norm, GetVector(src, Blk(block, "attn_k_norm.weight"), hd));
+    }
   }
+  if (c.v_norm && a.writes_kv) a.v_norm.assign(hd, 1.0f);  // weightless: x / rms(x) * 1 is exact
   RADIXLM_ASSIGN_OR_RETURN(a.o, GetStacked(src, {Blk(block, "attn_output.weight")}, {d}, q, storage));
   if (c.post_norms) {
     RADIXLM_ASSIGN_OR_RETURN(a.post_norm, GetVector(src, Blk(block, "post_attention_norm.weight"), d));
@@ -399,52 +419,86 @@ StatusOr<AttentionLayerWeights> BuildAttention(const ModelConfig& c, const Weigh
   return a;
 }
 
-// A dense MLP: its norm, ffn_gate and ffn_up stacked (ffn_up alone for relu^2), ffn_down.
-StatusOr<MlpLayerWeights> BuildMlp(const ModelConfig& c, const WeightSource& src, int block, const WeightPlan& storage) {
-  const int64_t d = c.d_model;
+// A dense MLP (MLP layer `index`): its norm, ffn_gate and ffn_up stacked (ffn_up alone for
+// relu^2), ffn_down.
+StatusOr<MlpLayerWeights> BuildMlp(const ModelConfig& c, const WeightSource& src, int block, int index,
+                                   const WeightPlan& storage) {
+  const int64_t d = c.d_model, f = c.MlpFfn(index);
   MlpLayerWeights m;
+  m.ffn = static_cast<int>(f);
   // A block of its own (Nemotron-H) has one norm; a mixer + MLP block has a second one.
   RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, FeedForwardNorm(c, block), d));
   if (!c.mlp_gated()) {
-    RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {c.ffn_dim}, d, storage));
+    RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_up.weight")}, {f}, d, storage));
   } else {
     RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, {Blk(block, "ffn_gate.weight"), Blk(block, "ffn_up.weight")},
-                                                   {c.ffn_dim, c.ffn_dim}, d, storage));
+                                                   {f, f}, d, storage));
   }
-  RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, c.ffn_dim, storage));
+  RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, {Blk(block, "ffn_down.weight")}, {d}, f, storage));
   if (c.post_norms) {
     RADIXLM_ASSIGN_OR_RETURN(m.post_norm, GetVector(src, Blk(block, "post_ffw_norm.weight"), d));
   }
   return m;
 }
 
-// The input embedding table of a model whose embeddings are not tied (a tied model looks its
-// rows up in lm_head).
-Status LoadUntiedEmbedding(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage, TransformerWeights* w) {
-  const int64_t d = c.d_model;
+// A lookup table [vocab, d] (token_embd of a model whose embeddings are not tied; a tied model
+// looks its rows up in lm_head; Gemma 4's per_layer_token_embd).
+Status LoadTable(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage, const std::string& name,
+                 int64_t d, core::AlignedBuffer* out, DType* out_dtype) {
   std::vector<float> scratch;
-  RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get("token_embd.weight", {c.vocab_size, d}, &scratch));
+  RADIXLM_ASSIGN_OR_RETURN(TensorEntry e, src.Get(name, {c.vocab_size, d}, &scratch));
   // A quantised table stays quantised (a row is dequantised per lookup); otherwise it is kept
   // in the linear weights' type (f32 -> bf16 conversion when asked).
   if (core::IsQuantized(e.dtype) && !storage.forced) {
-    if (d % core::BlockElems(e.dtype) != 0) return core::DataLoss(e.file + ": token_embd.weight rows are not whole blocks");
-    w->embedding_dtype = e.dtype;
-    w->embedding.Resize(core::RowBytes(e.dtype, d) * c.vocab_size);
-    std::memcpy(w->embedding.data(), e.data, w->embedding.size());
+    if (d % core::BlockElems(e.dtype) != 0) return core::DataLoss(e.file + ": " + name + " rows are not whole blocks");
+    *out_dtype = e.dtype;
+    out->Resize(core::RowBytes(e.dtype, d) * c.vocab_size);
+    std::memcpy(out->data(), e.data, out->size());
   } else {
     const DType table = storage.forced.value_or(DefaultStorage(core::IsQuantized(e.dtype) ? DType::kBF16 : e.dtype));
-    w->embedding_dtype = table;
-    w->embedding.Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(table));
+    *out_dtype = table;
+    out->Resize(static_cast<size_t>(e.numel()) * core::DTypeSize(table));
     std::vector<float> row(d);
     for (int64_t r = 0; r < c.vocab_size; ++r) {
       core::ConvertToF32(e.dtype, static_cast<const uint8_t*>(e.data) + r * core::RowBytes(e.dtype, d), row.data(), d);
       for (int64_t k = 0; k < d; ++k) {
-        if (table == DType::kF32) w->embedding.as<float>()[r * d + k] = row[k];
-        else w->embedding.as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
+        if (table == DType::kF32) out->as<float>()[r * d + k] = row[k];
+        else out->as<uint16_t>()[r * d + k] = core::F32ToBf16(row[k]);
       }
     }
   }
   return core::Status::Ok();
+}
+
+// Gemma 4: the per-layer input weights (per_layer_input > 0) and each block's end
+// (BlockEndWeights: inp_gate, proj, post_norm; layer_output_scale where the file has it).
+// Nothing for a model with neither.
+Status BuildBlockEnds(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage, TransformerWeights* w) {
+  const int64_t d = c.d_model, P = c.per_layer_input;
+  bool any_scale = false;
+  for (int b = 0; b < c.n_blocks; ++b) any_scale |= src.Has(Blk(b, "layer_output_scale.weight"));
+  if (P == 0 && !any_scale) return Status::Ok();
+  if (P > 0) {
+    PerLayerInputWeights& pl = w->per_layer;
+    RADIXLM_RETURN_IF_ERROR(LoadTable(c, src, storage, "per_layer_token_embd.weight", c.n_blocks * P, &pl.table, &pl.table_dtype));
+    RADIXLM_ASSIGN_OR_RETURN(pl.model_proj, GetStacked(src, {"per_layer_model_proj.weight"}, {c.n_blocks * P}, d, storage));
+    RADIXLM_ASSIGN_OR_RETURN(pl.proj_norm, GetVector(src, "per_layer_proj_norm.weight", P));
+  }
+  for (int b = 0; b < c.n_blocks; ++b) {
+    BlockEndWeights e;
+    if (P > 0) {
+      RADIXLM_ASSIGN_OR_RETURN(e.gate, GetStacked(src, {Blk(b, "inp_gate.weight")}, {P}, d, storage));
+      RADIXLM_ASSIGN_OR_RETURN(e.proj, GetStacked(src, {Blk(b, "proj.weight")}, {d}, P, storage));
+      RADIXLM_ASSIGN_OR_RETURN(e.post_norm, GetVector(src, Blk(b, "post_norm.weight"), d));
+    }
+    if (src.Has(Blk(b, "layer_output_scale.weight"))) {
+      RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> scale, GetVector(src, Blk(b, "layer_output_scale.weight"), 1));
+      if (!std::isfinite(scale[0])) return core::DataLoss(c.name + ": " + Blk(b, "layer_output_scale.weight") + " is not finite");
+      e.output_scale = scale[0];
+    }
+    w->block_end.push_back(std::move(e));
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightSource& src, const WeightPlan& storage) {
@@ -457,12 +511,12 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
   for (size_t li = 0; li < c.layers.size(); ++li) {
     const int block = blocks[li];
     if (c.layers[li] == LayerKind::kAttention) {
-      RADIXLM_ASSIGN_OR_RETURN(AttentionLayerWeights a, BuildAttention(c, src, block, storage));
+      RADIXLM_ASSIGN_OR_RETURN(AttentionLayerWeights a, BuildAttention(c, src, block, kv_index, storage));
       a.window = c.layer_window.empty() ? 0 : c.layer_window[kv_index];
-      a.kv_index = kv_index++;
+      ++kv_index;
       w.attention.push_back(std::move(a));
     } else if (c.layers[li] == LayerKind::kMlp) {
-      RADIXLM_ASSIGN_OR_RETURN(MlpLayerWeights m, BuildMlp(c, src, block, storage));
+      RADIXLM_ASSIGN_OR_RETURN(MlpLayerWeights m, BuildMlp(c, src, block, static_cast<int>(w.mlp.size()), storage));
       w.mlp.push_back(std::move(m));
     } else if (c.layers[li] == LayerKind::kMoe) {
       RADIXLM_ASSIGN_OR_RETURN(MoeLayerWeights m, BuildMoe(c, src, block, storage));
@@ -485,7 +539,8 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
     return core::DataLoss(c.name + ": the embeddings are not tied (tie_word_embeddings false) but the model has no "
                           "output matrix (lm_head.weight / output.weight)");
   RADIXLM_ASSIGN_OR_RETURN(w.lm_head, GetStacked(src, {tied ? "token_embd.weight" : "output.weight"}, {c.vocab_size}, d, storage));
-  if (!tied) RADIXLM_RETURN_IF_ERROR(LoadUntiedEmbedding(c, src, storage, &w));
+  if (!tied) RADIXLM_RETURN_IF_ERROR(LoadTable(c, src, storage, "token_embd.weight", d, &w.embedding, &w.embedding_dtype));
+  RADIXLM_RETURN_IF_ERROR(BuildBlockEnds(c, src, storage, &w));
   ModelConfig final_config = c;
   final_config.tied_embeddings = tied;
   if (src.Has("rope_freqs.weight")) {

@@ -212,6 +212,32 @@ std::string CheckMoe(const MoeConfig& m) {
   return "";
 }
 
+// Per-layer head shapes, KV sources and MLP sizes (Gemma 4): the first inconsistency, "" when none.
+std::string CheckPerLayerShapes(const ModelConfig& c) {
+  const size_t n_attn = static_cast<size_t>(c.n_attention_layers());
+  for (const std::vector<int>* v : {&c.layer_head_dim, &c.layer_kv_heads, &c.layer_kv_source})
+    if (!v->empty() && v->size() != n_attn) return "per-layer attention shapes need one entry per attention layer";
+  if (!c.layer_ffn.empty() && c.layer_ffn.size() != static_cast<size_t>(c.CountLayers(LayerKind::kMlp)))
+    return "per-layer MLP sizes need one entry per MLP layer";
+  for (int f : c.layer_ffn)
+    if (f <= 0 || f > kMaxDim) return "an MLP size must be positive and at most 2^20";
+  for (int a = 0; a < static_cast<int>(n_attn); ++a) {
+    const int hd = c.AttnHeadDim(a), kv = c.AttnKvHeads(a), src = c.KvSource(a);
+    if (hd <= 0 || hd > 4096 || kv <= 0 || kv > kMaxHeads) return "per-layer head sizes must be positive and plausible";
+    if (c.n_heads % kv != 0 || c.n_heads / kv > 16) return "a layer's kv heads must divide n_heads (at most 16 q heads each)";
+    if (c.use_rope && hd % 2 != 0) return "head dims must be even for RoPE";
+    if (src < 0 || src > a) return "a layer reads the KV of itself or of an earlier layer";
+    const bool slides = !c.layer_window.empty() && c.layer_window[a] > 0;
+    const bool src_slides = !c.layer_window.empty() && c.layer_window[src] > 0;
+    if (src != a && (!c.OwnsKv(src) || c.AttnHeadDim(src) != hd || c.AttnKvHeads(src) != kv || slides != src_slides ||
+                     (slides && c.layer_window[src] != c.layer_window[a])))
+      return "a layer sharing KV must read a layer of its own kind and shape that keeps its KV";
+  }
+  if (c.rope_dim_swa < 0 || c.rope_dim_swa % 2 != 0) return "the sliding layers' rotary dims must be even";
+  if (c.per_layer_input < 0 || c.per_layer_input > 1 << 16) return "implausible per-layer input width";
+  return "";
+}
+
 }  // namespace
 
 std::string ModelConfig::Validate() const {
@@ -233,9 +259,42 @@ std::string ModelConfig::Validate() const {
   if (rope_dim < 0 || rope_dim > head_dim || rope_dim % 2 != 0) return "the rotary dims must be even and at most head_dim";
   if (!layer_window.empty() && layer_window.size() != static_cast<size_t>(n_attention_layers()))
     return "one sliding window entry per attention layer";
+  if (std::string problem = CheckPerLayerShapes(*this); !problem.empty()) return problem;
   for (int w : layer_window)
     if (w < 0 || w > (1 << 24)) return "a sliding window must be between 0 and 2^24 tokens";
   return "";
+}
+
+int ModelConfig::AttnHeadDim(int a) const { return layer_head_dim.empty() ? head_dim : layer_head_dim[a]; }
+int ModelConfig::AttnKvHeads(int a) const { return layer_kv_heads.empty() ? n_kv_heads : layer_kv_heads[a]; }
+int ModelConfig::KvSource(int a) const { return layer_kv_source.empty() ? a : layer_kv_source[a]; }
+int ModelConfig::MlpFfn(int m) const { return layer_ffn.empty() ? ffn_dim : layer_ffn[m]; }
+
+int ModelConfig::max_head_dim() const {
+  int h = head_dim;
+  for (int x : layer_head_dim) h = std::max(h, x);
+  return h;
+}
+
+int64_t ModelConfig::max_kv_dim() const {
+  int64_t m = 0;
+  for (int a = 0; a < n_attention_layers(); ++a) m = std::max<int64_t>(m, int64_t{AttnKvHeads(a)} * AttnHeadDim(a));
+  return m;
+}
+
+int ModelConfig::max_ffn() const {
+  int f = ffn_dim;
+  for (int x : layer_ffn) f = std::max(f, x);
+  return f;
+}
+
+int64_t ModelConfig::KvValuesPerToken(bool sliding, bool full) const {
+  int64_t n = 0;
+  for (int a = 0; a < n_attention_layers(); ++a) {
+    const bool slides = !layer_window.empty() && layer_window[a] > 0;
+    if (OwnsKv(a) && (slides ? sliding : full)) n += 2 * int64_t{AttnKvHeads(a)} * AttnHeadDim(a);
+  }
+  return n;
 }
 
 int ModelConfig::n_sliding_layers() const {

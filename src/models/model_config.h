@@ -131,6 +131,32 @@ struct ModelConfig {
   // post_ffw_norm) before their residual adds.
   bool post_norms = false;
 
+  // Per-layer shapes (Gemma 4); each empty = the model-wide value for every layer.
+  //   layer_head_dim / layer_kv_heads: per attention layer (sliding layers 256 dims, global
+  //     ones 512 with fewer kv heads);
+  //   layer_kv_source: per attention layer, the attention layer whose K/V it attends over: itself,
+  //     or an earlier layer of the same shape (Gemma 4's shared-KV layers compute only q and
+  //     hold no KV of their own);
+  //   layer_ffn: per dense MLP layer (Gemma 4 doubles the shared-KV layers' MLP).
+  std::vector<int> layer_head_dim, layer_kv_heads, layer_kv_source, layer_ffn;
+  int rope_dim_swa = 0;        // the sliding layers' rotated dims; 0 = their head dim
+  bool v_norm = false;         // Gemma 4: V is RMS-normed (no weight) before the cache
+  bool attn_v_optional = false;  // Gemma 4: a layer without attn_v uses its K projection as V
+  // Gemma 4 per-layer embeddings (PLE): per block a width-`per_layer_input` input from a token
+  // table and a projection of the embeddings, gated into the residual after the block's MLP.
+  int per_layer_input = 0;
+  int AttnHeadDim(int attention_layer) const;
+  int AttnKvHeads(int attention_layer) const;
+  int KvSource(int attention_layer) const;
+  bool OwnsKv(int attention_layer) const { return KvSource(attention_layer) == attention_layer; }
+  int MlpFfn(int mlp_layer) const;
+  int max_head_dim() const;
+  int64_t max_kv_dim() const;  // the widest attention layer's n_kv_heads x head_dim
+  int max_ffn() const;
+  // K and V values one token stores across the attention layers that own their KV, counting the
+  // sliding ones, the full ones, or both.
+  int64_t KvValuesPerToken(bool sliding, bool full) const;
+
   // Recurrent layers (Mamba2 and Gated DeltaNet): those whose state the SSM state store holds.
   int n_ssm_layers() const;
   int CountLayers(LayerKind kind) const;

@@ -20,8 +20,24 @@ namespace {
 
 size_t RingBytes(const ModelConfig& model, const WindowRings& rings) {
   if (rings.ring_tokens == 0) return 0;
-  return size_t{2} * model.n_sliding_layers() * rings.ring_tokens * model.n_kv_heads * model.head_dim *
-         core::DTypeSize(rings.dtype);
+  return static_cast<size_t>(model.KvValuesPerToken(true, false)) * rings.ring_tokens * core::DTypeSize(rings.dtype);
+}
+
+// The sliding layers that keep their own KV, which all have one head shape (a ring block's
+// bytes are the same in every ring, so block ids address any of them); -1 per other layer.
+std::vector<int> RingOf(const ModelConfig& model, int* n_rings, int* n_kv_heads, int* head_dim) {
+  std::vector<int> ring_of;
+  *n_rings = 0;
+  for (int a = 0; a < static_cast<int>(model.layer_window.size()); ++a) {
+    const bool ring = model.layer_window[a] > 0 && model.OwnsKv(a);
+    ring_of.push_back(ring ? (*n_rings)++ : -1);
+    if (!ring) continue;
+    RADIXLM_CHECK_MSG(*n_rings == 1 || (model.AttnKvHeads(a) == *n_kv_heads && model.AttnHeadDim(a) == *head_dim),
+                      "window rings need one head shape across the sliding layers");
+    *n_kv_heads = model.AttnKvHeads(a);
+    *head_dim = model.AttnHeadDim(a);
+  }
+  return ring_of;
 }
 
 }  // namespace
@@ -34,8 +50,7 @@ int SsmStateStore::RingTokens(const ModelConfig& model, int block_tokens, int ma
 }
 
 SsmStateStore::SsmStateStore(const ModelConfig& model, int n_slots, WindowRings rings)
-    : n_slots_(n_slots), rings_(rings), window_(model.sliding_window()), n_kv_heads_(model.n_kv_heads),
-      head_dim_(model.head_dim) {
+    : n_slots_(n_slots), rings_(rings), window_(model.sliding_window()) {
   int64_t at = 0;
   for (const auto& [ssm, conv] : LayerFloats(model)) {
     offset_.push_back(at);
@@ -48,7 +63,7 @@ SsmStateStore::SsmStateStore(const ModelConfig& model, int n_slots, WindowRings 
     RADIXLM_CHECK_MSG(window_ > 0, "window rings on a model without sliding layers");
     RADIXLM_CHECK(rings.block_tokens > 0 && rings.ring_tokens % rings.block_tokens == 0);
     RADIXLM_CHECK_MSG(max_step_rows() > 0, "window rings too short for the window");
-    for (int w : model.layer_window) ring_of_.push_back(w > 0 ? n_ring_layers_++ : -1);
+    ring_of_ = RingOf(model, &n_ring_layers_, &n_kv_heads_, &head_dim_);
     RADIXLM_CHECK_MSG(int64_t{n_slots} * 2 * n_ring_layers_ * ring_blocks() <= INT32_MAX, "too many window ring blocks");
   }
   slot_bytes_ = BytesPerSlot(model, rings);

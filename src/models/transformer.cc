@@ -1,5 +1,6 @@
 #include "models/transformer.h"
 
+#include "models/for_rows.h"
 #include "models/moe_route.h"
 
 #include <cmath>
@@ -24,6 +25,8 @@ size_t TransformerWeights::nbytes() const {
     n += m.router.nbytes() + m.gate_up.nbytes() + m.down.nbytes() + m.shared_gate_up.nbytes() + m.shared_down.nbytes() +
          m.shared_gate.nbytes() + (m.norm.size() + m.selection_bias.size()) * 4;
   }
+  for (const auto& e : block_end) n += e.gate.nbytes() + e.proj.nbytes() + e.post_norm.size() * 4;
+  n += per_layer.table.size() + per_layer.model_proj.nbytes() + per_layer.proj_norm.size() * 4;
   return n;
 }
 
@@ -42,6 +45,8 @@ std::string TransformerWeights::TypeSummary() const {
     add(m.shared_gate_up);
     add(m.shared_down);
   }
+  for (const auto& e : block_end) { add(e.gate); add(e.proj); }
+  add(per_layer.model_proj);
   add(lm_head);
   std::vector<std::pair<size_t, core::DType>> order;
   for (const auto& [t, b] : bytes) order.push_back({b, t});
@@ -59,7 +64,8 @@ Transformer::Transformer(ModelConfig config, TransformerWeights weights)
   for (size_t i = 0; i < config_.rope_freq_factors.size() && i < rope_.inv_freq.size(); ++i)
     rope_.inv_freq[i] /= config_.rope_freq_factors[i];
   if (config_.rope_theta_swa > 0)
-    rope_swa_ = kernels::MakeRopeTable(config_.rope_layout, rope_.rot_dim, config_.rope_theta_swa);
+    rope_swa_ = kernels::MakeRopeTable(config_.rope_layout, config_.rope_dim_swa > 0 ? config_.rope_dim_swa : rope_.rot_dim,
+                                       config_.rope_theta_swa);
   // IMROPE (llama.cpp's qwen35): pair i is in sector i % (s0+s1+s2+s3); sectors 3k, 3k+1, 3k+2
   // below 3 x s0, s1, s2 turn with the t, h, w positions (all the token's for text), the rest
   // with e's (0 for text): those pairs do not turn (frequency 0).
@@ -85,16 +91,6 @@ void Grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-// fn(begin, end) over [0, n): on this thread for a decode step's few rows (a parallel region
-// costs more than their work), else over the pool.
-template <typename Fn>
-void ForRows(core::ThreadPool& pool, int64_t n, Fn&& fn) {
-  if (n <= 16) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  pool.ParallelFor(n, [&](int, int64_t b, int64_t e) { fn(b, e); });
-}
 }  // namespace
 
 void Transformer::Embed(std::span<const int32_t> ids) {
@@ -130,6 +126,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   PrepareWorkspace(pool, positions, n);
 
   Embed(ids);  // x: [n_tokens, d_model]
+  if (config_.per_layer_input > 0) PerLayerInputs(pool, ids, n);
   if (plan && b.trie_attention) {
     kv_block_tokens_ = kv.block_tokens();
     PlanTrieAttention(b);
@@ -140,6 +137,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
   }
   if (rings) PlanRings(b, *states);
   size_t ai = 0, mi = 0, si = 0, gi = 0, ei = 0;
+  int block = 0;
   for (LayerKind kind : config_.layers) {
     switch (kind) {
       case LayerKind::kAttention: AttentionSublayer(pool, weights_.attention[ai++], b, kv, states, n); break;
@@ -147,6 +145,10 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
       case LayerKind::kMamba2: Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n); break;
       case LayerKind::kDeltaNet: DeltaNetSublayer(pool, weights_.deltanet[gi++], b, *states, n); break;
       case LayerKind::kMoe: MoeSublayer(pool, weights_.moe[ei++], n); break;
+    }
+    if (IsFeedForward(kind) && !weights_.block_end.empty()) {
+      BlockEnd(pool, weights_.block_end[block], block, n);
+      ++block;
     }
   }
 
@@ -180,14 +182,14 @@ void Transformer::CaptureWindows(const ForwardBatch& b, SsmStateStore& states) c
 // cos/sin, the rows spread over the pool.
 void Transformer::PrepareWorkspace(core::ThreadPool& pool, std::span<const int32_t> positions, int64_t n) {
   const int64_t d = config_.d_model;
-  const int64_t q_dim = int64_t{config_.n_heads} * config_.head_dim;
-  const int64_t kv_dim = int64_t{config_.n_kv_heads} * config_.head_dim;
+  const int64_t q_dim = int64_t{config_.n_heads} * config_.max_head_dim();
+  const int64_t kv_dim = config_.max_kv_dim();
   Grow(x_, n * d);
   Grow(xn_, n * d);
   Grow(qkv_, n * ((config_.attn_output_gate ? 2 : 1) * q_dim + 2 * kv_dim));
   Grow(attn_, n * q_dim);
-  Grow(gate_up_, n * 2 * config_.ffn_dim);
-  Grow(act_, n * config_.ffn_dim);
+  Grow(gate_up_, n * 2 * config_.max_ffn());
+  Grow(act_, n * config_.max_ffn());
   Grow(rope_cs_, n * rope_.rot_dim);
   if (rope_swa_.rot_dim > 0) Grow(rope_swa_cs_, n * rope_swa_.rot_dim);
   ForRows(pool, n, [&](int64_t t0, int64_t t1) {
@@ -304,11 +306,11 @@ void Transformer::NormRows(core::ThreadPool& pool, const float* x, const float* 
 // tokens spread over the pool. gate_up_ is free during attention, so k and v borrow it.
 void Transformer::SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& w, int64_t n, float** q_out,
                            float** k_out, float** v_out) {
-  const int64_t hd = config_.head_dim, n_heads = config_.n_heads, n_kv = config_.n_kv_heads;
+  const int64_t hd = w.head_dim, n_heads = config_.n_heads, n_kv = w.n_kv_heads;
   const int64_t q_dim = n_heads * hd, kv_dim = n_kv * hd;
   const bool gated = config_.attn_output_gate;
   const int64_t q_in = gated ? 2 * q_dim : q_dim;  // with the gate: [q_h | gate_h] per head
-  const int64_t qkv_dim = q_in + 2 * kv_dim;
+  const int64_t qkv_dim = q_in + (w.writes_kv ? (w.v_from_k ? 1 : 2) * kv_dim : 0);
   Grow(gate_up_, n * 2 * kv_dim);
   float* q = attn_.data();
   float* k = gate_up_.data();
@@ -326,19 +328,20 @@ void Transformer::SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& 
       } else {
         std::memcpy(q + t * q_dim, row, q_dim * 4);
       }
+      if (!w.writes_kv) continue;
       std::memcpy(k + t * kv_dim, row + q_in, kv_dim * 4);
-      std::memcpy(v + t * kv_dim, row + q_in + kv_dim, kv_dim * 4);
+      std::memcpy(v + t * kv_dim, row + q_in + (w.v_from_k ? 0 : kv_dim), kv_dim * 4);
     }
-    if (!w.q_norm.empty()) {
-      kernels::RmsNorm(q + t0 * q_dim, w.q_norm.data(), q + t0 * q_dim, (t1 - t0) * n_heads, hd, config_.rms_eps);
-      kernels::RmsNorm(k + t0 * kv_dim, w.k_norm.data(), k + t0 * kv_dim, (t1 - t0) * n_kv, hd, config_.rms_eps);
-    }
+    const int64_t rows = t1 - t0;
+    if (!w.q_norm.empty()) kernels::RmsNorm(q + t0 * q_dim, w.q_norm.data(), q + t0 * q_dim, rows * n_heads, hd, config_.rms_eps);
+    if (!w.k_norm.empty()) kernels::RmsNorm(k + t0 * kv_dim, w.k_norm.data(), k + t0 * kv_dim, rows * n_kv, hd, config_.rms_eps);
+    if (!w.v_norm.empty()) kernels::RmsNorm(v + t0 * kv_dim, w.v_norm.data(), v + t0 * kv_dim, rows * n_kv, hd, config_.rms_eps);
     if (config_.use_rope) {
       const bool local = w.window > 0 && rope_swa_.rot_dim > 0;  // a sliding layer's own base
       const kernels::RopeTable& table = local ? rope_swa_ : rope_;
       const float* cs = (local ? rope_swa_cs_ : rope_cs_).data() + t0 * table.rot_dim;
-      kernels::ApplyRope(table, cs, q + t0 * q_dim, t1 - t0, config_.n_heads, hd);
-      kernels::ApplyRope(table, cs, k + t0 * kv_dim, t1 - t0, config_.n_kv_heads, hd);
+      kernels::ApplyRope(table, cs, q + t0 * q_dim, rows, n_heads, hd);
+      if (w.writes_kv) kernels::ApplyRope(table, cs, k + t0 * kv_dim, rows, n_kv, hd);
     }
   });
   *q_out = q;
@@ -348,8 +351,8 @@ void Transformer::SplitQkv(core::ThreadPool& pool, const AttentionLayerWeights& 
 
 void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayerWeights& w,
                                     const ForwardBatch& b, KvStore& kv, const SsmStateStore* states, int64_t n) {
-  const int64_t d = config_.d_model, hd = config_.head_dim;
-  const int64_t q_dim = config_.n_heads * hd, kv_dim = config_.n_kv_heads * hd;
+  const int64_t d = config_.d_model, hd = w.head_dim;
+  const int64_t q_dim = config_.n_heads * hd, kv_dim = int64_t{w.n_kv_heads} * hd;
   const bool gated = config_.attn_output_gate;
   RADIXLM_CHECK_MSG(!gated || !b.compaction, "an attention output gate with prefix compaction");
   NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
@@ -362,13 +365,13 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
   RADIXLM_CHECK_MSG(!ring || (states && states->InRing(w.kv_index)), "an attention layer with no KV store");
   const kernels::KvLayerView layer = ring ? states->RingLayer(w.kv_index) : kv.Layer(w.kv_index);
   const std::vector<kernels::AttentionSeq>& seqs = ring ? ring_seqs_ : b.seqs;
-  kernels::AttentionParams params{config_.n_heads, config_.n_kv_heads, static_cast<int>(hd),
+  kernels::AttentionParams params{config_.n_heads, w.n_kv_heads, static_cast<int>(hd),
                                   config_.attention_multiplier > 0 ? config_.attention_multiplier
                                                                    : 1.0f / std::sqrt(static_cast<float>(hd))};
   params.window = w.window;
   params.sinks = w.sinks.empty() ? nullptr : w.sinks.data();
   if (b.compaction && b.trie_attention && !ring) {  // a ring is a sequence's own: no shared rows
-    TrieAttention(pool, params, layer, *b.compaction, q, k, v);
+    TrieAttention(pool, params, layer, *b.compaction, q, w.writes_kv ? k : nullptr, v);
     Gemm(pool, qkv_.data(), n, q_dim, w.o, xn_.data(), d);
     AddBias(pool, w.o_bias, xn_.data(), n);
     AddResidual(pool, n, w.post_norm);
@@ -385,14 +388,16 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
     Grow(v_full_, rows * kv_dim);
     Grow(o_full_, rows * q_dim);
     kernels::GatherRows(q, plan->scatter.data(), rows, q_dim, q_full_.data());
-    kernels::GatherRows(k, plan->scatter.data(), rows, kv_dim, k_full_.data());
-    kernels::GatherRows(v, plan->scatter.data(), rows, kv_dim, v_full_.data());
+    if (w.writes_kv) {
+      kernels::GatherRows(k, plan->scatter.data(), rows, kv_dim, k_full_.data());
+      kernels::GatherRows(v, plan->scatter.data(), rows, kv_dim, v_full_.data());
+    }
     q = q_full_.data();
     k = k_full_.data();
     v = v_full_.data();
     out = o_full_.data();
   }
-  kernels::WriteKv(pool, layer, seqs, b.positions.data(), k, v);
+  if (w.writes_kv) kernels::WriteKv(pool, layer, seqs, b.positions.data(), k, v);
   const double t0 = profile_ ? Seconds() : 0;
   kernels::CascadeAttention(pool, params, layer, seqs, b.positions.data(), q,
                             plan || ring ? std::span<const kernels::CascadeGroup>{} : b.cascade,
@@ -407,12 +412,12 @@ void Transformer::AttentionSublayer(core::ThreadPool& pool, const AttentionLayer
 
 // Trie-space attention, out into qkv_ [n, n_heads, head_dim]: every compact row writes its K/V
 // once (through its creator's table) and attends through that table; rows shared into a
-// diverging block are copied there as well.
+// diverging block are copied there as well. k null: the layer reads another's KV (written).
 void Transformer::TrieAttention(core::ThreadPool& pool, const kernels::AttentionParams& params,
                                 const kernels::KvLayerView& layer, const CompactionPlan& plan, float* q, float* k, float* v) {
-  const int64_t hd = config_.head_dim, kv_dim = config_.n_kv_heads * hd;
-  kernels::WriteKv(pool, layer, compact_seqs_, plan.compact_positions.data(), k, v);
-  if (!fix_rows_.empty()) {
+  const int64_t kv_dim = int64_t{params.n_kv_heads} * params.head_dim;
+  if (k) kernels::WriteKv(pool, layer, compact_seqs_, plan.compact_positions.data(), k, v);
+  if (k && !fix_rows_.empty()) {
     const int64_t nf = static_cast<int64_t>(fix_rows_.size());
     Grow(k_full_, nf * kv_dim);
     Grow(v_full_, nf * kv_dim);
@@ -434,7 +439,7 @@ void Transformer::ApplyOutputGate(core::ThreadPool& pool, int64_t n, int64_t q_d
 }
 
 void Transformer::MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n) {
-  const int64_t d = config_.d_model, f = config_.ffn_dim;
+  const int64_t d = config_.d_model, f = w.ffn;
   NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   // gate | up into gate_up_ (relu^2: up, activated in place in act_).
   const bool gated = config_.mlp_gated();

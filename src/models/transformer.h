@@ -76,7 +76,13 @@ struct AttentionLayerWeights {
   std::vector<float> sinks;      // [n_heads] or empty (gpt-oss's attention sinks)
   std::vector<float> post_norm;  // [d_model] or empty (Gemma: the output is normed before the residual)
   int window = 0;                // sliding window (ModelConfig::layer_window); 0 = the whole prefix
-  int kv_index = 0;              // which KvStore layer
+  int kv_index = 0;              // which KvStore layer it attends over (ModelConfig::KvSource)
+  int head_dim = 0, n_kv_heads = 0;  // this layer's (ModelConfig::AttnHeadDim / AttnKvHeads)
+  // Gemma 4: a shared-KV layer projects only q and writes no KV (qkv is [n_heads head_dim,
+  // d_model]); a layer without attn_v uses its K projection, before the k norm, as V (qkv is
+  // [q | k]); v_norm: ones [head_dim] when V is RMS-normed (ModelConfig::v_norm).
+  bool writes_kv = true, v_from_k = false;
+  std::vector<float> v_norm;
 };
 
 struct MlpLayerWeights {
@@ -84,6 +90,26 @@ struct MlpLayerWeights {
   kernels::PackedWeight gate_up; // [2 ffn_dim, d_model] (SiLU-gated) or up [ffn_dim, d_model] (relu^2)
   kernels::PackedWeight down;    // [d_model, ffn_dim]
   std::vector<float> post_norm;  // [d_model] or empty
+  int ffn = 0;                   // its hidden size (ModelConfig::MlpFfn)
+};
+
+// Gemma 4: what a block does after its MLP. With per-layer inputs (ModelConfig::
+// per_layer_input = P): x += post_norm(proj(gelu_tanh(gate x) * pl_b)), pl_b the block's P
+// columns of the per-layer inputs; then x *= output_scale (layer_output_scale, 1 when absent).
+struct BlockEndWeights {
+  kernels::PackedWeight gate;    // [P, d_model] or n_out() 0
+  kernels::PackedWeight proj;    // [d_model, P]
+  std::vector<float> post_norm;  // [d_model]
+  float output_scale = 1.0f;
+};
+
+// Gemma 4 per-layer inputs, per token [n_blocks, P]: (norm(model_proj x_emb / sqrt(d_model)) *
+// proj_norm + table[token] sqrt(P)) / sqrt(2), x_emb the scaled embedding.
+struct PerLayerInputWeights {
+  core::DType table_dtype = core::DType::kF32;
+  core::AlignedBuffer table;        // [vocab, n_blocks P] (per_layer_token_embd)
+  kernels::PackedWeight model_proj; // [n_blocks P, d_model]
+  std::vector<float> proj_norm;     // [P]
 };
 
 // Mixture of experts (ModelConfig::moe): the router, each expert's MLP (kept in the file's
@@ -135,6 +161,8 @@ struct TransformerWeights {
   std::vector<Mamba2LayerWeights> mamba;
   std::vector<DeltaNetLayerWeights> deltanet;
   std::vector<MoeLayerWeights> moe;
+  std::vector<BlockEndWeights> block_end;  // per block, or empty (nothing after the MLP)
+  PerLayerInputWeights per_layer;          // table empty: none
   std::vector<float> final_norm;  // [d_model]
   kernels::PackedWeight lm_head;  // [vocab, d_model]
   size_t nbytes() const;
@@ -181,6 +209,10 @@ class Transformer {
                      const CompactionPlan& plan, float* q, float* k, float* v);
   void ApplyOutputGate(core::ThreadPool& pool, int64_t n, int64_t q_dim);  // qkv_ *= sigmoid(gate_)
   void MlpSublayer(core::ThreadPool& pool, const MlpLayerWeights& w, int64_t n);
+  // Gemma 4 (per_layer_input.cc): the per-layer inputs of the n rows into pl_ (after Embed),
+  // and block `block`'s end (BlockEndWeights).
+  void PerLayerInputs(core::ThreadPool& pool, std::span<const int32_t> ids, int64_t n);
+  void BlockEnd(core::ThreadPool& pool, const BlockEndWeights& w, int block, int64_t n);
   void MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   // Router: each row's chosen experts (moe_ids_) and weights (moe_w_), [n, used].
   void Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
@@ -225,6 +257,7 @@ class Transformer {
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, rope_cs_, rope_swa_cs_, final_;
   std::vector<float> zxbcdt_, xbc_, ssm_y_;  // Mamba2 / DeltaNet: in_proj output, conv output, scan output
   std::vector<float> gate_;  // attention output gate [n, n_heads head_dim]
+  std::vector<float> pl_, pl_h_;  // per-layer inputs [n, n_blocks P]; a block end's [n, 2P] (gate | input)
   // Mixture of experts: router scores, the choice, rows grouped by expert (input, hidden,
   // activation, output) and each (row, slot)'s place among them.
   std::vector<float> moe_logits_, moe_w_, moe_x_, moe_h_, moe_a_, moe_y_, moe_shared_, moe_gate_;

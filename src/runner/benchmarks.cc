@@ -82,7 +82,7 @@ namespace {
 // tile of requests)}.
 std::pair<double, double> SharedDecodeKvBytes(const models::ModelConfig& c, core::DType kv_dtype, int batch, int prefix,
                                               int suffix, int gen_tokens, int32_t bt) {
-  const double token_bytes = 2.0 * c.n_kv_heads * c.head_dim * core::DTypeSize(kv_dtype) * c.n_attention_layers();
+  const double token_bytes = static_cast<double>(c.KvValuesPerToken(true, true)) * core::DTypeSize(kv_dtype);
   const int64_t split = kernels::AttentionSplitTokens(bt);
   const int64_t shared_tokens = (prefix / bt * bt) / split * split;  // whole split chunks of whole blocks
   const int64_t mid = prefix + suffix + gen_tokens / 2;

@@ -126,6 +126,10 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
     // Window rings change what a block and a state hold (and the ring's length, a state's size).
     f << "\nwindow_rings=" << rings.ring_tokens;
   }
+  if (!c.layer_head_dim.empty() || !c.layer_kv_source.empty()) {  // Gemma 4's per-layer shapes
+    f << "\nlayer_shapes=";
+    for (int a = 0; a < c.n_attention_layers(); ++a) f << c.AttnKvHeads(a) << "x" << c.AttnHeadDim(a) << "<" << c.KvSource(a) << ",";
+  }
   f << "\nnamespace=" << eo.cache_namespace << "\n";
   return f.str();
 }

@@ -18,6 +18,17 @@ int64_t FixedSlots(const ServingOptions& o) {
 // A conversation's turn leaves three checkpoints: its branch point, its prompt's end, its reply's.
 int64_t MinCheckpoints(const ServingOptions& o) { return 3 * int64_t{o.max_running} + 1; }
 
+// Rings share one block size: every sliding layer that keeps KV has the same head shape.
+bool OneSlidingShape(const models::ModelConfig& c) {
+  int first = -1;
+  for (int a = 0; a < c.n_attention_layers(); ++a) {
+    if (c.layer_window[a] == 0 || !c.OwnsKv(a)) continue;
+    if (first < 0) first = a;
+    if (c.AttnKvHeads(a) != c.AttnKvHeads(first) || c.AttnHeadDim(a) != c.AttnHeadDim(first)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& model, const ServingOptions& o,
@@ -28,6 +39,11 @@ core::StatusOr<models::WindowRings> WindowRingsFor(const models::ModelConfig& mo
   if (model.n_ssm_layers() > 0) {  // one state store holds either recurrent states or rings
     if (o.swa_cache == "window")
       return core::InvalidArgument("--swa-cache window: this model has recurrent layers too; use auto or full");
+    return models::WindowRings{};
+  }
+  if (!OneSlidingShape(model)) {
+    if (o.swa_cache == "window")
+      return core::InvalidArgument("--swa-cache window: this model's sliding layers differ in head shape; use auto or full");
     return models::WindowRings{};
   }
   const int rows = o.step_tokens + (o.speculate != "off" ? o.draft_max : 0);
@@ -83,6 +99,8 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
   }
   s.kv_elem_bytes = static_cast<int>(core::DTypeSize(kv_dtype));
   s.state_elem_bytes = 4;  // the SSM state store holds f32
+  if (!c.layer_head_dim.empty() || !c.layer_kv_heads.empty() || !c.layer_kv_source.empty())
+    s.kv_values_per_token = c.KvValuesPerToken(rings.ring_tokens == 0, true);
   if (rings.ring_tokens > 0) {
     s.n_window_layers = c.n_sliding_layers();
     s.window = c.sliding_window();

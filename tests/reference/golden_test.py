@@ -15,10 +15,11 @@ from transformer_ref import Model  # noqa: E402
 from hybrid_ref import HYBRID_TYPES, HybridModel  # noqa: E402
 from qwen35_ref import QWEN35_TYPES, Qwen35Model  # noqa: E402
 from gemma3_ref import GEMMA3_TYPES, Gemma3Model  # noqa: E402
+from gemma4_ref import Gemma4Model  # noqa: E402
 from gpt_oss_ref import GptOssModel  # noqa: E402
 
 # GGUF architectures with a reference of their own (the rest: transformer_ref.Model).
-GGUF_REFERENCES = {"gemma3": Gemma3Model.from_gguf, "gpt-oss": GptOssModel.from_gguf}
+GGUF_REFERENCES = {"gemma3": Gemma3Model.from_gguf, "gemma4": Gemma4Model.from_gguf, "gpt-oss": GptOssModel.from_gguf}
 from checkpoint_io import read_gguf  # noqa: E402
 import json  # noqa: E402
 
@@ -92,7 +93,7 @@ def main():
                 model = GGUF_REFERENCES.get(gguf_arch(case), Model.from_gguf)(case)
             if isinstance(model, HybridModel):
                 vocab = model.c["vocab_size"]
-            elif isinstance(model, (Gemma3Model, GptOssModel)):
+            elif isinstance(model, (Gemma3Model, Gemma4Model, GptOssModel)):
                 vocab = model.vocab()
             elif isinstance(model, Qwen35Model):
                 vocab = model.w[model.p + "embed_tokens.weight"].shape[0]

@@ -128,6 +128,82 @@ def write_gpt_oss(path, seed):
     w.close()
 
 
+def write_gemma4(path, seed):
+    """Gemma 4 layout as llama.cpp's gemma4 reads it: 6 blocks sliding [1,1,1,0,1,0] with a
+    16-token window; sliding heads of 16 dims (1 kv head), global heads of 32 (2 kv heads:
+    head_count_kv is an array); the last 2 blocks share the KV of blocks 2 (sliding) and 3
+    (global) (attention.shared_kv_layers) and have no attn_k / attn_v / attn_k_norm; block 3
+    has no attn_v (V = its K projection); proportional RoPE on the global layers (rope_freqs:
+    4 of 16 pairs turn, base 1e6), base 1e4 on the sliding ones; per-layer embeddings of 8
+    (per_layer_token_embd, per_layer_model_proj, per_layer_proj_norm; inp_gate, proj,
+    post_norm per block); layer_output_scale per block; feed-forward 128, 256 on the shared
+    blocks (feed_forward_length is an array); final logit softcap 30; tied embeddings. Norms
+    are plain weights (Gemma 4 does not shift them), drawn N(1, 0.1)."""
+    D, BLOCKS, HEADS, PL, WINDOW = 64, 6, 2, 8, 16
+    sliding = [True, True, True, False, True, False]
+    hd = [16 if s else 32 for s in sliding]
+    kv = [1 if s else 2 for s in sliding]
+    ffn = [128, 128, 128, 128, 256, 256]
+    shared = 2
+    w = gguf.GGUFWriter(path, "gemma4")
+    w.add_name("radixlm gemma4 fixture (random weights)")
+    w.add_context_length(4096)
+    w.add_embedding_length(D)
+    w.add_block_count(BLOCKS)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(kv)
+    w.add_key_length(32)
+    w.add_value_length(32)
+    w.add_key_length_swa(16)
+    w.add_value_length_swa(16)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_rope_dimension_count(32)
+    w.add_rope_dimension_count_swa(16)
+    w.add_sliding_window(WINDOW)
+    w.add_sliding_window_pattern(sliding)
+    w.add_shared_kv_layers(shared)
+    w.add_embedding_length_per_layer_input(PL)
+    w.add_final_logit_softcapping(30.0)
+    add_byte_vocabulary(w, gguf)
+    t = random_tensors(w, seed)
+
+    t("token_embd.weight", (VOCAB, D), 0.25)
+    w.add_tensor("rope_freqs.weight", np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32))
+    t("per_layer_token_embd.weight", (VOCAB, PL * BLOCKS), 0.25)
+    t("per_layer_model_proj.weight", (PL * BLOCKS, D), 0.12)
+    t("per_layer_proj_norm.weight", (PL,), 0.1, 1.0)
+    for b in range(BLOCKS):
+        p = f"blk.{b}."
+        has_kv = b < BLOCKS - shared
+        t(p + "attn_norm.weight", (D,), 0.1, 1.0)
+        t(p + "attn_q.weight", (HEADS * hd[b], D), 0.12)
+        t(p + "attn_q_norm.weight", (hd[b],), 0.1, 1.0)
+        if has_kv:
+            t(p + "attn_k.weight", (kv[b] * hd[b], D), 0.12)
+            t(p + "attn_k_norm.weight", (hd[b],), 0.1, 1.0)
+            if b != 3:
+                t(p + "attn_v.weight", (kv[b] * hd[b], D), 0.12)
+        t(p + "attn_output.weight", (D, HEADS * hd[b]), 0.12)
+        t(p + "post_attention_norm.weight", (D,), 0.1, 1.0)
+        t(p + "ffn_norm.weight", (D,), 0.1, 1.0)
+        t(p + "ffn_gate.weight", (ffn[b], D), 0.12)
+        t(p + "ffn_up.weight", (ffn[b], D), 0.12)
+        t(p + "ffn_down.weight", (D, ffn[b]), 0.12)
+        t(p + "post_ffw_norm.weight", (D,), 0.1, 1.0)
+        t(p + "inp_gate.weight", (PL, D), 0.12)
+        t(p + "proj.weight", (D, PL), 0.12)
+        t(p + "post_norm.weight", (D,), 0.1, 1.0)
+        t(p + "layer_output_scale.weight", (1,), 0.2, 0.8)
+    t("output_norm.weight", (D,), 0.1, 1.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 bin_dir = os.path.join(LLAMA, "build", "bin")
 env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
 logits_tool = os.path.join(os.path.dirname(os.path.abspath(LLAMA)), "llamacpp_logits")
@@ -138,7 +214,8 @@ def logits(f, stem):
                    env=env, check=True, capture_output=True)
 
 
-for stem, write, seed in [("gemma3-tiny", write_gemma3, 20261129), ("gpt-oss-tiny", write_gpt_oss, 20261130)]:
+for stem, write, seed in [("gemma3-tiny", write_gemma3, 20261129), ("gpt-oss-tiny", write_gpt_oss, 20261130),
+                         ("gemma4-tiny", write_gemma4, 20261131)]:
     f = os.path.join(OUT, stem + ".gguf")
     write(f, seed)
     logits(f, stem)
