@@ -88,6 +88,18 @@ void PrintExpertsLine(const json& e, const json& info) {
 }
 
 // info's line on sliding-window attention, from WindowsJson.
+// Gemma 4: head shapes by kind, shared-KV layers, per-layer inputs.
+void PrintLayerShapesLine(const json& s) {
+  std::string line = "  layer shapes:";
+  for (const char* kind : {"sliding", "full"})
+    if (s.contains(kind))
+      line += std::string(" ") + kind + " " + std::to_string(s[kind]["kv_heads"].get<int>()) + " kv x " +
+              std::to_string(s[kind]["head_dim"].get<int>()) + ";";
+  line += " " + std::to_string(s["shared_kv_layers"].get<int>()) + " layers read an earlier layer's KV";
+  if (s["per_layer_input"].get<int>() > 0) line += "; per-layer inputs of " + std::to_string(s["per_layer_input"].get<int>());
+  std::printf("%s\n", line.c_str());
+}
+
 void PrintWindowsLine(const json& w) {
   std::printf("  sliding window %d on %d of %d attention layers (RoPE theta %g there%s); KV per token %.1f KiB full + "
               "%.1f KiB sliding\n",
@@ -136,6 +148,7 @@ void RegisterInfo(CLI::App& app) {
     if (c.n_ssm_layers() > 0) PrintRecurrentLine(j["ssm"], c);
     if (!j["experts"].is_null()) PrintExpertsLine(j["experts"], j);
     if (!j["sliding_window"].is_null()) PrintWindowsLine(j["sliding_window"]);
+    if (!j["layer_shapes"].is_null()) PrintLayerShapesLine(j["layer_shapes"]);
   });
 }
 

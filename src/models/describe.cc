@@ -107,6 +107,25 @@ json ExpertsJson(const Transformer& m) {
           {"active_expert_bytes_per_token", expert_bytes / e.experts * e.used}};
 }
 
+// Gemma 4's per-layer shapes (null when every layer has the model-wide shape): the head shape of
+// each kind, the layers that read another's KV, the per-layer input width, the MLP sizes.
+json LayerShapesJson(const ModelConfig& c) {
+  if (c.layer_head_dim.empty() && c.layer_kv_heads.empty() && c.layer_kv_source.empty() && c.layer_ffn.empty() &&
+      c.per_layer_input == 0)
+    return nullptr;
+  json j = json::object();
+  int shared = 0;
+  for (int a = 0; a < c.n_attention_layers(); ++a) {
+    const bool slides = !c.layer_window.empty() && c.layer_window[a] > 0;
+    j[slides ? "sliding" : "full"] = {{"kv_heads", c.AttnKvHeads(a)}, {"head_dim", c.AttnHeadDim(a)}};
+    shared += !c.OwnsKv(a);
+  }
+  j["shared_kv_layers"] = shared;
+  j["per_layer_input"] = c.per_layer_input;
+  j["ffn_dims"] = c.layer_ffn;
+  return j;
+}
+
 }  // namespace
 
 json ModelInfoJson(const Transformer& m, const std::string& kv_dtype) {
@@ -127,7 +146,7 @@ json ModelInfoJson(const Transformer& m, const std::string& kv_dtype) {
           {"qk_norm", c.qk_norm}, {"qkv_bias", c.qkv_bias}, {"tied_embeddings", c.tied_embeddings},
           {"max_context", c.max_context}, {"layer_kinds", layers}, {"use_rope", c.use_rope},
           {"rope_sections", c.rope_sections}, {"ssm", RecurrentJson(c, kv_dtype)},
-          {"sliding_window", WindowsJson(c, kv_dtype)}};
+          {"sliding_window", WindowsJson(c, kv_dtype)}, {"layer_shapes", LayerShapesJson(c)}};
 }
 
 }  // namespace radixlm::models

@@ -68,17 +68,20 @@ int64_t MlpMatrices(ModelConfig::MlpAct act) { return act == ModelConfig::MlpAct
 }  // namespace
 
 namespace {
-// Parameters of one sublayer; a MoE sublayer's experts counted `experts_counted` times.
-int64_t SublayerParameters(const ModelConfig& c, LayerKind k, int64_t experts_counted) {
+// Parameters of one sublayer, the `index`-th of its kind; a MoE sublayer's experts counted
+// `experts_counted` times. A layer reading another's KV has no k / v projections.
+int64_t SublayerParameters(const ModelConfig& c, LayerKind k, int64_t experts_counted, int index) {
   const int64_t d = c.d_model;
-  const int64_t q = int64_t{c.n_heads} * c.head_dim * (c.attn_output_gate ? 2 : 1), kv = int64_t{c.n_kv_heads} * c.head_dim;
-  const int64_t q_out = int64_t{c.n_heads} * c.head_dim;
+  const int64_t hd = k == LayerKind::kAttention ? c.AttnHeadDim(index) : c.head_dim;
+  const int64_t q = int64_t{c.n_heads} * hd * (c.attn_output_gate ? 2 : 1);
+  const int64_t kv = k == LayerKind::kAttention && c.OwnsKv(index) ? int64_t{c.AttnKvHeads(index)} * hd : 0;
+  const int64_t q_out = int64_t{c.n_heads} * hd;
   const kernels::Mamba2Dims s = c.ssm_dims();
   const kernels::DeltaNetDims g = c.gdn_dims();
   switch (k) {
     case LayerKind::kAttention:
-      return d + d * (q + 2 * kv) + q_out * d + (c.qk_norm ? 2 * c.head_dim : 0) + (c.qkv_bias ? q + 2 * kv : 0);
-    case LayerKind::kMlp: return d + MlpMatrices(c.mlp_act) * d * c.ffn_dim;
+      return d + d * (q + 2 * kv) + q_out * d + (c.qk_norm ? 2 * hd : 0) + (c.qkv_bias ? q + 2 * kv : 0);
+    case LayerKind::kMlp: return d + MlpMatrices(c.mlp_act) * d * c.MlpFfn(index);
     case LayerKind::kMamba2:
       return d + d * (s.d_inner() + s.conv_dim() + s.n_heads) + s.conv_dim() * (s.d_conv + 1) + 3 * s.n_heads +
              s.d_inner() + s.d_inner() * d;
@@ -94,35 +97,51 @@ int64_t SublayerParameters(const ModelConfig& c, LayerKind k, int64_t experts_co
   }
   return 0;
 }
+
+// Every sublayer's parameters, the experts counted `experts_counted` times, and Gemma 4's
+// per-layer input weights (the table, the projection and norm, each block's gate, proj, norm).
+int64_t LayerParameters(const ModelConfig& c, int64_t experts_counted) {
+  int64_t n = 0;
+  int index[5] = {};
+  for (LayerKind k : c.layers) n += SublayerParameters(c, k, experts_counted, index[static_cast<int>(k)]++);
+  const int64_t P = c.per_layer_input, L = c.n_blocks;
+  if (P > 0) n += c.vocab_size * L * P + c.d_model * L * P + P + L * (2 * c.d_model * P + c.d_model);
+  return n;
+}
 }  // namespace
 
 int64_t ModelConfig::ParameterCount() const {
-  int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
-  for (LayerKind k : layers) n += SublayerParameters(*this, k, moe.experts);
-  return n;
+  return vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model + LayerParameters(*this, moe.experts);
 }
 
 int64_t ModelConfig::ActiveParameterCount() const {
-  int64_t n = vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model;
-  for (LayerKind k : layers) n += SublayerParameters(*this, k, moe.used);
-  return n;
+  return vocab_size * d_model * (tied_embeddings ? 1 : 2) + d_model + LayerParameters(*this, moe.used);
 }
 
 double ModelConfig::LinearFlopsPerToken(bool with_lm_head) const {
-  const double q = double(n_heads) * head_dim, kv = double(n_kv_heads) * head_dim, qin = attn_output_gate ? 2 * q : q;
   const kernels::Mamba2Dims s = ssm_dims();
   const kernels::DeltaNetDims g = gdn_dims();
   double f = 0;
+  int a = 0, m = 0;
   for (LayerKind k : layers) {
-    if (k == LayerKind::kAttention) f += 2 * (d_model * (qin + 2 * kv) + q * d_model);
-    else if (k == LayerKind::kMlp) f += 2.0 * MlpMatrices(mlp_act) * d_model * ffn_dim;
-    else if (k == LayerKind::kMamba2) f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
-    else if (k == LayerKind::kDeltaNet)
+    if (k == LayerKind::kAttention) {
+      const double q = double(n_heads) * AttnHeadDim(a), qin = attn_output_gate ? 2 * q : q;
+      const double kv = OwnsKv(a) ? double(AttnKvHeads(a)) * AttnHeadDim(a) : 0;
+      f += 2 * (d_model * (qin + 2 * kv) + q * d_model);
+      ++a;
+    } else if (k == LayerKind::kMlp) {
+      f += 2.0 * MlpMatrices(mlp_act) * d_model * MlpFfn(m++);
+    } else if (k == LayerKind::kMamba2) {
+      f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
+    } else if (k == LayerKind::kDeltaNet) {
       f += 2.0 * d_model * double(g.conv_dim() + g.value_dim() + 2 * g.v_heads) + 2.0 * double(g.value_dim()) * d_model;
-    else  // the router, the chosen experts and the shared expert
+    } else {  // the router, the chosen experts and the shared expert
       f += 2.0 * d_model * (moe.experts + MlpMatrices(mlp_act) * double(moe.used * int64_t{moe.ffn} + moe.shared_ffn) +
                             (moe.shared_gate ? 1 : 0));
+    }
   }
+  // Gemma 4's per-layer inputs: the projection of the embeddings, each block's gate and proj.
+  if (per_layer_input > 0) f += 2.0 * n_blocks * per_layer_input * 3.0 * d_model;
   if (with_lm_head) f += 2.0 * d_model * vocab_size;
   return f;
 }

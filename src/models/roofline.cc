@@ -9,7 +9,9 @@ PrefillFlops PrefillFlopsOf(const ModelConfig& c, int64_t tokens) {
   PrefillFlops f;
   f.linear = c.LinearFlopsPerToken(false) * n;
   f.lm_head = 2.0 * c.d_model * c.vocab_size;
-  f.attention = 4.0 * c.head_dim * c.n_heads * c.n_attention_layers() * n * (n + 1) / 2;
+  double head_dims = 0;  // over the attention layers (Gemma 4's differ by kind)
+  for (int a = 0; a < c.n_attention_layers(); ++a) head_dims += c.AttnHeadDim(a);
+  f.attention = 4.0 * head_dims * c.n_heads * n * (n + 1) / 2;
   return f;
 }
 
