@@ -1300,7 +1300,8 @@ void ExpectSpeculationRollsBack(models::Transformer& model, const std::string& s
 
 // Sliding-window attention: the Gemma 3 preset (a 32-token window), a gpt-oss file as released
 // (tests/data/swa: MXFP4 experts, Q8_0 elsewhere, sinks, a 16-token window) and a Gemma 4 file
-// (head shapes by layer kind, shared-KV layers, per-layer inputs; a 16-token window). Prompts
+// (head shapes by layer kind, shared-KV layers, per-layer inputs; a 16-token window) and its
+// mixture-of-experts layout (the dense MLP beside the experts). Prompts
 // that branch inside and outside the window, the prefix cache with a pool small enough to evict
 // and preempt, step dedup, chunked prefill, a disk tier under the pool and speculation with
 // rollback: every answer is bitwise the plain run's.
@@ -1308,7 +1309,8 @@ TEST(SlidingWindowEngineTest, SharingNeverChangesAnAnswer) {
   const char* src = std::getenv("RADIXLM_SOURCE_DIR");
   ASSERT_NE(src, nullptr);
   for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf",
-                                  std::string(src) + "/tests/data/swa/gemma4-tiny.gguf"}) {
+                                  std::string(src) + "/tests/data/swa/gemma4-tiny.gguf",
+                                  std::string(src) + "/tests/data/swa/gemma4-moe-tiny.gguf"}) {
     SCOPED_TRACE(spec);
     auto loaded = models::LoadModel(spec);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -1362,7 +1364,8 @@ TEST(SlidingWindowEngineTest, WindowRingsNeverChangeAnAnswer) {
   const char* src = std::getenv("RADIXLM_SOURCE_DIR");
   ASSERT_NE(src, nullptr);
   for (const std::string& spec : {std::string("random:gemma3-tiny"), std::string(src) + "/tests/data/swa/gpt-oss-tiny-mxfp4.gguf",
-                                  std::string(src) + "/tests/data/swa/gemma4-tiny.gguf"}) {
+                                  std::string(src) + "/tests/data/swa/gemma4-tiny.gguf",
+                                  std::string(src) + "/tests/data/swa/gemma4-moe-tiny.gguf"}) {
     SCOPED_TRACE(spec);
     auto loaded = models::LoadModel(spec);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();

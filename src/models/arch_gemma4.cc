@@ -15,13 +15,15 @@
 //   - per-layer embeddings (embedding_length_per_layer_input > 0, E2B / E4B) and
 //     layer_output_scale (models/per_layer_input.cc);
 //   - feed_forward_length may be an array (double-wide MLPs on the shared blocks);
-//   - final_logit_softcapping optional, tied embeddings.
-// Not read: the 26B-A4B mixture of experts (blk.N.ffn_gate_inp), refused with a message, and
-// Hugging Face folders (convert them with llama.cpp's convert_hf_to_gguf.py).
+//   - final_logit_softcapping optional, tied embeddings;
+//   - the 26B-A4B's experts (blk.N.ffn_gate_inp present): every block's feed-forward is the
+//     dense MLP beside softmax-routed experts, top-k renormalised (MoeConfig::dense_branch).
+// Not read: Hugging Face folders (convert them with llama.cpp's convert_hf_to_gguf.py).
 #include <cmath>
 
 #include "models/arch.h"
 #include "models/hybrid_config.h"
+#include "models/moe_config.h"
 
 namespace radixlm::models {
 namespace {
@@ -75,16 +77,28 @@ core::Status ReadLayerShapes(const formats::GgufFile& g, ModelConfig* c) {
   return core::Status::Ok();
 }
 
+// The 26B-A4B: experts in every block beside its dense MLP (the shared expert, ffn_dim wide);
+// softmax over all experts, the top `used` renormalised (llama.cpp: LLM_FFN_GELU, norm_w true).
+core::Status ReadExperts(const formats::GgufFile& g, ModelConfig* c) {
+  RADIXLM_RETURN_IF_ERROR(ReadMoeGguf(g, c->arch, 0, &c->moe));
+  for (int f : c->layer_ffn)
+    if (f != c->ffn_dim) return core::Unimplemented(g.path() + ": gemma4 experts with MLP sizes that differ by block");
+  c->layer_ffn.clear();
+  c->moe.gating = MoeConfig::Gating::kSoftmax;
+  c->moe.norm_weights = true;
+  c->moe.weights_scale = 1.0f;
+  c->moe.dense_branch = true;
+  c->moe.shared_ffn = c->ffn_dim;
+  UseExperts(c);
+  return core::Status::Ok();
+}
+
 StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
   RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
   const std::string a = c.arch + ".";
   const StatusOr<std::string> name = g.GetString("general.name");
   c.name = name.ok() ? *name : g.path();
-  for (const auto& [tensor, entry] : g.tensors().entries())
-    if (tensor.find("ffn_gate_inp") != std::string::npos)
-      return core::Unimplemented(g.path() + ": gemma4 mixture-of-experts layers (26B-A4B, " + tensor +
-                                 ") are not supported yet; the dense models (E2B, E4B, 31B) are");
   RADIXLM_ASSIGN_OR_RETURN(const int64_t d, g.GetInt(a + "embedding_length"));
   RADIXLM_ASSIGN_OR_RETURN(const int64_t blocks, g.GetInt(a + "block_count"));
   RADIXLM_ASSIGN_OR_RETURN(const int64_t heads, g.GetInt(a + "attention.head_count"));
@@ -115,6 +129,7 @@ StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   c.per_layer_input = static_cast<int>(pl);
   Conventions(&c);
   c.final_logit_softcap = static_cast<float>(g.GetFloatOr(a + "final_logit_softcapping", 0.0));
+  if (g.tensors().Find(Blk(0, "ffn_gate_inp.weight"))) RADIXLM_RETURN_IF_ERROR(ReadExperts(g, &c));
   RADIXLM_RETURN_IF_ERROR(ReadGgufVocabulary(g, &c));
   return c;
 }

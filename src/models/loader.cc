@@ -322,6 +322,23 @@ Status LoadMoeBiases(const ModelConfig& c, const WeightSource& src, int block, M
   return Status::Ok();
 }
 
+// Gemma 4's dense-branch norms and scales (MoeConfig::dense_branch): ffn_gate_inp.scale [d],
+// ffn_down_exps.scale [experts] (optional), pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2
+// and post_ffw_norm [d].
+Status LoadDenseBranch(const ModelConfig& c, const WeightSource& src, int block, MoeLayerWeights* m) {
+  const int64_t d = c.d_model;
+  m->router_norm.assign(d, 1.0f);  // weightless: x / rms(x) * 1 is exact
+  RADIXLM_ASSIGN_OR_RETURN(m->router_scale, GetVector(src, Blk(block, "ffn_gate_inp.scale"), d));
+  if (src.Has(Blk(block, "ffn_down_exps.scale"))) {
+    RADIXLM_ASSIGN_OR_RETURN(m->down_scale, GetVector(src, Blk(block, "ffn_down_exps.scale"), c.moe.experts));
+  }
+  RADIXLM_ASSIGN_OR_RETURN(m->expert_norm, GetVector(src, Blk(block, "pre_ffw_norm_2.weight"), d));
+  RADIXLM_ASSIGN_OR_RETURN(m->dense_post_norm, GetVector(src, Blk(block, "post_ffw_norm_1.weight"), d));
+  RADIXLM_ASSIGN_OR_RETURN(m->expert_post_norm, GetVector(src, Blk(block, "post_ffw_norm_2.weight"), d));
+  RADIXLM_ASSIGN_OR_RETURN(m->post_norm, GetVector(src, Blk(block, "post_ffw_norm.weight"), d));
+  return Status::Ok();
+}
+
 // A mixture-of-experts layer in llama.cpp's GGUF names: ffn_gate_inp (router) [experts, d],
 // exp_probs_b.bias (selection bias), ffn_{gate,up,down}_exps [experts, ...] (one expert at a
 // time: ExpertName), ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp [1, d] (shared expert).
@@ -352,12 +369,16 @@ StatusOr<MoeLayerWeights> BuildMoe(const ModelConfig& c, const WeightSource& src
   }
   RADIXLM_ASSIGN_OR_RETURN(m.gate_up, GetStacked(src, in, std::vector<int64_t>(in.size(), fused ? 2 * f : f), d, storage));
   RADIXLM_ASSIGN_OR_RETURN(m.down, GetStacked(src, out, std::vector<int64_t>(out.size(), d), f, storage));
+  if (mc.dense_branch) RADIXLM_RETURN_IF_ERROR(LoadDenseBranch(c, src, block, &m));
   if (mc.shared_ffn > 0) {
+    // The shared expert; Gemma 4's dense MLP beside the experts has the dense names.
     const int64_t sf = mc.shared_ffn;
-    std::vector<std::string> in = {Blk(block, "ffn_up_shexp.weight")};
-    if (gated) in.insert(in.begin(), Blk(block, "ffn_gate_shexp.weight"));
+    const char* up = mc.dense_branch ? "ffn_up.weight" : "ffn_up_shexp.weight";
+    std::vector<std::string> in = {Blk(block, up)};
+    if (gated) in.insert(in.begin(), Blk(block, mc.dense_branch ? "ffn_gate.weight" : "ffn_gate_shexp.weight"));
     RADIXLM_ASSIGN_OR_RETURN(m.shared_gate_up, GetStacked(src, in, std::vector<int64_t>(in.size(), sf), d, storage));
-    RADIXLM_ASSIGN_OR_RETURN(m.shared_down, GetStacked(src, {Blk(block, "ffn_down_shexp.weight")}, {d}, sf, storage));
+    RADIXLM_ASSIGN_OR_RETURN(m.shared_down, GetStacked(src, {Blk(block, mc.dense_branch ? "ffn_down.weight" : "ffn_down_shexp.weight")},
+                                                       {d}, sf, storage));
     if (mc.shared_gate) {
       RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> g, GetShaped(src, Blk(block, "ffn_gate_inp_shexp.weight"), {1, d}));
       m.shared_gate = kernels::PackedWeight::Pack(g.data(), DType::kF32, 1, d, DType::kF32);

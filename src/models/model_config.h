@@ -44,6 +44,11 @@ struct MoeConfig {
   bool router_bias = false;      // gpt-oss: a bias on the router's logits (it changes weights too)
   bool expert_bias = false;      // gpt-oss: biases on each expert's gate, up and down outputs
   int groups = 1, groups_used = 1;
+  // Gemma 4 (26B-A4B): the block's dense MLP (the shared expert, shared_ffn wide) runs beside
+  // the experts rather than on their input: mlp = post_norm_1(MLP(ffn_norm(x))); the router
+  // reads rms_norm(x) / sqrt(d_model) * router_scale; the experts read pre_norm_2(x), each
+  // output times its down_scale; moe = post_norm_2(sum); x += post_ffw_norm(mlp + moe).
+  bool dense_branch = false;
 };
 const char* GatingName(MoeConfig::Gating g);
 const char* LayerKindName(LayerKind k);

@@ -541,12 +541,10 @@ void Transformer::AddExpertBias(core::ThreadPool& pool, const std::vector<float>
 // expert multiplies all its rows as one GEMM (kernels::GemmGrouped); sum each row's experts in
 // its slot order, then the shared expert. Every row's arithmetic is fixed by its own choice,
 // never by which rows share an expert: batch-invariant like every sublayer.
-void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
+void Transformer::RunExperts(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
   const MoeConfig& m = config_.moe;
   const int64_t d = config_.d_model, K = m.used, f = m.ffn, rows = n * K;
   const int64_t h_cols = config_.mlp_gated() ? 2 * f : f;
-  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
-  Route(pool, w, n);
   std::vector<kernels::GemmGroup> up_groups, down_groups;
   GroupByExpert(pool, w, n, &up_groups, &down_groups);
   Grow(moe_h_, rows * h_cols);
@@ -559,6 +557,14 @@ void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, 
   kernels::GemmGrouped(pool, moe_a_.data(), rows, f, down_groups, moe_y_.data(), d);
   AddExpertBias(pool, w.down_bias, moe_y_.data(), n, d);
   if (profile_) profile_->gemm_s += Seconds() - t0;
+}
+
+void Transformer::MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n) {
+  if (config_.moe.dense_branch) return DenseBranchMoeSublayer(pool, w, n);
+  const int64_t d = config_.d_model, K = config_.moe.used;
+  NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
+  Route(pool, w, n);
+  RunExperts(pool, w, n);
   const bool shared = w.shared_gate_up.n_out() > 0, gated = w.shared_gate.n_out() > 0;
   if (shared) SharedExpert(pool, w, n);  // xn_ is still the normed input
   ForRows(pool, n, [&](int64_t r0, int64_t r1) {

@@ -128,6 +128,9 @@ struct MoeLayerWeights {
   kernels::PackedWeight gate_up, down;
   kernels::PackedWeight shared_gate_up, shared_down;  // n_out() 0: no shared expert
   kernels::PackedWeight shared_gate;        // [1, d_model] f32, or n_out() 0
+  // MoeConfig::dense_branch (Gemma 4): router_scale [d_model], down_scale [experts] (or empty),
+  // the experts' input norm and the norms of the dense output, the experts' output and their sum.
+  std::vector<float> router_norm, router_scale, down_scale, expert_norm, dense_post_norm, expert_post_norm, post_norm;
 };
 
 struct Mamba2LayerWeights {
@@ -214,6 +217,9 @@ class Transformer {
   void PerLayerInputs(core::ThreadPool& pool, std::span<const int32_t> ids, int64_t n);
   void BlockEnd(core::ThreadPool& pool, const BlockEndWeights& w, int block, int64_t n);
   void MoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
+  // The chosen experts of xn_'s rows, outputs per (row, slot) in moe_y_ (moe_pos_ orders them).
+  void RunExperts(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
+  void DenseBranchMoeSublayer(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);  // MoeConfig::dense_branch
   // Router: each row's chosen experts (moe_ids_) and weights (moe_w_), [n, used].
   void Route(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n);
   void GroupByExpert(core::ThreadPool& pool, const MoeLayerWeights& w, int64_t n, std::vector<kernels::GemmGroup>* up,

@@ -18,6 +18,12 @@ What it computes:
   - a layer with no v_proj uses its k projection (before the k norm) as v; the last
     num_kv_shared_layers layers compute only q and attend over the K/V of the last earlier layer
     of their kind;
+  - with experts (enable_moe_block, the 26B-A4B): the MLP output is normed
+    (post_feedforward_layernorm_1); the router reads norm(x_residual) (no weight) * scale *
+    hidden_size^-1/2, softmax over all experts, the top k renormalised, each weight times its
+    per_expert_scale; the experts (gelu_tanh(gate) * up, down) read
+    pre_feedforward_layernorm_2(x_residual); their sum is normed (post_feedforward_layernorm_2)
+    and added to the MLP's before post_feedforward_layernorm;
   - logits from the tied embeddings with the final softcap.
 """
 import math
@@ -49,6 +55,7 @@ class Gemma4Model:
         self.theta_swa = meta.get(a + "rope.freq_base_swa", 1e4)
         self.pl = meta.get(a + "embedding_length_per_layer_input", 0)
         self.cap = meta.get(a + "final_logit_softcapping")
+        self.used = meta.get(a + "expert_used_count", 0)
         shared = meta.get(a + "attention.shared_kv_layers", 0)
         first_shared = self.L - shared
         # HF: a shared layer reads the last non-shared layer of its own type.
@@ -112,6 +119,31 @@ class Gemma4Model:
         g = h @ self.w[p + "ffn_gate.weight"].T
         return (gelu_tanh(g) * (h @ self.w[p + "ffn_up.weight"].T)) @ self.w[p + "ffn_down.weight"].T
 
+    def experts(self, x, i):
+        """The mixture of experts of block i on the residual x (HF Gemma4TextRouter / Experts)."""
+        p, d = "blk.%d." % i, x.shape[-1]
+        w = self.w
+        logits = (self.norm(x) * w[p + "ffn_gate_inp.scale"] * d ** -0.5) @ w[p + "ffn_gate_inp.weight"].T
+        probs = torch.softmax(logits, -1)
+        top_w, top_i = torch.topk(probs, self.used, dim=-1)
+        top_w = top_w / top_w.sum(-1, keepdim=True)
+        if p + "ffn_down_exps.scale" in w:
+            top_w = top_w * w[p + "ffn_down_exps.scale"][top_i]
+        h = self.norm(x, w[p + "pre_ffw_norm_2.weight"])
+        if p + "ffn_gate_up_exps.weight" in w:
+            gu = w[p + "ffn_gate_up_exps.weight"]
+            gate, up = gu[:, :gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
+        else:
+            gate, up = w[p + "ffn_gate_exps.weight"], w[p + "ffn_up_exps.weight"]
+        down = w[p + "ffn_down_exps.weight"]
+        out = torch.zeros_like(x)
+        for t in range(x.shape[0]):
+            for j in range(self.used):
+                e = int(top_i[t, j])
+                y = (gelu_tanh(gate[e] @ h[t]) * (up[e] @ h[t])) @ down[e].T
+                out[t] += top_w[t, j] * y
+        return self.norm(out, w[p + "post_ffw_norm_2.weight"])
+
     def per_layer_inputs(self, ids, x):
         T = len(ids)
         tok = self.w["per_layer_token_embd.weight"][torch.tensor(ids)] * math.sqrt(self.pl)
@@ -130,6 +162,8 @@ class Gemma4Model:
             h = self.attention(self.norm(x, w[p + "attn_norm.weight"]), i, positions, kv_cache)
             x = x + self.norm(h, w[p + "post_attention_norm.weight"])
             h = self.mlp(self.norm(x, w[p + "ffn_norm.weight"]), i)
+            if p + "ffn_gate_inp.weight" in w:
+                h = self.norm(h, w[p + "post_ffw_norm_1.weight"]) + self.experts(x, i)
             x = x + self.norm(h, w[p + "post_ffw_norm.weight"])
             if pl is not None:
                 g = gelu_tanh(x @ w[p + "inp_gate.weight"].T) * pl[:, i]

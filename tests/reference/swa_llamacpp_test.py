@@ -19,7 +19,7 @@ import numpy as np
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "swa")
 # file stem: (least top-1 matches of 64, largest mean |diff| / logit range)
-FIXTURES = {"gemma3-tiny": (63, 1e-3), "gemma4-tiny": (63, 1e-3), "gpt-oss-tiny": (63, 1e-3),
+FIXTURES = {"gemma3-tiny": (63, 1e-3), "gemma4-tiny": (63, 1e-3), "gemma4-moe-tiny": (63, 1e-3), "gpt-oss-tiny": (63, 1e-3),
             "gpt-oss-tiny-mxfp4": (54, 1e-2)}
 
 

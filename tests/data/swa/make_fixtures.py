@@ -204,6 +204,85 @@ def write_gemma4(path, seed):
     w.close()
 
 
+def write_gemma4_moe(path, seed):
+    """Gemma 4 26B-A4B layout (gemma4 with experts): 4 blocks sliding [1,1,1,0] with a 16-token
+    window; sliding heads of 16 dims (2 kv heads), global heads of 32 (1 kv head); the global
+    block has no attn_v (V = its K projection); every block's feed-forward is a dense GeGLU MLP
+    of 64 beside 4 experts of 32 (2 per token; softmax over all, top 2 renormalised), the router
+    reading rms_norm(x) / sqrt(d) * ffn_gate_inp.scale, per-expert ffn_down_exps.scale, the
+    norms pre_ffw_norm_2, post_ffw_norm_1, post_ffw_norm_2 and post_ffw_norm; experts' gate and
+    up fused (ffn_gate_up_exps) in blocks 0-1 and separate in 2-3; proportional RoPE on the
+    global block; no per-layer inputs (embedding_length_per_layer_input 0); tied embeddings; final
+    softcap 30."""
+    D, BLOCKS, HEADS, WINDOW, FFN, E, K, F = 64, 4, 2, 16, 64, 4, 2, 32
+    sliding = [True, True, True, False]
+    hd = [16 if s else 32 for s in sliding]
+    kv = [2 if s else 1 for s in sliding]
+    w = gguf.GGUFWriter(path, "gemma4")
+    w.add_name("radixlm gemma4 moe fixture (random weights)")
+    w.add_context_length(4096)
+    w.add_embedding_length(D)
+    w.add_block_count(BLOCKS)
+    w.add_feed_forward_length(FFN)
+    w.add_expert_count(E)
+    w.add_expert_used_count(K)
+    w.add_expert_feed_forward_length(F)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(kv)
+    w.add_key_length(32)
+    w.add_value_length(32)
+    w.add_key_length_swa(16)
+    w.add_value_length_swa(16)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_rope_dimension_count(32)
+    w.add_rope_dimension_count_swa(16)
+    w.add_sliding_window(WINDOW)
+    w.add_sliding_window_pattern(sliding)
+    w.add_embedding_length_per_layer_input(0)  # llama.cpp requires the key
+    w.add_final_logit_softcapping(30.0)
+    add_byte_vocabulary(w, gguf)
+    t = random_tensors(w, seed)
+
+    t("token_embd.weight", (VOCAB, D), 0.25)
+    w.add_tensor("rope_freqs.weight", np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32))
+    for b in range(BLOCKS):
+        p = f"blk.{b}."
+        t(p + "attn_norm.weight", (D,), 0.1, 1.0)
+        t(p + "attn_q.weight", (HEADS * hd[b], D), 0.12)
+        t(p + "attn_q_norm.weight", (hd[b],), 0.1, 1.0)
+        t(p + "attn_k.weight", (kv[b] * hd[b], D), 0.12)
+        t(p + "attn_k_norm.weight", (hd[b],), 0.1, 1.0)
+        if sliding[b]:
+            t(p + "attn_v.weight", (kv[b] * hd[b], D), 0.12)
+        t(p + "attn_output.weight", (D, HEADS * hd[b]), 0.12)
+        t(p + "post_attention_norm.weight", (D,), 0.1, 1.0)
+        t(p + "ffn_norm.weight", (D,), 0.1, 1.0)
+        t(p + "ffn_gate.weight", (FFN, D), 0.12)
+        t(p + "ffn_up.weight", (FFN, D), 0.12)
+        t(p + "ffn_down.weight", (D, FFN), 0.12)
+        t(p + "post_ffw_norm_1.weight", (D,), 0.1, 1.0)
+        t(p + "ffn_gate_inp.weight", (E, D), 0.3)
+        t(p + "ffn_gate_inp.scale", (D,), 0.1, 1.0)
+        t(p + "pre_ffw_norm_2.weight", (D,), 0.1, 1.0)
+        if b < 2:
+            t(p + "ffn_gate_up_exps.weight", (E, 2 * F, D), 0.12)
+        else:
+            t(p + "ffn_gate_exps.weight", (E, F, D), 0.12)
+            t(p + "ffn_up_exps.weight", (E, F, D), 0.12)
+        t(p + "ffn_down_exps.weight", (E, D, F), 0.12)
+        t(p + "ffn_down_exps.scale", (E,), 0.2, 1.0)
+        t(p + "post_ffw_norm_2.weight", (D,), 0.1, 1.0)
+        t(p + "post_ffw_norm.weight", (D,), 0.1, 1.0)
+        t(p + "layer_output_scale.weight", (1,), 0.2, 0.8)
+    t("output_norm.weight", (D,), 0.1, 1.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 bin_dir = os.path.join(LLAMA, "build", "bin")
 env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
 logits_tool = os.path.join(os.path.dirname(os.path.abspath(LLAMA)), "llamacpp_logits")
@@ -215,7 +294,7 @@ def logits(f, stem):
 
 
 for stem, write, seed in [("gemma3-tiny", write_gemma3, 20261129), ("gpt-oss-tiny", write_gpt_oss, 20261130),
-                         ("gemma4-tiny", write_gemma4, 20261131)]:
+                         ("gemma4-tiny", write_gemma4, 20261131), ("gemma4-moe-tiny", write_gemma4_moe, 20261132)]:
     f = os.path.join(OUT, stem + ".gguf")
     write(f, seed)
     logits(f, stem)
