@@ -4,10 +4,13 @@
 (from the checkout bench/vs_llamacpp.sh builds), then quantised by its llama-quantize, so neither
 file is radixlm's export. A byte-level vocabulary (258 tokens) stands in for the real one.
 
-  make_shaped_gguf.py LLAMA_CPP_DIR OUT_DIR gemma3|gpt-oss [--blocks N] [--types Q8_0,BF16,...]
+  make_shaped_gguf.py LLAMA_CPP_DIR OUT_DIR gemma3|gemma4|gpt-oss [--blocks N] [--types Q8_0,BF16,...]
 
 gemma3: Gemma 3 1B's block (d 1152, 4 q / 1 kv heads x 256, GeGLU 6912, window 512, RoPE 1e6 /
-1e4), N blocks (default 6: five sliding, one global). gpt-oss: gpt-oss-20b's attention (d 2880,
+1e4), N blocks (default 6: five sliding, one global). gemma4: Gemma 4 E4B's block (d 2560, 8 q
+heads; sliding 2 kv x 256, global 2 kv x 512 with proportional RoPE; GeGLU 10240, window 512,
+per-layer inputs of 256, layer_output_scale), N blocks (default 6: five sliding, one global), no
+shared-KV blocks. gpt-oss: gpt-oss-20b's attention (d 2880,
 64 q / 8 kv heads x 64, window 128, sinks, YaRN 32 over 4096) with 8 of its 32 experts of 2880
 (4 per token), N blocks (default 2: one sliding, one global); quantise with MXFP4_MOE."""
 import argparse
@@ -20,7 +23,7 @@ import numpy as np
 ap = argparse.ArgumentParser()
 ap.add_argument("llama")
 ap.add_argument("out")
-ap.add_argument("arch", choices=["gemma3", "gpt-oss"])
+ap.add_argument("arch", choices=["gemma3", "gemma4", "gpt-oss"])
 ap.add_argument("--blocks", type=int)
 ap.add_argument("--types", default="")
 args = ap.parse_args()
@@ -78,6 +81,47 @@ def gemma3(path, blocks):
     return w
 
 
+def gemma4(path, blocks):
+    d, heads, kv, hd_swa, hd, ffn, pl = 2560, 8, 2, 256, 512, 10240, 256
+    sliding = [b % 6 != 5 for b in range(blocks)]
+    w = gguf.GGUFWriter(path, "gemma4")
+    w.add_name("gemma4-e4b-shaped (random weights)")
+    common(w, d, blocks, ffn, heads, kv, hd, 1e-6, 1e6, 512)
+    w.add_key_length_swa(hd_swa)
+    w.add_value_length_swa(hd_swa)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_dimension_count_swa(hd_swa)
+    w.add_sliding_window_pattern(sliding)
+    w.add_shared_kv_layers(0)
+    w.add_embedding_length_per_layer_input(pl)
+    w.add_final_logit_softcapping(30.0)
+    s = 1 / np.sqrt(d)
+    tensor(w, "token_embd.weight", (VOCAB, d), 0.05)
+    w.add_tensor("rope_freqs.weight", np.array([1.0] * 64 + [1e30] * 192, dtype=np.float32))
+    tensor(w, "per_layer_token_embd.weight", (VOCAB, blocks * pl), 0.05)
+    tensor(w, "per_layer_model_proj.weight", (blocks * pl, d), s)
+    tensor(w, "per_layer_proj_norm.weight", (pl,), 0.1, 1.0)
+    for b in range(blocks):
+        p, h = f"blk.{b}.", hd_swa if sliding[b] else hd
+        for n in ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm", "post_norm"):
+            tensor(w, p + n + ".weight", (d,), 0.1, 1.0)
+        tensor(w, p + "attn_q.weight", (heads * h, d), s)
+        tensor(w, p + "attn_k.weight", (kv * h, d), s)
+        tensor(w, p + "attn_v.weight", (kv * h, d), s)
+        tensor(w, p + "attn_q_norm.weight", (h,), 0.1, 1.0)
+        tensor(w, p + "attn_k_norm.weight", (h,), 0.1, 1.0)
+        tensor(w, p + "attn_output.weight", (d, heads * h), 1 / np.sqrt(heads * h))
+        tensor(w, p + "ffn_gate.weight", (ffn, d), s)
+        tensor(w, p + "ffn_up.weight", (ffn, d), s)
+        tensor(w, p + "ffn_down.weight", (d, ffn), 1 / np.sqrt(ffn))
+        tensor(w, p + "inp_gate.weight", (pl, d), s)
+        tensor(w, p + "proj.weight", (d, pl), 1 / np.sqrt(pl))
+        tensor(w, p + "layer_output_scale.weight", (1,), 0.05, 0.5)
+    tensor(w, "output_norm.weight", (d,), 0.1, 1.0)
+    return w
+
+
 def gpt_oss(path, blocks):
     d, heads, kv, hd, ffn, experts, used = 2880, 64, 8, 64, 2880, 8, 4
     w = gguf.GGUFWriter(path, "gpt-oss")
@@ -116,7 +160,7 @@ def gpt_oss(path, blocks):
 os.makedirs(args.out, exist_ok=True)
 stem = args.arch + "-shaped"
 base = os.path.join(args.out, stem + "-f32.gguf")
-w = (gemma3 if args.arch == "gemma3" else gpt_oss)(base, args.blocks or (6 if args.arch == "gemma3" else 2))
+w = {"gemma3": gemma3, "gemma4": gemma4, "gpt-oss": gpt_oss}[args.arch](base, args.blocks or (2 if args.arch == "gpt-oss" else 6))
 w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()

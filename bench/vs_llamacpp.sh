@@ -2,7 +2,7 @@
 # radixlm and llama.cpp side by side on the same GGUF files (benchmark only: llama.cpp is never a
 # dependency of radixlm's build or runtime).
 #
-#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe,gemma3,gpt-oss]
+#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe,gemma3,gemma4,gpt-oss]
 #                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
 #                        [--prepare-only] [--isa native|avx2]
 #
@@ -19,7 +19,7 @@
 #    hybrid, Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention) and, with --models moe,
 #    Qwen3-30B-A3B's layer shape cut to 8 of its 48 blocks (qwen3moe: 128 experts, 8 used, 5.6B
 #    parameters, 0.9B active; an 11 GB BF16 file, so not among the defaults); llama-quantize makes
-#    Q8_0, Q4_0 and Q4_K_M from them. --models gemma3,gpt-oss: sliding-window models written by
+#    Q8_0, Q4_0 and Q4_K_M from them. --models gemma3,gemma4,gpt-oss: sliding-window models written by
 #    llama.cpp's gguf-py (bench/make_shaped_gguf.py; gpt-oss in MXFP4_MOE only). --prepare-only stops here (bench/contention.sh uses them).
 # 3. For each round, file and engine, alternating which engine runs first: llama-bench
 #    -p 512 -n 64 -d 0,512 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
@@ -101,7 +101,7 @@ declare -A QTYPE=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k_m]=Q4_K_M)
 # people run them in: gemma3 as TYPES, gpt-oss as released (mxfp4: MXFP4_MOE).
 types_of() { if [ "$1" = gpt-oss ]; then echo mxfp4; else echo "${TYPES//,/ }"; fi; }
 for m in ${MODELS//,/ }; do
-  if [ "$m" = gemma3 ] || [ "$m" = gpt-oss ]; then
+  if [ "$m" = gemma3 ] || [ "$m" = gemma4 ] || [ "$m" = gpt-oss ]; then
     for t in $(types_of "$m"); do
       f=$WORK/$m-$t.gguf
       [ -f "$f" ] && continue
