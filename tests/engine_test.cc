@@ -477,7 +477,7 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
 }
 
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
                            "random:nemotron-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeWorkload(5, model->config().vocab_size);
@@ -600,7 +600,7 @@ TEST(ConstrainedEngineTest, SpeculationNeverChangesAConstrainedAnswer) {
 // folder (a restart: an empty pool and hybrid cache) resumes from them. Every answer is bitwise
 // the plain run's.
 TEST(HybridEngineTest, ADiskTierKeepsStatesAcrossARestartWithoutChangingAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     Workload w = MakeWorkload(7, model->config().vocab_size);
     for (auto& r : w.requests) r.cumulative_logprob = true;
@@ -639,7 +639,7 @@ TEST(HybridEngineTest, ADiskTierKeepsStatesAcrossARestartWithoutChangingAnAnswer
 }
 
 TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     for (uint64_t seed : {5, 6}) {
       Workload w = MakeWorkload(seed, model->config().vocab_size);
@@ -676,7 +676,7 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
 // this holds because the scan is the exact recurrence (kernels::Mamba2ScanRecurrent): a
 // prompt split anywhere, a restored checkpoint and a recomputed preemption give the same bits.
 TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
-  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
                            "random:qwen3moe-tiny", "random:granite-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
@@ -791,7 +791,7 @@ void PromptEndCheckpointsCase(models::Transformer& model_ref) {
 }
 
 TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnAnswer) {
-  for (const char* spec : {"random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
     SCOPED_TRACE(spec);
     PromptEndCheckpointsCase(*models::LoadModel(spec).value());
   }
@@ -805,7 +805,8 @@ TEST(HybridEngineTest, PromptEndCheckpointsMakeExactRepeatsHitWithoutChangingAnA
 TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
   // "+rings": the sliding layers in window rings (the window captured where the prompt is shared).
   for (const std::string spec :
-       {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny", "random:qwen35-tiny"}) {
+       {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny", "random:qwen35-tiny",
+        "random:lfm2-tiny"}) {
     SCOPED_TRACE(spec);
     const bool with_rings = spec.ends_with("+rings");
     auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
@@ -859,7 +860,7 @@ TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
 // cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
 // models; within a tenant everything is shared as before; no answer changes.
 TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
-  for (const char* spec : {"random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(3);
@@ -1063,7 +1064,7 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
   // "+rings": the sliding layers in window rings (the full layers still decode in cascade).
-  for (const std::string spec : {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
+  for (const std::string spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
                                  "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
     const bool with_rings = spec.ends_with("+rings");
     auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
@@ -1123,7 +1124,7 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
 // computing more than the all-at-once baseline.
 TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPrefixOnce) {
   // "+rings": the sliding layers in window rings (a state, checkpointed at each group's prefix).
-  for (const std::string spec : {"random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
+  for (const std::string spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
                                  "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
     const bool with_rings = spec.ends_with("+rings");
     auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
@@ -1260,7 +1261,7 @@ TEST_F(EngineTest, SpeculationNeverChangesAnAnswer) {
 // Hybrid (Mamba2, Gated DeltaNet) and mixture-of-experts models: a rejected draft rolls the
 // recurrent state back to the state captured before it, bitwise.
 TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
-  for (const char* spec : {"random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
                            "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeSpeculationWorkload(4, model->config().vocab_size);

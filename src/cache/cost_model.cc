@@ -39,6 +39,7 @@ Flops CostModel::MlpFlops(int64_t tokens) const {
 Flops CostModel::SsmFlops(int64_t tokens) const {
   const Flops l = tokens, d = shape_.d_model, n = shape_.d_state;
   if (acc_ == Accounting::kReference) return 12 * l * d * d + 16 * l * d * n + 10 * l * d;
+  if (shape_.short_conv) return 8 * l * d * d + 2 * l * d * shape_.d_conv + 2 * l * d;  // in + out, conv, gates
   if (shape_.delta_net) {
     const Flops vd = shape_.GdnValueDim(), conv = shape_.GdnConvDim(), hv = shape_.gdn_v_heads, s = shape_.gdn_head_dim;
     return 2 * l * d * (conv + vd + 2 * hv)  // in: q | k | v, z, beta, alpha
@@ -58,6 +59,7 @@ Flops CostModel::SsmFlops(int64_t tokens) const {
 int64_t CostModel::SsmStateBytesPerLayer() const {
   const int64_t d = shape_.d_model, n = shape_.d_state;
   if (acc_ == Accounting::kReference) return d * n * 2 + (2 * d + 2 * n) * 4 * 2;
+  if (shape_.short_conv) return (shape_.d_conv - 1) * d * shape_.state_elem_bytes;
   if (shape_.delta_net)  // models/ssm_state.h: the [v_heads, S, S] state + the conv window
     return (shape_.gdn_v_heads * shape_.gdn_head_dim * shape_.gdn_head_dim + shape_.GdnConvDim() * (shape_.d_conv - 1)) *
            shape_.state_elem_bytes;

@@ -43,6 +43,9 @@ struct HybridShape {
   // gdn_head_dim, a [v_heads, head_dim, head_dim] state per layer; d_conv as above.
   bool delta_net = false;
   int64_t gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;
+  // The recurrent layers are LFM2's short convolutions instead: in_proj to 3 d_model, a
+  // depthwise conv of d_conv taps, out_proj; a state of d_conv - 1 rows of d_model.
+  bool short_conv = false;
   // Attention whose q projection also produces an output gate (doubled rows).
   bool attn_output_gate = false;
   // Bytes per stored element of the KV cache and of an SSM checkpoint.

@@ -58,14 +58,16 @@ double Median(std::vector<double> v) {
 // info's line on the recurrent layers, from RecurrentJson.
 void PrintRecurrentLine(const json& r, const models::ModelConfig& c) {
   char kind[160];
-  if (r["kind"] == "gated_deltanet")
+  if (r["kind"] == "short_conv")
+    std::snprintf(kind, sizeof kind, "gated short convolution layers over %d channels", c.d_model);
+  else if (r["kind"] == "gated_deltanet")
     std::snprintf(kind, sizeof kind, "Gated DeltaNet layers: %d key / %d value heads x %d (%s)", c.gdn_k_heads,
                   c.gdn_v_heads, c.gdn_head_dim, c.gdn_tiled ? "tiled" : "grouped");
   else
     std::snprintf(kind, sizeof kind, "Mamba2 layers: %d heads x %d, d_state %d, %d groups", c.ssm_heads, c.ssm_head_dim,
                   c.ssm_state, c.ssm_groups);
   std::printf("  %d %s, d_conv %d; %d %sattention layers%s; state %.2f MiB per sequence (= %lld tokens of KV)\n",
-              c.n_ssm_layers(), kind, c.ssm_conv, c.n_attention_layers(), c.attn_output_gate ? "gated " : "",
+              c.n_ssm_layers(), kind, r["d_conv"].get<int>(), c.n_attention_layers(), c.attn_output_gate ? "gated " : "",
               c.use_rope ? "" : " (no positional embedding)", r["state_bytes_per_sequence"].get<int64_t>() / 1048576.0,
               static_cast<long long>(r["state_as_kv_tokens"].get<int64_t>()));
 }

@@ -110,6 +110,21 @@ inline void ConvBody(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const 
   }
 }
 
+struct NoActivation {
+  static void Row(float*, int64_t) {}
+};
+
+__attribute__((target("avx2,fma"), flatten)) void ConvLinearAvx2(const Mamba2Dims& d, int64_t t0, int64_t t1,
+                                                                 const float* in, int64_t ld, const float* w,
+                                                                 const float* b, const float* s, float* o) {
+  ConvBody<NoActivation>(d, t0, t1, in, ld, w, b, s, o);
+}
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void ConvLinearAvx512(
+    const Mamba2Dims& d, int64_t t0, int64_t t1, const float* in, int64_t ld, const float* w, const float* b,
+    const float* s, float* o) {
+  ConvBody<NoActivation>(d, t0, t1, in, ld, w, b, s, o);
+}
+
 __attribute__((target("avx2,fma"), flatten)) void ConvAvx2(const Mamba2Dims& d, int64_t t0, int64_t t1,
                                                            const float* in, int64_t ld, const float* w,
                                                            const float* b, const float* s, float* o) {
@@ -438,6 +453,18 @@ void CausalConv1dSiluRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, c
     ConvAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
   } else {
     ConvScalar(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  }
+}
+
+void CausalConv1dRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
+                      const float* w, const float* bias, const float* conv_state, float* out) {
+  if (t_begin >= t_end) return;
+  if (core::ActiveIsa() >= core::Isa::kAvx512) {
+    ConvLinearAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  } else if (core::ActiveIsa() >= core::Isa::kAvx2) {
+    ConvLinearAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  } else {
+    ConvBody<NoActivation>(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
   }
 }
 

@@ -54,6 +54,14 @@ void CausalConv1dSiluRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, c
                           const float* w, const float* bias, const float* conv_state, float* out);
 void AdvanceConvState(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in, float* conv_state,
                       std::span<const StateCapture> captures);
+// The same conv without the SiLU (LFM2's short convolution: out = bias + sum_k w_k in_{t-k1+k}).
+// Every ISA runs the same multiply-add chain per channel, so the builds agree bitwise and the
+// result does not depend on how a sequence's rows are split into calls.
+void CausalConv1dRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
+                      const float* w, const float* bias, const float* conv_state, float* out);
+// A depthwise conv over `channels` channels of kernel `d_conv` in Mamba2Dims' terms
+// (conv_dim() = channels), for the conv functions above.
+inline Mamba2Dims DepthwiseConvDims(int channels, int d_conv) { return {channels, 1, 0, 1, d_conv}; }
 
 struct ScanInputs {
   const float* x;   // [n_tokens, n_heads * head_dim], row stride ld

@@ -172,6 +172,57 @@ TEST(CausalConv1d, MatchesTheDirectSumAndCarriesItsStateAcrossCalls) {
   EXPECT_EQ(state2, state);
 }
 
+// LFM2's short convolution (no bias, no activation): the oracle's multiply-add chain (the
+// direct sum in the taps' order, f32) on every ISA the CPU has, bitwise; split into calls
+// anywhere (a checkpoint, a chunked prefill, decode steps) it gives the same bits.
+TEST(CausalConv1d, TheLinearShortConvIsTheOracleOnEveryIsaAndSplitInvariant) {
+  const Mamba2Dims d = DepthwiseConvDims(50, 3);  // six vectors and a tail of 2
+  const int64_t cd = d.conv_dim(), T = 23;
+  core::Rng rng(49);
+  std::vector<float> in(T * cd), w(d.d_conv * cd);
+  for (auto& v : in) v = rng.Normal(0.0f, 3.0f);
+  for (auto& v : w) v = rng.Normal(0.0f, 0.7f);
+  std::vector<float> oracle(T * cd);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < cd; ++c) {
+      float acc = 0.0f;
+      for (int k = 0; k < d.d_conv; ++k) {
+        const int64_t s = t - (d.d_conv - 1) + k;
+        const float x = s >= 0 ? in[s * cd + c] : 0.0f;
+        acc = acc + w[k * cd + c] * x;  // ssm.cc is built with -ffp-contract=off: no fma here either
+      }
+      oracle[t * cd + c] = acc;
+    }
+  // In pieces of 1..5 rows, each call reading and advancing the window as the engine does.
+  auto run_split = [&](uint64_t seed) {
+    std::vector<float> state(d.conv_state_floats(), 0.0f), out(T * cd);
+    core::Rng split(seed);
+    for (int64_t t = 0; t < T;) {
+      const int64_t n = std::min<int64_t>(T - t, 1 + static_cast<int64_t>(split.Next() % 5));
+      CausalConv1dRows(d, 0, n, in.data() + t * cd, cd, w.data(), nullptr, state.data(), out.data() + t * cd);
+      AdvanceConvState(d, n, in.data() + t * cd, cd, state.data(), {});
+      t += n;
+    }
+    return out;
+  };
+  const core::Isa active = core::ActiveIsa();
+  int compared = 0;
+  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+    core::SetIsaCap(isa);
+    if (core::ActiveIsa() != isa) continue;  // not on this CPU
+    ++compared;
+    std::vector<float> whole(T * cd), state(d.conv_state_floats(), 0.0f);
+    CausalConv1dRows(d, 0, T, in.data(), cd, w.data(), nullptr, state.data(), whole.data());
+    const std::vector<float> split1 = run_split(1), split2 = run_split(2);
+    core::SetIsaCap(active);
+    EXPECT_EQ(0, std::memcmp(whole.data(), oracle.data(), whole.size() * 4)) << core::IsaName(isa);
+    EXPECT_EQ(0, std::memcmp(split1.data(), oracle.data(), split1.size() * 4)) << core::IsaName(isa);
+    EXPECT_EQ(0, std::memcmp(split2.data(), oracle.data(), split2.size() * 4)) << core::IsaName(isa);
+  }
+  core::SetIsaCap(active);
+  EXPECT_GE(compared, 1);
+}
+
 // The conv's and the gated norm's SiLU run 8 lanes at a time on AVX2 (ExpVec8) and in GCC's zmm
 // vectorisation on AVX-512: bitwise the scalar path on every ISA the CPU has, for channel counts
 // that leave a tail and for inputs across exp's range, its clamps (|x| > 87) and the infinities.

@@ -12,7 +12,7 @@ namespace {
 const std::vector<std::reference_wrapper<const ArchSpec>>& Rows() {
   static const std::vector<std::reference_wrapper<const ArchSpec>> rows = {
       LlamaArch(), Qwen2Arch(), Qwen3Arch(), Qwen3MoeArch(), Mamba2Arch(), NemotronHArch(), NemotronHMoeArch(), GraniteHybridArch(), Qwen35Arch(), Qwen35MoeArch(),
-      Gemma3Arch(), Gemma4Arch(), GptOssArch(),
+      Gemma3Arch(), Gemma4Arch(), GptOssArch(), Lfm2Arch(), Lfm2MoeArch(),
   };
   return rows;
 }

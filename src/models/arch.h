@@ -92,6 +92,8 @@ const ArchSpec& Qwen35MoeArch();
 const ArchSpec& Gemma3Arch();
 const ArchSpec& Gemma4Arch();
 const ArchSpec& GptOssArch();
+const ArchSpec& Lfm2Arch();
+const ArchSpec& Lfm2MoeArch();
 
 // ---- helpers the rows share ------------------------------------------------------------------
 
@@ -130,6 +132,10 @@ void WriteGgufSizes(const ModelConfig& c, formats::GgufWriter* w);
 // The attention and MLP sizes under "<arch>." every architecture writes the same way (context
 // length, width, blocks, MLP, heads, head sizes, RMS epsilon, RoPE base and dimensions).
 void WriteAttentionGguf(const ModelConfig& c, formats::GgufWriter* w);
+
+// Gemma 3 and 4's decoder (arch_gemma3.cc): q/k norm, NeoX RoPE, dense blocks, GeGLU with the
+// tanh GELU, post-attention and post-MLP norms, embeddings times sqrt(d_model).
+void GemmaDecoderConventions(ModelConfig* c);
 
 // "blk.N.what"
 std::string Blk(int block, const char* what);

@@ -22,14 +22,7 @@ using nlohmann::json;
 constexpr int kPattern = 6;  // five sliding layers then one global
 
 void Conventions(ModelConfig* c) {
-  c->qk_norm = true;
-  c->qkv_bias = false;
-  c->rope_layout = kernels::RopeLayout::kNeox;
-  c->layers = DenseLayers(c->n_blocks);
-  c->mlp_act = ModelConfig::MlpAct::kGeluTanhGated;
-  c->post_norms = true;
-  c->mlp_norm_tensor = "ffn_norm";
-  c->embedding_multiplier = std::sqrt(static_cast<float>(c->d_model));
+  GemmaDecoderConventions(c);
   if (c->rope_theta_swa <= 0) c->rope_theta_swa = 10000.0;
   if (c->layer_window.empty()) {  // a preset: llama.cpp's default pattern with a 512-token window
     c->layer_window.assign(c->n_blocks, 512);
@@ -185,6 +178,17 @@ void HfLayout(const ModelConfig&, std::vector<NamedTensor>* tensors) {
 }
 
 }  // namespace
+
+void GemmaDecoderConventions(ModelConfig* c) {
+  c->qk_norm = true;
+  c->qkv_bias = false;
+  c->rope_layout = kernels::RopeLayout::kNeox;
+  c->layers = DenseLayers(c->n_blocks);
+  c->mlp_act = ModelConfig::MlpAct::kGeluTanhGated;
+  c->post_norms = true;
+  c->mlp_norm_tensor = "ffn_norm";
+  c->embedding_multiplier = std::sqrt(static_cast<float>(c->d_model));
+}
 
 const ArchSpec& Gemma3Arch() {
   static const ArchSpec a =

@@ -32,16 +32,9 @@ using core::StatusOr;
 using nlohmann::json;
 
 void Conventions(ModelConfig* c) {
-  c->qk_norm = true;
-  c->qkv_bias = false;
+  GemmaDecoderConventions(c);
   c->v_norm = true;
   c->attn_v_optional = true;
-  c->rope_layout = kernels::RopeLayout::kNeox;
-  c->layers = DenseLayers(c->n_blocks);
-  c->mlp_act = ModelConfig::MlpAct::kGeluTanhGated;
-  c->post_norms = true;
-  c->mlp_norm_tensor = "ffn_norm";
-  c->embedding_multiplier = std::sqrt(static_cast<float>(c->d_model));
   c->attention_multiplier = 1.0f;
 }
 

@@ -50,12 +50,15 @@ int64_t KvBytesPerToken(const ModelConfig& c, const std::string& kv_dtype, bool 
 json RecurrentJson(const ModelConfig& c, const std::string& kv_dtype) {
   if (c.n_ssm_layers() == 0) return nullptr;
   const int64_t state = static_cast<int64_t>(SsmStateStore::BytesPerSlot(c)), kv = KvBytesPerToken(c, kv_dtype);
-  json j = {{"layers", c.n_ssm_layers()}, {"d_conv", c.ssm_conv}, {"chunk", c.ssm_chunk},
+  const bool short_conv = c.CountLayers(LayerKind::kShortConv) > 0;
+  json j = {{"layers", c.n_ssm_layers()}, {"d_conv", short_conv ? c.short_conv : c.ssm_conv}, {"chunk", c.ssm_chunk},
             {"scan", c.ssm_chunk > 0 ? "chunked" : "exact recurrence"},
             {"state_bytes_per_sequence", state},
             // A checkpoint weighs as much as this many tokens of KV: what the cache trades.
             {"state_as_kv_tokens", kv > 0 ? (state + kv - 1) / kv : 0}};
-  if (c.CountLayers(LayerKind::kDeltaNet) > 0) {
+  if (short_conv) {
+    j.update({{"kind", "short_conv"}, {"channels", c.d_model}});
+  } else if (c.CountLayers(LayerKind::kDeltaNet) > 0) {
     j.update({{"kind", "gated_deltanet"}, {"key_heads", c.gdn_k_heads}, {"value_heads", c.gdn_v_heads},
               {"head_dim", c.gdn_head_dim}, {"value_head_layout", c.gdn_tiled ? "tiled" : "grouped"}});
   } else {

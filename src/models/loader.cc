@@ -127,6 +127,7 @@ class RandomSource : public WeightSource {
   RandomSource(const ModelConfig& c, uint64_t seed, core::ThreadPool& pool) : config_(c), seed_(seed), pool_(pool) {}
   bool Has(const std::string& name) const override {
     if (name == "output.weight") return !config_.tied_embeddings;
+    if (name.find("layer_output_scale") != std::string::npos) return false;  // Gemma 4's, optional there
     if (name.find("ffn_gate_inp_shexp") != std::string::npos) return config_.moe.shared_gate;
     if (name.find("ffn_gate_inp") != std::string::npos) return true;
     if (name.find("exp_probs_b") != std::string::npos) return config_.moe.selection_bias;
@@ -293,6 +294,24 @@ StatusOr<DeltaNetLayerWeights> BuildDeltaNet(const ModelConfig& c, const WeightS
     for (float& a : m.A) a = -std::exp(a);  // the checkpoint holds A_log
   RADIXLM_ASSIGN_OR_RETURN(m.out_norm, GetVector(src, Blk(block, "ssm_norm.weight"), g.head_dim));
   RADIXLM_ASSIGN_OR_RETURN(m.out_proj, GetStacked(src, {Blk(block, "ssm_out.weight")}, {d}, vd, storage));
+  return m;
+}
+
+// LFM2's short convolution in llama.cpp's GGUF names: attn_norm (operator_norm),
+// shortconv.in_proj [3 d, d] (B | C | x), shortconv.conv [d, L] (HF: conv.weight [d, 1, L]),
+// shortconv.out_proj [d, d].
+StatusOr<ShortConvLayerWeights> BuildShortConv(const ModelConfig& c, const WeightSource& src, int block,
+                                               const WeightPlan& storage) {
+  const int64_t d = c.d_model, L = c.short_conv;
+  ShortConvLayerWeights m;
+  RADIXLM_ASSIGN_OR_RETURN(m.norm, GetVector(src, Blk(block, "attn_norm.weight"), d));
+  RADIXLM_ASSIGN_OR_RETURN(m.in_proj, GetStacked(src, {Blk(block, "shortconv.in_proj.weight")}, {3 * d}, d, storage));
+  const std::vector<int64_t> conv_shape = src.HfLayout() ? std::vector<int64_t>{d, 1, L} : std::vector<int64_t>{d, L};
+  RADIXLM_ASSIGN_OR_RETURN(const std::vector<float> conv, GetShaped(src, Blk(block, "shortconv.conv.weight"), conv_shape));
+  m.conv_w.resize(L * d);
+  for (int64_t ch = 0; ch < d; ++ch)
+    for (int64_t k = 0; k < L; ++k) m.conv_w[k * d + ch] = conv[ch * L + k];
+  RADIXLM_ASSIGN_OR_RETURN(m.out_proj, GetStacked(src, {Blk(block, "shortconv.out_proj.weight")}, {d}, d, storage));
   return m;
 }
 
@@ -546,13 +565,17 @@ StatusOr<std::unique_ptr<Transformer>> Build(const ModelConfig& c, const WeightS
       RADIXLM_ASSIGN_OR_RETURN(Mamba2LayerWeights m, BuildMamba2(c, src, block, storage));
       m.state_index = state_index++;
       w.mamba.push_back(std::move(m));
+    } else if (c.layers[li] == LayerKind::kShortConv) {
+      RADIXLM_ASSIGN_OR_RETURN(ShortConvLayerWeights m, BuildShortConv(c, src, block, storage));
+      m.state_index = state_index++;
+      w.short_conv.push_back(std::move(m));
     } else {
       RADIXLM_ASSIGN_OR_RETURN(DeltaNetLayerWeights m, BuildDeltaNet(c, src, block, storage));
       m.state_index = state_index++;
       w.deltanet.push_back(std::move(m));
     }
   }
-  RADIXLM_ASSIGN_OR_RETURN(w.final_norm, GetVector(src, "output_norm.weight", d));
+  RADIXLM_ASSIGN_OR_RETURN(w.final_norm, GetVector(src, c.final_norm_tensor + ".weight", d));
   // Untied embeddings need their own output matrix: using the input table in its place would
   // load without a word and compute other logits (transformers, too, refuses to guess here).
   const bool tied = c.tied_embeddings;
@@ -846,6 +869,14 @@ void DeltaNetTensors(const ModelConfig& c, int b, TensorList* want) {
   want->push_back({Blk(b, "ssm_out.weight"), {d, g.value_dim()}});
 }
 
+void ShortConvTensors(const ModelConfig& c, int b, TensorList* want) {
+  const int64_t d = c.d_model;
+  want->push_back({Blk(b, "attn_norm.weight"), {d}});
+  want->push_back({Blk(b, "shortconv.in_proj.weight"), {3 * d, d}});
+  want->push_back({Blk(b, "shortconv.conv.weight"), {d, c.short_conv}});
+  want->push_back({Blk(b, "shortconv.out_proj.weight"), {d, d}});
+}
+
 // `done` is called on each tensor once it is complete.
 std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& src, Status* status, bool gguf_shapes,
                                     const std::function<void(NamedTensor*)>& done = nullptr) {
@@ -858,10 +889,11 @@ std::vector<NamedTensor> AllTensors(const ModelConfig& c, const WeightSource& sr
       case LayerKind::kMlp: MlpTensors(c, blocks[li], &want); break;
       case LayerKind::kMamba2: Mamba2Tensors(c, blocks[li], gguf_shapes, &want); break;
       case LayerKind::kDeltaNet: DeltaNetTensors(c, blocks[li], &want); break;
+      case LayerKind::kShortConv: ShortConvTensors(c, blocks[li], &want); break;
       case LayerKind::kMoe: MoeTensors(c, blocks[li], &want); break;
     }
   }
-  want.push_back({"output_norm.weight", {d}});
+  want.push_back({c.final_norm_tensor + ".weight", {d}});
   if (!c.tied_embeddings) want.push_back({"output.weight", {c.vocab_size, d}});
   std::vector<NamedTensor> out;
   for (auto& [name, shape] : want) {
@@ -939,6 +971,8 @@ Status ExportGguf(const ModelConfig& c, const ArchSpec& arch, const std::vector<
 // every architecture shares.
 Status ExportHf(const ModelConfig& c, const ArchSpec& arch, std::vector<NamedTensor> tensors, DType dtype,
                 const std::string& out_path) {
+  if (arch.hf_model_types.empty())
+    return core::Unimplemented(c.arch + ": radixlm does not write Hugging Face folders of this architecture (use GGUF)");
   std::error_code ec;
   fs::create_directories(out_path, ec);
   if (ec) return core::IoError(out_path + ": " + ec.message());

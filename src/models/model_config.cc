@@ -15,6 +15,7 @@ const char* LayerKindName(LayerKind k) {
     case LayerKind::kMamba2: return "mamba2";
     case LayerKind::kDeltaNet: return "deltanet";
     case LayerKind::kMoe: return "moe";
+    case LayerKind::kShortConv: return "shortconv";
   }
   return "?";
 }
@@ -88,6 +89,7 @@ int64_t SublayerParameters(const ModelConfig& c, LayerKind k, int64_t experts_co
     case LayerKind::kDeltaNet:  // qkv | z | b | a in, conv (no bias), dt_bias and A per value head, the output norm, out
       return d + d * (g.conv_dim() + g.value_dim() + 2 * g.v_heads) + g.conv_dim() * g.d_conv + 2 * g.v_heads +
              g.head_dim + g.value_dim() * d;
+    case LayerKind::kShortConv: return d + 3 * d * d + d * c.short_conv + d * d;  // norm, in, conv, out
     case LayerKind::kMoe: {
       const MoeConfig& m = c.moe;
       const int64_t mats = MlpMatrices(c.mlp_act);
@@ -133,6 +135,8 @@ double ModelConfig::LinearFlopsPerToken(bool with_lm_head) const {
       f += 2.0 * MlpMatrices(mlp_act) * d_model * MlpFfn(m++);
     } else if (k == LayerKind::kMamba2) {
       f += 2.0 * d_model * double(s.d_inner() + s.conv_dim() + s.n_heads) + 2.0 * s.d_inner() * d_model;
+    } else if (k == LayerKind::kShortConv) {
+      f += 2.0 * 4 * double(d_model) * d_model;  // in_proj (3 d) and out_proj
     } else if (k == LayerKind::kDeltaNet) {
       f += 2.0 * d_model * double(g.conv_dim() + g.value_dim() + 2 * g.v_heads) + 2.0 * double(g.value_dim()) * d_model;
     } else {  // the router, the chosen experts and the shared expert
@@ -208,6 +212,8 @@ std::string CheckMixers(const ModelConfig& c) {
     if ((c.ssm_heads * c.ssm_head_dim) % c.ssm_norm_group_size() != 0) return "gated-norm group must divide d_inner";
     if (c.ssm_chunk < 0) return "the Mamba2 scan chunk must be 0 (exact recurrence) or positive";
   }
+  if (c.CountLayers(LayerKind::kShortConv) > 0 && (c.short_conv < 2 || c.short_conv > 64))
+    return "the short convolution's kernel must be 2 to 64 tokens";
   if (c.CountLayers(LayerKind::kDeltaNet) > 0) {
     if (c.gdn_k_heads <= 0 || c.gdn_v_heads <= 0 || c.gdn_head_dim <= 0 || c.ssm_conv < 2)
       return "Gated DeltaNet sizes must be positive (and the conv kernel >= 2)";

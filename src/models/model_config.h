@@ -17,8 +17,11 @@ namespace radixlm::models {
 
 // A sublayer applies x += F(norm(x)) (pre-norm residual). A Llama/Qwen decoder block is an
 // attention sublayer followed by an MLP sublayer.
-enum class LayerKind { kAttention, kMlp, kMamba2, kDeltaNet, kMoe };
-inline bool IsRecurrent(LayerKind k) { return k == LayerKind::kMamba2 || k == LayerKind::kDeltaNet; }
+// kShortConv: LFM2's gated short convolution (ModelConfig::short_conv).
+enum class LayerKind { kAttention, kMlp, kMamba2, kDeltaNet, kMoe, kShortConv };
+inline bool IsRecurrent(LayerKind k) {
+  return k == LayerKind::kMamba2 || k == LayerKind::kDeltaNet || k == LayerKind::kShortConv;
+}
 // A feed-forward sublayer (dense MLP or mixture of experts): it ends a mixer + MLP block.
 inline bool IsFeedForward(LayerKind k) { return k == LayerKind::kMlp || k == LayerKind::kMoe; }
 
@@ -84,6 +87,8 @@ struct ModelConfig {
   // A mixer + MLP block's second norm, by its GGUF stem: "ffn_norm" (Llama, Granite) or
   // "post_attention_norm" (Qwen3.5).
   std::string mlp_norm_tensor = "ffn_norm";
+  // The final norm's GGUF stem: "output_norm", or LFM2's "token_embd_norm".
+  std::string final_norm_tensor = "output_norm";
   // Where a Hugging Face checkpoint keeps the decoder's tensors, for architectures whose name
   // map depends on it ("model.language_model." in Qwen3.5's multimodal checkpoints).
   std::string hf_tensor_prefix;
@@ -108,6 +113,11 @@ struct ModelConfig {
   int gdn_k_heads = 0, gdn_v_heads = 0, gdn_head_dim = 0;
   bool gdn_tiled = true;
   kernels::DeltaNetDims gdn_dims() const { return {gdn_k_heads, gdn_v_heads, gdn_head_dim, ssm_conv, gdn_tiled}; }
+  // LFM2's short convolution (LayerKind::kShortConv): in_proj to B, C, x [d_model each];
+  // y = C * conv(B * x) over a window of short_conv tokens (depthwise, no bias, no activation);
+  // out_proj. Its state is the last short_conv - 1 values of B * x (tiny: a checkpoint is cheap).
+  int short_conv = 0;
+  kernels::Mamba2Dims short_conv_dims() const { return kernels::DepthwiseConvDims(d_model, short_conv); }
   MoeConfig moe;  // experts > 0 when the model has LayerKind::kMoe sublayers
   // Hybrid conventions.
   // The feed-forward's activation: SiLU(gate) * up (Llama), GELU-tanh(gate) * up (Gemma's

@@ -231,6 +231,32 @@ void AddSlidingWindowPresets(std::vector<RandomPreset>* p) {
                 std::move(g)});
 }
 
+// LFM2: short convolutions with attention at blocks 2 and 5 (LFM2-1.2B's pattern, cut short);
+// the MoE keeps two leading dense blocks, as LFM2-8B-A1B does.
+void AddLfm2Presets(std::vector<RandomPreset>* p) {
+  auto layout = [](ModelConfig* c) {
+    c->layers.clear();
+    for (int b = 0; b < c->n_blocks; ++b) {
+      c->layers.push_back(b % 3 == 2 ? LayerKind::kAttention : LayerKind::kShortConv);
+      c->layers.push_back(LayerKind::kMlp);
+    }
+  };
+  ModelConfig dense = Make("lfm2", "lfm2-tiny", 151936, 64, 6, 4, 2, 16, 128, true, 1e6);
+  layout(&dense);
+  p->push_back({"lfm2-tiny",
+                "LFM2 layout: 6 blocks (gated short convolutions of 3 taps, attention at blocks 2 and 5 with q/k norms), "
+                "4/2 heads x 16, SwiGLU 128, d 64, Qwen3 vocabulary, tied",
+                std::move(dense)});
+  ModelConfig moe = Make("lfm2moe", "lfm2moe-tiny", 151936, 64, 6, 4, 2, 16, 128, true, 1e6);
+  layout(&moe);
+  for (size_t i = 5; i < moe.layers.size(); i += 2) moe.layers[i] = LayerKind::kMoe;  // blocks 2-5
+  moe.moe = {.experts = 8, .used = 2, .ffn = 32, .gating = MoeConfig::Gating::kSigmoid, .selection_bias = true};
+  p->push_back({"lfm2moe-tiny",
+                "LFM2-MoE layout: lfm2-tiny's mixers, 2 dense blocks then 8 experts (2 used, sigmoid routing with a "
+                "selection bias) of SwiGLU 32, d 64, Qwen3 vocabulary, tied",
+                std::move(moe)});
+}
+
 std::vector<RandomPreset> Build() {
   std::vector<RandomPreset> p;
   // The order here is the order RandomPresets() lists them in.
@@ -240,6 +266,7 @@ std::vector<RandomPreset> Build() {
   AddHybridMoePresets(&p);
   AddHybridBaselineAndQwen35Presets(&p);
   AddSlidingWindowPresets(&p);
+  AddLfm2Presets(&p);
   // Each preset's bundled tokenizer: the family whose vocabulary size it was given.
   static const std::pair<int64_t, const char*> kVocabularies[] = {{151936, "qwen3"}, {128256, "llama3"}, {32000, "llama2"}};
   for (RandomPreset& r : p)

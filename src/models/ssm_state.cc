@@ -12,6 +12,7 @@ std::vector<std::pair<int64_t, int64_t>> SsmStateStore::LayerFloats(const ModelC
   for (LayerKind k : model.layers) {
     if (k == LayerKind::kMamba2) out.push_back({model.ssm_dims().ssm_state_floats(), model.ssm_dims().conv_state_floats()});
     if (k == LayerKind::kDeltaNet) out.push_back({model.gdn_dims().ssm_state_floats(), model.gdn_dims().conv_state_floats()});
+    if (k == LayerKind::kShortConv) out.push_back({0, model.short_conv_dims().conv_state_floats()});
   }
   return out;
 }

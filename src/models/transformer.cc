@@ -58,6 +58,14 @@ std::string TransformerWeights::TypeSummary() const {
 
 Transformer::Transformer(ModelConfig config, TransformerWeights weights)
     : config_(std::move(config)), weights_(std::move(weights)) {
+  // Layers built without their shapes (by hand, in tests) take the model's.
+  for (size_t a = 0; a < weights_.attention.size(); ++a) {
+    AttentionLayerWeights& w = weights_.attention[a];
+    if (w.head_dim == 0) w.head_dim = config_.AttnHeadDim(static_cast<int>(a));
+    if (w.n_kv_heads == 0) w.n_kv_heads = config_.AttnKvHeads(static_cast<int>(a));
+  }
+  for (size_t m = 0; m < weights_.mlp.size(); ++m)
+    if (weights_.mlp[m].ffn == 0) weights_.mlp[m].ffn = config_.MlpFfn(static_cast<int>(m));
   rope_ = kernels::MakeRopeTable(config_.rope_layout, config_.rope_dim > 0 ? config_.rope_dim : config_.head_dim, config_.rope_theta,
                                  config_.rope_scaling.factor > 0 ? &config_.rope_scaling : nullptr,
                                  config_.rope_yarn.factor > 0 ? &config_.rope_yarn : nullptr);
@@ -136,7 +144,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
     RADIXLM_CHECK_MSG(states != nullptr && b.ssm.size() == b.seqs.size(), "recurrent layers need state slots");
   }
   if (rings) PlanRings(b, *states);
-  size_t ai = 0, mi = 0, si = 0, gi = 0, ei = 0;
+  size_t ai = 0, mi = 0, si = 0, gi = 0, ei = 0, ci = 0;
   int block = 0;
   for (LayerKind kind : config_.layers) {
     switch (kind) {
@@ -145,6 +153,7 @@ void Transformer::Forward(core::ThreadPool& pool, const ForwardBatch& b, KvStore
       case LayerKind::kMamba2: Mamba2Sublayer(pool, weights_.mamba[si++], b, *states, n); break;
       case LayerKind::kDeltaNet: DeltaNetSublayer(pool, weights_.deltanet[gi++], b, *states, n); break;
       case LayerKind::kMoe: MoeSublayer(pool, weights_.moe[ei++], n); break;
+      case LayerKind::kShortConv: ShortConvSublayer(pool, weights_.short_conv[ci++], b, *states, n); break;
     }
     if (IsFeedForward(kind) && !weights_.block_end.empty()) {
       BlockEnd(pool, weights_.block_end[block], block, n);
@@ -652,7 +661,7 @@ static std::vector<int64_t> CaptureEnds(const std::vector<kernels::StateCapture>
 
 void Transformer::ConvAllSequences(core::ThreadPool& pool, const kernels::Mamba2Dims& dims, const ForwardBatch& b,
                                    int64_t n, SsmStateStore& states, int state_index, const float* in, int64_t ld_in,
-                                   const float* w, const float* bias, float* out) const {
+                                   const float* w, const float* bias, float* out, bool silu) const {
   const int64_t cd = dims.conv_dim(), n_seqs = static_cast<int64_t>(b.seqs.size());
   // Rows first (each reads its sequence's window before any is advanced), over all rows.
   pool.ParallelFor(n, [&](int, int64_t r0, int64_t r1) {
@@ -660,8 +669,9 @@ void Transformer::ConvAllSequences(core::ThreadPool& pool, const kernels::Mamba2
       const int64_t lo = std::max(r0, seq.row_begin), hi = std::min(r1, seq.row_begin + seq.n_rows);
       if (lo >= hi) continue;
       const int64_t s = &seq - b.seqs.data();
-      kernels::CausalConv1dSiluRows(dims, lo - seq.row_begin, hi - seq.row_begin, in + seq.row_begin * ld_in, ld_in,
-                                    w, bias, states.Conv(b.ssm[s].slot, state_index), out + seq.row_begin * cd);
+      const auto conv = silu ? kernels::CausalConv1dSiluRows : kernels::CausalConv1dRows;
+      conv(dims, lo - seq.row_begin, hi - seq.row_begin, in + seq.row_begin * ld_in, ld_in, w, bias,
+           states.Conv(b.ssm[s].slot, state_index), out + seq.row_begin * cd);
     }
   });
   pool.ParallelFor(n_seqs, [&](int, int64_t s0, int64_t s1) {

@@ -156,6 +156,15 @@ struct DeltaNetLayerWeights {
   int state_index = 0;            // which SsmStateStore layer
 };
 
+// LFM2's short convolution (ModelConfig::short_conv).
+struct ShortConvLayerWeights {
+  std::vector<float> norm;         // [d_model] (operator_norm)
+  kernels::PackedWeight in_proj;   // [3 d_model, d_model]: B | C | x
+  std::vector<float> conv_w;       // [short_conv, d_model] (transposed from [d_model, short_conv])
+  kernels::PackedWeight out_proj;  // [d_model, d_model]
+  int state_index = 0;             // which SsmStateStore layer
+};
+
 struct TransformerWeights {
   core::DType embedding_dtype = core::DType::kF32;
   core::AlignedBuffer embedding;  // [vocab, d_model]; empty when tied (read from lm_head)
@@ -164,6 +173,7 @@ struct TransformerWeights {
   std::vector<Mamba2LayerWeights> mamba;
   std::vector<DeltaNetLayerWeights> deltanet;
   std::vector<MoeLayerWeights> moe;
+  std::vector<ShortConvLayerWeights> short_conv;
   std::vector<BlockEndWeights> block_end;  // per block, or empty (nothing after the MLP)
   PerLayerInputWeights per_layer;          // table empty: none
   std::vector<float> final_norm;  // [d_model]
@@ -231,11 +241,13 @@ class Transformer {
                       SsmStateStore& states, int64_t n);
   void DeltaNetSublayer(core::ThreadPool& pool, const DeltaNetLayerWeights& w, const ForwardBatch& b,
                         SsmStateStore& states, int64_t n);
+  void ShortConvSublayer(core::ThreadPool& pool, const ShortConvLayerWeights& w, const ForwardBatch& b,
+                         SsmStateStore& states, int64_t n);
   // The causal conv1d + SiLU of the batch's n rows: in [n, ld_in] -> out [n, conv_dim], the
   // rows spread over the pool, then each sequence's conv window captured and advanced.
   void ConvAllSequences(core::ThreadPool& pool, const kernels::Mamba2Dims& dims, const ForwardBatch& b, int64_t n,
                         SsmStateStore& states, int state_index, const float* in, int64_t ld_in, const float* w,
-                        const float* bias, float* out) const;
+                        const float* bias, float* out, bool silu = true) const;
   // The state captures of sequence s of the batch, for recurrent layer `state_index`.
   void CapturesFor(const ForwardBatch& b, SsmStateStore& states, int state_index, int64_t s,
                    std::vector<kernels::StateCapture>* out) const;

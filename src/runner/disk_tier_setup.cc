@@ -120,6 +120,7 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
   for (models::LayerKind k : c.layers) f << static_cast<int>(k) << ",";
   f << "\nssm=" << c.ssm_heads << "," << c.ssm_head_dim << "," << c.ssm_state << "," << c.ssm_groups << "," << c.ssm_conv << ","
     << c.ssm_norm_group << "\ngdn=" << c.gdn_k_heads << "," << c.gdn_v_heads << "," << c.gdn_head_dim << "," << c.gdn_tiled;
+  if (c.short_conv > 0) f << "\nshort_conv=" << c.short_conv;  // (absent otherwise, as below)
   if (c.sliding_window() > 0) {  // (absent otherwise: other models' folders stay valid)
     f << "\nlayer_window=";
     for (int w : c.layer_window) f << w << ",";

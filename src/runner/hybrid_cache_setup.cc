@@ -83,7 +83,10 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
     s.moe_shared_ffn = c.moe.shared_ffn;
   }
   s.attn_output_gate = c.attn_output_gate;
-  if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
+  if (c.CountLayers(models::LayerKind::kShortConv) > 0) {
+    s.short_conv = true;
+    s.d_conv = c.short_conv;
+  } else if (c.CountLayers(models::LayerKind::kDeltaNet) > 0) {
     s.delta_net = true;
     s.gdn_k_heads = c.gdn_k_heads;
     s.gdn_v_heads = c.gdn_v_heads;

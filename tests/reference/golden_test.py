@@ -17,9 +17,11 @@ from qwen35_ref import QWEN35_TYPES, Qwen35Model  # noqa: E402
 from gemma3_ref import GEMMA3_TYPES, Gemma3Model  # noqa: E402
 from gemma4_ref import Gemma4Model  # noqa: E402
 from gpt_oss_ref import GptOssModel  # noqa: E402
+from lfm2_ref import LFM2_TYPES, Lfm2Model  # noqa: E402
 
 # GGUF architectures with a reference of their own (the rest: transformer_ref.Model).
-GGUF_REFERENCES = {"gemma3": Gemma3Model.from_gguf, "gemma4": Gemma4Model.from_gguf, "gpt-oss": GptOssModel.from_gguf}
+GGUF_REFERENCES = {"gemma3": Gemma3Model.from_gguf, "gemma4": Gemma4Model.from_gguf, "gpt-oss": GptOssModel.from_gguf,
+                   "lfm2": Lfm2Model.from_gguf, "lfm2moe": Lfm2Model.from_gguf}
 from checkpoint_io import read_gguf  # noqa: E402
 import json  # noqa: E402
 
@@ -79,10 +81,12 @@ def main():
                     model = Qwen35Model.from_hf(path)
                 elif fmt == "gguf" and gguf_arch(path) in ("qwen35", "qwen35moe"):
                     model = Qwen35Model.from_gguf(path)
+                elif hf_type in LFM2_TYPES:
+                    model = Lfm2Model.from_hf(path)
                 elif hf_type in GEMMA3_TYPES:
                     model = Gemma3Model.from_hf(path)
-                elif fmt == "gguf" and gguf_arch(path) == "gemma3":
-                    model = Gemma3Model.from_gguf(path)
+                elif fmt == "gguf" and gguf_arch(path) in GGUF_REFERENCES:
+                    model = GGUF_REFERENCES[gguf_arch(path)](path)
                 else:
                     model = Model.from_gguf(path) if fmt == "gguf" else Model.from_hf(path)
             else:
@@ -93,7 +97,7 @@ def main():
                 model = GGUF_REFERENCES.get(gguf_arch(case), Model.from_gguf)(case)
             if isinstance(model, HybridModel):
                 vocab = model.c["vocab_size"]
-            elif isinstance(model, (Gemma3Model, Gemma4Model, GptOssModel)):
+            elif isinstance(model, (Gemma3Model, Gemma4Model, GptOssModel, Lfm2Model)):
                 vocab = model.vocab()
             elif isinstance(model, Qwen35Model):
                 vocab = model.w[model.p + "embed_tokens.weight"].shape[0]

@@ -128,6 +128,37 @@ def write_gpt_oss(path, seed):
     w.close()
 
 
+def gemma4_header(w, name, d, blocks, ffn, heads, kv, window, sliding, extra, experts=None):
+    """The gemma4 keys both fixtures write, in this order: global heads of 32 dims, sliding of 16,
+    RoPE 1e6 / 1e4; extra() adds the fixture's own keys after the window pattern; experts:
+    (count, used, ffn)."""
+    w.add_name(name)
+    w.add_context_length(4096)
+    w.add_embedding_length(d)
+    w.add_block_count(blocks)
+    w.add_feed_forward_length(ffn)
+    if experts:
+        w.add_expert_count(experts[0])
+        w.add_expert_used_count(experts[1])
+        w.add_expert_feed_forward_length(experts[2])
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_key_length(32)
+    w.add_value_length(32)
+    w.add_key_length_swa(16)
+    w.add_value_length_swa(16)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_rope_freq_base_swa(1e4)
+    w.add_rope_dimension_count(32)
+    w.add_rope_dimension_count_swa(16)
+    w.add_sliding_window(window)
+    w.add_sliding_window_pattern(sliding)
+    extra()
+    w.add_final_logit_softcapping(30.0)
+    add_byte_vocabulary(w, gguf)
+
+
 def write_gemma4(path, seed):
     """Gemma 4 layout as llama.cpp's gemma4 reads it: 6 blocks sliding [1,1,1,0,1,0] with a
     16-token window; sliding heads of 16 dims (1 kv head), global heads of 32 (2 kv heads:
@@ -146,28 +177,8 @@ def write_gemma4(path, seed):
     ffn = [128, 128, 128, 128, 256, 256]
     shared = 2
     w = gguf.GGUFWriter(path, "gemma4")
-    w.add_name("radixlm gemma4 fixture (random weights)")
-    w.add_context_length(4096)
-    w.add_embedding_length(D)
-    w.add_block_count(BLOCKS)
-    w.add_feed_forward_length(ffn)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(kv)
-    w.add_key_length(32)
-    w.add_value_length(32)
-    w.add_key_length_swa(16)
-    w.add_value_length_swa(16)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(1e6)
-    w.add_rope_freq_base_swa(1e4)
-    w.add_rope_dimension_count(32)
-    w.add_rope_dimension_count_swa(16)
-    w.add_sliding_window(WINDOW)
-    w.add_sliding_window_pattern(sliding)
-    w.add_shared_kv_layers(shared)
-    w.add_embedding_length_per_layer_input(PL)
-    w.add_final_logit_softcapping(30.0)
-    add_byte_vocabulary(w, gguf)
+    gemma4_header(w, "radixlm gemma4 fixture (random weights)", D, BLOCKS, ffn, HEADS, kv, WINDOW, sliding,
+                  lambda: (w.add_shared_kv_layers(shared), w.add_embedding_length_per_layer_input(PL)))
     t = random_tensors(w, seed)
 
     t("token_embd.weight", (VOCAB, D), 0.25)
@@ -219,30 +230,9 @@ def write_gemma4_moe(path, seed):
     hd = [16 if s else 32 for s in sliding]
     kv = [2 if s else 1 for s in sliding]
     w = gguf.GGUFWriter(path, "gemma4")
-    w.add_name("radixlm gemma4 moe fixture (random weights)")
-    w.add_context_length(4096)
-    w.add_embedding_length(D)
-    w.add_block_count(BLOCKS)
-    w.add_feed_forward_length(FFN)
-    w.add_expert_count(E)
-    w.add_expert_used_count(K)
-    w.add_expert_feed_forward_length(F)
-    w.add_head_count(HEADS)
-    w.add_head_count_kv(kv)
-    w.add_key_length(32)
-    w.add_value_length(32)
-    w.add_key_length_swa(16)
-    w.add_value_length_swa(16)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(1e6)
-    w.add_rope_freq_base_swa(1e4)
-    w.add_rope_dimension_count(32)
-    w.add_rope_dimension_count_swa(16)
-    w.add_sliding_window(WINDOW)
-    w.add_sliding_window_pattern(sliding)
-    w.add_embedding_length_per_layer_input(0)  # llama.cpp requires the key
-    w.add_final_logit_softcapping(30.0)
-    add_byte_vocabulary(w, gguf)
+    gemma4_header(w, "radixlm gemma4 moe fixture (random weights)", D, BLOCKS, FFN, HEADS, kv, WINDOW, sliding,
+                  lambda: w.add_embedding_length_per_layer_input(0),  # llama.cpp requires the key
+                  experts=(E, K, F))
     t = random_tensors(w, seed)
 
     t("token_embd.weight", (VOCAB, D), 0.25)
