@@ -4,13 +4,16 @@
 (from the checkout bench/vs_llamacpp.sh builds), then quantised by its llama-quantize, so neither
 file is radixlm's export. A byte-level vocabulary (258 tokens) stands in for the real one.
 
-  make_shaped_gguf.py LLAMA_CPP_DIR OUT_DIR gemma3|gemma4|gpt-oss [--blocks N] [--types Q8_0,BF16,...]
+  make_shaped_gguf.py LLAMA_CPP_DIR OUT_DIR gemma3|gemma4|gpt-oss|lfm2|lfm2moe [--blocks N] [--types Q8_0,BF16,...]
 
 gemma3: Gemma 3 1B's block (d 1152, 4 q / 1 kv heads x 256, GeGLU 6912, window 512, RoPE 1e6 /
 1e4), N blocks (default 6: five sliding, one global). gemma4: Gemma 4 E4B's block (d 2560, 8 q
 heads; sliding 2 kv x 256, global 2 kv x 512 with proportional RoPE; GeGLU 10240, window 512,
 per-layer inputs of 256, layer_output_scale), N blocks (default 6: five sliding, one global), no
-shared-KV blocks. gpt-oss: gpt-oss-20b's attention (d 2880,
+shared-KV blocks. lfm2: LFM2-1.2B's block (d 2048, short convolutions of 3, attention 32 q / 8 kv
+heads x 64 at every third block, SwiGLU 8192), N blocks (default 6: two attention). lfm2moe:
+LFM2-8B-A1B's (d 2048, 32 experts of 1792, 4 used, sigmoid routing with a bias, SwiGLU 7168 in the
+2 leading dense blocks), N blocks (default 4: 2 dense, 2 with experts; one attention). gpt-oss: gpt-oss-20b's attention (d 2880,
 64 q / 8 kv heads x 64, window 128, sinks, YaRN 32 over 4096) with 8 of its 32 experts of 2880
 (4 per token), N blocks (default 2: one sliding, one global); quantise with MXFP4_MOE."""
 import argparse
@@ -23,7 +26,7 @@ import numpy as np
 ap = argparse.ArgumentParser()
 ap.add_argument("llama")
 ap.add_argument("out")
-ap.add_argument("arch", choices=["gemma3", "gemma4", "gpt-oss"])
+ap.add_argument("arch", choices=["gemma3", "gemma4", "gpt-oss", "lfm2", "lfm2moe"])
 ap.add_argument("--blocks", type=int)
 ap.add_argument("--types", default="")
 args = ap.parse_args()
@@ -122,6 +125,62 @@ def gemma4(path, blocks):
     return w
 
 
+def lfm2(path, blocks, moe=False):
+    d, heads, kv, hd, ffn, conv = 2048, 32, 8, 64, 7168 if moe else 8192, 3
+    experts, used, eff, dense = 32, 4, 1792, 2
+    attn = [b % 3 == 2 for b in range(blocks)]
+    arch = "lfm2moe" if moe else "lfm2"
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name("%s-shaped (random weights)" % ("lfm2-8b-a1b" if moe else "lfm2-1.2b"))
+    w.add_context_length(128000)
+    w.add_embedding_length(d)
+    w.add_block_count(blocks)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv([kv if a else 0 for a in attn])
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(1e6)
+    w.add_vocab_size(VOCAB)
+    w.add_shortconv_l_cache(conv)
+    if moe:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(used)
+        w.add_expert_feed_forward_length(eff)
+        w.add_leading_dense_block_count(dense)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_weights_norm(True)
+    add_byte_vocabulary(w, gguf)
+    s = 1 / np.sqrt(d)
+    tensor(w, "token_embd.weight", (VOCAB, d), 0.05)
+    for b in range(blocks):
+        p = f"blk.{b}."
+        tensor(w, p + "attn_norm.weight", (d,), 0.1, 1.0)
+        tensor(w, p + "ffn_norm.weight", (d,), 0.1, 1.0)
+        if attn[b]:
+            tensor(w, p + "attn_q.weight", (heads * hd, d), s)
+            tensor(w, p + "attn_k.weight", (kv * hd, d), s)
+            tensor(w, p + "attn_v.weight", (kv * hd, d), s)
+            tensor(w, p + "attn_q_norm.weight", (hd,), 0.1, 1.0)
+            tensor(w, p + "attn_k_norm.weight", (hd,), 0.1, 1.0)
+            tensor(w, p + "attn_output.weight", (d, heads * hd), s)
+        else:
+            tensor(w, p + "shortconv.in_proj.weight", (3 * d, d), s)
+            tensor(w, p + "shortconv.conv.weight", (d, conv), 0.5)
+            tensor(w, p + "shortconv.out_proj.weight", (d, d), s)
+        if moe and b >= dense:
+            tensor(w, p + "ffn_gate_inp.weight", (experts, d), s)
+            tensor(w, p + "exp_probs_b.bias", (experts,), 0.1)
+            tensor(w, p + "ffn_gate_exps.weight", (experts, eff, d), s)
+            tensor(w, p + "ffn_up_exps.weight", (experts, eff, d), s)
+            tensor(w, p + "ffn_down_exps.weight", (experts, d, eff), 1 / np.sqrt(eff))
+        else:
+            tensor(w, p + "ffn_gate.weight", (ffn, d), s)
+            tensor(w, p + "ffn_up.weight", (ffn, d), s)
+            tensor(w, p + "ffn_down.weight", (d, ffn), 1 / np.sqrt(ffn))
+    tensor(w, "token_embd_norm.weight", (d,), 0.1, 1.0)
+    return w
+
+
 def gpt_oss(path, blocks):
     d, heads, kv, hd, ffn, experts, used = 2880, 64, 8, 64, 2880, 8, 4
     w = gguf.GGUFWriter(path, "gpt-oss")
@@ -160,7 +219,10 @@ def gpt_oss(path, blocks):
 os.makedirs(args.out, exist_ok=True)
 stem = args.arch + "-shaped"
 base = os.path.join(args.out, stem + "-f32.gguf")
-w = {"gemma3": gemma3, "gemma4": gemma4, "gpt-oss": gpt_oss}[args.arch](base, args.blocks or (2 if args.arch == "gpt-oss" else 6))
+writers = {"gemma3": gemma3, "gemma4": gemma4, "gpt-oss": gpt_oss, "lfm2": lfm2,
+           "lfm2moe": lambda path, blocks: lfm2(path, blocks, moe=True)}
+default_blocks = {"gpt-oss": 2, "lfm2moe": 4}
+w = writers[args.arch](base, args.blocks or default_blocks.get(args.arch, 6))
 w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()

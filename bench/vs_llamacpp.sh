@@ -2,7 +2,7 @@
 # radixlm and llama.cpp side by side on the same GGUF files (benchmark only: llama.cpp is never a
 # dependency of radixlm's build or runtime).
 #
-#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe,gemma3,gemma4,gpt-oss]
+#   bench/vs_llamacpp.sh [--rounds 3] [--threads 2] [--models dense,hybrid,qwen35,moe,gemma3,gemma4,gpt-oss,lfm2,lfm2moe]
 #                        [--types bf16,q8_0,q4_0,q4_k_m] [--work DIR] [--no-logits] [--build-only]
 #                        [--prepare-only] [--isa native|avx2]
 #
@@ -19,7 +19,7 @@
 #    hybrid, Qwen3.5-0.8B's shape (qwen35: Gated DeltaNet + gated attention) and, with --models moe,
 #    Qwen3-30B-A3B's layer shape cut to 8 of its 48 blocks (qwen3moe: 128 experts, 8 used, 5.6B
 #    parameters, 0.9B active; an 11 GB BF16 file, so not among the defaults); llama-quantize makes
-#    Q8_0, Q4_0 and Q4_K_M from them. --models gemma3,gemma4,gpt-oss: sliding-window models written by
+#    Q8_0, Q4_0 and Q4_K_M from them. --models gemma3,gemma4,gpt-oss,lfm2,lfm2moe: sliding-window and LFM2 models written by
 #    llama.cpp's gguf-py (bench/make_shaped_gguf.py; gpt-oss in MXFP4_MOE only). --prepare-only stops here (bench/contention.sh uses them).
 # 3. For each round, file and engine, alternating which engine runs first: llama-bench
 #    -p 512 -n 64 -d 0,512 -r 2 and `radixlm bench --prompt-tokens 512 --gen-tokens 64 --repeats 2`.
@@ -96,12 +96,15 @@ declare -A PRESET=([dense]=random:qwen3-0.6b [hybrid]=random:hybrid-0.4b [qwen35
 # The hybrid's vocabulary fits no bundled tokenizer but GPT-2's; Qwen3.5-0.8B's shape with Qwen3's.
 declare -A TOKENIZER=([dense]="" [hybrid]="--tokenizer gpt2" [qwen35]="--tokenizer qwen3" [moe]="")
 declare -A QTYPE=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k_m]=Q4_K_M)
-# The sliding-window models are written by llama.cpp's gguf-py (bench/make_shaped_gguf.py: Gemma 3
+# The sliding-window and LFM2 models are written by llama.cpp's gguf-py (bench/make_shaped_gguf.py: Gemma 3
 # 1B's block x 6, gpt-oss-20b's attention with 8 of its experts x 2) and measured in the types
-# people run them in: gemma3 as TYPES, gpt-oss as released (mxfp4: MXFP4_MOE).
-types_of() { if [ "$1" = gpt-oss ]; then echo mxfp4; else echo "${TYPES//,/ }"; fi; }
+# people run them in: gemma3, gemma4, lfm2 as TYPES, gpt-oss as released (mxfp4: MXFP4_MOE), lfm2moe
+# (LFM2-8B-A1B's shape, 4 blocks) in Q4_K_M.
+types_of() {
+  case $1 in gpt-oss) echo mxfp4 ;; lfm2moe) echo q4_k_m ;; *) echo "${TYPES//,/ }" ;; esac
+}
 for m in ${MODELS//,/ }; do
-  if [ "$m" = gemma3 ] || [ "$m" = gemma4 ] || [ "$m" = gpt-oss ]; then
+  if [ "$m" = gemma3 ] || [ "$m" = gemma4 ] || [ "$m" = gpt-oss ] || [ "$m" = lfm2 ] || [ "$m" = lfm2moe ]; then
     for t in $(types_of "$m"); do
       f=$WORK/$m-$t.gguf
       [ -f "$f" ] && continue

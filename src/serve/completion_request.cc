@@ -1,5 +1,7 @@
 #include "serve/completion_request.h"
 
+#include "serve/tool_calls.h"
+
 #include <algorithm>
 #include <charconv>
 #include <numeric>
@@ -332,7 +334,7 @@ bool CheckRequestSize(const CompletionRequest& r, const CompletionLimits& limits
   return false;
 }
 
-bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,
+bool BuildPrompt(CompletionRequest& r, const tokenizer::Tokenizer& tok,
                  const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err,
                  std::string* rendered) {
   if (r.chat) {
@@ -340,6 +342,7 @@ bool BuildPrompt(const CompletionRequest& r, const tokenizer::Tokenizer& tok,
       *err = {400, "this model has no chat template; use /v1/completions", "invalid_request_error", "messages", "unsupported"};
       return false;
     }
+    CallsIntoContent(chat_format->source(), &r.chat_vars);
     nlohmann::ordered_json vars = r.chat_vars;
     vars["add_generation_prompt"] = true;
     auto text = chat_format->Render(std::move(vars));

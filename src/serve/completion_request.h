@@ -87,8 +87,10 @@ bool ParseOutputFields(const nlohmann::ordered_json& body, CompletionRequest* ou
 // The prompt's token ids: the chat rendered with the model's template (nullopt: the model has
 // none, a 400; special-token strings inside message content are text unless allowed), a text
 // encoded with special tokens added, or the ids as given.
-// rendered (optional): the chat prompt's text.
-bool BuildPrompt(const CompletionRequest& request, const tokenizer::Tokenizer& tok,
+// rendered (optional): the chat prompt's text. A chat's earlier tool calls go into their
+// messages' content first where the template needs it (CallsIntoContent), in request.chat_vars,
+// so every later rendering of the conversation sees them the same way.
+bool BuildPrompt(CompletionRequest& request, const tokenizer::Tokenizer& tok,
                  const std::optional<tokenizer::ChatTemplate>& chat_format, std::vector<int32_t>* ids, ApiError* err,
                  std::string* rendered = nullptr);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstring>
 
 #include "grammar/json_schema.h"
 
@@ -273,6 +275,270 @@ std::string GrammarHarmony(std::span<const std::string> names, std::span<const s
   return g;
 }
 
+// --- pythonic (LFM2) -----------------------------------------------------------------------
+// <|tool_call_start|>[name(key=value, ...), ...]<|tool_call_end|>, the values Python literals
+// (strings in ' or ", numbers, True / False / None, lists, dicts; JSON's true / false / null
+// read too).
+
+// A minimal reader of Python call lists: what LFM2 writes, nothing more (no expressions, no
+// positional arguments: those are not calls, the output stays content).
+class PythonCalls {
+ public:
+  explicit PythonCalls(const std::string& s) : s_(s) {}
+  bool Parse(std::vector<ToolCall>* calls) {
+    Skip();
+    if (!Eat('[')) return false;
+    Skip();
+    if (Eat(']')) return AtEnd();
+    do {
+      ToolCall call;
+      if (!Call(&call)) return false;
+      calls->push_back(std::move(call));
+      Skip();
+    } while (Eat(','));
+    return Eat(']') && AtEnd();
+  }
+
+ private:
+  bool AtEnd() {
+    Skip();
+    return i_ == s_.size();
+  }
+  void Skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool Eat(char c) {
+    Skip();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  std::string Identifier(bool dotted) {
+    Skip();
+    const size_t b = i_;
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' || s_[i_] == '-' ||
+                              (dotted && s_[i_] == '.')))
+      ++i_;
+    return s_.substr(b, i_ - b);
+  }
+  bool Call(ToolCall* call) {
+    call->name = Identifier(true);
+    if (call->name.empty() || !Eat('(')) return false;
+    ojson args = ojson::object();
+    if (!Eat(')')) {
+      do {
+        const std::string key = Identifier(false);
+        if (key.empty() || !Eat('=')) return false;
+        ojson v;
+        if (!Value(&v, 0)) return false;
+        args[key] = std::move(v);
+      } while (Eat(','));
+      if (!Eat(')')) return false;
+    }
+    call->arguments = args.dump();
+    return true;
+  }
+  bool String(ojson* out) {
+    const char q = s_[i_++];
+    std::string v;
+    while (i_ < s_.size() && s_[i_] != q) {
+      char c = s_[i_++];
+      if (c == '\\' && i_ < s_.size()) {
+        const char e = s_[i_++];
+        switch (e) {
+          case 'n': c = '\n'; break;
+          case 't': c = '\t'; break;
+          case 'r': c = '\r'; break;
+          case 'u': {  // \uXXXX, through JSON's decoder (surrogates included)
+            if (i_ + 4 > s_.size()) return false;
+            const ojson u = ojson::parse("\"\\u" + s_.substr(i_, 4) + "\"", nullptr, false);
+            if (!u.is_string()) return false;
+            v += u.get<std::string>();
+            i_ += 4;
+            continue;
+          }
+          default: c = e;  // \\, \', \", \/
+        }
+      }
+      v.push_back(c);
+    }
+    if (i_ >= s_.size()) return false;
+    ++i_;
+    *out = v;
+    return true;
+  }
+  bool Value(ojson* out, int depth) {
+    Skip();
+    if (i_ >= s_.size() || depth > 64) return false;
+    const char c = s_[i_];
+    if (c == '"' || c == '\'') return String(out);
+    if (c == '[' || c == '(') {
+      const char close = c == '[' ? ']' : ')';
+      ++i_;
+      *out = ojson::array();
+      if (Eat(close)) return true;
+      for (;;) {
+        ojson v;
+        if (!Value(&v, depth + 1)) return false;
+        out->push_back(std::move(v));
+        if (Eat(close)) return true;
+        if (!Eat(',')) return false;
+        if (Eat(close)) return true;  // a trailing comma
+      }
+    }
+    if (c == '{') {
+      ++i_;
+      *out = ojson::object();
+      if (Eat('}')) return true;
+      do {
+        ojson k, v;
+        Skip();
+        if (i_ >= s_.size() || (s_[i_] != '"' && s_[i_] != '\'') || !String(&k) || !Eat(':') || !Value(&v, depth + 1))
+          return false;
+        (*out)[k.get<std::string>()] = std::move(v);
+      } while (Eat(','));
+      return Eat('}');
+    }
+    const std::string word = Identifier(false);
+    if (word == "True" || word == "true") *out = true;
+    else if (word == "False" || word == "false") *out = false;
+    else if (word == "None" || word == "null") *out = nullptr;
+    else {
+      i_ -= word.size();
+      return Number(out);
+    }
+    return true;
+  }
+  bool Number(ojson* out) {
+    const size_t b = i_;
+    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || std::strchr("+-.eE", s_[i_]))) ++i_;
+    const ojson n = ojson::parse(s_.substr(b, i_ - b), nullptr, false);
+    if (!n.is_number()) return false;
+    *out = n;
+    return true;
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+ParsedOutput ParsePythonic(const std::string& text, std::span<const Tool>) {
+  ParsedOutput out;
+  std::string content;
+  size_t pos = 0;
+  for (;;) {
+    const size_t open = text.find("<|tool_call_start|>", pos);
+    if (open == std::string::npos) break;
+    const size_t body = open + 19;
+    const size_t close = text.find("<|tool_call_end|>", body);
+    const size_t end = close == std::string::npos ? text.size() : close;
+    if (!PythonCalls(text.substr(body, end - body)).Parse(&out.calls)) return {text, "", {}};
+    content += text.substr(pos, open - pos);
+    pos = close == std::string::npos ? text.size() : close + 17;
+  }
+  content += text.substr(pos);
+  out.content = out.calls.empty() ? text : Trim(content);
+  return out;
+}
+
+std::string GrammarPythonic(std::span<const std::string> names, std::span<const std::string> args, bool parallel) {
+  // args[i] is tool i's keyword arguments (PythonArgsGrammar).
+  return CallAlternatives(names, args, "", "(", ")") +
+         (parallel ? "tool-calls ::= \"<|tool_call_start|>[\" tool-call (\", \" tool-call)* \"]<|tool_call_end|>\"\n"
+                   : "tool-calls ::= \"<|tool_call_start|>[\" tool-call \"]<|tool_call_end|>\"\n");
+}
+
+// A JSON value as a Python literal (strings and keys as JSON writes them, which Python reads).
+std::string PythonLiteral(const ojson& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_array()) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + PythonLiteral(v[i]);
+    return s + "]";
+  }
+  if (v.is_object()) {
+    std::string s = "{";
+    for (auto it = v.begin(); it != v.end(); ++it) s += (it == v.begin() ? "" : ", ") + ojson(it.key()).dump() + ": " + PythonLiteral(it.value());
+    return s + "}";
+  }
+  return v.dump();
+}
+
+std::string PythonicCallsText(const ojson& tool_calls) {
+  std::string s = "<|tool_call_start|>[";
+  for (size_t i = 0; i < tool_calls.size(); ++i) {
+    const ojson& f = tool_calls[i]["function"];
+    s += (i ? ", " : "") + f["name"].get<std::string>() + "(";
+    ojson args = f.contains("arguments") ? f["arguments"] : ojson::object();
+    if (args.is_string()) args = ojson::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_object())
+      for (auto it = args.begin(); it != args.end(); ++it)
+        s += (it == args.begin() ? "" : ", ") + it.key() + "=" + PythonLiteral(it.value());
+    s += ")";
+  }
+  return s + "]<|tool_call_end|>";
+}
+
+// JSON's literals true / false / null in a compiled JSON grammar, as Python's: everything else
+// JSON writes (strings in ", numbers, lists, dicts with string keys) is a Python literal already.
+std::string PythonLiterals(std::string gbnf) {
+  for (const auto& [json_lit, py_lit] : {std::pair<std::string, std::string>{"\"true\"", "\"True\""},
+                                         {"\"false\"", "\"False\""}, {"\"null\"", "\"None\""}}) {
+    for (size_t at = gbnf.find(json_lit); at != std::string::npos; at = gbnf.find(json_lit, at + py_lit.size()))
+      if (at == 0 || gbnf[at - 1] != '\\') gbnf.replace(at, json_lit.size(), py_lit);
+  }
+  return gbnf;
+}
+
+// Tool i's keyword arguments: each declared parameter (required ones mandatory, optional ones
+// optional, in schema order, ", " between) as KEY=VALUE, VALUE the property's JSON grammar with
+// Python's literals.
+core::StatusOr<std::string> PythonArgsGrammar(const Tool& tool, const std::string& prefix) {
+  const ojson& params = tool.parameters;
+  std::vector<std::string> required;
+  if (params.contains("required") && params["required"].is_array())
+    for (const ojson& r : params["required"])
+      if (r.is_string()) required.push_back(r.get<std::string>());
+  std::vector<std::pair<std::string, bool>> items;  // "KEY=" value rule, required
+  std::string defs;
+  if (params.contains("properties") && params["properties"].is_object()) {
+    int k = 0;
+    for (auto it = params["properties"].begin(); it != params["properties"].end(); ++it, ++k) {
+      const std::string rule = prefix + "p" + std::to_string(k) + "-";
+      grammar::JsonSchemaOptions o;
+      o.rule_prefix = rule;
+      RADIXLM_ASSIGN_OR_RETURN(std::string sub, grammar::JsonSchemaToGbnf(StrictObjects(it.value()).dump(), o));
+      defs += PythonLiterals(sub) + "\n";
+      const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
+      items.push_back({"\"" + it.key() + "=\" " + rule + "root", req});
+    }
+  }
+  // Sequences of the present items with ", " between: item_i then the rest from i + 1 on.
+  std::string g;
+  const int n = static_cast<int>(items.size());
+  for (int i = n - 1; i >= 0; --i) {
+    const std::string rest = prefix + "after" + std::to_string(i);
+    std::string alts;  // what may follow item i: the next present item, or nothing
+    bool later_required = false;
+    for (int j = i + 1; j < n && !later_required; ++j) {
+      alts += std::string(alts.empty() ? "" : " | ") + "\", \" " + items[j].first + " " + prefix + "after" + std::to_string(j);
+      later_required = items[j].second;
+    }
+    if (!later_required) alts += std::string(alts.empty() ? "" : " | ") + "\"\"";
+    g += rest + " ::= " + alts + "\n";
+  }
+  std::string root;  // the first present item, or none when every item is optional
+  bool required_seen = false;
+  for (int j = 0; j < n && !required_seen; ++j) {
+    root += std::string(root.empty() ? "" : " | ") + items[j].first + " " + prefix + "after" + std::to_string(j);
+    required_seen = items[j].second;
+  }
+  if (!required_seen) root += std::string(root.empty() ? "" : " | ") + "\"\"";
+  return prefix + "root ::= " + root + "\n" + g + defs;
+}
+
 // Tool i's parameters as qwen3_coder XML: each declared parameter (required ones mandatory, in
 // schema order) as <parameter=NAME>\nVALUE\n</parameter>\n; a string value is text without
 // "<", other types their JSON by the schema.
@@ -315,6 +581,8 @@ const ToolFormat kFormats[] = {
     {"llama3_json", {"{", "<|python_tag|>"}, false, false, ParseLlama3, GrammarLlama3},
     {"mistral", {"[TOOL_CALLS]"}, true, true, ParseMistral, GrammarMistral},
     {"harmony", {"<|channel|>", "<|start|>", " to="}, true, false, ParseHarmony, GrammarHarmony, /*channels=*/true},
+    {"pythonic", {"<|tool_call_start|>"}, true, false, ParsePythonic, GrammarPythonic, false, PythonArgsGrammar,
+     PythonicCallsText},
 };
 
 // Marker -> format, most specific first.
@@ -326,6 +594,7 @@ constexpr Detection kDetections[] = {
     {"<|channel|>", "harmony"},       {"<function=", "qwen3_coder"},  {"[TOOL_CALLS]", "mistral"},
     {"<tool_call>", "hermes"},        {"<|python_tag|>", "llama3_json"},
     {"\"parameters\": ", "llama3_json"},  // Llama 3.2's JSON instructions ({"name", "parameters"})
+    {"<|tool_call_start|>", "pythonic"},  {"List of tools: [", "pythonic"},  // LFM2 / LFM2.5
 };
 
 std::string ArgsRuleName(size_t i) { return "args" + std::to_string(i) + "-"; }
@@ -342,6 +611,18 @@ const ToolFormat* DetectToolFormat(const std::string& source) {
   for (const Detection& d : kDetections)
     if (source.find(d.marker) != std::string::npos) return FindToolFormat(d.format);
   return nullptr;
+}
+
+void CallsIntoContent(const std::string& template_source, nlohmann::ordered_json* chat_vars) {
+  const ToolFormat* format = DetectToolFormat(template_source);
+  if (!format || !format->calls_text || template_source.find("tool_calls") != std::string::npos) return;
+  if (!chat_vars->contains("messages") || !(*chat_vars)["messages"].is_array()) return;
+  for (ojson& m : (*chat_vars)["messages"]) {
+    if (!m.contains("tool_calls") || !m["tool_calls"].is_array() || m["tool_calls"].empty()) continue;
+    std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+    m["content"] = content + format->calls_text(m["tool_calls"]);
+    m.erase("tool_calls");
+  }
 }
 
 void SplitReasoning(const std::string& text, bool starts_in_reasoning, std::string* reasoning, std::string* rest) {

@@ -10,6 +10,8 @@
 //   mistral      [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]   (Mistral Nemo and kin)
 //   harmony      <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
 //                with analysis (reasoning) and final (content) channels   (gpt-oss)
+//   pythonic     <|tool_call_start|>[name(key=value, ...), ...]<|tool_call_end|>, values Python
+//                literals   (LFM2 / LFM2.5)
 // An output that does not parse as calls is content, never a made-up call.
 #pragma once
 
@@ -60,6 +62,9 @@ struct ToolFormat {
   // GBNF for one tool's arguments, its rules all prefixed by `prefix` and starting at
   // `prefix` + "root"; null: the arguments are JSON by the tool's parameters schema.
   core::StatusOr<std::string> (*args_grammar)(const Tool& tool, const std::string& prefix) = nullptr;
+  // The text of an assistant turn's calls (OpenAI tool_calls objects) for CallsIntoContent;
+  // null: the template renders tool_calls itself.
+  std::string (*calls_text)(const nlohmann::ordered_json& tool_calls) = nullptr;
 };
 
 // The format a chat template's text uses (nullptr: none recognised, so no tools).
@@ -80,6 +85,12 @@ core::StatusOr<std::string> ToolCallGrammar(const ToolFormat& format, std::span<
 // `additionalProperties` gets `additionalProperties: false` (JSON Schema's default would allow
 // any extra member; a tool call or strict output has exactly the declared ones).
 nlohmann::ordered_json StrictObjects(nlohmann::ordered_json schema);
+
+// Formats whose templates render an assistant turn's calls only as its content (LFM2's: the
+// template never reads tool_calls): each such message's tool_calls written into its content in
+// the format's own text, so a conversation's earlier calls reach the model as it wrote them.
+// Nothing for other formats or templates that read tool_calls themselves.
+void CallsIntoContent(const std::string& template_source, nlohmann::ordered_json* chat_vars);
 
 // Assigns ids to parsed calls: "call_" + 24 random characters, or 9 alphanumerics (short_ids).
 void AssignCallIds(const ToolFormat& format, core::Rng* rng, std::vector<ToolCall>* calls);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/grammar.h"
+#include "grammar/matcher.h"
 #include "serve/choice_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,6 +28,7 @@ TEST(ToolCalls, DetectsEachFamilyFromItsTemplate) {
   EXPECT_STREQ(DetectToolFormat("{{- \"[TOOL_CALLS][\" }}")->name, "mistral");
   EXPECT_STREQ(DetectToolFormat("<|start|>assistant<|channel|>final")->name, "harmony");
   EXPECT_STREQ(DetectToolFormat("<|python_tag|>")->name, "llama3_json");
+  EXPECT_STREQ(DetectToolFormat("\"List of tools: [\" -%}")->name, "pythonic");
   EXPECT_EQ(DetectToolFormat("{{ messages }}"), nullptr);
 }
 
@@ -70,12 +72,71 @@ TEST(ToolCalls, ParsesEachFormat) {
 
 TEST(ToolCalls, ForcingGrammarsParseForEveryFormat) {
   const auto tools = WeatherTools();
-  for (const char* name : {"hermes", "qwen3_coder", "llama3_json", "mistral", "harmony"})
+  for (const char* name : {"hermes", "qwen3_coder", "llama3_json", "mistral", "harmony", "pythonic"})
     for (bool reasoning : {false, true}) {
       auto g = ToolCallGrammar(*FindToolFormat(name), tools, true, reasoning);
       ASSERT_TRUE(g.ok()) << name << ": " << g.status().message();
       EXPECT_TRUE(grammar::ParseGbnf(*g).ok()) << name << "\n" << *g;
     }
+}
+
+// Whether the forcing grammar of `tools` in `format` (parallel calls) accepts `text`, byte by byte.
+bool GrammarAccepts(const char* format, std::span<const Tool> tools, const std::string& text) {
+  auto g = ToolCallGrammar(*FindToolFormat(format), tools, true, false);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  bytes.push_back("</s>");
+  auto vocab = std::make_shared<const grammar::Vocabulary>(std::move(bytes), std::vector<int32_t>{}, std::vector<int32_t>{256});
+  auto compiled = grammar::CompiledGrammar::FromGbnf(*g, vocab);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().message() << "\n" << *g;
+  if (!compiled.ok()) return false;
+  grammar::Matcher m(*compiled);
+  return m.AcceptBytes(text) && m.IsCompleted();
+}
+
+// LFM2's pythonic calls: Python literals parsed into JSON arguments; positional arguments or
+// anything else that is not a call list stay content; the forcing grammar writes Python's
+// literals, required parameters always and optional ones in schema order; a conversation's
+// earlier calls go back into the content in the same text, which parses to the same calls.
+TEST(ToolCalls, PythonicCallsParseConstrainAndRoundTrip) {
+  const ParsedOutput two = Parse("pythonic",
+      "Checking.<|tool_call_start|>[get_weather(location=\"Paris\", days=3), get_weather(location='Rome')]<|tool_call_end|>");
+  EXPECT_EQ(two.content, "Checking.");
+  EXPECT_EQ(Arguments(two), (Strings{R"({"location":"Paris","days":3})", R"({"location":"Rome"})"}));
+  const ParsedOutput literals = Parse("pythonic",
+      "<|tool_call_start|>[f(a=True, b=None, c=[1, 2.5, 'x'], d={'k': False}, e=\"q\\\"uote\\n\", g=-1e3)]<|tool_call_end|>");
+  EXPECT_EQ(Arguments(literals), Strings{R"({"a":true,"b":null,"c":[1,2.5,"x"],"d":{"k":false},"e":"q\"uote\n","g":-1000.0})"});
+  for (const char* not_calls : {"<|tool_call_start|>[get_weather(\"Paris\")]<|tool_call_end|>",
+                                "<|tool_call_start|>[get_weather(location=Paris)]", "<|tool_call_start|>get_weather()"}) {
+    const ParsedOutput p = Parse("pythonic", not_calls);
+    EXPECT_TRUE(p.calls.empty()) << not_calls;
+    EXPECT_EQ(p.content, not_calls);
+  }
+  Tool flags;
+  flags.name = "set_flags";
+  flags.parameters = ojson::parse(R"({"type": "object", "properties": {"on": {"type": "boolean"}, "note": {"type": "string"},
+                                      "level": {"type": "integer"}}, "required": ["level"]})");
+  const std::vector<Tool> tools = {WeatherTools()[0], flags};
+  EXPECT_TRUE(GrammarAccepts("pythonic", tools, "<|tool_call_start|>[get_weather(location=\"Oslo\")]<|tool_call_end|>"));
+  EXPECT_TRUE(GrammarAccepts("pythonic", tools,
+                             "<|tool_call_start|>[get_weather(location=\"Oslo\", days=2), set_flags(on=True, level=3)]<|tool_call_end|>"));
+  EXPECT_TRUE(GrammarAccepts("pythonic", tools, "<|tool_call_start|>[set_flags(level=1)]<|tool_call_end|>"));
+  EXPECT_FALSE(GrammarAccepts("pythonic", tools, "<|tool_call_start|>[set_flags(on=true, level=1)]<|tool_call_end|>"));
+  EXPECT_FALSE(GrammarAccepts("pythonic", tools, "<|tool_call_start|>[set_flags(on=True)]<|tool_call_end|>"));
+  EXPECT_FALSE(GrammarAccepts("pythonic", tools, "<|tool_call_start|>[get_weather(days=2, location=\"Oslo\")]<|tool_call_end|>"));
+  // History: an assistant turn's tool_calls into its content, for a template that never reads them.
+  ojson vars = {{"messages", ojson::array({{{"role", "assistant"}, {"content", ""},
+      {"tool_calls", ojson::array({{{"id", "c1"}, {"type", "function"},
+                                    {"function", {{"name", "set_flags"}, {"arguments", {{"on", false}, {"level", 2}, {"note", "a\"b"}}}}}}})}}})}};
+  CallsIntoContent("List of tools: [", &vars);
+  const std::string text = vars["messages"][0]["content"].get<std::string>();
+  EXPECT_EQ(text, "<|tool_call_start|>[set_flags(on=False, level=2, note=\"a\\\"b\")]<|tool_call_end|>");
+  EXPECT_FALSE(vars["messages"][0].contains("tool_calls"));
+  EXPECT_EQ(Arguments(Parse("pythonic", text)), Strings{R"({"on":false,"level":2,"note":"a\"b"})"});
+  ojson kept = {{"messages", ojson::array({{{"role", "assistant"}, {"tool_calls", ojson::array()}}})}};
+  CallsIntoContent("{% for c in message.tool_calls %}List of tools: [", &kept);  // the template reads them itself
+  EXPECT_TRUE(kept["messages"][0].contains("tool_calls"));
 }
 
 TEST(ToolCalls, StrictObjectsClosesDeclaredObjectsOnly) {
