@@ -477,7 +477,8 @@ TEST(QuantisedEngineTest, SharingNeverChangesAnAnswerWithQuantisedWeightsAndBf16
 }
 
 TEST(HybridEngineTest, BatchingChunkingAndPreemptionNeverChangeAnAnswer) {
-  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:nemotron-h-tiny",
+                           "random:granite-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny",
                            "random:nemotron-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeWorkload(5, model->config().vocab_size);
@@ -639,7 +640,8 @@ TEST(HybridEngineTest, ADiskTierKeepsStatesAcrossARestartWithoutChangingAnAnswer
 }
 
 TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
-  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:nemotron-h-tiny",
+                           "random:granite-h-tiny", "random:qwen35-tiny"}) {
     auto model = models::LoadModel(spec).value();
     for (uint64_t seed : {5, 6}) {
       Workload w = MakeWorkload(seed, model->config().vocab_size);
@@ -676,7 +678,8 @@ TEST(HybridEngineTest, HybridCachePoliciesNeverChangeAnAnswer) {
 // this holds because the scan is the exact recurrence (kernels::Mamba2ScanRecurrent): a
 // prompt split anywhere, a restored checkpoint and a recomputed preemption give the same bits.
 TEST(DeterminismTest, SeededSamplingAloneEqualsUnderConcurrentLoad) {
-  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:tiny", "random:gemma3-tiny",
+                           "random:nemotron-h-tiny", "random:granite-h-tiny", "random:qwen35-tiny",
                            "random:qwen3moe-tiny", "random:granite-h-moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
@@ -860,7 +863,8 @@ TEST(HybridEngineTest, ABurstSharingASystemPromptComputesItOnce) {
 // cache_salt: tenants never share cached prefixes nor a step's rows, on attention and hybrid
 // models; within a tenant everything is shared as before; no answer changes.
 TEST(SaltedEngineTest, TenantsShareNothingAndAnswersStayTheSame) {
-  for (const char* spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:nemotron-h-tiny",
+                           "random:qwen35-tiny", "random:qwen3moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0;
     core::Rng rng(3);
@@ -1064,8 +1068,9 @@ TEST_F(EngineTest, EndingEarlyKeepsTheReplyCachedWhileCancellingDiscardsIt) {
 // few-shot blocks or none, then the request's own text; the few-shot levels are nested groups.
 TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
   // "+rings": the sliding layers in window rings (the full layers still decode in cascade).
-  for (const std::string spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
-                                 "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
+  for (const std::string spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings",
+                                 "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
+                                 "random:qwen35moe-tiny"}) {
     const bool with_rings = spec.ends_with("+rings");
     auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
     const bool hybrid = model->config().n_ssm_layers() > 0 || with_rings;
@@ -1124,8 +1129,8 @@ TEST(CascadeEngineTest, SharedPrefixGroupsDecodeTheSameTokensAsWithoutCascade) {
 // computing more than the all-at-once baseline.
 TEST(BatchRunnerTest, PlannedGroupsDecodeWhatTheJobDoesAllAtOnceAndComputeEachPrefixOnce) {
   // "+rings": the sliding layers in window rings (a state, checkpointed at each group's prefix).
-  for (const std::string spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings", "random:nemotron-h-tiny",
-                                 "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
+  for (const std::string spec : {"random:lfm2-tiny", "random:tiny", "random:gemma3-tiny", "random:gemma3-tiny+rings",
+                                 "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen35moe-tiny"}) {
     const bool with_rings = spec.ends_with("+rings");
     auto model = models::LoadModel(with_rings ? spec.substr(0, spec.size() - 6) : spec).value();
     const models::WindowRings rings =
@@ -1261,8 +1266,8 @@ TEST_F(EngineTest, SpeculationNeverChangesAnAnswer) {
 // Hybrid (Mamba2, Gated DeltaNet) and mixture-of-experts models: a rejected draft rolls the
 // recurrent state back to the state captured before it, bitwise.
 TEST(HybridEngineTest, SpeculationNeverChangesAnAnswer) {
-  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:gemma3-tiny", "random:nemotron-h-tiny", "random:qwen35-tiny", "random:qwen3moe-tiny",
-                           "random:qwen35moe-tiny"}) {
+  for (const char* spec : {"random:lfm2-tiny", "random:lfm2moe-tiny", "random:gemma3-tiny", "random:nemotron-h-tiny",
+                           "random:qwen35-tiny", "random:qwen3moe-tiny", "random:qwen35moe-tiny"}) {
     auto model = models::LoadModel(spec).value();
     const Workload w = MakeSpeculationWorkload(4, model->config().vocab_size);
     engine::EngineConfig off{.num_blocks = 512, .block_tokens = 8, .prefix_cache = true, .checkpoint_slots = 16};

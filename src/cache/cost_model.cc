@@ -36,6 +36,14 @@ Flops CostModel::MlpFlops(int64_t tokens) const {
   return (shape_.gated_mlp ? 6 : 4) * l * d * ff;
 }
 
+Flops CostModel::AllMlpFlops(int64_t tokens) const {
+  if (acc_ == Accounting::kReference || shape_.moe_used == 0 || shape_.n_moe_layers < 0)
+    return shape_.n_mlp_layers * MlpFlops(tokens);
+  const Flops l = tokens, d = shape_.d_model, ff = shape_.d_ff ? shape_.d_ff : 4 * shape_.d_model;
+  const Flops dense = (shape_.gated_mlp ? 6 : 4) * l * d * ff;
+  return (shape_.n_mlp_layers - shape_.n_moe_layers) * dense + shape_.n_moe_layers * MlpFlops(tokens);
+}
+
 Flops CostModel::SsmFlops(int64_t tokens) const {
   const Flops l = tokens, d = shape_.d_model, n = shape_.d_state;
   if (acc_ == Accounting::kReference) return 12 * l * d * d + 16 * l * d * n + 10 * l * d;
@@ -74,17 +82,16 @@ int64_t CostModel::KvBytesPerLayer(int64_t tokens) const {
 }
 
 Flops CostModel::PrefixFlops(int64_t tokens) const {
-  return shape_.n_ssm_layers * SsmFlops(tokens) + AllAttentionFlops(tokens) +
-         shape_.n_mlp_layers * MlpFlops(tokens);
+  return shape_.n_ssm_layers * SsmFlops(tokens) + AllAttentionFlops(tokens) + AllMlpFlops(tokens);
 }
 
 Flops CostModel::NodeMarginalFlops(int64_t parent_len, int64_t edge_len) const {
   const int64_t total = parent_len + edge_len;
   const Flops ssm = shape_.n_ssm_layers * SsmFlops(edge_len);
   const Flops attn = AllAttentionFlops(total) - AllAttentionFlops(parent_len);
-  const Flops mlp_parent =
-      acc_ == Accounting::kReference ? AttentionFlops(parent_len) : MlpFlops(parent_len);
-  const Flops mlp = shape_.n_mlp_layers * (MlpFlops(total) - mlp_parent);
+  // The reference subtracts the parent's attention FLOPs from the MLP term (its bug, kept).
+  const Flops mlp = acc_ == Accounting::kReference ? shape_.n_mlp_layers * (MlpFlops(total) - AttentionFlops(parent_len))
+                                                   : AllMlpFlops(total) - AllMlpFlops(parent_len);
   return ssm + attn + mlp;
 }
 

@@ -37,6 +37,9 @@ struct HybridShape {
   // over moe_experts, moe_used experts of moe_ffn and the shared expert of moe_shared_ffn (its
   // active parameters; d_ff is unused when moe_used > 0).
   int64_t moe_experts = 0, moe_used = 0, moe_ffn = 0, moe_shared_ffn = 0;
+  // How many of the n_mlp_layers are experts when some are dense (LFM2-8B-A1B's leading dense
+  // blocks, d_ff wide); -1: all of them (when moe_used > 0).
+  int n_moe_layers = -1;
   // Mamba2 mixer.
   int64_t d_state = 128, expand = 2, n_groups = 1, d_conv = 4, ssm_heads = 0;
   // The recurrent layers are Gated DeltaNet (Qwen3.5) instead: key and value heads of
@@ -87,6 +90,8 @@ class CostModel {
   // Every attention layer: full ones and sliding ones.
   Flops AllAttentionFlops(int64_t tokens) const;
   Flops MlpFlops(int64_t tokens) const;
+  // Every feed-forward layer's: MlpFlops per layer, dense and expert layers each as they are.
+  Flops AllMlpFlops(int64_t tokens) const;
   Flops SsmFlops(int64_t tokens) const;
   // Bytes of one SSM checkpoint of one layer, and of the KV of `tokens` tokens of one layer.
   int64_t SsmStateBytesPerLayer() const;

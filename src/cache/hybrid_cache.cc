@@ -53,7 +53,7 @@ Flops HistoryFlopsSaved(const CostModel& cost, std::span<const HybridRequestStat
   Flops per_request = 0;
   for (const HybridRequestStat& r : history) {
     total_hit += r.hit_tokens;
-    per_request += cost.AllAttentionFlops(r.hit_tokens) + s.n_mlp_layers * cost.MlpFlops(r.hit_tokens);
+    per_request += cost.AllAttentionFlops(r.hit_tokens) + cost.AllMlpFlops(r.hit_tokens);
   }
   return s.n_ssm_layers * cost.SsmFlops(total_hit) + per_request;
 }

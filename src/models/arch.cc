@@ -140,28 +140,35 @@ void WriteGgufSizes(const ModelConfig& c, formats::GgufWriter* w) {
   w->Set(a + "block_count", GgufValue::U32(c.n_blocks));
 }
 
-core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c) {
+core::Status ReadGgufTrunk(const formats::GgufFile& g, int min_blocks, ModelConfig* c) {
   RADIXLM_ASSIGN_OR_RETURN(c->arch, g.GetString("general.architecture"));
   const std::string a = c->arch + ".";
   const core::StatusOr<std::string> name = g.GetString("general.name");  // optional; the path when absent or not text
   c->name = name.ok() ? *name : g.path();
-  RADIXLM_ASSIGN_OR_RETURN(int64_t d, g.GetInt(a + "embedding_length"));
-  RADIXLM_ASSIGN_OR_RETURN(int64_t blocks, g.GetInt(a + "block_count"));
+  RADIXLM_ASSIGN_OR_RETURN(const int64_t d, g.GetInt(a + "embedding_length"));
+  RADIXLM_ASSIGN_OR_RETURN(const int64_t blocks, g.GetInt(a + "block_count"));
+  RADIXLM_ASSIGN_OR_RETURN(const int64_t heads, g.GetInt(a + "attention.head_count"));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, min_blocks, kMaxBlocks));
+  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
+  c->d_model = static_cast<int>(d);
+  c->n_blocks = static_cast<int>(blocks);
+  c->n_heads = static_cast<int>(heads);
+  return core::Status::Ok();
+}
+
+core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c) {
+  RADIXLM_RETURN_IF_ERROR(ReadGgufTrunk(g, 1, c));
+  const std::string a = c->arch + ".";
   int64_t ffn = 0;
   if (ffn_required) {
     RADIXLM_ASSIGN_OR_RETURN(ffn, g.GetInt(a + "feed_forward_length"));
   } else {
     ffn = g.GetIntOr(a + "feed_forward_length", 0);
   }
-  RADIXLM_ASSIGN_OR_RETURN(int64_t heads, g.GetInt(a + "attention.head_count"));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
   RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, ffn_required ? 1 : 0, kMaxDim));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
-  c->d_model = static_cast<int>(d);
-  c->n_blocks = static_cast<int>(blocks);
   c->ffn_dim = static_cast<int>(ffn);
-  c->n_heads = static_cast<int>(heads);
+  const int64_t d = c->d_model, heads = c->n_heads;
   c->n_kv_heads = static_cast<int>(g.GetIntOr(a + "attention.head_count_kv", heads));
   c->head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", d / heads));
   c->rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));

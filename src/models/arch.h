@@ -114,6 +114,9 @@ ArchSpec MakeArch(std::string gguf_name, std::vector<std::string> hf_model_types
 // base, context), each checked, and the vocabulary (ReadGgufVocabulary). Rotary embeddings over
 // part of a head (rope.dimension_count < head size) are refused.
 core::Status ReadAttentionGguf(const formats::GgufFile& g, bool ffn_required, ModelConfig* c);
+// The part of that every row reads: architecture, name, width, blocks (at least min_blocks) and
+// heads, each checked.
+core::Status ReadGgufTrunk(const formats::GgufFile& g, int min_blocks, ModelConfig* c);
 // A config.json's hidden_size, num_hidden_layers, intermediate_size and num_attention_heads, read
 // wide and checked before use (get<int>() would narrow 4294967296 to 0). Throws json errors.
 core::Status ReadHfSizes(const nlohmann::json& j, const std::string& path, ModelConfig* c);

@@ -88,20 +88,9 @@ core::Status ReadExperts(const formats::GgufFile& g, ModelConfig* c) {
 
 StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
-  RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
+  RADIXLM_RETURN_IF_ERROR(ReadGgufTrunk(g, 2, &c));
   const std::string a = c.arch + ".";
-  const StatusOr<std::string> name = g.GetString("general.name");
-  c.name = name.ok() ? *name : g.path();
-  RADIXLM_ASSIGN_OR_RETURN(const int64_t d, g.GetInt(a + "embedding_length"));
-  RADIXLM_ASSIGN_OR_RETURN(const int64_t blocks, g.GetInt(a + "block_count"));
-  RADIXLM_ASSIGN_OR_RETURN(const int64_t heads, g.GetInt(a + "attention.head_count"));
   RADIXLM_ASSIGN_OR_RETURN(const int64_t head_dim, g.GetInt(a + "attention.key_length"));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 2, kMaxBlocks));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
-  c.d_model = static_cast<int>(d);
-  c.n_blocks = static_cast<int>(blocks);
-  c.n_heads = static_cast<int>(heads);
   c.head_dim = static_cast<int>(head_dim);
   c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-6));
   c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 1e6);

@@ -66,28 +66,17 @@ core::Status ReadExperts(const formats::GgufFile& g, ModelConfig* c) {
 
 StatusOr<ModelConfig> FromGguf(const formats::GgufFile& g) {
   ModelConfig c;
-  RADIXLM_ASSIGN_OR_RETURN(c.arch, g.GetString("general.architecture"));
+  RADIXLM_RETURN_IF_ERROR(ReadGgufTrunk(g, 1, &c));
   const std::string a = c.arch + ".";
-  const StatusOr<std::string> name = g.GetString("general.name");
-  c.name = name.ok() ? *name : g.path();
-  RADIXLM_ASSIGN_OR_RETURN(const int64_t d, g.GetInt(a + "embedding_length"));
-  RADIXLM_ASSIGN_OR_RETURN(const int64_t blocks, g.GetInt(a + "block_count"));
-  RADIXLM_ASSIGN_OR_RETURN(const int64_t heads, g.GetInt(a + "attention.head_count"));
   RADIXLM_ASSIGN_OR_RETURN(const int64_t conv, g.GetInt(a + "shortconv.l_cache"));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "embedding_length", d, 1, kMaxDim));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "block_count", blocks, 1, kMaxBlocks));
-  RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "attention.head_count", heads, 1, kMaxHeads));
   RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "shortconv.l_cache", conv, 2, 64));
   const int64_t ffn = g.GetIntOr(a + "feed_forward_length", 0);
   RADIXLM_RETURN_IF_ERROR(CheckSize(g.path() + ": " + a + "feed_forward_length", ffn, IsMoe(c) ? 0 : 1, kMaxDim));
   if (g.GetIntOr(a + "attention.sliding_window", 0) > 0)
     return core::Unimplemented(g.path() + ": LFM2 with sliding-window attention is not supported yet");
-  c.d_model = static_cast<int>(d);
-  c.n_blocks = static_cast<int>(blocks);
-  c.n_heads = static_cast<int>(heads);
   c.ffn_dim = static_cast<int>(ffn);
   c.short_conv = static_cast<int>(conv);
-  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", d / heads));
+  c.head_dim = static_cast<int>(g.GetIntOr(a + "attention.key_length", c.d_model / c.n_heads));
   c.rms_eps = static_cast<float>(g.GetFloatOr(a + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = g.GetFloatOr(a + "rope.freq_base", 1000000.0);
   c.max_context = g.GetIntOr(a + "context_length", 128000);

@@ -81,6 +81,7 @@ cache::HybridShape ShapeOfModel(const models::ModelConfig& c, core::DType kv_dty
     s.moe_used = c.moe.used;
     s.moe_ffn = c.moe.ffn;
     s.moe_shared_ffn = c.moe.shared_ffn;
+    s.n_moe_layers = c.CountLayers(models::LayerKind::kMoe);
   }
   s.attn_output_gate = c.attn_output_gate;
   if (c.CountLayers(models::LayerKind::kShortConv) > 0) {
