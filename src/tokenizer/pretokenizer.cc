@@ -12,7 +12,8 @@ constexpr const char* kEcmaSpaces =
 constexpr PreTokenizerPreset kPreTokenizers[] = {
     {"qwen2", {"deepseek-r1-qwen", nullptr}, kQwen2Pattern, true, false},
     {"qwen35", {nullptr}, kQwen35Pattern, false, false},
-    {"llama-bpe", {"llama3", nullptr}, kLlama3Pattern, false, true},
+    // llama.cpp reads LFM2's "lfm2" as Llama 3's (llama-vocab.cpp: LLAMA_VOCAB_PRE_TYPE_LLAMA3).
+    {"llama-bpe", {"llama3", "lfm2", nullptr}, kLlama3Pattern, false, true},
     {"gpt-2", {"default", "gpt2", nullptr}, kGpt2Pattern, false, false},
 };
 

@@ -9,6 +9,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace radixlm::tokenizer {
@@ -24,6 +25,13 @@ std::unique_ptr<Tokenizer> Load(const std::string& name) {
   auto t = Tokenizer::Named(name, DataDir());
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// LFM2's GGUFs name their pre-tokenizer "lfm2": llama.cpp splits it as Llama 3's, merges ignored.
+TEST(PreTokenizerTest, Lfm2IsLlama3s) {
+  ASSERT_NE(FindPreTokenizer("lfm2"), nullptr);
+  EXPECT_EQ(FindPreTokenizer("lfm2"), FindPreTokenizer("llama-bpe"));
+  EXPECT_TRUE(FindPreTokenizer("lfm2")->ignore_merges);
 }
 
 TEST(Utf8Test, CompletePrefixHoldsBackUnfinishedCharacters) {
