@@ -238,6 +238,24 @@ TEST(ChoiceOutput, StreamedDeltasAddUpToTheMessage) {
 // Harmony (gpt-oss) streams while it is generated: the analysis channel as reasoning, the final
 // channel as content, each as soon as its tokens arrive (not at the end); a message to a
 // function is held and sent as its call. The deltas add up to the parsed message.
+// LFM2's pythonic calls stream as the other formats: the text before the marker as content,
+// nothing from the marker on, the call as delta.tool_calls when the choice ends.
+TEST(ChoiceOutput, PythonicCallsStreamAfterTheirContent) {
+  auto tok = Qwen3();
+  if (!tok) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
+  const int32_t eos = tok->TokenId("<|im_end|>");
+  ChoiceSetup setup = ChatSetup(eos, "pythonic");
+  const std::string text = "Sure.<|tool_call_start|>[get_weather(location=\"Paris\", days=2)]<|tool_call_end|>";
+  ChoiceOutput out(*tok, setup);
+  const ChoiceDelta sum = Feed(&out, *tok, text, eos);
+  EXPECT_EQ(sum.content, "Sure.");
+  ASSERT_TRUE(sum.tool_calls.is_array());
+  ASSERT_EQ(sum.tool_calls.size(), 1u);
+  EXPECT_EQ(sum.tool_calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(sum.tool_calls[0]["function"]["arguments"], R"({"location":"Paris","days":2})");
+  EXPECT_STREQ(out.FinishReason(engine::FinishReason::kStop), "tool_calls");
+}
+
 TEST(ChoiceOutput, HarmonyStreamsEachChannelAsItIsGenerated) {
   auto tok = Qwen3();
   if (!tok) GTEST_SKIP() << "tokenizer data not fetched (scripts/setup.sh)";
