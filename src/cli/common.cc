@@ -58,7 +58,7 @@ core::DType KvDtypeOf(const ModelOptions& o) {
 }
 
 void AddTokenizerOptions(CLI::App* cmd, ModelOptions* o) {
-  cmd->add_option("--tokenizer", o->tokenizer, "qwen3|llama3|llama2|gpt2, a tokenizer.json, a HF folder or a GGUF (default: the model's)");
+  cmd->add_option("--tokenizer", o->tokenizer, "qwen3|llama3|llama2|gpt4o|gemma3|gpt2, a tokenizer.json, a HF folder or a GGUF (default: the model's)");
   cmd->add_option("--tokenizer-dir", o->tokenizer_dir, "bundled tokenizer data (default: $RADIXLM_TOKENIZER_DIR or the set-up's folder)");
 }
 
@@ -88,7 +88,11 @@ core::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const ModelO
     if (std::find(families.begin(), families.end(), o.tokenizer) != families.end()) {
       RADIXLM_ASSIGN_OR_RETURN(t, tokenizer::Tokenizer::Named(o.tokenizer, TokenizerDir(o)));
     } else if (!std::filesystem::exists(o.tokenizer)) {
-      return core::NotFound("no bundled tokenizer '" + o.tokenizer + "' (qwen3, llama3, llama2, gpt2) and no such file or folder");
+    {
+      std::string known;
+      for (const std::string& f : families) known += (known.empty() ? "" : ", ") + f;
+      return core::NotFound("no bundled tokenizer '" + o.tokenizer + "' (" + known + ") and no such file or folder");
+    }
     } else {
       RADIXLM_ASSIGN_OR_RETURN(t, FromPath(o.tokenizer));
     }

@@ -15,6 +15,8 @@ constexpr PreTokenizerPreset kPreTokenizers[] = {
     // llama.cpp reads LFM2's "lfm2" as Llama 3's (llama-vocab.cpp: LLAMA_VOCAB_PRE_TYPE_LLAMA3).
     {"llama-bpe", {"llama3", "lfm2", nullptr}, kLlama3Pattern, false, true},
     {"gpt-2", {"default", "gpt2", nullptr}, kGpt2Pattern, false, false},
+    // llama.cpp reads these four names as one (LLAMA_VOCAB_PRE_TYPE_GPT4O); gpt-oss writes "gpt-4o".
+    {"gpt-4o", {"llama4", "kanana2", "talkie", nullptr}, kGpt4oPattern, false, false},
 };
 
 }  // namespace

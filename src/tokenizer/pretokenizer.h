@@ -26,6 +26,12 @@ inline constexpr const char* kGpt2Pattern =
 // Qwen3.5 / 3.6: letter runs take combining marks (\p{M}), which the punctuation run excludes.
 inline constexpr const char* kQwen35Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-4o's o200k (gpt-oss, Llama 4): case-aware letter runs that take combining marks and an
+// English contraction, numbers in threes, punctuation runs that take trailing newlines or '/'.
+inline constexpr const char* kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // The pre-tokenizers GGUF names (tokenizer.ggml.pre): one row each, the table that both the GGUF
 // reader (by name or alias) and the tokenizer.json reader (by pattern) consult, and the GGUF
@@ -34,7 +40,7 @@ inline constexpr const char* kQwen35Pattern =
 // it has always read so. A new pre-tokenizer is one row here.
 struct PreTokenizerPreset {
   const char* name;        // what radixlm writes to tokenizer.ggml.pre
-  const char* aliases[3];  // other names GGUF files use for it (nullptr-terminated)
+  const char* aliases[4];  // other names GGUF files use for it (nullptr-terminated)
   const char* pattern;     // the split regex (Hugging Face's form)
   bool nfc;
   bool ignore_merges;      // a word that is itself a token is not merged (Llama 3)

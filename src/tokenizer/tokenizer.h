@@ -1,12 +1,15 @@
 // Text <-> token ids, exactly as the model was trained: byte-level BPE (GPT-2, Llama 3,
-// Qwen2/2.5/3) and SentencePiece-style BPE with byte fallback (Llama 2), loaded from a
+// Qwen2/2.5/3/3.5, GPT-4o's o200k for gpt-oss) and SentencePiece-style BPE with byte fallback
+// (Llama 2, Gemma 3, Gemma 4's GGUF model "gemma4"), loaded from a
 // Hugging Face tokenizer.json (+ tokenizer_config.json), from GGUF metadata (tokenizer.ggml.*),
 // or from GPT-2's encoder.json + vocab.bpe.
 //
 // Encode: the text is first cut at added tokens (leftmost-longest; they are never split),
-// then each other section is normalised (NFC for Qwen; "▁" prefix and spaces for Llama 2),
-// pre-tokenized by the model's regex (byte-level models) and merged by BPE. The definitions
-// followed are Hugging Face tokenizers' (and transformers.js, the reference in the tests).
+// then each other section is normalised (NFC for Qwen; "▁" prefix and spaces for Llama 2,
+// spaces only for Gemma), pre-tokenized by the model's regex (byte-level models; Gemma 4's
+// GGUF cuts newline runs off, as llama.cpp does) and merged by BPE. The definitions followed
+// are Hugging Face tokenizers' (and transformers.js, the reference in the tests); where
+// llama.cpp differs on a GGUF (o200k's combining marks), the model's own tokenizer wins.
 // Decode: token bytes concatenated; StreamDecoder emits only complete UTF-8 characters.
 // Thread-safety: Encode/Decode are const and may run concurrently (the word cache is sharded
 // behind mutexes).
@@ -52,7 +55,7 @@ class Tokenizer {
   static core::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const formats::GgufFile& gguf);
   static core::StatusOr<std::unique_ptr<Tokenizer>> FromGpt2Files(const std::string& encoder_json,
                                                                   const std::string& vocab_bpe);
-  // A bundled family (qwen3, llama3, llama2, gpt2) from the set-up's data folder.
+  // A bundled tokenizer (qwen3, llama3, llama2, gpt4o, gemma3, gpt2) from the set-up's data folder.
   static core::StatusOr<std::unique_ptr<Tokenizer>> Named(const std::string& name, const std::string& data_dir);
   static std::vector<std::string> NamedFamilies();
 
@@ -109,6 +112,8 @@ class Tokenizer {
   bool nfc_ = false;                                    // NFC normaliser (Qwen)
   bool ignore_merges_ = false;                          // whole word in vocab -> one token (Llama 3)
   bool spm_prefix_space_ = true;                        // SentencePiece: prepend "▁" to sections
+  bool newline_runs_ = false;                           // SentencePiece: newline runs are words of their own (Gemma 4)
+  bool force_bos_ = false;                              // BOS added whatever the file says (Gemma 4, as llama.cpp)
   std::vector<AddedToken> added_;
   std::vector<char> is_special_;                        // [vocab]
   std::array<std::vector<int32_t>, 256> added_by_first_byte_;  // indices into added_, longest first
