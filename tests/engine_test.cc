@@ -116,7 +116,7 @@ Outcome RunWorkload(models::Transformer& model, const Workload& w, engine::Engin
   runner::ModelExecutor exec(model, pool, kv, hybrid.states.get());
   exec.set_compaction(compaction);
   exec.set_cascade(cascade);
-  exec.set_disk_tier(disk);
+  exec.set_tier(disk);
   cache::PrefixCaches caches(hybrid.cache.get());
   caches.tier = disk;
   engine::Engine eng(cfg, exec, caches);

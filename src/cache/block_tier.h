@@ -1,4 +1,5 @@
-// A memory tier under the KV block pool (a disk folder; a simulated one), as the cache sees it:
+// A memory tier under the KV block pool (a disk folder; a stack of media; a simulated one), as
+// the cache sees it:
 // a set of blocks' KV named by content keys. The cache never touches bytes; it asks whether the
 // tier holds a key, plans loads of the blocks a match reaches beyond the pool into the fresh
 // blocks the request would otherwise compute, and plans stores of the full blocks it inserts
@@ -29,6 +30,8 @@ using TierKey = BlockDigest;
 // What a tier holds and has moved, for /server_info and /metrics (cumulative counters).
 struct TierReport {
   std::string medium, path, fingerprint;  // path, fingerprint: where applicable ("" else)
+  std::string io;                         // how bytes move ("pread")
+  bool shared = false;                    // other processes read and write it too
   int64_t blocks = 0, used_bytes = 0, capacity_bytes = 0;
   int64_t loaded_blocks = 0, bytes_read = 0, written_blocks = 0, bytes_written = 0;
   int64_t failed_loads = 0, skipped_stores = 0, evicted_blocks = 0;
@@ -51,6 +54,12 @@ struct StateTransfer {
   TierKey parent{}, key{};
 };
 
+// The blocks a medium no longer holds (its eviction, a failed load), for KV events.
+struct TierDrops {
+  std::string medium;
+  std::vector<TierKey> keys;
+};
+
 // A state the tier holds after a parent block: `tail` tokens past it, named `key`.
 struct TierState {
   int32_t tail = 0;
@@ -60,8 +69,10 @@ struct TierState {
 class BlockTier {
  public:
   virtual ~BlockTier() = default;
-  // The tier's name in events and metrics: "disk".
+  // The tier's name in events and metrics: "disk"; a stack of tiers: its first medium's.
   virtual std::string medium() const = 0;
+  // Every medium a stored block is offered to, fastest first (one, unless a stack).
+  virtual std::vector<std::string> media() const { return {medium()}; }
   // The hasher whose chain names this tier's blocks (block size and fingerprint seed).
   virtual const BlockHasher& hasher() const = 0;
   // Whether the tier (probably) holds the block; cheap (an index lookup; maybe one syscall).
@@ -70,10 +81,12 @@ class BlockTier {
   virtual std::vector<TierState> StatesAfter(const TierKey& parent) const { return {}; }
   // Thread-safe (a server reads it while the engine runs).
   virtual TierReport Report() const { return {.medium = medium()}; }
-  // The keys of blocks it no longer holds (its own eviction, a failed load) since the last call,
-  // once someone asked (ReportDrops): for KV events.
+  // Each medium's report, fastest first (one, unless a stack).
+  virtual std::vector<TierReport> Reports() const { return {Report()}; }
+  // The blocks each medium no longer holds since the last call, once someone asked
+  // (ReportDrops): for KV events.
   virtual void ReportDrops() {}
-  virtual std::vector<TierKey> TakeDropped() { return {}; }
+  virtual std::vector<TierDrops> TakeDropped() { return {}; }
 };
 
 }  // namespace radixlm::cache

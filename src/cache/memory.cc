@@ -320,7 +320,8 @@ void Memory::OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySe
     }
   }
   if (!offered.empty())
-    observer_->TierStored(tier_->medium(), seq->ns, std::span<const int32_t>(tokens.data(), full * config_.block_tokens), offered, keys);
+    for (const std::string& medium : tier_->media())
+      observer_->TierStored(medium, seq->ns, std::span<const int32_t>(tokens.data(), full * config_.block_tokens), offered, keys);
   seq->tier_offered = std::max(seq->tier_offered, full);
 }
 

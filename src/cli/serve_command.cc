@@ -215,11 +215,10 @@ void RunServe(ServeOptions& o, bool api_key_given) {
   std::fprintf(stderr, "radixlm: serving %s on http://%s:%d (KV pool %d blocks x %d tokens = %.0f MiB, prefix cache %s)\n",
                o.server.model_name.c_str(), o.server.host.c_str(), *bound, eng.config().num_blocks,
                eng.config().block_tokens, serving->kv().nbytes() / 1048576.0, eng.config().prefix_cache ? "on" : "off");
-  if (const tier::DiskTier* disk = serving->disk_tier()) {
-    const tier::DiskTierStats s = disk->stats();
-    std::fprintf(stderr, "radixlm: disk tier %s: %lld blocks, %.2f of %.2f GB\n", disk->path().c_str(),
-                 static_cast<long long>(s.blocks), s.used_bytes / 1e9, s.capacity_bytes / 1e9);
-  }
+  if (const tier::Tier* tiers = serving->tiers())
+    for (const cache::TierReport& r : tiers->Reports())
+      std::fprintf(stderr, "radixlm: %s tier %s: %lld blocks, %.2f of %.2f GB\n", r.medium.c_str(), r.path.c_str(),
+                   static_cast<long long>(r.blocks), r.used_bytes / 1e9, r.capacity_bytes / 1e9);
   server.ListenAfterBind();
   drain.reset();
   eng.Stop();

@@ -602,8 +602,8 @@ bool Engine::Step() {
 
 void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds) {
   if (kv_events_ && memory_.tier()) {
-    const std::vector<cache::TierKey> dropped = memory_.tier()->TakeDropped();
-    if (!dropped.empty()) kv_events_->TierRemoved(memory_.tier()->medium(), dropped);
+    for (const cache::TierDrops& d : memory_.tier()->TakeDropped())
+      if (!d.keys.empty()) kv_events_->TierRemoved(d.medium, d.keys);
   }
   if (kv_events_ && !kv_events_->empty()) kv_sink_(kv_events_->Take());  // this step's, in order
   std::lock_guard<std::mutex> lock(mu_);

@@ -14,7 +14,7 @@
 #include "engine/executor.h"
 #include "models/kv_store.h"
 #include "models/transformer.h"
-#include "tier/disk_tier.h"
+#include "tier/tier.h"
 
 namespace radixlm::runner {
 
@@ -33,8 +33,8 @@ class ModelExecutor : public engine::Executor {
   // Cascade attention for decode rows that share prefix blocks (on by default; the answers are
   // the same either way, only the KV reads change).
   void set_cascade(bool on) { cascade_ = on; }
-  // The disk tier under the pool (borrowed; null: none): blocks move between it and the KV store.
-  void set_disk_tier(tier::DiskTier* t) { tier_ = t; }
+  // The tiers under the pool (borrowed; null: none): blocks move between them and the KV store.
+  void set_tier(tier::Tier* t) { tier_ = t; }
   int64_t cascade_rows() const { return cascade_rows_; }  // rows attended in a cascade group
   int64_t cascade_nested_rows() const { return cascade_nested_rows_; }  // ... in a nested level
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
@@ -58,7 +58,7 @@ class ModelExecutor : public engine::Executor {
   core::ThreadPool& pool_;
   models::KvStore& kv_;
   models::SsmStateStore* states_;
-  tier::DiskTier* tier_ = nullptr;
+  tier::Tier* tier_ = nullptr;
   std::vector<iovec> Segments(int32_t block) const;
   std::vector<iovec> StateSegments(const engine::StateTransfer& t) const;  // the slot, then the block's
   std::vector<int32_t> ids_, positions_, rows_;

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "runner/disk_tier_setup.h"
+#include "runner/tier_setup.h"
 
 namespace radixlm::runner {
 
@@ -51,34 +51,32 @@ core::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Make(models::Trans
                  o.no_prefix_cache ? 0 : o.checkpoint_slots);
   auto hybrid = MakeHybrid(model.config(), o, kv_dtype, rings);
   RADIXLM_RETURN_IF_ERROR(hybrid.status());
-  std::unique_ptr<tier::DiskTier> disk;
+  std::unique_ptr<tier::Tier> tiers;
   if (!o.cache_dir.empty()) {
     if (weights_path.empty()) return core::InvalidArgument("--cache-dir needs the model's path for its fingerprint");
-    auto t = MakeDiskTier(weights_path, model, kv_dtype, o, rings);
-    RADIXLM_RETURN_IF_ERROR(t.status());
-    disk = std::move(t).value();
+    RADIXLM_ASSIGN_OR_RETURN(tiers, MakeTiers(weights_path, model, kv_dtype, o, rings));
   }
   engine::EngineConfig c = MakeEngineConfig(o);
   c.sampling_pool = &pool;
   c.sampled_vocab = sampled_vocab;
   return std::unique_ptr<ServingEngine>(
-      new ServingEngine(model, pool, o, std::move(c), kv_dtype, std::move(hybrid).value(), std::move(disk)));
+      new ServingEngine(model, pool, o, std::move(c), kv_dtype, std::move(hybrid).value(), std::move(tiers)));
 }
 
 ServingEngine::ServingEngine(models::Transformer& model, core::ThreadPool& pool, const ServingOptions& o,
                              engine::EngineConfig config, core::DType kv_dtype, HybridServing hybrid,
-                             std::unique_ptr<tier::DiskTier> disk)
+                             std::unique_ptr<tier::Tier> tiers)
     : config_(std::move(config)),
       kv_(model.config(), {config_.num_blocks, config_.block_tokens, kv_dtype, hybrid.states && hybrid.states->has_rings()}),
       hybrid_(std::move(hybrid)),
       executor_(model, pool, kv_, hybrid_.states.get()),
-      disk_(std::move(disk)),
+      tiers_(std::move(tiers)),
       engine_(config_, executor_, [&] {
         cache::PrefixCaches c(hybrid_.cache.get());
-        c.tier = disk_.get();
+        c.tier = tiers_.get();
         return c;
       }()) {
-  executor_.set_disk_tier(disk_.get());
+  executor_.set_tier(tiers_.get());
   executor_.set_compaction(MakePrefillCompaction(o));
   executor_.set_cascade(o.cascade == "on");
 }

@@ -17,7 +17,7 @@
 #include "runner/hybrid_cache_setup.h"
 #include "runner/model_executor.h"
 #include "runner/serving_options.h"
-#include "tier/disk_tier.h"
+#include "tier/tier.h"
 
 namespace radixlm::runner {
 
@@ -41,17 +41,17 @@ class ServingEngine {
   // Sequences carry states (recurrent layers or window rings): hits end at checkpoints.
   bool has_states() const { return hybrid_.states != nullptr; }
   const models::KvStore& kv() const { return kv_; }
-  tier::DiskTier* disk_tier() const { return disk_.get(); }
+  tier::Tier* tiers() const { return tiers_.get(); }
 
  private:
   ServingEngine(models::Transformer& model, core::ThreadPool& pool, const ServingOptions& o, engine::EngineConfig config,
-                core::DType kv_dtype, HybridServing hybrid, std::unique_ptr<tier::DiskTier> disk);
+                core::DType kv_dtype, HybridServing hybrid, std::unique_ptr<tier::Tier> tiers);
 
   engine::EngineConfig config_;
   models::KvStore kv_;
   HybridServing hybrid_;
   ModelExecutor executor_;
-  std::unique_ptr<tier::DiskTier> disk_;  // before the engine: the engine's stores go to it until it stops
+  std::unique_ptr<tier::Tier> tiers_;  // before the engine: the engine's stores go to it until it stops
   engine::Engine engine_;
 };
 

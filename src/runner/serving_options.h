@@ -32,7 +32,7 @@ struct ServingOptions {
   std::string prefill_compaction = "trie";
   // Cascade attention for decode rows sharing prefix blocks (answers are the same either way).
   std::string cascade = "on";
-  // The disk tier under the KV pool (runner/disk_tier_setup.h): off without a folder.
+  // The disk tier under the KV pool (runner/tier_setup.h): off without a folder.
   std::string cache_dir;
   double cache_disk_gb = 10;
   bool cache_fsync = false;

@@ -101,28 +101,37 @@ void WriteEngineMetrics(PromText& p, const engine::EngineMetrics& m, int64_t htt
   p.Metric("radixlm_step_seconds_total", "counter", "Time spent in engine steps.", m.step_seconds_total);
 }
 
-// Per tier of the prefix cache (medium "cpu": the KV pool; "disk": --cache-dir).
-void WriteTierMetrics(PromText& p, const engine::EngineMetrics& m, const cache::BlockTier* tier) {
-  const cache::TierReport disk = tier ? tier->Report() : cache::TierReport{};
-  auto tiered = [&](const char* name, const char* type, const char* help, double cpu, double on_disk) {
-    p.o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n" << name << "{medium=\"cpu\"} " << cpu << "\n";
-    if (tier) p.o << name << "{medium=\"disk\"} " << on_disk << "\n";
+// Per tier of the prefix cache (medium "cpu": the KV pool; then each medium under it: "disk",
+// --cache-dir). One tier: the engine's own counts of tokens it served and of the time admissions
+// waited; a stack: each medium's loaded blocks and load time.
+void WriteTierMetrics(PromText& p, const engine::EngineMetrics& m, const cache::BlockTier* tier, int32_t block_tokens) {
+  const std::vector<cache::TierReport> reports = tier ? tier->Reports() : std::vector<cache::TierReport>{};
+  const bool one = reports.size() == 1;
+  auto tiered = [&](const char* name, const char* type, const char* help, double cpu, auto of) {
+    p.o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    if (cpu >= 0) p.o << name << "{medium=\"cpu\"} " << cpu << "\n";
+    for (const cache::TierReport& r : reports) p.o << name << "{medium=\"" << r.medium << "\"} " << of(r) << "\n";
   };
-  tiered("radixlm_cache_tier_blocks", "gauge", "Blocks held by each tier.", m.blocks_in_use, disk.blocks);
+  tiered("radixlm_cache_tier_blocks", "gauge", "Blocks held by each tier.", m.blocks_in_use,
+         [](const cache::TierReport& r) { return static_cast<double>(r.blocks); });
   tiered("radixlm_cache_tier_hit_tokens_total", "counter", "Prompt tokens served from each tier.",
-         m.cached_prompt_tokens - m.tier_hit_tokens, m.tier_hit_tokens);
-  if (!tier) return;
-  const std::string d = "{medium=\"disk\"}";
-  p.Metric("radixlm_cache_tier_used_bytes", "gauge", "Bytes the disk tier holds.", disk.used_bytes, d);
-  p.Metric("radixlm_cache_tier_capacity_bytes", "gauge", "The disk tier's bound.", disk.capacity_bytes, d);
-  p.Metric("radixlm_cache_tier_read_bytes_total", "counter", "Bytes loaded from the disk tier.", disk.bytes_read, d);
-  p.Metric("radixlm_cache_tier_written_bytes_total", "counter", "Bytes written to the disk tier.", disk.bytes_written, d);
-  p.Metric("radixlm_cache_tier_load_failures_total", "counter", "Loads that failed (missing, corrupt, I/O) and were recomputed.",
-           disk.failed_loads, d);
-  p.Metric("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from the disk tier.",
-           m.tier_load_seconds, d);
-  p.Metric("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because the write queue was full.",
-           disk.skipped_stores, d);
+         m.cached_prompt_tokens - m.tier_hit_tokens, [&](const cache::TierReport& r) {
+           return one ? static_cast<double>(m.tier_hit_tokens) : static_cast<double>(r.loaded_blocks) * block_tokens;
+         });
+  if (reports.empty()) return;
+  auto field = [&](const char* name, const char* type, const char* help, int64_t cache::TierReport::*f) {
+    tiered(name, type, help, -1, [f](const cache::TierReport& r) { return static_cast<double>(r.*f); });
+  };
+  field("radixlm_cache_tier_used_bytes", "gauge", "Bytes each tier holds.", &cache::TierReport::used_bytes);
+  field("radixlm_cache_tier_capacity_bytes", "gauge", "Each tier's bound.", &cache::TierReport::capacity_bytes);
+  field("radixlm_cache_tier_read_bytes_total", "counter", "Bytes loaded from each tier.", &cache::TierReport::bytes_read);
+  field("radixlm_cache_tier_written_bytes_total", "counter", "Bytes written to each tier.", &cache::TierReport::bytes_written);
+  field("radixlm_cache_tier_load_failures_total", "counter", "Loads that failed (missing, corrupt, I/O) and were recomputed.",
+        &cache::TierReport::failed_loads);
+  tiered("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from each tier.", -1,
+         [&](const cache::TierReport& r) { return one ? m.tier_load_seconds : r.load_seconds; });
+  field("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because a tier's write queue was full.",
+        &cache::TierReport::skipped_stores);
 }
 
 // Speculative decoding, by where drafts came from (engine::SpeculateConfig).
@@ -684,17 +693,20 @@ json Server::CacheTiers() const {
                    {"cached_tokens", m.tree_cached_tokens},
                    {"hit_tokens", m.cached_prompt_tokens - m.tier_hit_tokens},
                    {"evicted_tokens", m.evicted_tokens}});
-  if (const cache::BlockTier* t = engine_.tier()) {
-    const cache::TierReport r = t->Report();
+  const std::vector<cache::TierReport> reports = engine_.tier() ? engine_.tier()->Reports() : std::vector<cache::TierReport>{};
+  for (const cache::TierReport& r : reports) {
+    // One tier: the engine's own count of tokens it served and time admissions waited for it;
+    // a stack: each medium's blocks (and its own load time).
+    const bool one = reports.size() == 1;
     tiers.push_back({{"medium", r.medium},
                      {"path", r.path},
                      {"fingerprint", r.fingerprint},
-                     {"io", "pread"},
-                     {"shared", true},
+                     {"io", r.io},
+                     {"shared", r.shared},
                      {"blocks", r.blocks},
                      {"used_bytes", r.used_bytes},
                      {"capacity_bytes", r.capacity_bytes},
-                     {"hit_tokens", m.tier_hit_tokens},
+                     {"hit_tokens", one ? m.tier_hit_tokens : r.loaded_blocks * ec.block_tokens},
                      {"loaded_blocks", r.loaded_blocks},
                      {"bytes_read", r.bytes_read},
                      {"written_blocks", r.written_blocks},
@@ -702,7 +714,7 @@ json Server::CacheTiers() const {
                      {"failed_loads", r.failed_loads},
                      {"skipped_stores", r.skipped_stores},
                      {"evicted_blocks", r.evicted_blocks},
-                     {"load_seconds", m.tier_load_seconds}});
+                     {"load_seconds", one ? m.tier_load_seconds : r.load_seconds}});
   }
   return tiers;
 }
@@ -711,7 +723,7 @@ std::string Server::MetricsText() const {
   const engine::EngineMetrics m = engine_.Metrics();
   PromText p;
   WriteEngineMetrics(p, m, http_requests_.load(), http_errors_.load());
-  WriteTierMetrics(p, m, engine_.tier());
+  WriteTierMetrics(p, m, engine_.tier(), engine_.config().block_tokens);
   if (engine_.config().speculate.on()) WriteSpeculationMetrics(p, m);
   WriteVllmMetrics(p, m, config_.model_name, engine_.config().speculate.on());
   if (scoring_) WriteScoringMetrics(p, scoring_->stats());

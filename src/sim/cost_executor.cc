@@ -38,7 +38,7 @@ core::StatusOr<TtftModel> TtftModel::FitCsv(const std::string& path) {
   return TtftModel(a, b);
 }
 
-CostModelExecutor::CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledDiskTier* disk)
+CostModelExecutor::CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledTier* disk)
     : config_(config), clock_(clock), disk_(disk) {
   RADIXLM_CHECK_MSG(disk_ == nullptr || (std::isfinite(config_.disk_gbps) && config_.disk_gbps > 0),
                     "a modelled disk needs a positive bandwidth");

@@ -66,7 +66,7 @@ class CostModelExecutor final : public engine::Executor {
  public:
   // disk: the modelled tier under the pool (borrowed; null: none).
   // REQUIRES: config.disk_gbps > 0 when disk is given.
-  CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledDiskTier* disk = nullptr);
+  CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledTier* disk = nullptr);
   // Charges a + b x (tokens of every sequence) to the clock. The simulator replays recorded
   // outputs (RequestParams::continuation), so no logits are ever asked for.
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
@@ -89,7 +89,7 @@ class CostModelExecutor final : public engine::Executor {
  private:
   CostExecutorConfig config_;
   SimClock& clock_;
-  ModelledDiskTier* disk_ = nullptr;
+  ModelledTier* disk_ = nullptr;
   int64_t steps_ = 0;
   double disk_read_seconds_ = 0;
 };

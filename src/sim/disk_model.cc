@@ -7,20 +7,20 @@
 
 namespace radixlm::sim {
 
-size_t ModelledDiskTier::KeyHash::operator()(const cache::TierKey& k) const {
+size_t ModelledTier::KeyHash::operator()(const cache::TierKey& k) const {
   size_t h;  // a SHA-256 digest: any 8 of its bytes are a good hash
   std::memcpy(&h, k.data(), sizeof h);
   return h;
 }
 
-ModelledDiskTier::ModelledDiskTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks)
+ModelledTier::ModelledTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks)
     : hasher_(block_tokens, kSeed) {
   RADIXLM_CHECK(block_tokens > 0 && block_bytes > 0 && capacity_blocks >= 0);
   stats_.capacity_blocks = capacity_blocks;
   stats_.block_bytes = block_bytes;
 }
 
-void ModelledDiskTier::Store(const cache::TierKey& key) {
+void ModelledTier::Store(const cache::TierKey& key) {
   ++stats_.stores;
   if (auto it = index_.find(key); it != index_.end()) {
     lru_.splice(lru_.end(), lru_, it->second);
@@ -39,7 +39,7 @@ void ModelledDiskTier::Store(const cache::TierKey& key) {
   stats_.blocks = static_cast<int64_t>(index_.size());
 }
 
-bool ModelledDiskTier::Load(const cache::TierKey& key) {
+bool ModelledTier::Load(const cache::TierKey& key) {
   ++stats_.loads;
   auto it = index_.find(key);
   if (it == index_.end()) return false;
@@ -49,7 +49,7 @@ bool ModelledDiskTier::Load(const cache::TierKey& key) {
   return true;
 }
 
-cache::TierReport ModelledDiskTier::Report() const {
+cache::TierReport ModelledTier::Report() const {
   cache::TierReport r{.medium = medium()};
   r.blocks = stats_.blocks;
   r.used_bytes = stats_.blocks * stats_.block_bytes;

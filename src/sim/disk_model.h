@@ -2,14 +2,14 @@
 // same cache::BlockTier seam the engine's memory probes for the real disk tier
 // (tier/disk_tier.h), holding content keys only, no bytes and no files. What it models is the
 // real tier's index: a set of block keys bounded by a capacity in blocks, evicting the least
-// recently used (a store or a load is a use, a probe is not, as in DiskTier; a store of a held
-// block refreshes it, which DiskTier does not, but cache::Memory never offers a held block), so
+// recently used (a store or a load is a use, a probe is not, as in the disk tier; a store of a held
+// block refreshes it, which the disk tier does not, but cache::Memory never offers a held block), so
 // a policy's hit rate with a disk under the pool can be sized on a trace. What the disk's bandwidth costs is the
 // cost executor's (sim/cost_executor.h: a load is charged to the simulated clock).
 //
 // Differences from the real tier, on purpose: capacity is counted in whole blocks of
-// block_bytes (DiskTier adds a 128-byte header per file and evicts down to 90% of its bound
-// past it); every store is written at once (DiskTier queues writes behind the step loop and may
+// block_bytes (the disk tier adds a 192-byte header per file and evicts down to 90% of its bound
+// past it); every store is written at once (the disk tier queues writes behind the step loop and may
 // skip one when its queue is full); nothing is ever lost between a probe and a load.
 //
 // Keys: the chained block digests of cache/kv_events.h with the engine's block size and a fixed
@@ -36,11 +36,11 @@ struct DiskModelStats {
   int64_t bytes_read = 0, bytes_written = 0;
 };
 
-class ModelledDiskTier final : public cache::BlockTier {
+class ModelledTier final : public cache::BlockTier {
  public:
   static constexpr const char* kSeed = "radixlm-sim-tier";
   // REQUIRES: block_tokens > 0, block_bytes > 0, capacity_blocks >= 0.
-  ModelledDiskTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks);
+  ModelledTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks);
 
   std::string medium() const override { return "disk"; }
   const cache::BlockHasher& hasher() const override { return hasher_; }

@@ -530,8 +530,8 @@ cache::TierKey KeyOf(int i) {
   return k;
 }
 
-TEST(ModelledDiskTier, HoldsItsCapacityInBlocksAndEvictsTheLeastRecentlyUsed) {
-  ModelledDiskTier disk(/*block_tokens=*/16, /*block_bytes=*/1000, /*capacity_blocks=*/3);
+TEST(ModelledTier, HoldsItsCapacityInBlocksAndEvictsTheLeastRecentlyUsed) {
+  ModelledTier disk(/*block_tokens=*/16, /*block_bytes=*/1000, /*capacity_blocks=*/3);
   EXPECT_EQ(disk.medium(), "disk");
   EXPECT_EQ(disk.hasher().block_tokens(), 16);
   for (int i = 0; i < 3; ++i) disk.Store(KeyOf(i));
@@ -561,7 +561,7 @@ TEST(ModelledDiskTier, HoldsItsCapacityInBlocksAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(report.capacity_bytes, 3000);
   EXPECT_EQ(report.evicted_blocks, 2);
   EXPECT_EQ(report.failed_loads, 1);
-  ModelledDiskTier none(16, 1000, 0);  // a capacity of 0 holds nothing
+  ModelledTier none(16, 1000, 0);  // a capacity of 0 holds nothing
   none.Store(KeyOf(1));
   EXPECT_FALSE(none.Contains(KeyOf(1)));
   EXPECT_EQ(none.stats().written_blocks, 0);
@@ -571,7 +571,7 @@ TEST(ModelledDiskTier, HoldsItsCapacityInBlocksAndEvictsTheLeastRecentlyUsed) {
 // to the clock at the bandwidth.
 TEST(CostModelExecutor, LoadsUpToTheFirstMissingBlockAndChargesTheReadTime) {
   SimClock clock;
-  ModelledDiskTier disk(16, /*block_bytes=*/1000000, 100);
+  ModelledTier disk(16, /*block_bytes=*/1000000, 100);
   CostExecutorConfig config;
   config.disk_gbps = 0.5;  // 2 ms per block
   CostModelExecutor exec(config, clock, &disk);
@@ -599,7 +599,7 @@ SimulatorConfig PoolConfig(int32_t num_blocks, int32_t block_tokens, double disk
 
 // A prefix evicted from the pool comes back from the disk: the request computes only what
 // follows it, and its TTFT is the step for those tokens plus the blocks' read time.
-TEST(Simulator, ADiskTierServesWhatThePoolEvictedAndItsReadsCostTime) {
+TEST(Simulator, ATierOnDiskServesWhatThePoolEvictedAndItsReadsCostTime) {
   const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
   const double block_bytes = static_cast<double>(cost.KvBytes(4));  // 32 KB
   const double gbps = 2 * block_bytes / 1e9 / 0.005;                 // 5 ms for 2 blocks
@@ -636,7 +636,7 @@ TEST(Simulator, ADiskTierServesWhatThePoolEvictedAndItsReadsCostTime) {
 // Documents asked several questions each, in shuffled order, through a pool that holds three
 // of twelve: the pool alone thrashes; with a disk that holds them all, the hit rate is that of
 // an unbounded pool and the prompt tokens computed drop accordingly.
-TEST(Simulator, ADiskTierUnderASmallPoolGetsNearTheUnboundedPoolsHits) {
+TEST(Simulator, ATierOnDiskUnderASmallPoolGetsNearTheUnboundedPoolsHits) {
   const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
   const std::vector<TraceRequest> trace = DocumentQuestions(12, 6, 11);
   auto run = [&](int32_t num_blocks, double disk_bytes) {
@@ -663,7 +663,7 @@ TEST(Simulator, ADiskTierUnderASmallPoolGetsNearTheUnboundedPoolsHits) {
 
 // The first 300 requests of Mooncake's trace through a 64K-token pool, with and without a
 // disk of ten times the pool.
-TEST(Simulator, ADiskTierRaisesTheHitRateOnTheMooncakeTrace) {
+TEST(Simulator, ATierOnDiskRaisesTheHitRateOnTheMooncakeTrace) {
   const std::string path = SharedData("traces/mooncake_synthetic_trace.jsonl");
   if (path.empty()) GTEST_SKIP() << "shared data absent (RADIXLM_SHARED_DATA)";
   const std::vector<TraceRequest> trace = ReadTrace(path, 300);

@@ -20,7 +20,7 @@ Simulator::Simulator(SimulatorConfig config, SimPolicy policy, const cache::Cost
     RADIXLM_CHECK_MSG(config_.engine.memory_mode == cache::MemoryMode::kBlockPool, "a disk tier sits under the KV block pool");
     const int64_t block_bytes = cost_.KvBytes(config_.engine.block_tokens);
     RADIXLM_CHECK_MSG(block_bytes > 0, "a disk tier holds KV blocks: the model has none");
-    disk_ = std::make_unique<ModelledDiskTier>(config_.engine.block_tokens, block_bytes,
+    disk_ = std::make_unique<ModelledTier>(config_.engine.block_tokens, block_bytes,
                                                static_cast<int64_t>(config_.disk_bytes / static_cast<double>(block_bytes)));
   }
   executor_ = std::make_unique<CostModelExecutor>(config_.executor, clock_, disk_.get());

@@ -129,7 +129,7 @@ class Simulator {
   SimPolicy policy_;
   cache::CostModel cost_;
   SimClock clock_;
-  std::unique_ptr<ModelledDiskTier> disk_;  // null: no disk tier
+  std::unique_ptr<ModelledTier> disk_;  // null: no disk tier
   std::unique_ptr<CostModelExecutor> executor_;
   std::unique_ptr<engine::Engine> engine_;
   std::unordered_map<engine::RequestId, Pending> pending_;

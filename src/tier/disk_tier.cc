@@ -574,6 +574,8 @@ cache::TierReport DiskTier::Report() const {
   r.medium = medium();
   r.path = root_;
   r.fingerprint = fp_hex_.substr(0, 16);
+  r.io = "pread";
+  r.shared = true;
   r.blocks = s.blocks;
   r.used_bytes = s.used_bytes;
   r.capacity_bytes = s.capacity_bytes;
@@ -593,9 +595,10 @@ void DiskTier::ReportDrops() {
   report_drops_ = true;
 }
 
-std::vector<cache::TierKey> DiskTier::TakeDropped() {
+std::vector<cache::TierDrops> DiskTier::TakeDropped() {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::exchange(dropped_, {});
+  if (dropped_.empty()) return {};
+  return {{medium(), std::exchange(dropped_, {})}};
 }
 
 DiskTierStats DiskTier::stats() const {

@@ -9,7 +9,7 @@
 //                                   tokens after its last full block (the header names that
 //                                   block's key, its parent, and how many tokens follow it)
 //   <dir>/v1/<fp>/tmp/<pid>.<n>     writes in progress
-// <fp> is the model fingerprint's digest (weights, numerics, KV layout: runner/disk_tier_setup.h)
+// <fp> is the model fingerprint's digest (weights, numerics, KV layout: runner/tier_setup.h)
 // and seeds every key (cache/block_tier.h), so another model, another quant or another KV dtype
 // never reads this one's blocks: it has its own folder, and its keys differ anyway.
 //
@@ -54,6 +54,7 @@
 
 #include "cache/block_tier.h"
 #include "core/status.h"
+#include "tier/tier.h"
 
 namespace radixlm::tier {
 
@@ -78,7 +79,7 @@ struct DiskTierStats {
   double load_seconds = 0;
 };
 
-class DiskTier final : public cache::BlockTier {
+class DiskTier final : public Tier {
  public:
   // Creates or opens the folder for this fingerprint and lists its blocks. Errors: the folder
   // cannot be created or written, a bad configuration.
@@ -92,20 +93,21 @@ class DiskTier final : public cache::BlockTier {
   std::vector<cache::TierState> StatesAfter(const cache::TierKey& parent) const override;
   cache::TierReport Report() const override;
   void ReportDrops() override;
-  std::vector<cache::TierKey> TakeDropped() override;
+  std::vector<cache::TierDrops> TakeDropped() override;
 
   // Reads block `key` into dst (the pool's segments of one block, block_bytes in all); true when
   // it arrived whole and verified. A file that fails a check is deleted.
-  bool Load(const cache::TierKey& key, std::span<const iovec> dst);
+  bool Load(const cache::TierKey& key, std::span<const iovec> dst) override;
   // Copies the block's bytes now and writes them behind (skipped when the queue is full).
-  void Store(const cache::TierKey& key, std::span<const iovec> segments);
+  void Store(const cache::TierKey& key, std::span<const iovec> segments) override;
   // Hybrid models: a recurrent state (state_bytes) after `tail` tokens past block `parent`, with
   // the KV block of those tokens when tail > 0 (state_bytes + block_bytes in all), in
   // ssm/<ab>/<key>.st; found by StatesAfter(parent), loaded whole by LoadState.
-  void StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail, std::span<const iovec> segments);
-  bool LoadState(const cache::TierKey& key, std::span<const iovec> dst);
+  void StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail,
+                  std::span<const iovec> segments) override;
+  bool LoadState(const cache::TierKey& key, std::span<const iovec> dst) override;
   // Waits until every queued write is on disk (tests, shutdown).
-  void Flush();
+  void Flush() override;
 
   DiskTierStats stats() const;
   const std::string& path() const { return root_; }          // <dir>/v1/<fp>

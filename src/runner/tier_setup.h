@@ -1,5 +1,6 @@
-// The disk tier as the serving engine builds it from --cache-dir / --cache-disk-gb: the model
-// fingerprint that names and seeds its blocks, and the tier itself.
+// The tiers under the pool as the serving engine builds them from its options (--cache-dir /
+// --cache-disk-gb): the model fingerprint that names and seeds their blocks, and the tiers
+// (tier/tier.h opens each medium the options ask for).
 //
 // The fingerprint is a canonical text of everything that decides a KV block's bits, one
 // key=value per line: the weights' SHA-256 (of the file, or of every file of a model folder;
@@ -18,7 +19,7 @@
 #include "models/ssm_state.h"
 #include "models/transformer.h"
 #include "runner/serving_options.h"
-#include "tier/disk_tier.h"
+#include "tier/tier.h"
 
 namespace radixlm::runner {
 
@@ -27,10 +28,10 @@ namespace radixlm::runner {
 core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, const models::Transformer& model,
                                              core::DType kv_dtype, const ServingOptions& o, const std::string& cache_dir,
                                              const models::WindowRings& rings = {});
-// Null without --cache-dir. Errors: the folder cannot be used, a bad bound. A model with recurrent
-// layers keeps its KV blocks and the recurrent states its hybrid cache keeps there.
-core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& weights_path, const models::Transformer& model,
-                                                             core::DType kv_dtype, const ServingOptions& o,
-                                                             const models::WindowRings& rings = {});
+// Null when the options ask for no tier. Errors: a medium cannot be used, a bad bound. A model
+// with recurrent layers keeps its KV blocks and the recurrent states its hybrid cache keeps there.
+core::StatusOr<std::unique_ptr<tier::Tier>> MakeTiers(const std::string& weights_path, const models::Transformer& model,
+                                                      core::DType kv_dtype, const ServingOptions& o,
+                                                      const models::WindowRings& rings = {});
 
 }  // namespace radixlm::runner

@@ -1,4 +1,4 @@
-#include "runner/disk_tier_setup.h"
+#include "runner/tier_setup.h"
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -135,26 +135,26 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
   return f.str();
 }
 
-core::StatusOr<std::unique_ptr<tier::DiskTier>> MakeDiskTier(const std::string& weights_path, const models::Transformer& model,
-                                                             core::DType kv_dtype, const ServingOptions& eo,
-                                                             const models::WindowRings& rings) {
-  if (eo.cache_dir.empty()) return std::unique_ptr<tier::DiskTier>();
+core::StatusOr<std::unique_ptr<tier::Tier>> MakeTiers(const std::string& weights_path, const models::Transformer& model,
+                                                      core::DType kv_dtype, const ServingOptions& eo,
+                                                      const models::WindowRings& rings) {
+  if (eo.cache_dir.empty()) return std::unique_ptr<tier::Tier>();
   if (eo.no_prefix_cache) return core::InvalidArgument("--cache-dir needs the prefix cache (drop --no-prefix-cache)");
   if (!(eo.cache_disk_gb > 0)) return core::InvalidArgument("--cache-disk-gb must be positive");
   std::error_code ec;
   fs::create_directories(eo.cache_dir, ec);
   auto fp = ModelFingerprint(weights_path, model, kv_dtype, eo, eo.cache_dir, rings);
   if (!fp.ok()) return fp.status();
-  tier::DiskTierConfig tc;
-  tc.dir = eo.cache_dir;
-  tc.capacity_bytes = static_cast<int64_t>(eo.cache_disk_gb * 1e9);
+  tier::TierSetup tc;
   tc.fingerprint = *fp;
   tc.block_tokens = eo.block_tokens;
   tc.block_bytes = models::KvStore::BytesPerBlock(model.config(), eo.block_tokens, kv_dtype, rings.ring_tokens > 0);
   if (model.config().n_ssm_layers() > 0 || rings.ring_tokens > 0)
     tc.state_bytes = models::SsmStateStore::BytesPerSlot(model.config(), rings);
-  tc.fsync = eo.cache_fsync;
-  return tier::DiskTier::Open(tc);
+  tc.disk_dir = eo.cache_dir;
+  tc.disk_capacity_bytes = static_cast<int64_t>(eo.cache_disk_gb * 1e9);
+  tc.disk_fsync = eo.cache_fsync;
+  return tier::OpenTiers(tc);
 }
 
 }  // namespace radixlm::runner

@@ -1,0 +1,71 @@
+#include "tier/tier_stack.h"
+
+#include <algorithm>
+
+namespace radixlm::tier {
+
+TierStack::TierStack(std::vector<std::unique_ptr<Tier>> tiers) : tiers_(std::move(tiers)) {}
+
+std::vector<std::string> TierStack::media() const {
+  std::vector<std::string> out;
+  for (const auto& t : tiers_) out.push_back(t->medium());
+  return out;
+}
+
+bool TierStack::Contains(const cache::TierKey& key) const {
+  return std::any_of(tiers_.begin(), tiers_.end(), [&](const auto& t) { return t->Contains(key); });
+}
+
+std::vector<cache::TierState> TierStack::StatesAfter(const cache::TierKey& parent) const {
+  std::vector<cache::TierState> out;
+  for (const auto& t : tiers_)
+    for (const cache::TierState& s : t->StatesAfter(parent))
+      if (std::none_of(out.begin(), out.end(), [&](const cache::TierState& o) { return o.key == s.key; })) out.push_back(s);
+  return out;
+}
+
+std::vector<cache::TierReport> TierStack::Reports() const {
+  std::vector<cache::TierReport> out;
+  for (const auto& t : tiers_)
+    for (cache::TierReport& r : t->Reports()) out.push_back(std::move(r));
+  return out;
+}
+
+void TierStack::ReportDrops() {
+  for (const auto& t : tiers_) t->ReportDrops();
+}
+
+std::vector<cache::TierDrops> TierStack::TakeDropped() {
+  std::vector<cache::TierDrops> out;
+  for (const auto& t : tiers_)
+    for (cache::TierDrops& d : t->TakeDropped()) out.push_back(std::move(d));
+  return out;
+}
+
+// A tier that fails a load (lost the block, a corrupt value) falls through to the next.
+bool TierStack::Load(const cache::TierKey& key, std::span<const iovec> dst) {
+  for (const auto& t : tiers_)
+    if (t->Contains(key) && t->Load(key, dst)) return true;
+  return false;
+}
+
+void TierStack::Store(const cache::TierKey& key, std::span<const iovec> segments) {
+  for (const auto& t : tiers_) t->Store(key, segments);
+}
+
+void TierStack::StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail,
+                           std::span<const iovec> segments) {
+  for (const auto& t : tiers_) t->StoreState(key, parent, tail, segments);
+}
+
+bool TierStack::LoadState(const cache::TierKey& key, std::span<const iovec> dst) {
+  for (const auto& t : tiers_)
+    if (t->LoadState(key, dst)) return true;
+  return false;
+}
+
+void TierStack::Flush() {
+  for (const auto& t : tiers_) t->Flush();
+}
+
+}  // namespace radixlm::tier
