@@ -15,30 +15,13 @@
 #include <utility>
 
 #include "core/crc32c.h"
+#include "tier/block_record.h"
 
 namespace radixlm::tier {
 namespace {
 
-constexpr char kMagic[8] = {'R', 'L', 'M', 'K', 'V', 'B', 'L', 'K'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 192;
-
-// The header, little-endian as the machine (the folder is one host's).
-struct Header {
-  char magic[8];
-  uint32_t version;
-  uint32_t header_bytes;
-  uint64_t payload_bytes;
-  uint32_t block_tokens;
-  uint32_t crc;              // CRC-32C of this header with crc = 0, then the payload
-  uint8_t fingerprint[32];
-  uint8_t key[32];
-  uint32_t kind;             // 0: a KV block; 1: a recurrent state (+ the KV of its partial block)
-  uint32_t tail;             // a state: tokens after its parent block
-  uint8_t parent[32];        // a state: its parent block's key
-  uint8_t reserved[kHeaderBytes - 8 - 4 - 4 - 8 - 4 - 4 - 32 - 32 - 4 - 4 - 32];
-};
-static_assert(sizeof(Header) == kHeaderBytes);
+constexpr size_t kHeaderBytes = kRecordHeaderBytes;
+using Header = RecordHeader;
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -339,20 +322,13 @@ DiskTier::LoadResult DiskTier::ReadFile(bool state, const cache::TierKey& key, s
   if (fd < 0) return LoadResult::kMissing;
   Header h;
   const bool header_ok = pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-                         std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion && h.header_bytes == kHeaderBytes &&
-                         h.kind == (state ? 1u : 0u) && h.payload_bytes == want &&
-                         h.block_tokens == static_cast<uint32_t>(config_.block_tokens) &&
-                         std::memcmp(h.fingerprint, fp_digest_.data(), 32) == 0 && std::memcmp(h.key, key.data(), 32) == 0 &&
+                         HeaderMatches(h, fp_digest_, config_.block_tokens, state, key, want) &&
                          static_cast<uint64_t>(st.st_size) == kHeaderBytes + want;
   const size_t done = header_ok ? ReadInto(fd, dst, kHeaderBytes) : 0;
   close(fd);
   if (!header_ok) return LoadResult::kCorrupt;
   if (done != want) return LoadResult::kIoError;
-  Header zero = h;
-  zero.crc = 0;
-  uint32_t crc = core::Crc32c(&zero, sizeof zero);
-  for (const iovec& v : dst) crc = core::Crc32cExtend(crc, v.iov_base, v.iov_len);
-  if (crc != h.crc) return LoadResult::kCorrupt;
+  if (!CrcMatches(h, dst)) return LoadResult::kCorrupt;
   *file_bytes = st.st_size;
   return LoadResult::kOk;
 }
@@ -455,20 +431,8 @@ void DiskTier::Enqueue(const cache::TierKey& key, const StateInfo* state, std::s
 bool DiskTier::WriteFile(const Pending& p) {
   // The header and checksum are made here, off the engine's thread.
   auto& file = const_cast<std::vector<uint8_t>&>(p.file);
-  Header h{};
-  std::memcpy(h.magic, kMagic, 8);
-  h.version = kVersion;
-  h.header_bytes = kHeaderBytes;
-  h.payload_bytes = file.size() - kHeaderBytes;
-  h.block_tokens = static_cast<uint32_t>(config_.block_tokens);
-  std::memcpy(h.fingerprint, fp_digest_.data(), 32);
-  std::memcpy(h.key, p.key.data(), 32);
-  h.kind = p.state ? 1 : 0;
-  h.tail = p.state ? static_cast<uint32_t>(p.info.tail) : 0;
-  if (p.state) std::memcpy(h.parent, p.info.parent.data(), 32);
-  h.crc = 0;
-  h.crc = core::Crc32cExtend(core::Crc32c(&h, sizeof h), file.data() + kHeaderBytes, file.size() - kHeaderBytes);
-  std::memcpy(file.data(), &h, sizeof h);
+  SealRecord(fp_digest_, config_.block_tokens, {.key = p.key, .state = p.state, .parent = p.info.parent, .tail = p.info.tail},
+             file);
   const std::string tmp = std::to_string(getpid()) + "." + std::to_string(++tmp_seq_);
   const int fd = openat(tmp_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;

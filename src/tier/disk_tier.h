@@ -13,9 +13,8 @@
 // and seeds every key (cache/block_tier.h), so another model, another quant or another KV dtype
 // never reads this one's blocks: it has its own folder, and its keys differ anyway.
 //
-// A file: a 192-byte header (magic, format version, payload size, block tokens, the fingerprint
-// digest, the key, the kind, a state's parent and tail, CRC-32C of the header's other fields and
-// the payload) and the payload. A load checks all of it; a file that fails any check is deleted and the load fails
+// A file: one record (tier/block_record.h: a 192-byte header with the fingerprint digest, the key,
+// the kind and CRC-32C, then the payload). A load checks all of it; a file that fails any check is deleted and the load fails
 // (the engine recomputes the block), never used.
 //
 // Writes are behind the caller: Store() copies the bytes into a queue (bounded; beyond it a
