@@ -18,6 +18,7 @@ DEB_PACKAGES=(
   libzmq3-dev libmsgpack-cxx-dev libssl-dev  # KV cache events (ZMQ PUB/ROUTER, msgpack, SHA-256 block hashes)
   python3-zmq python3-msgpack          # the events' test subscriber
   python3-jinja2 python3-jsonschema    # reference renderer for chat templates, validator for constrained JSON (tests only)
+  libhiredis-dev redis-server          # the remote KV tier's client; a Redis server for its tests
 )
 
 missing=()

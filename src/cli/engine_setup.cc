@@ -42,6 +42,11 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
   AddChecked(cmd, "--cache-disk-gb", o->cache_disk_gb,
              "the disk tier's bound in GB (least recently used blocks go first)", CLI::PositiveNumber);
   cmd->add_flag("--cache-fsync", o->cache_fsync, "fdatasync each block file before publishing it (survives power loss, slower)");
+  cmd->add_option("--cache-remote", o->cache_remote,
+                  "a remote tier under the KV pool (and under --cache-dir's): a Redis server, redis://HOST[:PORT][/DB] or "
+                  "unix:///PATH, shared by every replica of the same model (blocks evicted by Redis's maxmemory-policy)");
+  cmd->add_option("--cache-remote-password-file", o->cache_remote_password_file,
+                  "a file whose first line is the Redis password (with redis://USER@HOST: an ACL user's)");
   cmd->add_option("--cache-namespace", o->cache_namespace,
                   "a name folded into every disk-tier key: processes with different namespaces share no blocks");
   AddSpeculateOptions(cmd, o);

@@ -50,9 +50,16 @@ int32_t ModelExecutor::LoadBlocks(std::span<const engine::BlockTransfer> loads) 
   if (!tier_ || loads.empty()) return 0;
   // Admission runs between steps, when the compute threads are idle: they read (and verify)
   // the blocks in parallel. A block past a failed one is loaded for nothing and recomputed.
+  // Each thread's share goes as one batch (a remote medium pipelines its round trips).
   std::vector<char> ok(loads.size(), 0);
   pool_.ParallelFor(static_cast<int64_t>(loads.size()), [&](int, int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) ok[i] = tier_->Load(loads[i].key, Segments(loads[i].block));
+    std::vector<cache::TierKey> keys;
+    std::vector<std::vector<iovec>> dst;
+    for (int64_t i = begin; i < end; ++i) {
+      keys.push_back(loads[i].key);
+      dst.push_back(Segments(loads[i].block));
+    }
+    tier_->LoadMany(keys, dst, std::span<char>(ok.data() + begin, static_cast<size_t>(end - begin)));
   });
   return static_cast<int32_t>(std::find(ok.begin(), ok.end(), 0) - ok.begin());
 }

@@ -52,8 +52,8 @@ core::StatusOr<std::unique_ptr<ServingEngine>> ServingEngine::Make(models::Trans
   auto hybrid = MakeHybrid(model.config(), o, kv_dtype, rings);
   RADIXLM_RETURN_IF_ERROR(hybrid.status());
   std::unique_ptr<tier::Tier> tiers;
-  if (!o.cache_dir.empty()) {
-    if (weights_path.empty()) return core::InvalidArgument("--cache-dir needs the model's path for its fingerprint");
+  if (!o.cache_dir.empty() || !o.cache_remote.empty()) {
+    if (weights_path.empty()) return core::InvalidArgument("--cache-dir and --cache-remote need the model's path for its fingerprint");
     RADIXLM_ASSIGN_OR_RETURN(tiers, MakeTiers(weights_path, model, kv_dtype, o, rings));
   }
   engine::EngineConfig c = MakeEngineConfig(o);

@@ -37,6 +37,8 @@ struct ServingOptions {
   double cache_disk_gb = 10;
   bool cache_fsync = false;
   std::string cache_namespace;
+  std::string cache_remote;                // redis://HOST[:PORT][/DB]: the remote tier ("" none)
+  std::string cache_remote_password_file;
   // Speculative decoding (engine::SpeculateConfig): off | ngram | tree, drafts of at most draft_max.
   std::string speculate = "off";
   int draft_max = 8;

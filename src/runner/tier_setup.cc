@@ -52,7 +52,8 @@ core::StatusOr<std::string> Sha256File(const fs::path& p) {
   return HexOf(d, n);
 }
 
-// The weights' digest, remembered per file identity in <cache_dir>/weights/.
+// The weights' digest, remembered per file identity in <cache_dir>/weights/ (no cache_dir, as
+// with only a remote tier: computed at every start).
 core::StatusOr<std::string> WeightsDigest(const std::string& model, const std::string& cache_dir) {
   std::error_code ec;
   const fs::path path = fs::weakly_canonical(model, ec);
@@ -73,7 +74,7 @@ core::StatusOr<std::string> WeightsDigest(const std::string& model, const std::s
                 std::to_string(int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ino);
   }
   const fs::path memo = fs::path(cache_dir) / "weights" / Sha256Text(identity);
-  {
+  if (!cache_dir.empty()) {
     std::ifstream in(memo);
     std::string digest;
     if (in >> digest && digest.size() == 64) return digest;
@@ -85,6 +86,7 @@ core::StatusOr<std::string> WeightsDigest(const std::string& model, const std::s
     all += f.filename().string() + "=" + *d + "\n";
   }
   const std::string digest = files.size() == 1 ? all.substr(all.find('=') + 1, 64) : Sha256Text(all);
+  if (cache_dir.empty()) return digest;
   fs::create_directories(memo.parent_path(), ec);
   const fs::path tmp = memo.string() + ".tmp" + std::to_string(getpid());
   if (std::ofstream(tmp) << digest << "\n") fs::rename(tmp, memo, ec);
@@ -138,11 +140,11 @@ core::StatusOr<std::string> ModelFingerprint(const std::string& weights_path, co
 core::StatusOr<std::unique_ptr<tier::Tier>> MakeTiers(const std::string& weights_path, const models::Transformer& model,
                                                       core::DType kv_dtype, const ServingOptions& eo,
                                                       const models::WindowRings& rings) {
-  if (eo.cache_dir.empty()) return std::unique_ptr<tier::Tier>();
-  if (eo.no_prefix_cache) return core::InvalidArgument("--cache-dir needs the prefix cache (drop --no-prefix-cache)");
-  if (!(eo.cache_disk_gb > 0)) return core::InvalidArgument("--cache-disk-gb must be positive");
+  if (eo.cache_dir.empty() && eo.cache_remote.empty()) return std::unique_ptr<tier::Tier>();
+  if (eo.no_prefix_cache) return core::InvalidArgument("--cache-dir and --cache-remote need the prefix cache (drop --no-prefix-cache)");
+  if (!eo.cache_dir.empty() && !(eo.cache_disk_gb > 0)) return core::InvalidArgument("--cache-disk-gb must be positive");
   std::error_code ec;
-  fs::create_directories(eo.cache_dir, ec);
+  if (!eo.cache_dir.empty()) fs::create_directories(eo.cache_dir, ec);
   auto fp = ModelFingerprint(weights_path, model, kv_dtype, eo, eo.cache_dir, rings);
   if (!fp.ok()) return fp.status();
   tier::TierSetup tc;
@@ -154,6 +156,8 @@ core::StatusOr<std::unique_ptr<tier::Tier>> MakeTiers(const std::string& weights
   tc.disk_dir = eo.cache_dir;
   tc.disk_capacity_bytes = static_cast<int64_t>(eo.cache_disk_gb * 1e9);
   tc.disk_fsync = eo.cache_fsync;
+  tc.remote_url = eo.cache_remote;
+  tc.remote_password_file = eo.cache_remote_password_file;
   return tier::OpenTiers(tc);
 }
 

@@ -130,7 +130,7 @@ void WriteTierMetrics(PromText& p, const engine::EngineMetrics& m, const cache::
         &cache::TierReport::failed_loads);
   tiered("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from each tier.", -1,
          [&](const cache::TierReport& r) { return one ? m.tier_load_seconds : r.load_seconds; });
-  field("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks not written because a tier's write queue was full.",
+  field("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks a tier did not store (its write queue full; a remote medium refusing or unreachable).",
         &cache::TierReport::skipped_stores);
 }
 

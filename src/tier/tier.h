@@ -1,5 +1,5 @@
 // The byte side of a memory tier under the KV block pool, one interface for every medium (a
-// disk folder; later a remote store), and the registry that opens the tiers a setup asks for.
+// disk folder, a Redis server), and the registry that opens the tiers a setup asks for.
 //
 // cache::BlockTier is what the cache sees (keys, probes, reports); Tier adds what the executor
 // needs to move a block's bytes between the pool and the medium. Nothing outside src/tier/ names
@@ -31,6 +31,11 @@ class Tier : public cache::BlockTier {
   // Reads block `key` into dst (the pool's segments of one block); true when it arrived whole
   // and verified. A false load is recomputed by the engine, never used.
   virtual bool Load(const cache::TierKey& key, std::span<const iovec> dst) = 0;
+  // Loads several blocks: ok[i] says whether keys[i] arrived in dst[i]. A medium with round trips
+  // overlaps them (the remote tier pipelines); by default, one Load after another.
+  virtual void LoadMany(std::span<const cache::TierKey> keys, std::span<const std::vector<iovec>> dst, std::span<char> ok) {
+    for (size_t i = 0; i < keys.size(); ++i) ok[i] = Load(keys[i], dst[i]);
+  }
   // Copies the block's bytes now and writes them behind (a medium may skip a store; it counts it).
   virtual void Store(const cache::TierKey& key, std::span<const iovec> segments) = 0;
   // Hybrid models: a recurrent state after `tail` tokens past block `parent` (with the KV block
@@ -52,6 +57,9 @@ struct TierSetup {
   std::string disk_dir;
   int64_t disk_capacity_bytes = 0;
   bool disk_fsync = false;
+  // The remote medium (--cache-remote, --cache-remote-password-file): a Redis server.
+  std::string remote_url;
+  std::string remote_password_file;  // its first line is the password ("" none)
 };
 
 // The tiers the setup wants, fastest first, as one Tier (null: none wanted). Errors: a medium

@@ -49,6 +49,25 @@ bool TierStack::Load(const cache::TierKey& key, std::span<const iovec> dst) {
   return false;
 }
 
+void TierStack::LoadMany(std::span<const cache::TierKey> keys, std::span<const std::vector<iovec>> dst, std::span<char> ok) {
+  std::fill(ok.begin(), ok.end(), 0);
+  for (const auto& t : tiers_) {
+    std::vector<size_t> at;
+    std::vector<cache::TierKey> k;
+    std::vector<std::vector<iovec>> d;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (!ok[i] && t->Contains(keys[i])) {
+        at.push_back(i);
+        k.push_back(keys[i]);
+        d.push_back(dst[i]);
+      }
+    if (at.empty()) continue;
+    std::vector<char> got(at.size(), 0);
+    t->LoadMany(k, d, got);
+    for (size_t j = 0; j < at.size(); ++j) ok[at[j]] = got[j];
+  }
+}
+
 void TierStack::Store(const cache::TierKey& key, std::span<const iovec> segments) {
   for (const auto& t : tiers_) t->Store(key, segments);
 }

@@ -32,6 +32,8 @@ class TierStack final : public Tier {
   std::vector<cache::TierDrops> TakeDropped() override;
 
   bool Load(const cache::TierKey& key, std::span<const iovec> dst) override;
+  // Each tier in turn loads (its own way) what the tiers before it did not.
+  void LoadMany(std::span<const cache::TierKey> keys, std::span<const std::vector<iovec>> dst, std::span<char> ok) override;
   void Store(const cache::TierKey& key, std::span<const iovec> segments) override;
   void StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail,
                   std::span<const iovec> segments) override;

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/random.h"
 #include "core/temp_dir_test.h"
+#include "tier/test_block_test.h"
 #include "tier/disk_tier.h"
 
 namespace radixlm::tier {
@@ -14,17 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Block {
-  std::vector<uint8_t> bytes = std::vector<uint8_t>(3000);
-  std::vector<iovec> Segments() { return {{bytes.data(), 1000}, {bytes.data() + 1000, 2000}}; }
-};
-
-Block Random(uint64_t seed) {
-  core::Rng rng(seed);
-  Block b;
-  for (auto& x : b.bytes) x = static_cast<uint8_t>(rng.Below(256));
-  return b;
-}
+using Block = TestBlock;
+Block Random(uint64_t seed) { return TestBlock::Random(seed); }
 
 TierSetup DiskSetup(const std::string& dir) {
   return {.fingerprint = "model=a", .block_tokens = 4, .block_bytes = 3000, .disk_dir = dir, .disk_capacity_bytes = 1 << 20};

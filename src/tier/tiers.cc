@@ -1,7 +1,10 @@
 // The registry of media under the KV pool (tier.h): one row per medium, fastest first.
 #include <vector>
 
+#include <fstream>
+
 #include "tier/disk_tier.h"
+#include "tier/redis_tier.h"
 #include "tier/tier.h"
 #include "tier/tier_stack.h"
 
@@ -21,6 +24,24 @@ core::StatusOr<std::unique_ptr<Tier>> OpenDisk(const TierSetup& s) {
   return std::unique_ptr<Tier>(std::move(t));
 }
 
+core::StatusOr<std::unique_ptr<Tier>> OpenRemote(const TierSetup& s) {
+  RedisTierConfig c;
+  c.url = s.remote_url;
+  if (!s.remote_password_file.empty()) {
+    std::ifstream in(s.remote_password_file);
+    if (!in) return core::NotFound("--cache-remote-password-file " + s.remote_password_file + ": cannot read it");
+    std::getline(in, c.password);
+    if (!c.password.empty() && c.password.back() == '\r') c.password.pop_back();
+    if (c.password.empty()) return core::InvalidArgument("--cache-remote-password-file " + s.remote_password_file + " is empty");
+  }
+  c.fingerprint = s.fingerprint;
+  c.block_tokens = s.block_tokens;
+  c.block_bytes = s.block_bytes;
+  c.state_bytes = s.state_bytes;
+  RADIXLM_ASSIGN_OR_RETURN(std::unique_ptr<RedisTier> t, RedisTier::Open(std::move(c)));
+  return std::unique_ptr<Tier>(std::move(t));
+}
+
 struct TierMedium {
   const char* medium;                     // its name in events, metrics and /server_info
   bool (*wanted)(const TierSetup&);       // whether the setup asks for it
@@ -29,6 +50,7 @@ struct TierMedium {
 
 constexpr TierMedium kTierMedia[] = {
     {"disk", [](const TierSetup& s) { return !s.disk_dir.empty(); }, &OpenDisk},
+    {"remote", [](const TierSetup& s) { return !s.remote_url.empty(); }, &OpenRemote},
 };
 
 }  // namespace

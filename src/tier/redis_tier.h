@@ -1,0 +1,128 @@
+// The remote tier under the KV pool: blocks in a Redis server (Debian's redis-server 7) shared by
+// every replica that names the same server and the same model fingerprint, through Debian's
+// hiredis (the client library; no home-made network store).
+//
+// In Redis: one value per block, "radixlm:v1:<fp>:kv:<key>" = a record (tier/block_record.h:
+// the header with the fingerprint digest, the key and CRC-32C, then the pool's bytes); a hybrid
+// model's state "radixlm:v1:<fp>:st:<key>" (state + the KV of its partial block), indexed by its
+// parent block in the set "radixlm:v1:<fp>:after:<parent>" of "<tail>:<key>" members. <fp> is the
+// fingerprint digest's first 32 hex digits and the fingerprint seeds every key, as on disk, so
+// replicas of one model share blocks and nothing else. Eviction is Redis's own
+// (maxmemory-policy allkeys-lru): the tier never deletes a block but a corrupt one.
+//
+// Writes are behind the caller: Store() copies the bytes into a bounded queue (beyond it a store
+// is skipped and counted) and one writer thread SETs them on its own connection. Loads are
+// synchronous and pipelined: LoadMany sends every GET of an admission's blocks before reading a
+// reply. Contains() is one EXISTS (a hint, as for every tier).
+//
+// Failure is never an error to a request: the server down, slow (every call has a timeout),
+// full (OOM replies) or returning a value that fails its checks makes a load or a probe fail
+// (the engine recomputes the block) and a store be dropped, each counted; a broken connection
+// is reconnected on a later call, after a backoff that doubles from 0.1 s to 5 s.
+// Opening one sets SIGPIPE to ignored if it was the default (a server gone mid-write is then
+// an I/O error, not the end of the process).
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tier/block_record.h"
+#include "tier/tier.h"
+
+namespace radixlm::tier {
+
+// redis://[USER@]HOST[:PORT][/DB] or unix:///PATH[?db=DB], parsed.
+struct RedisAddress {
+  std::string host, unix_path, user;
+  int port = 6379, db = 0;
+  std::string Display() const;  // the URL without credentials
+};
+core::StatusOr<RedisAddress> ParseRedisUrl(const std::string& url);
+
+struct RedisTierConfig {
+  std::string url;                 // see ParseRedisUrl; rediss:// (TLS) is refused: Debian's hiredis 0.14 has no TLS
+  std::string password;            // AUTH (with the URL's user: a Redis ACL user); "" none
+  std::string fingerprint;
+  int32_t block_tokens = 16;
+  uint64_t block_bytes = 0;
+  uint64_t state_bytes = 0;
+  double timeout_seconds = 1.0;    // per call (connect, each reply)
+  uint64_t max_queued_bytes = uint64_t{256} << 20;
+};
+
+class RedisConnection;
+
+class RedisTier final : public Tier {
+ public:
+  // Parses the address and tries a first connection; a server that is down is not an error
+  // (the tier retries), a malformed URL or configuration is.
+  static core::StatusOr<std::unique_ptr<RedisTier>> Open(RedisTierConfig config);
+  ~RedisTier() override;  // writes what is queued (bounded by the timeouts), then stops
+
+  std::string medium() const override { return "remote"; }
+  const cache::BlockHasher& hasher() const override { return hasher_; }
+  bool Contains(const cache::TierKey& key) const override;
+  std::vector<cache::TierState> StatesAfter(const cache::TierKey& parent) const override;
+  cache::TierReport Report() const override;
+  void ReportDrops() override;
+  std::vector<cache::TierDrops> TakeDropped() override;
+
+  bool Load(const cache::TierKey& key, std::span<const iovec> dst) override;
+  void LoadMany(std::span<const cache::TierKey> keys, std::span<const std::vector<iovec>> dst, std::span<char> ok) override;
+  void Store(const cache::TierKey& key, std::span<const iovec> segments) override;
+  void StoreState(const cache::TierKey& key, const cache::TierKey& parent, int32_t tail,
+                  std::span<const iovec> segments) override;
+  bool LoadState(const cache::TierKey& key, std::span<const iovec> dst) override;
+  void Flush() override;
+
+  struct Stats {
+    int64_t loaded_blocks = 0, bytes_read = 0, written_blocks = 0, bytes_written = 0;
+    int64_t stores = 0, skipped_stores = 0, write_errors = 0;
+    int64_t failed_missing = 0, failed_corrupt = 0, failed_io = 0;  // loads that failed, by reason
+    int64_t probe_errors = 0, reconnects = 0;
+    int64_t queued_bytes = 0;
+    double load_seconds = 0;
+  };
+  Stats stats() const;
+  const std::string& address() const { return display_; }
+
+ private:
+  explicit RedisTier(RedisTierConfig config, RedisAddress address);
+  std::string KeyOf(bool state, const cache::TierKey& key) const;
+  // Checks a value GET returned and copies its payload into dst.
+  enum class Verdict { kOk, kMissing, kCorrupt };
+  Verdict Accept(bool state, const cache::TierKey& key, const std::string* value, std::span<const iovec> dst) const;
+  void Count(Verdict v, size_t bytes);
+  void DropCorrupt(RedisConnection& c, bool state, const cache::TierKey& key);
+  struct Pending {
+    std::string key, value, index_key, index_member;  // index_*: a state's entry in its parent's set
+    RecordId id;
+  };
+  void Enqueue(const cache::TierKey& key, bool state, const cache::TierKey& parent, int32_t tail, std::span<const iovec> segments);
+  void WriterLoop();
+
+  RedisTierConfig config_;
+  RedisAddress address_;
+  std::string display_, prefix_;
+  cache::BlockHasher hasher_;
+  cache::BlockDigest fp_digest_{};
+  std::unique_ptr<RedisConnection> reader_, writer_conn_;  // each behind its own mutex
+  mutable std::mutex mu_;                                  // stats_, queue_, dropped_
+  std::condition_variable cv_, drained_;
+  std::deque<Pending> queue_;
+  uint64_t queued_bytes_ = 0;
+  bool stop_ = false, writing_ = false, report_drops_ = false;
+  mutable Stats stats_;
+  mutable std::atomic<int64_t> reconnects_{0};  // connections made (the first included)
+  std::vector<cache::TierKey> dropped_;
+  std::thread writer_;
+};
+
+}  // namespace radixlm::tier
