@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,12 @@ class BlockTier {
   virtual const BlockHasher& hasher() const = 0;
   // Whether the tier (probably) holds the block; cheap (an index lookup; maybe one syscall).
   virtual bool Contains(const TierKey& key) const = 0;
+  // Contains for each key at once (a remote tier pipelines the probes); by default one by one.
+  virtual std::vector<char> ContainsMany(std::span<const TierKey> keys) const {
+    std::vector<char> held(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) held[i] = Contains(keys[i]);
+    return held;
+  }
   // Hybrid models: the states it holds after the block `parent` (none: it stores no states).
   virtual std::vector<TierState> StatesAfter(const TierKey& parent) const { return {}; }
   // Thread-safe (a server reads it while the engine runs).

@@ -216,22 +216,25 @@ void Memory::PlanCheckpoints(const std::vector<int32_t>& tokens, int64_t count_p
   }
 }
 
+int64_t Memory::HeldRun(const std::vector<int32_t>& tokens, int64_t from, int64_t end, MemorySeq* seq) {
+  std::vector<TierKey> keys;
+  for (int64_t idx = from; idx < end; ++idx) keys.push_back(TierKeyOf(tokens, idx, seq));
+  const std::vector<char> held = tier_->ContainsMany(keys);  // one round of probes
+  return from + (std::find(held.begin(), held.end(), 0) - held.begin());
+}
+
 void Memory::PlanBlockLoads(const std::vector<int32_t>& tokens, int64_t limit, MemorySeq* seq, Admitted* out) {
   // The match goes on through the full blocks the tier holds, up to the limit.
   const int64_t bs = config_.block_tokens;
   out->load_from = out->cached_tokens / bs;
-  for (int64_t idx = out->load_from; (idx + 1) * bs <= limit; ++idx) {
-    const TierKey& key = TierKeyOf(tokens, idx, seq);
-    if (!tier_->Contains(key)) break;
-    out->loads.push_back({seq->block_table[idx], key});
-  }
+  const int64_t held = HeldRun(tokens, out->load_from, limit / bs, seq);
+  for (int64_t idx = out->load_from; idx < held; ++idx) out->loads.push_back({seq->block_table[idx], TierKeyOf(tokens, idx, seq)});
 }
 
 void Memory::PlanStateLoad(const std::vector<int32_t>& tokens, MemorySeq* seq, Admitted* out) {
   const int64_t bs = config_.block_tokens, n = static_cast<int64_t>(tokens.size());
   const int64_t m = out->cached_tokens, first = m / bs;
-  int64_t have = first;  // full blocks the tier holds past the pool's hit, in a row
-  while ((have + 1) * bs <= n - 1 && tier_->Contains(TierKeyOf(tokens, have, seq))) ++have;
+  const int64_t have = HeldRun(tokens, first, std::max(first, (n - 1) / bs), seq);  // full blocks held past the hit
   const BlockHasher& h = tier_->hasher();
   for (int64_t b = std::min(have, (n - 1) / bs); b >= first; --b) {
     const TierKey parent = b > 0 ? TierKeyOf(tokens, b - 1, seq) : h.none_hash();
@@ -309,9 +312,12 @@ void Memory::OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySe
   const int64_t full = n / config_.block_tokens;
   std::vector<int64_t> offered;
   std::vector<TierKey> keys;
+  std::vector<TierKey> fresh;
+  for (int64_t idx = seq->tier_offered; idx < full; ++idx) fresh.push_back(TierKeyOf(tokens, idx, seq));
+  const std::vector<char> held = tier_->ContainsMany(fresh);  // one round of probes
   for (int64_t idx = seq->tier_offered; idx < full; ++idx) {
-    const TierKey& key = TierKeyOf(tokens, idx, seq);
-    if (tier_->Contains(key)) continue;
+    const TierKey& key = fresh[idx - seq->tier_offered];
+    if (held[idx - seq->tier_offered]) continue;
     stores_.push_back({seq->block_table[idx], key});
     ++tier_stats_.offered_blocks;
     if (observer_) {

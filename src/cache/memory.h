@@ -298,6 +298,8 @@ class Memory {
                        int32_t ckpt_slot, MemorySeq* seq);
   // Attention-only models: loads of the full blocks the tier holds past the pool's hit.
   void PlanBlockLoads(const std::vector<int32_t>& tokens, int64_t limit, MemorySeq* seq, Admitted* out);
+  // The end of the run of seq's full blocks [from, end) the tier holds, probed in one round.
+  int64_t HeldRun(const std::vector<int32_t>& tokens, int64_t from, int64_t end, MemorySeq* seq);
   // Hybrid models: the deepest state the tier holds past the pool's hit whose blocks it holds too.
   void PlanStateLoad(const std::vector<int32_t>& tokens, MemorySeq* seq, Admitted* out);
   // Hybrid models: offers the state after tokens[0, p) held in `slot`.

@@ -187,19 +187,31 @@ std::string RedisTier::KeyOf(bool state, const cache::TierKey& key) const {
   return prefix_ + (state ? "st:" : "kv:") + Hex(key);
 }
 
-bool RedisTier::Contains(const cache::TierKey& key) const {
-  const std::string k = KeyOf(false, key);
+bool RedisTier::Contains(const cache::TierKey& key) const { return ContainsMany(std::span<const cache::TierKey>(&key, 1))[0]; }
+
+std::vector<char> RedisTier::ContainsMany(std::span<const cache::TierKey> keys) const {
+  std::vector<char> held(keys.size(), 0);
+  if (keys.empty()) return held;
   std::lock_guard<std::mutex> lock(reader_->mu);
   redisContext* c = reader_->Get(&reconnects_);
-  if (!c) return false;
-  Reply r(static_cast<redisReply*>(redisCommand(c, "EXISTS %b", k.data(), k.size())));
-  if (!r || r->type != REDIS_REPLY_INTEGER) {
-    if (!r) reader_->Broken();
-    std::lock_guard<std::mutex> s(mu_);
-    ++stats_.probe_errors;
-    return false;
+  if (!c) return held;
+  for (const cache::TierKey& key : keys) {
+    const std::string k = KeyOf(false, key);
+    redisAppendCommand(c, "EXISTS %b", k.data(), k.size());
   }
-  return r->integer > 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK || !raw) {
+      reader_->Broken();
+      std::fill(held.begin(), held.end(), 0);
+      std::lock_guard<std::mutex> s(mu_);
+      ++stats_.probe_errors;
+      break;
+    }
+    Reply r(static_cast<redisReply*>(raw));
+    held[i] = r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+  }
+  return held;
 }
 
 std::vector<cache::TierState> RedisTier::StatesAfter(const cache::TierKey& parent) const {

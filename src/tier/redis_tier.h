@@ -69,6 +69,8 @@ class RedisTier final : public Tier {
   std::string medium() const override { return "remote"; }
   const cache::BlockHasher& hasher() const override { return hasher_; }
   bool Contains(const cache::TierKey& key) const override;
+  // Every EXISTS sent before the first reply is read.
+  std::vector<char> ContainsMany(std::span<const cache::TierKey> keys) const override;
   std::vector<cache::TierState> StatesAfter(const cache::TierKey& parent) const override;
   cache::TierReport Report() const override;
   void ReportDrops() override;

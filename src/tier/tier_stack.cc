@@ -16,6 +16,24 @@ bool TierStack::Contains(const cache::TierKey& key) const {
   return std::any_of(tiers_.begin(), tiers_.end(), [&](const auto& t) { return t->Contains(key); });
 }
 
+// Each tier is asked (its own way, at once) only about the keys the tiers before it lack.
+std::vector<char> TierStack::ContainsMany(std::span<const cache::TierKey> keys) const {
+  std::vector<char> held(keys.size(), 0);
+  for (const auto& t : tiers_) {
+    std::vector<size_t> at;
+    std::vector<cache::TierKey> ask;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (!held[i]) {
+        at.push_back(i);
+        ask.push_back(keys[i]);
+      }
+    if (ask.empty()) break;
+    const std::vector<char> got = t->ContainsMany(ask);
+    for (size_t j = 0; j < at.size(); ++j) held[at[j]] = got[j];
+  }
+  return held;
+}
+
 std::vector<cache::TierState> TierStack::StatesAfter(const cache::TierKey& parent) const {
   std::vector<cache::TierState> out;
   for (const auto& t : tiers_)
