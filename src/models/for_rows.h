@@ -1,8 +1,10 @@
-// fn(begin, end) over rows [0, n): on the calling thread for a decode step's few rows (a
-// parallel region costs more than their work), else spread over the pool.
+// The sublayers' helpers for rows of a step: ForRows, fn(begin, end) over rows [0, n) on the
+// calling thread for a decode step's few rows (a parallel region costs more than their work),
+// else spread over the pool; Grow, a scratch buffer grown (never shrunk) to n elements.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.h"
 
@@ -15,6 +17,11 @@ void ForRows(core::ThreadPool& pool, int64_t n, Fn&& fn) {
     return;
   }
   pool.ParallelFor(n, [&](int, int64_t b, int64_t e) { fn(b, e); });
+}
+
+template <typename T>
+void Grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
 }
 
 }  // namespace radixlm::models

@@ -13,8 +13,8 @@ namespace radixlm::models {
 void Transformer::PerLayerInputs(core::ThreadPool& pool, std::span<const int32_t> ids, int64_t n) {
   const PerLayerInputWeights& w = weights_.per_layer;
   const int64_t d = config_.d_model, P = config_.per_layer_input, cols = int64_t{config_.n_blocks} * P;
-  if (static_cast<int64_t>(pl_.size()) < n * cols) pl_.resize(n * cols);
-  if (static_cast<int64_t>(pl_h_.size()) < n * cols) pl_h_.resize(n * cols);
+  Grow(pl_, n * cols);
+  Grow(pl_h_, n * cols);
   Gemm(pool, x_.data(), n, d, w.model_proj, pl_.data(), cols);
   const float proj_scale = 1.0f / std::sqrt(static_cast<float>(d)), table_scale = std::sqrt(static_cast<float>(P));
   const float input_scale = 1.0f / std::sqrt(2.0f);
@@ -34,9 +34,9 @@ void Transformer::PerLayerInputs(core::ThreadPool& pool, std::span<const int32_t
 void Transformer::BlockEnd(core::ThreadPool& pool, const BlockEndWeights& w, int block, int64_t n) {
   const int64_t d = config_.d_model, P = config_.per_layer_input, cols = int64_t{config_.n_blocks} * P;
   if (P > 0) {
-    if (static_cast<int64_t>(pl_h_.size()) < n * 2 * P) pl_h_.resize(n * 2 * P);
-    if (static_cast<int64_t>(act_.size()) < n * P) act_.resize(n * P);
-    if (static_cast<int64_t>(xn_.size()) < n * P) xn_.resize(n * P);
+    Grow(pl_h_, n * 2 * P);
+    Grow(act_, n * P);
+    Grow(xn_, n * P);
     // pl_h_ rows [gate | input] (GeluTanhMul's layout), the product into act_, proj into xn_.
     Gemm(pool, x_.data(), n, d, w.gate, xn_.data(), P);
     ForRows(pool, n, [&](int64_t r0, int64_t r1) {

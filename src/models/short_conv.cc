@@ -12,8 +12,8 @@ namespace radixlm::models {
 void Transformer::ShortConvSublayer(core::ThreadPool& pool, const ShortConvLayerWeights& w, const ForwardBatch& b,
                                     SsmStateStore& states, int64_t n) {
   const int64_t d = config_.d_model;
-  if (static_cast<int64_t>(zxbcdt_.size()) < n * 3 * d) zxbcdt_.resize(n * 3 * d);
-  if (static_cast<int64_t>(xbc_.size()) < 2 * n * d) xbc_.resize(2 * n * d);
+  Grow(zxbcdt_, n * 3 * d);
+  Grow(xbc_, 2 * n * d);
   NormRows(pool, x_.data(), w.norm.data(), xn_.data(), n, d);
   Gemm(pool, xn_.data(), n, d, w.in_proj, zxbcdt_.data(), 3 * d);  // [n, B | C | x]
   float* bx = xbc_.data();

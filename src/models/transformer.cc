@@ -94,11 +94,6 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-template <typename T>
-void Grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 }  // namespace
 
 void Transformer::Embed(std::span<const int32_t> ids) {

@@ -351,6 +351,9 @@ class PythonCalls {
           case 'n': c = '\n'; break;
           case 't': c = '\t'; break;
           case 'r': c = '\r'; break;
+          case 'b': c = '\b'; break;
+          case 'f': c = '\f'; break;
+          case '0': c = '\0'; break;
           case 'u': {  // \uXXXX, through JSON's decoder (surrogates included)
             if (i_ + 4 > s_.size()) return false;
             const ojson u = ojson::parse("\"\\u" + s_.substr(i_, 4) + "\"", nullptr, false);

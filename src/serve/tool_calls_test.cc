@@ -107,6 +107,8 @@ TEST(ToolCalls, PythonicCallsParseConstrainAndRoundTrip) {
   const ParsedOutput literals = Parse("pythonic",
       "<|tool_call_start|>[f(a=True, b=None, c=[1, 2.5, 'x'], d={'k': False}, e=\"q\\\"uote\\n\", g=-1e3)]<|tool_call_end|>");
   EXPECT_EQ(Arguments(literals), Strings{R"({"a":true,"b":null,"c":[1,2.5,"x"],"d":{"k":false},"e":"q\"uote\n","g":-1000.0})"});
+  const ParsedOutput escapes = Parse("pythonic", "<|tool_call_start|>[f(s='a\\bb\\fc\\td\\\\e\\'f')]<|tool_call_end|>");
+  EXPECT_EQ(Arguments(escapes), Strings{R"({"s":"a\bb\fc\td\\e'f"})"});  // Python's \b \f \t \\ \'
   for (const char* not_calls : {"<|tool_call_start|>[get_weather(\"Paris\")]<|tool_call_end|>",
                                 "<|tool_call_start|>[get_weather(location=Paris)]", "<|tool_call_start|>get_weather()"}) {
     const ParsedOutput p = Parse("pythonic", not_calls);

@@ -12,8 +12,9 @@
 //
 // Writes are behind the caller: Store() copies the bytes into a bounded queue (beyond it a store
 // is skipped and counted) and one writer thread SETs them on its own connection. Loads are
-// synchronous and pipelined: LoadMany sends every GET of an admission's blocks before reading a
-// reply. Contains() is one EXISTS (a hint, as for every tier).
+// synchronous and pipelined: LoadMany sends the GETs of an admission's blocks 16 at a time, each
+// window before reading its first reply; ContainsMany probes a match's blocks in one pipeline
+// of EXISTS (a hint, as for every tier).
 //
 // Failure is never an error to a request: the server down, slow (every call has a timeout),
 // full (OOM replies) or returning a value that fails its checks makes a load or a probe fail
@@ -103,6 +104,7 @@ class RedisTier final : public Tier {
   Verdict Accept(bool state, const cache::TierKey& key, const std::string* value, std::span<const iovec> dst) const;
   void Count(Verdict v, size_t bytes);
   void DropCorrupt(RedisConnection& c, bool state, const cache::TierKey& key);
+  void Failed(size_t n, const char* why);
   struct Pending {
     std::string key, value, index_key, index_member;  // index_*: a state's entry in its parent's set
     RecordId id;
@@ -123,6 +125,7 @@ class RedisTier final : public Tier {
   bool stop_ = false, writing_ = false, report_drops_ = false;
   mutable Stats stats_;
   mutable std::atomic<int64_t> reconnects_{0};  // connections made (the first included)
+  double last_warning_ = -1e9;                   // when stderr last heard of a failure
   std::vector<cache::TierKey> dropped_;
   std::thread writer_;
 };
