@@ -11,7 +11,7 @@ Sessions run CLIENTS at a time, turns in order within a session; the router alte
 request by request. Reported per configuration: prompt tokens, prompt tokens computed (prompt
 tokens - cache hits, summed over the replicas' /metrics), hit ratio against `one`, TTFT p50/p95.
 
-  bench/fleet_remote.py --radixlm build/src/cli/radixlm [--model random:tiny] [--clients 2] [--json]
+  bench/fleet_remote.py --data ../shared/data/agents/swe_agent [--model random:tiny] [--clients 2] [--json]
 """
 import argparse
 import glob
@@ -29,8 +29,6 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from harness import free_port, metric, serve, stop  # noqa: E402
-
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data", "agents", "swe_agent")
 
 
 def sessions(folder):
@@ -108,7 +106,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--radixlm", default=os.path.join(ROOT, "build", "src", "cli", "radixlm"))
     ap.add_argument("--model", default="random:tiny")
-    ap.add_argument("--data", default=SHARED)
+    ap.add_argument("--data", required=True, help="the SWE-agent trajectories: ../shared/data/agents/swe_agent")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
