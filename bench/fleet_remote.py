@@ -106,7 +106,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--radixlm", default=os.path.join(ROOT, "build", "src", "cli", "radixlm"))
     ap.add_argument("--model", default="random:tiny")
-    ap.add_argument("--data", required=True, help="the SWE-agent trajectories: ../shared/data/agents/swe_agent")
+    ap.add_argument("--data", required=True, help="the folder of SWE-agent .traj files (the shared data set's agents/swe_agent)")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", action="store_true")
