@@ -84,6 +84,8 @@ class BlockTier {
     for (size_t i = 0; i < keys.size(); ++i) held[i] = Contains(keys[i]);
     return held;
   }
+  // Whether every medium holds each key (what a store can skip); one medium: ContainsMany.
+  virtual std::vector<char> HeldByAll(std::span<const TierKey> keys) const { return ContainsMany(keys); }
   // Hybrid models: the states it holds after the block `parent` (none: it stores no states).
   virtual std::vector<TierState> StatesAfter(const TierKey& parent) const { return {}; }
   // Thread-safe (a server reads it while the engine runs).

@@ -314,7 +314,7 @@ void Memory::OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySe
   std::vector<TierKey> keys;
   std::vector<TierKey> fresh;
   for (int64_t idx = seq->tier_offered; idx < full; ++idx) fresh.push_back(TierKeyOf(tokens, idx, seq));
-  const std::vector<char> held = tier_->ContainsMany(fresh);  // one round of probes
+  const std::vector<char> held = tier_->HeldByAll(fresh);  // one round of probes; a stack: each tier lacking one gets it
   for (int64_t idx = seq->tier_offered; idx < full; ++idx) {
     const TierKey& key = fresh[idx - seq->tier_offered];
     if (held[idx - seq->tier_offered]) continue;

@@ -34,6 +34,17 @@ std::vector<char> TierStack::ContainsMany(std::span<const cache::TierKey> keys) 
   return held;
 }
 
+// A block some tier lacks is offered again: the stack stores it to every tier, and a tier that
+// holds it already skips or rewrites the same bytes.
+std::vector<char> TierStack::HeldByAll(std::span<const cache::TierKey> keys) const {
+  std::vector<char> all(keys.size(), 1);
+  for (const auto& t : tiers_) {
+    const std::vector<char> got = t->ContainsMany(keys);
+    for (size_t i = 0; i < keys.size(); ++i) all[i] = all[i] && got[i];
+  }
+  return all;
+}
+
 std::vector<cache::TierState> TierStack::StatesAfter(const cache::TierKey& parent) const {
   std::vector<cache::TierState> out;
   for (const auto& t : tiers_)

@@ -26,6 +26,7 @@ class TierStack final : public Tier {
   const cache::BlockHasher& hasher() const override { return tiers_.front()->hasher(); }
   bool Contains(const cache::TierKey& key) const override;
   std::vector<char> ContainsMany(std::span<const cache::TierKey> keys) const override;
+  std::vector<char> HeldByAll(std::span<const cache::TierKey> keys) const override;
   std::vector<cache::TierState> StatesAfter(const cache::TierKey& parent) const override;
   cache::TierReport Report() const override { return tiers_.front()->Report(); }
   std::vector<cache::TierReport> Reports() const override;

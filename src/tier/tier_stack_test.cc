@@ -84,6 +84,10 @@ TEST(TierStack, StoresToEveryTierAndLoadsFromTheFirstThatHoldsAVerifiedBlock) {
   EXPECT_FALSE(fast->Contains(key));  // the corrupt file is gone
   EXPECT_TRUE(stack->Contains(key));
 
+  // Held by one tier only: the stack says "contains" but not "held by all" (a store goes on).
+  EXPECT_EQ(stack->HeldByAll(std::vector<cache::TierKey>{key}), std::vector<char>{0});
+  EXPECT_EQ(stack->ContainsMany(std::vector<cache::TierKey>{key}), std::vector<char>{1});
+
   // Gone from both: the load fails (the engine recomputes).
   fs::remove(slow->BlockPath(key));
   Block none;
