@@ -18,8 +18,9 @@
 //
 // Failure is never an error to a request: the server down, slow (every call has a timeout),
 // full (OOM replies) or returning a value that fails its checks makes a load or a probe fail
-// (the engine recomputes the block) and a store be dropped, each counted; a broken connection
-// is reconnected on a later call, after a backoff that doubles from 0.1 s to 5 s.
+// (the engine recomputes the block) and a store be dropped, each counted (the first failure of
+// an outage said on stderr); a broken connection is reopened on the next call (a writer's
+// store is tried once more on it), and a connect that fails backs off, 0.1 s doubling to 5 s.
 // Opening one sets SIGPIPE to ignored if it was the default (a server gone mid-write is then
 // an I/O error, not the end of the process).
 // Thread-safety: every method may be called from any thread.
