@@ -52,6 +52,8 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
+}  // namespace
+
 bool ParseHex(const std::string& s, cache::TierKey* key) {
   if (s.size() != 64) return false;
   for (size_t i = 0; i < 32; ++i) {
@@ -61,8 +63,6 @@ bool ParseHex(const std::string& s, cache::TierKey* key) {
   }
   return Hex(*key) == s;
 }
-
-}  // namespace
 
 std::string Hex(const cache::BlockDigest& d) {
   static const char* digits = "0123456789abcdef";

@@ -184,7 +184,8 @@ class DiskTier final : public Tier {
   std::thread writer_;
 };
 
-// The 64-hex-digit name of a digest.
+// The 64-hex-digit name of a digest, and back (false: not exactly Hex's spelling of one).
 std::string Hex(const cache::BlockDigest& d);
+bool ParseHex(const std::string& s, cache::TierKey* key);
 
 }  // namespace radixlm::tier

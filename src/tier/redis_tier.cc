@@ -234,11 +234,11 @@ std::vector<cache::TierState> RedisTier::StatesAfter(const cache::TierKey& paren
     const size_t colon = m.find(':');
     int tail = 0;
     cache::TierKey key{};
+    // A member another writer spoiled is skipped (never parsed by a throwing reader).
     if (colon == std::string::npos || !ParseInt(m.substr(0, colon), 0, config_.block_tokens - 1, &tail) ||
-        m.size() - colon - 1 != 64)
+        !ParseHex(m.substr(colon + 1), &key))
       continue;
-    for (size_t b = 0; b < 32; ++b) key[b] = static_cast<uint8_t>(std::stoi(m.substr(colon + 1 + 2 * b, 2), nullptr, 16));
-    if (Hex(key) == m.substr(colon + 1)) out.push_back({tail, key});
+    out.push_back({tail, key});
   }
   return out;
 }

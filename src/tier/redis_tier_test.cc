@@ -236,6 +236,13 @@ TEST_F(RedisTierTest, StatesAreFoundByTheirParentAndLoadedWhole) {
   std::vector<iovec> seg = {{state.data(), 500}, {state.data() + 500, 3000}};
   (*t)->StoreState(key, parent, 3, seg);
   (*t)->Flush();
+  // Members spoiled behind the tier's back are skipped, not parsed into a crash.
+  redisReply* keys = server.Command("KEYS %b", std::string("radixlm:v1:*:after:*"));
+  ASSERT_EQ(keys->elements, 1u);
+  const std::string index(keys->element[0]->str, keys->element[0]->len);
+  freeReplyObject(keys);
+  for (const char* junk : {"1:zz", "x:00", "2:", ":", "3:" "zz00000000000000000000000000000000000000000000000000000000000000"})
+    freeReplyObject(server.Command("SADD %b %b", index, junk));
   const std::vector<cache::TierState> after = (*t)->StatesAfter(parent);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].tail, 3);
