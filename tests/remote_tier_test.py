@@ -10,7 +10,11 @@ random:tiny and one redis-server of the test's own (a unix socket in a scratch f
      every value corrupted (a flipped bit, truncated), the server full (maxmemory, noeviction):
      every answer equals the plain server's, no request fails, the failures are counted;
   3. the tiers stack: replica C with --cache-dir and --cache-remote reports cpu, disk and remote,
-     and its first request on A's prompt (an empty folder) is served from the remote tier.
+     and its first request on A's prompt (an empty folder) is served from the remote tier;
+  4. attach across replicas (random:qwen3-0.6b, slow enough to catch a prefill midway): B's
+     request on a prompt A is still prefilling waits for A's blocks (B computes only the tail,
+     cached_tokens = the prompt's full blocks, A's answer), and a request on a prompt whose
+     marker was killed midway waits no longer than computing it would take, then computes it.
 
 SKIPPED (77) where redis-server is not installed (scripts/setup.sh installs it).
 Usage: remote_tier_test.py RADIXLM_BINARY
@@ -83,6 +87,51 @@ def corrupt_all(redis, rng):
             value[at] ^= 1 << rng.randrange(8)
         subprocess.run(["redis-cli", "-s", redis.sock, "-x", "SET", k], input=bytes(value), capture_output=True)
     return len(keys)
+
+
+def attach(binary, redis):
+    """4. Replica B waits for the blocks replica A is computing, not longer than computing them."""
+    rng = random.Random(51)
+    prompt = [rng.randrange(1000, 150000) for _ in range(20 * BS + 5)]
+    other = [rng.randrange(1000, 150000) for _ in range(20 * BS + 5)]
+    full = (len(prompt) - 1) // BS * BS
+    args = ["-m", "random:qwen3-0.6b", "--kv-tokens", "1024", "--block-tokens", str(BS), "--threads", "1",
+            "--step-tokens", "32", "--cache-remote", redis.url()]
+    a, abase = serve(binary, args, free_port())
+    b, bbase = serve(binary, args, free_port())
+    try:
+        got = {}
+        runner = threading.Thread(target=lambda: got.update(a=complete(abase, prompt, 2)))
+        t0 = time.time()
+        runner.start()
+        time.sleep(1.5)  # A is prefilling (32 tokens a step)
+        check(runner.is_alive(), "4. A is still prefilling after 1.5 s")
+        answer, cached = complete(bbase, prompt, 2)
+        runner.join()
+        a_seconds, b_done = time.time() - t0, time.time()
+        check(cached == full, "4. B's request on the prompt A was prefilling waited for A's blocks: cached_tokens %d of %d" % (cached, full))
+        check(answer == got["a"][0], "4. ... with A's answer")
+        computed = metric(bbase, "radixlm_computed_tokens_total")
+        check(computed <= len(prompt) - full + 4, "4. ... B computed %d tokens (the tail)" % computed)
+        check(metric(bbase, "radixlm_cache_remote_waits_total") == 1 and metric(bbase, "radixlm_cache_remote_wait_timeouts_total") == 0,
+              "4. ... one wait, that did not run out (A took %.1f s)" % a_seconds)
+        # A killed midway: its marks outlive it (until their TTL); B's wait is bounded.
+        runner = threading.Thread(target=lambda: complete(abase, other, 2), daemon=True)
+        runner.start()
+        time.sleep(1.5)
+        a.kill()
+        a.wait()
+        t1 = time.time()
+        answer, cached = complete(bbase, other, 2)
+        waited = time.time() - t1
+        check(answer[0] is not None and cached < full, "4. A killed while prefilling: B's request is served (cached_tokens %d)" % cached)
+        timeouts = metric(bbase, "radixlm_cache_remote_wait_timeouts_total")
+        check(metric(bbase, "radixlm_cache_remote_waits_total") == 2,
+              "4. ... after waiting for the dead replica's marks (%d wait(s) ran out), %.1f s in all" % (timeouts, waited))
+        del b_done
+    finally:
+        stop(a)
+        stop(b)
 
 
 def main():
@@ -169,6 +218,10 @@ def main():
         check(answer == want[1] and cached == full,
               "3. an empty disk folder over the remote tier: cached_tokens %d of %d, the same answer" % (cached, full))
         check(tier_metric(dbase, "radixlm_cache_tier_read_bytes_total", "remote") > 0, "3. ... read from the remote medium")
+        for p in procs:
+            stop(p)
+        procs = []
+        attach(binary, redis)
     finally:
         for p in procs:
             stop(p)

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,6 +97,16 @@ class BlockTier {
   // (ReportDrops): for KV events.
   virtual void ReportDrops() {}
   virtual std::vector<TierDrops> TakeDropped() { return {}; }
+
+  // Attach across replicas sharing a medium: a replica computing blocks marks their keys for
+  // `ttl_seconds` (marking again refreshes), saying how fast it computes, and clears the marks
+  // once its blocks are stored (after them, in the order its stores reach the medium); another
+  // replica that finds a mark on the first block it lacks may wait for the blocks rather than
+  // compute them (ComputingElsewhere: the marker's tokens per second; nullopt: no mark of another
+  // process). A medium no other process reads ignores marks.
+  virtual void MarkComputing(std::span<const TierKey> /*keys*/, double /*ttl_seconds*/, double /*tokens_per_second*/) {}
+  virtual void ClearComputing(std::span<const TierKey> /*keys*/) {}
+  virtual std::optional<double> ComputingElsewhere(const TierKey& /*key*/) const { return std::nullopt; }
 };
 
 }  // namespace radixlm::cache

@@ -307,6 +307,43 @@ const TierKey& Memory::TierKeyOf(const std::vector<int32_t>& tokens, int64_t ind
   return keys[index];
 }
 
+void Memory::MarkComputing(const std::vector<int32_t>& tokens, int64_t from, int64_t to, MemorySeq* seq,
+                           double ttl_seconds, double tokens_per_second) {
+  if (!tier_ || !tree_) return;
+  const int64_t first = from / config_.block_tokens, last = to / config_.block_tokens;
+  if (first >= last) return;
+  std::vector<TierKey> keys;
+  for (int64_t idx = first; idx < last; ++idx) keys.push_back(TierKeyOf(tokens, idx, seq));
+  tier_->MarkComputing(keys, ttl_seconds, tokens_per_second);
+  seq->marked_from = seq->marked_to > seq->marked_from ? std::min(seq->marked_from, first) : first;
+  seq->marked_to = std::max(seq->marked_to, last);
+}
+
+void Memory::ClearComputing(MemorySeq* seq) {
+  if (!tier_ || seq->marked_to <= seq->marked_from) return;
+  tier_->ClearComputing(std::span<const TierKey>(seq->tier_keys).subspan(
+      static_cast<size_t>(seq->marked_from), static_cast<size_t>(seq->marked_to - seq->marked_from)));
+  seq->marked_from = seq->marked_to = 0;
+}
+
+std::optional<Memory::Elsewhere> Memory::ComputingElsewhere(const std::vector<int32_t>& tokens, int64_t prompt,
+                                                            MemorySeq* seq) const {
+  if (!tier_ || !tree_) return std::nullopt;
+  const int64_t bs = config_.block_tokens;
+  const int64_t full = (prompt - 1) / bs;  // blocks a hit may serve (the last prompt token is always computed)
+  const int64_t cached = CachedPrefix(tokens, *seq) / bs;
+  if (cached >= full) return std::nullopt;
+  std::vector<TierKey> keys;
+  for (int64_t idx = cached; idx < full; ++idx) keys.push_back(TierKeyOf(tokens, idx, seq));
+  const std::vector<char> held = tier_->ContainsMany(keys);
+  const auto lacking = std::find(held.begin(), held.end(), 0);
+  if (lacking == held.end()) return std::nullopt;
+  const int64_t first = cached + (lacking - held.begin());
+  const std::optional<double> rate = tier_->ComputingElsewhere(keys[static_cast<size_t>(first - cached)]);
+  if (!rate) return std::nullopt;
+  return Elsewhere{prompt - first * bs, *rate};
+}
+
 void Memory::OfferToTier(const std::vector<int32_t>& tokens, int64_t n, MemorySeq* seq) {
   if (!tier_) return;
   const int64_t full = n / config_.block_tokens;

@@ -112,6 +112,7 @@ struct MemorySeq {
   std::vector<TierKey> tier_keys;    // with a tier: the chain of its first full blocks' keys
   int64_t tier_offered = 0;          // full blocks offered to the tier so far
   int64_t published = 0;             // PublishComputed: prompt tokens in the tree so far
+  int64_t marked_from = 0, marked_to = 0;  // MarkComputing: the marked full blocks [from, to)
   bool holds_memory() const { return !block_table.empty() || state_slot >= 0; }
 };
 
@@ -204,6 +205,22 @@ class Memory {
   std::vector<StateTransfer> TakeStateStores() { return std::exchange(state_stores_, {}); }
   const TierStats& tier_stats() const { return tier_stats_; }
   BlockTier* tier() const { return tier_; }
+  // Attach across replicas sharing a tier (BlockTier::MarkComputing): marks the full blocks of
+  // positions [from, to) that seq is about to compute (marking again refreshes; the marks held
+  // grow to cover every call's); ClearComputing drops seq's marks (call it after the executor
+  // stored its blocks: the tier clears them behind those stores).
+  void MarkComputing(const std::vector<int32_t>& tokens, int64_t from, int64_t to, MemorySeq* seq, double ttl_seconds,
+                     double tokens_per_second);
+  void ClearComputing(MemorySeq* seq);
+  // A waiting sequence with `prompt` prompt tokens: the first full block a hit could serve that
+  // neither the tree nor the tier holds, when another replica marks it as computing: the prompt
+  // tokens from that block on and the marker's tokens per second (nullopt: no such block or no
+  // mark). Probes the tier (one round of ContainsMany, one mark).
+  struct Elsewhere {
+    int64_t missing_tokens = 0;
+    double tokens_per_second = 0;
+  };
+  std::optional<Elsewhere> ComputingElsewhere(const std::vector<int32_t>& tokens, int64_t prompt, MemorySeq* seq) const;
   // Blocks for positions [0, upto), evicting cached prefixes if it must. false: no room.
   bool Grow(MemorySeq* seq, int64_t upto);
   // The states a step over tokens [from, from + n) uses; marks a restore done and a capture taken.

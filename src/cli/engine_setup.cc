@@ -47,6 +47,10 @@ void AddEngineOptions(CLI::App* cmd, EngineOptions* o) {
                   "unix:///PATH, shared by every replica of the same model (blocks evicted by Redis's maxmemory-policy)");
   cmd->add_option("--cache-remote-password-file", o->cache_remote_password_file,
                   "a file whose first line is the Redis password (with redis://USER@HOST: an ACL user's)");
+  AddChecked(cmd, "--cache-remote-wait", o->cache_remote_wait,
+             "a request whose prefix another replica is computing into the remote tier waits for its blocks, at most as long "
+             "as computing them here would take (on), or computes them (off)",
+             CLI::IsMember({"on", "off"}));
   cmd->add_option("--cache-namespace", o->cache_namespace,
                   "a name folded into every disk-tier key: processes with different namespaces share no blocks");
   AddSpeculateOptions(cmd, o);

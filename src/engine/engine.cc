@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <thread>
 
 namespace radixlm::engine {
 
@@ -175,13 +176,64 @@ bool Engine::Admit(Req& r, std::vector<BlockCopy>* copies, bool alone) {
   }
   r.prompt_inserted = r.computed >= r.prompt_len;
   r.first_admission = false;
+  MarkComputing(r);
   return true;
+}
+
+double Engine::MarkSeconds() const {
+  // Outlives a step (marks are refreshed between steps); without a measured rate, a generous one.
+  if (prefill_rate_ <= 0) return 120;
+  return std::max(10.0, 3.0 * config_.scheduler.step_token_budget / prefill_rate_);
+}
+
+void Engine::MarkComputing(Req& r) {
+  if (!memory_.tier() || r.computed >= r.prompt_len) return;
+  memory_.MarkComputing(r.tokens, r.computed, r.prompt_len, &r.mem, MarkSeconds(), prefill_rate_);
+  r.marked_at = clock_->Now();
+  r.marked_rate = prefill_rate_;
+}
+
+void Engine::RefreshMarks(Req& r) {
+  if (r.marked_at < 0) return;
+  if (r.prompt_inserted) {  // its prompt's blocks are stored (StoreToTier ran): the marks go after them
+    memory_.ClearComputing(&r.mem);
+    r.marked_at = -1;
+  } else if (clock_->Now() - r.marked_at > MarkSeconds() / 3 || (r.marked_rate <= 0 && prefill_rate_ > 0)) {
+    MarkComputing(r);  // refreshed, and as soon as a first rate is measured (a fresh engine's marks said none)
+  }
+}
+
+bool Engine::AwaitsElsewhere(Req& r) {
+  if (r.await_over || !r.first_admission || !config_.await_elsewhere || !memory_.tier()) return false;
+  const double now = clock_->Now();
+  const std::optional<cache::Memory::Elsewhere> e = memory_.ComputingElsewhere(r.tokens, r.prompt_len, &r.mem);
+  // Bounded by what the wait saves: computing the missing tokens here, at this engine's
+  // measured prefill rate (a fresh engine: the marker's).
+  const double rate = prefill_rate_ > 0 ? prefill_rate_ : e ? e->tokens_per_second : 0;
+  bool wait = e && rate > 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (wait && r.await_since < 0) {
+    r.await_since = now;
+    r.await_until = now + static_cast<double>(e->missing_tokens) / rate;
+    ++metrics_.remote_waits;
+  }
+  if (wait && now >= r.await_until) {
+    wait = false;
+    ++metrics_.remote_wait_timeouts;
+  }
+  if (!wait) {
+    r.await_over = true;
+    if (r.await_since >= 0) metrics_.remote_wait_seconds += now - r.await_since;
+  }
+  return wait;
 }
 
 void Engine::Release(Req& r, cache::ReleaseMode mode) {
   for (const cache::StateCopy& c : memory_.Release(r.tokens, r.computed, mode, &r.mem)) executor_.CopyState(c.src, c.dst);
   r.computed = 0;
   StoreToTier();  // the released blocks may be reused by the next admission
+  memory_.ClearComputing(&r.mem);  // behind the stores
+  r.marked_at = -1;
 }
 
 void Engine::StoreToTier() {
@@ -437,6 +489,7 @@ class Engine::PlanRoom : public scheduler::Room {
     Req& r = *reqs_.at(id);
     return e_.memory_.ShareAhead(&r.mem, r.computed, at);
   }
+  bool AwaitsElsewhere(int64_t id) override { return e_.AwaitsElsewhere(*reqs_.at(id)); }
 
  private:
   Engine& e_;
@@ -532,6 +585,7 @@ int64_t Engine::Advance(Req& r, int64_t n, Produced& produced) {
     memory_.PublishComputed(r.tokens, r.computed, &r.mem);  // ... and its full blocks as they are done
   }
   StoreToTier();
+  RefreshMarks(r);
   if (!reached_end) return 0;  // prefill goes on
   auto owner = std::ranges::find_if(running_, [&](const std::unique_ptr<Req>& p) { return p.get() == &r; });
   RADIXLM_CHECK(owner != running_.end());
@@ -567,13 +621,14 @@ bool Engine::Step() {
   // 3. Execute. Drafts the plan does not reach go back first.
   std::vector<Planned> planned;
   std::unordered_map<Req*, int64_t> chunk_end;
-  int64_t computed_now = 0;
+  int64_t computed_now = 0, prefill_now = 0;
   for (const scheduler::StepPlan::Chunk& c : plan.chunks) {
     Req* r = by_id.at(c.id);
     RADIXLM_CHECK(r->computed == c.from);
     planned.push_back({r, c.n});
     chunk_end[r] = c.from + c.n;
     computed_now += c.n;
+    if (c.from < r->prompt_len) prefill_now += c.n;
   }
   if (drafter_)
     for (auto* list : {&running_, &waiting_})
@@ -596,6 +651,10 @@ bool Engine::Step() {
   compact(running_);
   const double step_seconds = clock_->Now() - t0;
   if (decode_only) step_cost_.Observe(computed_now, step_seconds);
+  if (prefill_now >= 8 && 2 * prefill_now >= computed_now && step_seconds > 0) {  // prefill rows dominate
+    const double rate = static_cast<double>(computed_now) / step_seconds;
+    prefill_rate_ = prefill_rate_ > 0 ? 0.7 * prefill_rate_ + 0.3 * rate : rate;
+  }
   PublishMetrics(computed_now, generated_now, step_seconds);
   return true;
 }
@@ -627,11 +686,16 @@ void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds)
 }
 
 void Engine::RunUntilIdle() {
-  while (Step()) {
+  for (;;) {
+    if (Step()) continue;
+    DrainInbox();
+    if (waiting_.empty() && running_.empty()) return;
+    // Only a request waiting for another replica's blocks may hold the engine still (its wait
+    // is bounded); it is asked again shortly.
+    const bool awaiting = std::ranges::any_of(waiting_, [](const auto& r) { return r->await_since >= 0 && !r->await_over; });
+    RADIXLM_CHECK_MSG(awaiting, "engine made no progress with requests pending");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  DrainInbox();
-  RADIXLM_CHECK_MSG(waiting_.empty() && running_.empty(),
-                    "engine made no progress with requests pending");
 }
 
 void Engine::Start() {

@@ -112,6 +112,10 @@ struct EngineConfig {
   // Ids from this one on are never sampled (0: every row): a model's output rows past its
   // tokenizer's tokens (padding, or a mismatched tokenizer) have no text to give.
   int64_t sampled_vocab = 0;
+  // A tier shared with other replicas: a request whose prefix another replica is computing into
+  // it waits for the blocks (passed over by the scheduler) as long as computing them here would
+  // take at the measured prefill rate, rather than computing them (attach across hosts).
+  bool await_elsewhere = true;
 };
 
 struct EngineMetrics {
@@ -127,6 +131,10 @@ struct EngineMetrics {
   // from the tier; blocks loaded, loads that failed (recomputed), blocks offered to it.
   int64_t tier_hit_tokens = 0, tier_loaded_blocks = 0, tier_failed_loads = 0, tier_offered_blocks = 0;
   double tier_load_seconds = 0;  // wall time the engine waited for loads (on its clock)
+  // Attach across hosts: requests that waited for a prefix another replica was computing, the
+  // waits that ran out (computing it here would have been as quick), and the time they waited.
+  int64_t remote_waits = 0, remote_wait_timeouts = 0;
+  double remote_wait_seconds = 0;
   double step_seconds_total = 0;
   std::array<SpeculationCounts, speculate::kOrigins> speculation{};  // by speculate::Origin
   SpeculationCounts SpeculationTotal() const {
@@ -211,6 +219,11 @@ class Engine {
     std::string error;                  // why a kError finish happened
     Usage usage;
     bool first_admission = true;
+    // Attach across hosts: when it began waiting for another replica's blocks (-1: it did not),
+    // until when it may, whether that is over; when its own marks were last set (-1: none).
+    double await_since = -1, await_until = 0;
+    bool await_over = false;
+    double marked_at = -1, marked_rate = 0;
     bool cancelled = false;
     bool end_early = false;  // with cancelled: finish as stopped, keep the cache
     int64_t arrival = 0, waited_steps = 0;
@@ -274,6 +287,13 @@ class Engine {
   // Hands the blocks memory offered to the tier to the executor (right after the call that
   // offered them: their pool blocks may be reused by what follows).
   void StoreToTier();
+  // Attach across hosts (cache/block_tier.h MarkComputing): whether waiting r waits for its
+  // prefix from another replica; r's marks on the blocks it computes (set at admission,
+  // refreshed as its prefill goes on, cleared once its prompt's blocks are stored).
+  bool AwaitsElsewhere(Req& r);
+  void MarkComputing(Req& r);
+  void RefreshMarks(Req& r);
+  double MarkSeconds() const;
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
   static cache::MemoryConfig MemoryConfigOf(const EngineConfig& config, const Executor& executor);
@@ -301,6 +321,7 @@ class Engine {
   std::function<void(std::vector<cache::KvEvent>)> kv_sink_;
   bool kv_states_ = false;
   std::unique_ptr<speculate::DraftSource> drafter_;  // null: no speculative decoding
+  double prefill_rate_ = 0;  // rows per second of steps mostly of prefill rows (smoothed)
   speculate::StepCost step_cost_;                    // decode steps' durations by rows
   speculate::AcceptanceByMatch acceptance_;          // draft tokens accepted, by match length
 };

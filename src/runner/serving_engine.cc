@@ -30,6 +30,7 @@ engine::EngineConfig MakeEngineConfig(const ServingOptions& o) {
   c.num_blocks = static_cast<int32_t>((o.kv_tokens + o.block_tokens - 1) / o.block_tokens);
   c.prefix_cache = !o.no_prefix_cache;
   c.kv_eviction = o.kv_eviction;
+  c.await_elsewhere = o.cache_remote_wait == "on";
   c.scheduler.step_token_budget = o.step_tokens;
   c.scheduler.max_running = o.max_running;
   c.checkpoint_slots = o.checkpoint_slots;

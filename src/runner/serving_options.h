@@ -39,6 +39,7 @@ struct ServingOptions {
   std::string cache_namespace;
   std::string cache_remote;                // redis://HOST[:PORT][/DB]: the remote tier ("" none)
   std::string cache_remote_password_file;
+  std::string cache_remote_wait = "on";    // wait for a prefix another replica is computing (engine::EngineConfig)
   // Speculative decoding (engine::SpeculateConfig): off | ngram | tree, drafts of at most draft_max.
   std::string speculate = "off";
   int draft_max = 8;

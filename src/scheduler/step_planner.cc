@@ -149,6 +149,7 @@ class StepPlanner {
       // Out of budget, a request is still admitted when its first rows are shared with the plan
       // (it starts where its cached prefix ends); otherwise keep the order and wait.
       if (budget_ <= 0 && SharedWithPlan(w, views[idx].cached_tokens) == 0) break;
+      if (room_.AwaitsElsewhere(w.id)) continue;  // another replica computes its prefix
       if (!room_.Admit(w.id, running_.empty(), &w.computed)) break;
       admitted_[idx] = 1;
       plan_.admitted.push_back(w.id);

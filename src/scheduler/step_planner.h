@@ -18,7 +18,9 @@
 //    least `await_shared_prefill` uncached tokens with a running prefill still short of them
 //    waits (it is passed over, not a stop) while that prefill computes them and shares them
 //    ahead of its prompt's end (Room::ShareAhead): a burst of requests with one system prompt on
-//    a hybrid model computes it once, then each its own suffix from the shared state.
+//    a hybrid model computes it once, then each its own suffix from the shared state;
+//  - a waiting request the Room says awaits its prefix from elsewhere (another replica computing
+//    it into a shared tier) is passed over too, until the Room says it no longer waits.
 // Memory is asked, not modelled: a Room (the engine's cache::Memory, or a counting fake in the
 // tests) grows, preempts and admits by id and says whether it could.
 #pragma once
@@ -67,6 +69,9 @@ class Room {
   // `at` tokens reusable by others as soon as it has computed them (KV, and the recurrent state
   // there). false: it cannot (no prefix cache, or it promised another point).
   virtual bool ShareAhead(int64_t /*id*/, int64_t /*at*/) { return false; }
+  // Whether waiting request `id` waits for its prefix from elsewhere (another replica computing
+  // it into a shared tier): it is passed over this step, not a stop. May probe the tier.
+  virtual bool AwaitsElsewhere(int64_t /*id*/) { return false; }
 };
 
 struct StepPlan {

@@ -130,6 +130,12 @@ void WriteTierMetrics(PromText& p, const engine::EngineMetrics& m, const cache::
         &cache::TierReport::failed_loads);
   tiered("radixlm_cache_tier_load_seconds_total", "counter", "Wall time admissions waited for loads from each tier.", -1,
          [&](const cache::TierReport& r) { return one ? m.tier_load_seconds : r.load_seconds; });
+  p.Metric("radixlm_cache_remote_waits_total", "counter", "Requests that waited for a prefix another replica was computing.",
+           m.remote_waits);
+  p.Metric("radixlm_cache_remote_wait_timeouts_total", "counter",
+           "Of those, waits that ran out (computing the prefix here would have been as quick).", m.remote_wait_timeouts);
+  p.Metric("radixlm_cache_remote_wait_seconds_total", "counter", "Time requests waited for another replica's blocks.",
+           m.remote_wait_seconds);
   field("radixlm_cache_tier_skipped_stores_total", "counter", "Blocks a tier did not store (its write queue full; a remote medium refusing or unreachable).",
         &cache::TierReport::skipped_stores);
 }

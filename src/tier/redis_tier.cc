@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <utility>
 
 #include "tier/block_record.h"
@@ -154,6 +156,10 @@ RedisTier::RedisTier(RedisTierConfig config, RedisAddress address)
       hasher_(config_.block_tokens, "radixlm-tier/1:" + config_.fingerprint) {
   SHA256(reinterpret_cast<const uint8_t*>(config_.fingerprint.data()), config_.fingerprint.size(), fp_digest_.data());
   prefix_ = "radixlm:v1:" + Hex(fp_digest_).substr(0, 32) + ":";
+  std::random_device rd;
+  char owner[17];
+  std::snprintf(owner, sizeof owner, "%08x%08x", rd(), rd());
+  owner_ = owner;
   reader_ = std::make_unique<RedisConnection>(address_, config_.password, config_.timeout_seconds);
   writer_conn_ = std::make_unique<RedisConnection>(address_, config_.password, config_.timeout_seconds);
 }
@@ -406,6 +412,24 @@ void RedisTier::StoreState(const cache::TierKey& key, const cache::TierKey& pare
   Enqueue(key, true, parent, tail, segments);
 }
 
+int RedisTier::AppendWrite(redisContext* c, Pending& p) const {
+  if (!p.marks.empty()) {
+    for (const std::string& k : p.marks) {
+      if (p.ttl_ms > 0)
+        redisAppendCommand(c, "SET %b %b PX %lld", k.data(), k.size(), p.value.data(), p.value.size(),
+                           static_cast<long long>(p.ttl_ms));
+      else
+        redisAppendCommand(c, "DEL %b", k.data(), k.size());
+    }
+    return static_cast<int>(p.marks.size());
+  }
+  SealRecord(fp_digest_, config_.block_tokens, p.id, std::span<uint8_t>(reinterpret_cast<uint8_t*>(p.value.data()), p.value.size()));
+  redisAppendCommand(c, "SET %b %b", p.key.data(), p.key.size(), p.value.data(), p.value.size());
+  if (!p.id.state) return 1;
+  redisAppendCommand(c, "SADD %b %b", p.index_key.data(), p.index_key.size(), p.index_member.data(), p.index_member.size());
+  return 2;
+}
+
 void RedisTier::WriterLoop() {
   for (;;) {
     Pending p;
@@ -417,9 +441,6 @@ void RedisTier::WriterLoop() {
       queue_.pop_front();
       writing_ = true;
     }
-    const bool state = p.id.state;
-    SealRecord(fp_digest_, config_.block_tokens, p.id,
-               std::span<uint8_t>(reinterpret_cast<uint8_t*>(p.value.data()), p.value.size()));
     bool ok = false;
     {
       std::lock_guard<std::mutex> lock(writer_conn_->mu);
@@ -427,11 +448,10 @@ void RedisTier::WriterLoop() {
       for (int attempt = 0; attempt < 2 && broken; ++attempt) {  // again once on a fresh connection
         redisContext* c = writer_conn_->Get(&reconnects_);
         if (!c) break;
-        redisAppendCommand(c, "SET %b %b", p.key.data(), p.key.size(), p.value.data(), p.value.size());
-        if (state) redisAppendCommand(c, "SADD %b %b", p.index_key.data(), p.index_key.size(), p.index_member.data(), p.index_member.size());
+        const int replies = AppendWrite(c, p);
         ok = true;
         broken = false;
-        for (int i = 0; i < (state ? 2 : 1); ++i) {
+        for (int i = 0; i < replies; ++i) {
           void* raw = nullptr;
           if (redisGetReply(c, &raw) != REDIS_OK || !raw) {
             writer_conn_->Broken();
@@ -445,16 +465,54 @@ void RedisTier::WriterLoop() {
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
-    queued_bytes_ -= p.value.size();
+    if (p.marks.empty()) queued_bytes_ -= p.value.size();
     writing_ = false;
-    if (ok) {
+    if (!ok) ++stats_.write_errors;
+    else if (p.marks.empty()) {
       ++stats_.written_blocks;
       stats_.bytes_written += static_cast<int64_t>(p.value.size());
-    } else {
-      ++stats_.write_errors;
     }
     if (queue_.empty()) drained_.notify_all();
   }
+}
+
+void RedisTier::EnqueueMarks(std::span<const cache::TierKey> keys, std::string value, int64_t ttl_ms) {
+  if (keys.empty()) return;
+  Pending p;
+  for (const cache::TierKey& key : keys) p.marks.push_back(prefix_ + "busy:" + Hex(key));
+  p.value = std::move(value);
+  p.ttl_ms = ttl_ms;
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_back(std::move(p));
+  cv_.notify_one();
+}
+
+void RedisTier::MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) {
+  char value[64];
+  std::snprintf(value, sizeof value, "%s %.3f", owner_.c_str(), std::max(tokens_per_second, 0.0));
+  EnqueueMarks(keys, value, std::max<int64_t>(1, static_cast<int64_t>(ttl_seconds * 1000)));
+}
+
+void RedisTier::ClearComputing(std::span<const cache::TierKey> keys) { EnqueueMarks(keys, "", 0); }
+
+std::optional<double> RedisTier::ComputingElsewhere(const cache::TierKey& key) const {
+  const std::string k = prefix_ + "busy:" + Hex(key);
+  std::lock_guard<std::mutex> lock(reader_->mu);
+  redisContext* c = reader_->Get(&reconnects_);
+  if (!c) return std::nullopt;
+  Reply r(static_cast<redisReply*>(redisCommand(c, "GET %b", k.data(), k.size())));
+  if (!r) {
+    reader_->Broken();
+    return std::nullopt;
+  }
+  if (r->type != REDIS_REPLY_STRING) return std::nullopt;
+  const std::string v(r->str, r->len);
+  const size_t space = v.find(' ');
+  if (space != owner_.size() || v.compare(0, space, owner_) == 0) return std::nullopt;  // its own, or spoiled
+  char* end = nullptr;
+  const double rate = std::strtod(v.c_str() + space + 1, &end);
+  if (end == v.c_str() + space + 1 || !(rate >= 0)) return std::nullopt;
+  return rate;
 }
 
 void RedisTier::Flush() {

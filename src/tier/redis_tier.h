@@ -16,6 +16,13 @@
 // window before reading its first reply; ContainsMany probes a match's blocks in one pipeline
 // of EXISTS (a hint, as for every tier).
 //
+// Attach across replicas: MarkComputing SETs "radixlm:v1:<fp>:busy:<key>" = "<owner> <tokens/s>"
+// with a PX expiry for each key, ClearComputing DELs them, both through the writer's queue
+// (behind the stores made before them, so a mark goes only after its blocks are in Redis);
+// ComputingElsewhere GETs a key's mark and ignores this tier's own (<owner>: 16 random hex
+// digits per tier). A marker that dies leaves marks that expire with their TTL. A clear
+// deletes the key whoever set it last (two replicas computing one block both cleared it).
+//
 // Failure is never an error to a request: the server down, slow (every call has a timeout),
 // full (OOM replies) or returning a value that fails its checks makes a load or a probe fail
 // (the engine recomputes the block) and a store be dropped, each counted (the first failure of
@@ -37,6 +44,8 @@
 
 #include "tier/block_record.h"
 #include "tier/tier.h"
+
+struct redisContext;  // hiredis's connection
 
 namespace radixlm::tier {
 
@@ -85,6 +94,9 @@ class RedisTier final : public Tier {
                   std::span<const iovec> segments) override;
   bool LoadState(const cache::TierKey& key, std::span<const iovec> dst) override;
   void Flush() override;
+  void MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) override;
+  void ClearComputing(std::span<const cache::TierKey> keys) override;
+  std::optional<double> ComputingElsewhere(const cache::TierKey& key) const override;
 
   struct Stats {
     int64_t loaded_blocks = 0, bytes_read = 0, written_blocks = 0, bytes_written = 0;
@@ -109,13 +121,19 @@ class RedisTier final : public Tier {
   struct Pending {
     std::string key, value, index_key, index_member;  // index_*: a state's entry in its parent's set
     RecordId id;
+    // Marks instead of a record: SET each key to value with PX ttl_ms (ttl_ms 0: DEL each).
+    std::vector<std::string> marks;
+    int64_t ttl_ms = 0;
   };
+  // Appends p's commands to c (sealing a record first); how many replies they owe.
+  int AppendWrite(redisContext* c, Pending& p) const;
+  void EnqueueMarks(std::span<const cache::TierKey> keys, std::string value, int64_t ttl_ms);
   void Enqueue(const cache::TierKey& key, bool state, const cache::TierKey& parent, int32_t tail, std::span<const iovec> segments);
   void WriterLoop();
 
   RedisTierConfig config_;
   RedisAddress address_;
-  std::string display_, prefix_;
+  std::string display_, prefix_, owner_;
   cache::BlockHasher hasher_;
   cache::BlockDigest fp_digest_{};
   std::unique_ptr<RedisConnection> reader_, writer_conn_;  // each behind its own mutex

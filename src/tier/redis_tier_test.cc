@@ -111,6 +111,59 @@ TEST(RedisUrl, ParsesHostsSocketsAndDatabasesAndRefusesWhatItCannotServe) {
     EXPECT_FALSE(ParseRedisUrl(bad).ok()) << bad;
 }
 
+TEST_F(RedisTierTest, AReplicaSeesAnotherReplicasMarksNotItsOwnUntilClearedOrExpired) {
+  RedisServer server(tmp_.path());
+  server.Start();
+  auto a = RedisTier::Open(Config(server));
+  auto b = RedisTier::Open(Config(server));
+  auto other_model = RedisTier::Open(Config(server, "model=b"));
+  ASSERT_TRUE(a.ok() && b.ok() && other_model.ok());
+  const std::vector<cache::TierKey> keys = {Key(**a, 1), Key(**a, 2), Key(**a, 3)};
+  EXPECT_FALSE((*b)->ComputingElsewhere(keys[0]));
+  (*a)->MarkComputing(keys, 30, 412.5);
+  (*a)->Flush();
+  for (const cache::TierKey& k : keys) {
+    const std::optional<double> rate = (*b)->ComputingElsewhere(k);
+    ASSERT_TRUE(rate) << "b sees a's mark";
+    EXPECT_DOUBLE_EQ(*rate, 412.5);
+    EXPECT_FALSE((*a)->ComputingElsewhere(k)) << "a's own mark is not another's";
+    EXPECT_FALSE((*other_model)->ComputingElsewhere(k)) << "marks are per model";
+  }
+  // A block stored, then its marks cleared: cleared behind the store, in the writer's order.
+  Block block = Random(7);
+  (*a)->Store(keys[0], block.Segments());
+  (*a)->ClearComputing(keys);
+  (*a)->Flush();
+  EXPECT_TRUE((*b)->Contains(keys[0]));
+  for (const cache::TierKey& k : keys) EXPECT_FALSE((*b)->ComputingElsewhere(k));
+  // A marker that dies leaves marks that expire.
+  (*a)->MarkComputing(keys, 0.2, 100);
+  (*a)->Flush();
+  EXPECT_TRUE((*b)->ComputingElsewhere(keys[1]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_FALSE((*b)->ComputingElsewhere(keys[1]));
+  // A spoiled mark is no mark.
+  const std::string busy = "radixlm:v1:";
+  redisReply* r = server.Command("KEYS %b", busy + "*");
+  ASSERT_NE(r, nullptr);
+  freeReplyObject(r);
+  (*a)->MarkComputing(keys, 30, 100);
+  (*a)->Flush();
+  r = server.Command("KEYS %b", busy + "*:busy:*");
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+  const std::string spoiled_key(r->element[0]->str, r->element[0]->len);
+  freeReplyObject(r);
+  freeReplyObject(server.Command("SET %b %b", spoiled_key, "garbage"));
+  int seen = 0;
+  for (const cache::TierKey& k : keys) seen += (*b)->ComputingElsewhere(k).has_value();
+  EXPECT_EQ(seen, 2);
+  // Redis down: no mark, no error.
+  server.Stop();
+  EXPECT_FALSE((*b)->ComputingElsewhere(keys[0]));
+  (*a)->MarkComputing(keys, 30, 100);
+  (*a)->Flush();
+}
+
 TEST_F(RedisTierTest, ReplicasShareBlocksThroughTheServerAndLoadThemPipelined) {
   RedisServer server(tmp_.path());
   server.Start();

@@ -60,6 +60,20 @@ std::vector<cache::TierReport> TierStack::Reports() const {
   return out;
 }
 
+void TierStack::MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) {
+  for (const auto& t : tiers_) t->MarkComputing(keys, ttl_seconds, tokens_per_second);
+}
+
+void TierStack::ClearComputing(std::span<const cache::TierKey> keys) {
+  for (const auto& t : tiers_) t->ClearComputing(keys);
+}
+
+std::optional<double> TierStack::ComputingElsewhere(const cache::TierKey& key) const {
+  for (const auto& t : tiers_)
+    if (std::optional<double> rate = t->ComputingElsewhere(key)) return rate;
+  return std::nullopt;
+}
+
 void TierStack::ReportDrops() {
   for (const auto& t : tiers_) t->ReportDrops();
 }

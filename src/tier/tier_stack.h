@@ -32,6 +32,11 @@ class TierStack final : public Tier {
   std::vector<cache::TierReport> Reports() const override;
   void ReportDrops() override;
   std::vector<cache::TierDrops> TakeDropped() override;
+  // Marks go to every tier (those no other process reads ignore them); a mark is the first
+  // tier's that has one.
+  void MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) override;
+  void ClearComputing(std::span<const cache::TierKey> keys) override;
+  std::optional<double> ComputingElsewhere(const cache::TierKey& key) const override;
 
   bool Load(const cache::TierKey& key, std::span<const iovec> dst) override;
   // Each tier in turn loads (its own way) what the tiers before it did not.
