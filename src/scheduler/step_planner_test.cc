@@ -44,6 +44,12 @@ class FakeRoom : public Room {
     promises[id] = at;
     return true;
   }
+  // AwaitsElsewhere: these ids wait for a prefix another replica computes, for this many asks.
+  std::map<int64_t, int> elsewhere;
+  bool AwaitsElsewhere(int64_t id) override {
+    auto it = elsewhere.find(id);
+    return it != elsewhere.end() && it->second-- > 0;
+  }
   bool Admit(int64_t id, bool alone, int64_t* computed) override {
     const int64_t c = CachedPrefix(id);
     const int64_t need = (length.at(id) + bt_ - 1) / bt_;  // as cache::Memory: every token it has
@@ -167,6 +173,21 @@ TEST(StepPlanner, BudgetChunksPrefillsAndAdmitsWhenTokensAreLeft) {
                            "A 0+8 | wait B",
                            "A 8+2 B 0+6",  // A's last two, then B fits in what is left
                            "A 10+1 B 6+1",  // each decodes its second token and finishes
+                       }));
+}
+
+// A request awaiting its prefix from another replica is passed over, not a stop: B, behind it,
+// is admitted meanwhile; A is admitted once the room no longer says it waits.
+TEST(StepPlanner, ARequestAwaitingAnotherReplicaIsPassedOver) {
+  Timeline t(Config(16, 4), 64, 4);
+  t.Submit(Tokens(6));
+  t.Submit(Tokens(4, 200));
+  t.room.elsewhere[0] = 2;  // A waits for two asks
+  EXPECT_EQ(t.Run(10), (std::vector<std::string>{
+                           "B 0+4 | wait A",
+                           "B 4+1 | wait A",
+                           "A 0+6",
+                           "A 6+1",
                        }));
 }
 
