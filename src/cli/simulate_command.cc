@@ -261,6 +261,12 @@ void AddFleetOptions(CLI::App* cmd, SimulateOptions* o) {
              CLI::Range(0.0, 1000.0));
   AddChecked(cmd, "--pressure-window", o->setup.pressure_window,
              "prefix-aware: the pressure decays over this many x replicas requests", CLI::Range(0.01, 1e6));
+  AddChecked(cmd, "--remote-gbps", o->setup.remote_gbps,
+             "a remote store the fleet's replicas share under their pools (--cache-remote), read at this many GB/s "
+             "(0: none; attention-only models)",
+             CLI::Range(0.0, 1e6));
+  AddChecked(cmd, "--remote-gb", o->setup.remote_gb, "the remote store's size in GB (least recently used blocks go first)",
+             CLI::PositiveNumber);
 }
 
 // --generate: the workload generators.

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -38,28 +39,27 @@ core::StatusOr<TtftModel> TtftModel::FitCsv(const std::string& path) {
   return TtftModel(a, b);
 }
 
-CostModelExecutor::CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledTier* disk)
-    : config_(config), clock_(clock), disk_(disk) {
-  RADIXLM_CHECK_MSG(disk_ == nullptr || (std::isfinite(config_.disk_gbps) && config_.disk_gbps > 0),
-                    "a modelled disk needs a positive bandwidth");
-}
+CostModelExecutor::CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledStack* tiers)
+    : config_(config), clock_(clock), tiers_(tiers) {}
 
 int32_t CostModelExecutor::LoadBlocks(std::span<const engine::BlockTransfer> loads) {
-  if (disk_ == nullptr) return 0;
+  if (tiers_ == nullptr) return 0;
   int32_t n = 0;
+  double seconds = 0;
   for (const engine::BlockTransfer& t : loads) {
-    if (!disk_->Load(t.key)) break;
+    const std::optional<double> read = tiers_->Load(t.key);
+    if (!read) break;
+    seconds += *read;
     ++n;
   }
-  const double seconds = static_cast<double>(n) * static_cast<double>(disk_->stats().block_bytes) / (config_.disk_gbps * 1e9);
   clock_.Advance(seconds);
-  disk_read_seconds_ += seconds;
+  tier_read_seconds_ += seconds;
   return n;
 }
 
 void CostModelExecutor::StoreBlocks(std::span<const engine::BlockTransfer> stores) {
-  if (disk_ == nullptr) return;
-  for (const engine::BlockTransfer& t : stores) disk_->Store(t.key);
+  if (tiers_ == nullptr) return;
+  for (const engine::BlockTransfer& t : stores) tiers_->Store(t.key);
 }
 
 void CostModelExecutor::Execute(std::span<const engine::BlockCopy>, std::span<const engine::StepSequence> seqs,

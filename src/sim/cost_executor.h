@@ -2,12 +2,13 @@
 // charged to a simulated clock by the TTFT/latency line (a + b x tokens computed in the step).
 // The engine, its scheduler and its memory run unchanged on top (sim/simulator.h).
 //
-// With a modelled disk tier under the pool (sim/disk_model.h), blocks move between the pool and
-// the disk as the runner moves them on the real tier (runner/model_executor.cc): LoadBlocks
-// loads in order, stopping at the first block the disk lacks; StoreBlocks writes. The time a load
-// takes, blocks x block_bytes / (disk_gbps x 1e9) s, is charged to the clock when it happens: the
+// With modelled tiers under the pool (sim/disk_model.h: a disk, a fleet's remote store, stacked),
+// blocks move between the pool and the tiers as the runner moves them on the real ones
+// (runner/model_executor.cc): LoadBlocks loads in order, each block from the first tier holding
+// it, stopping at the first block none holds; StoreBlocks writes through. The time a load takes,
+// block_bytes / (the tier's GB/s x 1e9) s per block, is charged to the clock when it happens: the
 // engine loads synchronously while it admits the request (engine::Engine::Admit), before the
-// step's Execute, so the step loop, and with it every sequence of the step, waits for the disk;
+// step's Execute, so the step loop, and with it every sequence of the step, waits for the tiers;
 // the loading request's TTFT includes it. Stores cost nothing: the real tier copies the bytes
 // and writes them behind the step loop (a host memcpy, next to a step, is not modelled).
 #pragma once
@@ -59,14 +60,12 @@ struct CostExecutorConfig {
   int32_t state_slots = 0;            // a recurrent model's state store (Memory::StateSlots)
   int32_t prefill_alignment = 0;      // its Mamba2 chunk
   bool shares_step_prefixes = false;  // intra-step prefix dedup
-  double disk_gbps = 2;               // the modelled disk tier's read bandwidth, GB/s (1e9 bytes)
 };
 
 class CostModelExecutor final : public engine::Executor {
  public:
-  // disk: the modelled tier under the pool (borrowed; null: none).
-  // REQUIRES: config.disk_gbps > 0 when disk is given.
-  CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledTier* disk = nullptr);
+  // tiers: the modelled tiers under the pool (borrowed; null: none).
+  CostModelExecutor(CostExecutorConfig config, SimClock& clock, ModelledStack* tiers = nullptr);
   // Charges a + b x (tokens of every sequence) to the clock. The simulator replays recorded
   // outputs (RequestParams::continuation), so no logits are ever asked for.
   void Execute(std::span<const engine::BlockCopy> copies, std::span<const engine::StepSequence> seqs,
@@ -77,21 +76,21 @@ class CostModelExecutor final : public engine::Executor {
   int32_t state_slots() const override { return config_.state_slots; }
   int32_t prefill_alignment() const override { return config_.prefill_alignment; }
   bool shares_step_prefixes() const override { return config_.shares_step_prefixes; }
-  // Loads from the disk in order, up to the first block it lacks, and charges their read time
-  // to the clock now (see above); 0 without a disk.
+  // Loads from the tiers in order, up to the first block none holds, and charges their read time
+  // to the clock now (see above); 0 without tiers.
   int32_t LoadBlocks(std::span<const engine::BlockTransfer> loads) override;
-  // Writes the blocks to the disk; no time is charged (the real tier writes behind the loop).
+  // Writes the blocks to every tier; no time is charged (the real tiers write behind the loop).
   void StoreBlocks(std::span<const engine::BlockTransfer> stores) override;
   int64_t steps() const { return steps_; }
-  // Simulated seconds charged for disk reads (cumulative).
-  double disk_read_seconds() const { return disk_read_seconds_; }
+  // Simulated seconds charged for reads from the tiers (cumulative).
+  double tier_read_seconds() const { return tier_read_seconds_; }
 
  private:
   CostExecutorConfig config_;
   SimClock& clock_;
-  ModelledTier* disk_ = nullptr;
+  ModelledStack* tiers_ = nullptr;
   int64_t steps_ = 0;
-  double disk_read_seconds_ = 0;
+  double tier_read_seconds_ = 0;
 };
 
 }  // namespace radixlm::sim

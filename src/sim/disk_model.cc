@@ -1,7 +1,9 @@
 #include "sim/disk_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 #include "core/status.h"
 
@@ -13,9 +15,9 @@ size_t ModelledTier::KeyHash::operator()(const cache::TierKey& k) const {
   return h;
 }
 
-ModelledTier::ModelledTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks)
-    : hasher_(block_tokens, kSeed) {
-  RADIXLM_CHECK(block_tokens > 0 && block_bytes > 0 && capacity_blocks >= 0);
+ModelledTier::ModelledTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks, std::string medium, double gbps)
+    : hasher_(block_tokens, kSeed), medium_(std::move(medium)), gbps_(gbps) {
+  RADIXLM_CHECK(block_tokens > 0 && block_bytes > 0 && capacity_blocks >= 0 && gbps > 0);
   stats_.capacity_blocks = capacity_blocks;
   stats_.block_bytes = block_bytes;
 }
@@ -61,6 +63,47 @@ cache::TierReport ModelledTier::Report() const {
   r.evicted_blocks = stats_.evicted_blocks;
   r.failed_loads = stats_.loads - stats_.loaded_blocks;
   return r;
+}
+
+ModelledStack::ModelledStack(std::vector<ModelledTier*> tiers) : tiers_(std::move(tiers)) {
+  RADIXLM_CHECK(!tiers_.empty());
+  for (const ModelledTier* t : tiers_) RADIXLM_CHECK(t->stats().block_bytes == tiers_.front()->stats().block_bytes);
+}
+
+std::vector<std::string> ModelledStack::media() const {
+  std::vector<std::string> out;
+  for (const ModelledTier* t : tiers_) out.push_back(t->medium());
+  return out;
+}
+
+bool ModelledStack::Contains(const cache::TierKey& key) const {
+  return std::ranges::any_of(tiers_, [&](const ModelledTier* t) { return t->Contains(key); });
+}
+
+std::vector<char> ModelledStack::HeldByAll(std::span<const cache::TierKey> keys) const {
+  std::vector<char> held(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    held[i] = std::ranges::all_of(tiers_, [&](const ModelledTier* t) { return t->Contains(keys[i]); });
+  return held;
+}
+
+std::vector<cache::TierReport> ModelledStack::Reports() const {
+  std::vector<cache::TierReport> out;
+  for (const ModelledTier* t : tiers_) out.push_back(t->Report());
+  return out;
+}
+
+std::optional<double> ModelledStack::Load(const cache::TierKey& key) {
+  for (ModelledTier* t : tiers_)
+    if (t->Contains(key)) {
+      t->Load(key);
+      return t->ReadSeconds(1);
+    }
+  return std::nullopt;
+}
+
+void ModelledStack::Store(const cache::TierKey& key) {
+  for (ModelledTier* t : tiers_) t->Store(key);
 }
 
 }  // namespace radixlm::sim

@@ -1,4 +1,5 @@
-// The disk tier as the simulator models it (radixlm simulate --disk-gb N --disk-gbps B): the
+// The tiers under the KV pool as the simulator models them (radixlm simulate --disk-gb N
+// --disk-gbps B; --remote-gb N --remote-gbps B, one store every replica of a fleet shares): the
 // same cache::BlockTier seam the engine's memory probes for the real disk tier
 // (tier/disk_tier.h), holding content keys only, no bytes and no files. What it models is the
 // real tier's index: a set of block keys bounded by a capacity in blocks, evicting the least
@@ -12,6 +13,11 @@
 // past it); every store is written at once (the disk tier queues writes behind the step loop and may
 // skip one when its queue is full); nothing is ever lost between a probe and a load.
 //
+// ModelledStack: the list of tiers under one replica's pool, fastest first (its own disk, the
+// fleet's remote store), as tier/tier_stack.h stacks the real ones: a load is taken from the first
+// tier that holds the block, at that tier's bandwidth; a store is written through to every tier.
+// A remote store is modelled as a disk is, at the bandwidth given (no round trips, no loss).
+//
 // Keys: the chained block digests of cache/kv_events.h with the engine's block size and a fixed
 // seed (kSeed), so a run is deterministic and its keys mean nothing outside it.
 // Contains / Load / Store: O(1) expected (a hash map and an LRU list). Single-threaded, as the
@@ -22,6 +28,7 @@
 #include <list>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/block_tier.h"
 
@@ -39,10 +46,12 @@ struct DiskModelStats {
 class ModelledTier final : public cache::BlockTier {
  public:
   static constexpr const char* kSeed = "radixlm-sim-tier";
-  // REQUIRES: block_tokens > 0, block_bytes > 0, capacity_blocks >= 0.
-  ModelledTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks);
+  // REQUIRES: block_tokens > 0, block_bytes > 0, capacity_blocks >= 0, gbps > 0 (GB/s, 1e9 bytes).
+  ModelledTier(int32_t block_tokens, int64_t block_bytes, int64_t capacity_blocks, std::string medium = "disk", double gbps = 2);
 
-  std::string medium() const override { return "disk"; }
+  std::string medium() const override { return medium_; }
+  // The seconds reading `blocks` blocks takes at the tier's bandwidth.
+  double ReadSeconds(int64_t blocks) const { return static_cast<double>(blocks * stats_.block_bytes) / (gbps_ * 1e9); }
   const cache::BlockHasher& hasher() const override { return hasher_; }
   bool Contains(const cache::TierKey& key) const override { return index_.count(key) > 0; }
   // What it holds and moved, in the real tier's terms (the simulator reads it on its own thread).
@@ -61,9 +70,32 @@ class ModelledTier final : public cache::BlockTier {
     size_t operator()(const cache::TierKey& k) const;
   };
   cache::BlockHasher hasher_;
+  std::string medium_;
+  double gbps_;
   std::list<cache::TierKey> lru_;  // least recently used first
   std::unordered_map<cache::TierKey, std::list<cache::TierKey>::iterator, KeyHash> index_;
   DiskModelStats stats_;
+};
+
+class ModelledStack final : public cache::BlockTier {
+ public:
+  // Borrowed, fastest first. REQUIRES: at least one; one block size.
+  explicit ModelledStack(std::vector<ModelledTier*> tiers);
+
+  std::string medium() const override { return tiers_.front()->medium(); }
+  std::vector<std::string> media() const override;
+  const cache::BlockHasher& hasher() const override { return tiers_.front()->hasher(); }
+  bool Contains(const cache::TierKey& key) const override;
+  std::vector<char> HeldByAll(std::span<const cache::TierKey> keys) const override;
+  cache::TierReport Report() const override { return tiers_.front()->Report(); }
+  std::vector<cache::TierReport> Reports() const override;
+
+  // Loads the block from the first tier that holds it: that tier's read seconds (nullopt: none).
+  std::optional<double> Load(const cache::TierKey& key);
+  void Store(const cache::TierKey& key);
+
+ private:
+  std::vector<ModelledTier*> tiers_;
 };
 
 }  // namespace radixlm::sim

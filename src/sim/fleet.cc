@@ -30,12 +30,21 @@ core::StatusOr<std::unique_ptr<FleetSimulator>> FleetSimulator::Create(FleetConf
   f->index_.resize(f->config_.replicas);
   f->assigned_.assign(f->config_.replicas, 0);
   f->pressure_.assign(f->config_.replicas, 0.0);
+  if (f->config_.remote_gbps > 0) {
+    const int32_t bt = f->config_.replica.engine.block_tokens;
+    const int64_t block_bytes = cost.KvBytes(bt);
+    if (block_bytes <= 0) return core::InvalidArgument("a remote store holds KV blocks: the model has none");
+    f->remote_ = std::make_unique<ModelledTier>(bt, block_bytes, static_cast<int64_t>(f->config_.remote_bytes / block_bytes),
+                                                "remote", f->config_.remote_gbps);
+    f->config_.replica.remote = f->remote_.get();
+  }
   for (int r = 0; r < f->config_.replicas; ++r) {
     auto sim = std::make_unique<Simulator>(f->config_.replica, make_policy(), cost);
     // Every routing keeps the indexes (they measure duplication); only prefix-aware needs them.
     auto& index = f->index_[r];
     const core::Status subscribed = sim->PublishKvEvents(f->hasher_, [&index](std::vector<cache::KvEvent> events) {
         for (const cache::KvEvent& e : events) {
+          if (!e.medium.empty() && e.medium != "cpu") continue;  // the pool's blocks (the store is everyone's)
           if (e.kind == cache::KvEvent::Kind::kAllCleared) index.clear();
           for (uint64_t k : e.block_keys) {
             if (e.kind == cache::KvEvent::Kind::kStored) index.insert(k);
@@ -143,6 +152,8 @@ FleetResult FleetSimulator::Finish() {
     const engine::EngineMetrics& m = out.replicas.back().metrics;
     out.prompt_tokens += m.prompt_tokens;
     out.hit_tokens += m.cached_prompt_tokens;
+    out.remote_hit_tokens += m.tier_hit_tokens;
+    out.remote_read_seconds += out.replicas.back().tier_read_seconds;
     held += static_cast<int64_t>(index_[r].size());
     all.insert(index_[r].begin(), index_[r].end());
   }
@@ -152,6 +163,8 @@ FleetResult FleetSimulator::Finish() {
   out.routed_by_prefix = by_prefix_;
   out.routed_by_load = by_load_;
   out.duplicate_blocks_at_end = indexed_ ? held - static_cast<int64_t>(all.size()) : -1;
+  out.remote = remote_ != nullptr;
+  if (remote_) out.remote_stats = remote_->stats();
   return out;
 }
 

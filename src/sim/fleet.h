@@ -55,6 +55,10 @@ struct FleetConfig {
   // within (1 + pressure_slack) x the fleet's mean.
   double pressure_window = 16;
   double pressure_slack = 0.5;
+  // A remote store every replica stacks under its pool (sim/disk_model.h; remote_gbps 0: none):
+  // what one replica computed, another loads. The router still indexes each replica's pool
+  // (its "cpu" events): the store is everyone's.
+  double remote_bytes = 0, remote_gbps = 0;
 };
 
 struct FleetResult {
@@ -67,6 +71,12 @@ struct FleetResult {
   // Blocks held by more than one replica at the end: sum of the indexes' sizes - their union
   // (-1: replicas without block events, a hybrid model's).
   int64_t duplicate_blocks_at_end = 0;
+  // The remote store (remote_gbps > 0): what it held and moved; of hit_tokens, those it served,
+  // and the simulated seconds the replicas spent reading it.
+  bool remote = false;
+  DiskModelStats remote_stats;
+  int64_t remote_hit_tokens = 0;
+  double remote_read_seconds = 0;
 };
 
 class FleetSimulator {
@@ -84,6 +94,7 @@ class FleetSimulator {
 
   FleetConfig config_;
   cache::BlockHasher hasher_;
+  std::unique_ptr<ModelledTier> remote_;  // the store the replicas share (null: none)
   std::vector<std::unique_ptr<Simulator>> replicas_;
   std::vector<std::unordered_set<uint64_t>> index_;  // per replica, from its events
   std::vector<int64_t> assigned_;

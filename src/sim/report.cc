@@ -91,7 +91,7 @@ json ResultJson(const SimResult& r, const cache::HybridShape& shape, const Setup
                  {"failed_loads", m.tier_failed_loads}, {"offered_blocks", m.tier_offered_blocks},
                  {"written_blocks", d.written_blocks}, {"evicted_blocks", d.evicted_blocks},
                  {"bytes_read", d.bytes_read}, {"bytes_written", d.bytes_written},
-                 {"read_seconds", r.disk_read_seconds}};
+                 {"read_seconds", r.tier_read_seconds}};
   }
   return j;
 }
@@ -108,7 +108,7 @@ std::string ResultText(const SimResult& r, const SetupOptions& o) {
               "%lld/%lld blocks held, %lld evicted, read %.4g GB, written %.4g GB; prompt tokens computed %lld\n",
               r.disk_bytes / 1e9, o.disk_gbps, static_cast<long long>(m.tier_hit_tokens),
               m.prompt_tokens ? double(m.tier_hit_tokens) / m.prompt_tokens : 0.0, static_cast<long long>(m.tier_loaded_blocks),
-              r.disk_read_seconds, static_cast<long long>(r.disk.blocks), static_cast<long long>(r.disk.capacity_blocks),
+              r.tier_read_seconds, static_cast<long long>(r.disk.blocks), static_cast<long long>(r.disk.capacity_blocks),
               static_cast<long long>(r.disk.evicted_blocks), r.disk.bytes_read / 1e9, r.disk.bytes_written / 1e9,
               static_cast<long long>(m.prompt_tokens - m.cached_prompt_tokens));
 }
@@ -201,7 +201,15 @@ json FleetsJson(const SetupOptions& o, const SimResult& single, std::vector<std:
                     {"routed_by_prefix", f.routed_by_prefix},
                     {"routed_by_load", f.routed_by_load},
                     {"ttft_ms_p50", Percentile(ttft, 50)},
-                    {"ttft_ms_p95", Percentile(ttft, 95)}});
+                    {"ttft_ms_p95", Percentile(ttft, 95)},
+                    {"remote", f.remote ? json{{"capacity_bytes", o.remote_gb * 1e9}, {"gbps", o.remote_gbps},
+                                               {"hit_tokens", f.remote_hit_tokens},
+                                               {"loaded_blocks", f.remote_stats.loaded_blocks},
+                                               {"written_blocks", f.remote_stats.written_blocks},
+                                               {"blocks_held", f.remote_stats.blocks},
+                                               {"evicted_blocks", f.remote_stats.evicted_blocks},
+                                               {"read_seconds", f.remote_read_seconds}}
+                                        : json(nullptr)}});
   }
   out["fleets"] = list;
   return out;
@@ -214,7 +222,7 @@ std::string FleetsText(const SetupOptions& o, const json& report) {
                             static_cast<long long>(one["computed_prompt_tokens"].get<int64_t>()));
   for (const json& f : report["fleets"])
     text += Format("%d replicas, %-13s token hit %.4f (%.3fx one cache)  duplicate prefill %lld tokens  duplicate blocks %lld  "
-                   "TTFT p50/p95 %.0f/%.0f ms%s\n",
+                   "TTFT p50/p95 %.0f/%.0f ms%s%s\n",
                    o.replicas, f["routing"].get<std::string>().c_str(), f["token_hit_rate"].get<double>(),
                    f["hit_rate_vs_single_cache"].get<double>(), static_cast<long long>(f["duplicate_prefill_tokens"].get<int64_t>()),
                    static_cast<long long>(f["duplicate_blocks_at_end"].get<int64_t>()), f["ttft_ms_p50"].get<double>(),
@@ -222,7 +230,11 @@ std::string FleetsText(const SetupOptions& o, const json& report) {
                    f["requests_rejected"].get<int64_t>() > one["requests_rejected"].get<int64_t>()
                        ? ("  (" + std::to_string(f["requests_rejected"].get<int64_t>()) +
                           " requests longer than a replica's memory refused)").c_str()
-                       : "");
+                       : "",
+                   f["remote"].is_null() ? ""
+                                         : Format("  remote store %.4g GB/s: hit %lld tokens, read %.2f s", o.remote_gbps,
+                                                  static_cast<long long>(f["remote"]["hit_tokens"].get<int64_t>()),
+                                                  f["remote"]["read_seconds"].get<double>()).c_str());
   return text;
 }
 

@@ -37,6 +37,17 @@ core::Status CheckOptions(const SetupOptions& o, const cache::HybridShape& shape
       return InvalidArgument("--disk-gb " + std::to_string(o.disk_gb) + " holds no KV block of " +
                              std::to_string(cost.KvBytes(o.kv_block_tokens)) + " bytes");
   }
+  if (!std::isfinite(o.remote_gb) || o.remote_gb <= 0 || !std::isfinite(o.remote_gbps) || o.remote_gbps < 0)
+    return InvalidArgument("--remote-gb must be a finite number > 0 and --remote-gbps one >= 0");
+  if (o.remote_gbps > 0) {
+    if (o.replicas < 2) return InvalidArgument("--remote-gbps models the store a fleet shares: it takes --replicas N (N >= 2)");
+    if (shape.n_ssm_layers > 0 || cost.KvBytes(o.kv_block_tokens) <= 0)
+      return InvalidArgument("--remote-gbps: the remote store holds KV blocks of attention-only models (" + shape.name +
+                             " has SSM layers or no KV)");
+    if (o.remote_gb * 1e9 < static_cast<double>(cost.KvBytes(o.kv_block_tokens)))
+      return InvalidArgument("--remote-gb " + std::to_string(o.remote_gb) + " holds no KV block of " +
+                             std::to_string(cost.KvBytes(o.kv_block_tokens)) + " bytes");
+  }
   if (o.replicas > 1 && (!engine_memory || o.policy == "all" || o.policy.find(',') != std::string::npos))
     return InvalidArgument("--replicas takes --memory engine and one --policy (each replica runs it on 1/N of the memory)");
   return core::Status::Ok();
@@ -101,7 +112,7 @@ core::Status EngineMemory(const SetupOptions& o, cache::HybridPolicy policy, con
   config->engine.num_blocks = static_cast<int32_t>(blocks);
   config->engine.checkpoint_slots = o.checkpoint_slots;
   config->disk_bytes = o.disk_gb * 1e9;
-  config->executor.disk_gbps = o.disk_gbps;
+  config->disk_gbps = o.disk_gbps;
   config->capacity_bytes = static_cast<double>(cost.KvBytes(int64_t{config->engine.num_blocks} * o.kv_block_tokens));
   const cache::HybridPolicyRow& row = cache::HybridPolicyRowOf(policy);
   if (shape.n_ssm_layers == 0) {
@@ -128,6 +139,10 @@ core::Status AddFleets(const SetupOptions& o, cache::HybridPolicy policy, const 
   fc.match_threshold = o.match_threshold;
   fc.pressure_slack = o.pressure_slack;
   fc.pressure_window = o.pressure_window;
+  if (o.remote_gbps > 0) {
+    fc.remote_bytes = o.remote_gb * 1e9;
+    fc.remote_gbps = o.remote_gbps;
+  }
   fc.replica = config;
   fc.replica.engine.num_blocks = std::max<int32_t>(1, config.engine.num_blocks / o.replicas);
   const int slots = std::max(1, o.checkpoint_slots / o.replicas);

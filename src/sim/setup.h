@@ -38,6 +38,9 @@ struct SetupOptions {
   // A fleet: `replicas` engines with 1/N of the memory each behind a router (fleet.h).
   int replicas = 1;
   std::string routing = "all";
+  // The fleet's remote store (a Redis every replica shares, sim/disk_model.h): its size, and its
+  // read bandwidth in GB/s (0: no store).
+  double remote_gb = 64, remote_gbps = 0;
   double match_threshold = FleetConfig{}.match_threshold;
   double pressure_slack = FleetConfig{}.pressure_slack;
   double pressure_window = FleetConfig{}.pressure_window;

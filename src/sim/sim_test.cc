@@ -571,10 +571,10 @@ TEST(ModelledTier, HoldsItsCapacityInBlocksAndEvictsTheLeastRecentlyUsed) {
 // to the clock at the bandwidth.
 TEST(CostModelExecutor, LoadsUpToTheFirstMissingBlockAndChargesTheReadTime) {
   SimClock clock;
-  ModelledTier disk(16, /*block_bytes=*/1000000, 100);
+  ModelledTier disk(16, /*block_bytes=*/1000000, 100, "disk", /*gbps=*/0.5);  // 2 ms per block
+  ModelledStack tiers({&disk});
   CostExecutorConfig config;
-  config.disk_gbps = 0.5;  // 2 ms per block
-  CostModelExecutor exec(config, clock, &disk);
+  CostModelExecutor exec(config, clock, &tiers);
   std::vector<engine::BlockTransfer> stores = {{1, KeyOf(1)}, {2, KeyOf(2)}, {3, KeyOf(4)}};
   exec.StoreBlocks(stores);
   EXPECT_EQ(clock.Now(), 0) << "writes are behind the step loop";
@@ -582,17 +582,51 @@ TEST(CostModelExecutor, LoadsUpToTheFirstMissingBlockAndChargesTheReadTime) {
   std::vector<engine::BlockTransfer> loads = {{7, KeyOf(1)}, {8, KeyOf(2)}, {9, KeyOf(3)}, {10, KeyOf(4)}};
   EXPECT_EQ(exec.LoadBlocks(loads), 2);
   EXPECT_NEAR(clock.Now(), 0.004, 1e-12);
-  EXPECT_NEAR(exec.disk_read_seconds(), 0.004, 1e-12);
+  EXPECT_NEAR(exec.tier_read_seconds(), 0.004, 1e-12);
   EXPECT_EQ(disk.stats().bytes_read, 2000000);
   CostModelExecutor without(config, clock);
   EXPECT_EQ(without.LoadBlocks(loads), 0);
+}
+
+// A remote store the replicas share (--remote-gbps): round-robin scatters each document over
+// every replica, but what one replica computed another loads, so the fleet gets near the one
+// cache's hits; a load costs the store's read time (the replicas' TTFTs include it).
+TEST(Fleet, ARemoteStoreLetsReplicasLoadWhatAnotherComputed) {
+  const cache::CostModel cost(DenseShape(), cache::Accounting::kCorrected);
+  SimulatorConfig one = LruPool(16 * 24, 16);
+  one.executor.step_cost = TtftModel(10, 1);
+  const std::vector<TraceRequest> trace = DocumentQuestions(16, 8, 5);
+  const double single_hit = SingleCacheHitRate(one, trace, cost);
+  const FleetResult alone = RunFleet(one, 4, Routing::kRoundRobin, trace, cost);
+  FleetConfig fc;
+  fc.replicas = 4;
+  fc.routing = Routing::kRoundRobin;
+  fc.replica = one;
+  fc.replica.engine.num_blocks = one.engine.num_blocks / 4;
+  fc.remote_bytes = 1e12;
+  fc.remote_gbps = 1.25;
+  auto fleet = FleetSimulator::Create(fc, [] { return SimPolicy{}; }, cost);
+  ASSERT_TRUE(fleet.ok());
+  for (const TraceRequest& r : trace) ASSERT_TRUE((*fleet)->Feed(r).ok());
+  const FleetResult shared = (*fleet)->Finish();
+  EXPECT_LT(alone.token_hit_rate, 0.8 * single_hit);
+  EXPECT_GE(shared.token_hit_rate, 0.95 * single_hit) << "round-robin over a shared store " << shared.token_hit_rate
+                                                       << " vs one cache " << single_hit;
+  ASSERT_TRUE(shared.remote);
+  EXPECT_GT(shared.remote_hit_tokens, 0);
+  EXPECT_EQ(shared.remote_stats.loaded_blocks * 16, shared.remote_hit_tokens);
+  EXPECT_NEAR(shared.remote_read_seconds,
+              static_cast<double>(shared.remote_stats.loaded_blocks * cost.KvBytes(16)) / 1.25e9, 1e-9);
+  // Each document's 20 blocks are written once (a replica that loaded them does not write them
+  // again), and each question's own (at most 2) blocks.
+  EXPECT_LE(shared.remote_stats.written_blocks, 16 * 20 + 128 * 2);
 }
 
 SimulatorConfig PoolConfig(int32_t num_blocks, int32_t block_tokens, double disk_bytes, double gbps = 2) {
   SimulatorConfig c = LruPool(num_blocks, block_tokens);
   c.engine.scheduler.step_token_budget = 1 << 30;
   c.executor.step_cost = TtftModel(10, 1);  // 10 ms + 1 ms per token
-  c.executor.disk_gbps = gbps;
+  c.disk_gbps = gbps;
   c.disk_bytes = disk_bytes;
   return c;
 }
@@ -626,7 +660,7 @@ TEST(Simulator, ATierOnDiskServesWhatThePoolEvictedAndItsReadsCostTime) {
   EXPECT_EQ(with.disk.loaded_blocks, 2);
   EXPECT_EQ(with.disk.bytes_read, 2 * cost.KvBytes(4));
   EXPECT_NEAR(with.requests[2].ttft_ms, 10 + 4 + 5, 1e-9);
-  EXPECT_NEAR(with.disk_read_seconds, 0.005, 1e-12);
+  EXPECT_NEAR(with.tier_read_seconds, 0.005, 1e-12);
   // Every full block the tree took was offered and written: a's 2, b's 5, c's 3 less the 2 it loaded.
   EXPECT_EQ(with.disk.written_blocks, 2 + 5 + 1);
   EXPECT_EQ(with.disk.bytes_written, with.disk.written_blocks * cost.KvBytes(4));

@@ -16,18 +16,26 @@ double Percentile(std::vector<double> v, double q) {
 
 Simulator::Simulator(SimulatorConfig config, SimPolicy policy, const cache::CostModel& cost)
     : config_(std::move(config)), policy_(std::move(policy)), cost_(cost) {
+  std::vector<ModelledTier*> tiers;
   if (config_.disk_bytes > 0) {
     RADIXLM_CHECK_MSG(config_.engine.memory_mode == cache::MemoryMode::kBlockPool, "a disk tier sits under the KV block pool");
     const int64_t block_bytes = cost_.KvBytes(config_.engine.block_tokens);
     RADIXLM_CHECK_MSG(block_bytes > 0, "a disk tier holds KV blocks: the model has none");
     disk_ = std::make_unique<ModelledTier>(config_.engine.block_tokens, block_bytes,
-                                               static_cast<int64_t>(config_.disk_bytes / static_cast<double>(block_bytes)));
+                                           static_cast<int64_t>(config_.disk_bytes / static_cast<double>(block_bytes)), "disk",
+                                           config_.disk_gbps);
+    tiers.push_back(disk_.get());
   }
-  executor_ = std::make_unique<CostModelExecutor>(config_.executor, clock_, disk_.get());
+  if (config_.remote) {
+    RADIXLM_CHECK_MSG(config_.engine.memory_mode == cache::MemoryMode::kBlockPool, "a remote store sits under the KV block pool");
+    tiers.push_back(config_.remote);
+  }
+  if (!tiers.empty()) tiers_ = std::make_unique<ModelledStack>(std::move(tiers));
+  executor_ = std::make_unique<CostModelExecutor>(config_.executor, clock_, tiers_.get());
   cache::PrefixCaches caches;
   caches.budget = policy_.budget.get();
   caches.checkpoints = policy_.checkpoints.get();
-  caches.tier = disk_.get();
+  caches.tier = tiers_.get();
   engine_ = std::make_unique<engine::Engine>(config_.engine, *executor_, caches, &clock_);
   result_.policy = config_.name;
   result_.capacity_bytes = config_.capacity_bytes;
@@ -130,8 +138,9 @@ SimResult Simulator::Finish() {
   result_.simulated_seconds = clock_.Now();
   result_.steps = executor_->steps();
   result_.disk_bytes = config_.disk_bytes;
+  result_.disk_gbps = config_.disk_gbps;
   if (disk_) result_.disk = disk_->stats();
-  result_.disk_read_seconds = executor_->disk_read_seconds();
+  result_.tier_read_seconds = executor_->tier_read_seconds();
   result_.ttft_p5 = Percentile(ttft, 5);
   result_.ttft_p50 = Percentile(ttft, 50);
   result_.ttft_p90 = Percentile(ttft, 90);

@@ -24,7 +24,9 @@
 // under the KV pool (sim/disk_model.h), of disk_bytes / (KV bytes of one block, cache::CostModel)
 // blocks, given to the engine's memory as its tier (cache::PrefixCaches::tier) and to the cost
 // executor, which charges its reads to the clock (sim/cost_executor.h). The engine's metrics
-// then count the hits it served (tier_hit_tokens, part of the cached prompt tokens).
+// then count the hits it served (tier_hit_tokens, part of the cached prompt tokens). A remote
+// store (SimulatorConfig::remote, a fleet's, shared by its replicas) stacks under the disk, or
+// under the pool alone (sim/disk_model.h ModelledStack).
 #pragma once
 
 #include <cstdint>
@@ -68,9 +70,9 @@ struct SimResult {
   std::vector<RequestRecord> requests;
   double ttft_p5 = 0, ttft_p50 = 0, ttft_p90 = 0, ttft_p95 = 0;
   // The modelled disk tier (disk_bytes == 0: none) and what it held and moved.
-  double disk_bytes = 0;
+  double disk_bytes = 0, disk_gbps = 0;
   DiskModelStats disk;
-  double disk_read_seconds = 0;    // simulated seconds charged for its reads
+  double tier_read_seconds = 0;    // simulated seconds charged for reads from the tiers (disk and remote)
   double vanilla_p5 = 0, vanilla_p50 = 0, vanilla_p95 = 0;
 };
 
@@ -82,9 +84,11 @@ struct SimulatorConfig {
   engine::EngineConfig engine;  // memory mode and layout, scheduler
   CostExecutorConfig executor;  // step cost, and what the served executor would report
   Arrivals arrivals = Arrivals::kSequential;
-  // A modelled disk tier of this many bytes under the KV pool (0: none); its bandwidth is
-  // executor.disk_gbps. REQUIRES: > 0 only with kBlockPool and a model with KV (KvBytes > 0).
-  double disk_bytes = 0;
+  // A modelled disk tier of this many bytes under the KV pool (0: none), read at disk_gbps GB/s.
+  // REQUIRES: > 0 only with kBlockPool and a model with KV (KvBytes > 0).
+  double disk_bytes = 0, disk_gbps = 2;
+  // A remote store under the disk (borrowed: a fleet's, shared by its replicas; null: none).
+  ModelledTier* remote = nullptr;
 };
 
 // The policy objects a simulation owns (see cache::PrefixCaches): kByteBudget uses `budget`;
@@ -129,7 +133,8 @@ class Simulator {
   SimPolicy policy_;
   cache::CostModel cost_;
   SimClock clock_;
-  std::unique_ptr<ModelledTier> disk_;  // null: no disk tier
+  std::unique_ptr<ModelledTier> disk_;    // null: no disk tier
+  std::unique_ptr<ModelledStack> tiers_;  // disk_ and config_.remote, those there are (null: none)
   std::unique_ptr<CostModelExecutor> executor_;
   std::unique_ptr<engine::Engine> engine_;
   std::unordered_map<engine::RequestId, Pending> pending_;
