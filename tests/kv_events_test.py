@@ -149,17 +149,19 @@ def check_hybrid(binary):
         stop(proc)
 
 
-def check_tier(binary):
+def check_tier(binary, remote=None):
     """With a disk tier under the pool (--cache-dir), each stored or removed block names its medium: "cpu" events
     mirror the pool's tree exactly; "disk" events announce the blocks handed to the tier, each once, each after its
-    parent, before the pool lets them go."""
-    import os
+    parent, before the pool lets them go. remote: a Redis URL stacked under the disk (--cache-remote): "remote"
+    events the same way."""
     import shutil
     import tempfile
     folder = tempfile.mkdtemp(prefix="radixlm_events_tier_")
     endpoint = "tcp://127.0.0.1:%d" % free_port(2)
+    media_wanted = {"cpu", "disk"} | ({"remote"} if remote else set())
     proc, base = serve(binary, ["--model", "random:tiny", "--kv-tokens", "640", "--kv-events", endpoint,
-                                "--cache-dir", folder, "--cache-disk-gb", "1"], free_port())
+                                "--cache-dir", folder, "--cache-disk-gb", "1"] + (["--cache-remote", remote] if remote else []),
+                       free_port())
     ctx = zmq.Context()
     sub = Subscriber(ctx, endpoint)
     sub.sock.setsockopt(zmq.SUBSCRIBE, b"")
@@ -173,7 +175,7 @@ def check_tier(binary):
             urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", data=body,
                                                           headers={"Content-Type": "application/json"}), timeout=60).read()
         time.sleep(1.0)
-        index = {"cpu": set(), "disk": set()}
+        index = {m: set() for m in media_wanted}
         ok, media, ever_cpu = True, {}, set()
         for _, _, payload, _ in sub.messages:
             for ev in msgpack.unpackb(payload, raw=False)[1]:
@@ -192,14 +194,39 @@ def check_tier(binary):
                     ok &= all(k in held for k in ev[1])
                     held.difference_update(ev[1])
         snap = set(json.loads(urllib.request.urlopen(base + "/kv_cache/blocks").read())["block_hashes"])
-        check(set(index) == {"cpu", "disk"} and ok, "tier: every block event names its medium, consistently (%s)" % media)
+        check(set(index) == media_wanted and ok, "tier: every block event names its medium, consistently (%s)" % media)
         check(index["cpu"] == snap, "tier: the cpu events mirror the pool's tree (%d blocks)" % len(snap))
-        check(media.get(("BlockRemoved", "cpu"), 0) > 0 and ever_cpu <= index["disk"],
-              "tier: the pool evicted blocks; every block the pool held was written through to disk (%d)" % len(index["disk"]))
+        for m in sorted(media_wanted - {"cpu"}):
+            check(media.get(("BlockRemoved", "cpu"), 0) > 0 and ever_cpu <= index[m],
+                  "tier: the pool evicted blocks; every block the pool held was written through to %s (%d)" % (m, len(index[m])))
     finally:
         sub.close()
         ctx.term()
         stop(proc)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def check_remote_tier(binary):
+    """check_tier with a Redis of the test's own under the disk (skipped where redis-server is not installed)."""
+    import shutil
+    import subprocess
+    import tempfile
+    if shutil.which("redis-server") is None:
+        print("skip: redis-server not installed: no remote-medium events checked")
+        return
+    folder = tempfile.mkdtemp(prefix="radixlm_events_redis_")
+    sock = os.path.join(folder, "redis.sock")
+    redis = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.02)
+        check_tier(binary, "unix://" + sock)
+    finally:
+        redis.kill()
+        redis.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -285,6 +312,7 @@ def main():
         stop(proc)
     check_hybrid(binary)
     check_tier(binary)
+    check_remote_tier(binary)
     finish()
 
 
