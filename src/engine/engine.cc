@@ -208,14 +208,20 @@ bool Engine::AwaitsElsewhere(Req& r) {
   const double now = clock_->Now();
   const std::optional<cache::Memory::Elsewhere> e = memory_.ComputingElsewhere(r.tokens, r.prompt_len, &r.mem);
   // Bounded by what the wait saves: computing the missing tokens here, at this engine's
-  // measured prefill rate (a fresh engine: the marker's).
+  // measured prefill rate (a fresh engine: the marker's), from when the marker last made progress
+  // (its blocks appearing): a marker that stalls is waited for no longer than computing what it
+  // left would take (its marks also expire); one that goes on is followed to its end.
   const double rate = prefill_rate_ > 0 ? prefill_rate_ : e ? e->tokens_per_second : 0;
   bool wait = e && rate > 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (wait && r.await_since < 0) {
     r.await_since = now;
-    r.await_until = now + static_cast<double>(e->missing_tokens) / rate;
     ++metrics_.remote_waits;
+  }
+  if (wait && (r.await_missing < 0 || e->missing_tokens < r.await_missing)) {
+    r.await_missing = e->missing_tokens;
+    // (+ a step: the marker's blocks appear a step's chunk at a time)
+    r.await_until = std::max(r.await_until, now + static_cast<double>(e->missing_tokens + config_.scheduler.step_token_budget) / rate);
   }
   if (wait && now >= r.await_until) {
     wait = false;
@@ -650,13 +656,17 @@ bool Engine::Step() {
   for (size_t k = 0; k < planned.size(); ++k) generated_now += Advance(*planned[k].r, planned[k].n, produced[k]);
   compact(running_);
   const double step_seconds = clock_->Now() - t0;
-  if (decode_only) step_cost_.Observe(computed_now, step_seconds);
-  if (prefill_now >= 8 && 2 * prefill_now >= computed_now && step_seconds > 0) {  // prefill rows dominate
-    const double rate = static_cast<double>(computed_now) / step_seconds;
-    prefill_rate_ = prefill_rate_ > 0 ? 0.7 * prefill_rate_ + 0.3 * rate : rate;
-  }
+  ObserveStep(decode_only, computed_now, prefill_now, step_seconds);
   PublishMetrics(computed_now, generated_now, step_seconds);
   return true;
+}
+
+void Engine::ObserveStep(bool decode_only, int64_t computed, int64_t prefill, double seconds) {
+  if (decode_only) step_cost_.Observe(computed, seconds);
+  if (prefill >= 8 && 2 * prefill >= computed && seconds > 0) {  // prefill rows dominate
+    const double rate = static_cast<double>(computed) / seconds;
+    prefill_rate_ = prefill_rate_ > 0 ? 0.7 * prefill_rate_ + 0.3 * rate : rate;
+  }
 }
 
 void Engine::PublishMetrics(int64_t computed, int64_t generated, double seconds) {

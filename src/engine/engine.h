@@ -220,8 +220,10 @@ class Engine {
     Usage usage;
     bool first_admission = true;
     // Attach across hosts: when it began waiting for another replica's blocks (-1: it did not),
-    // until when it may, whether that is over; when its own marks were last set (-1: none).
+    // until when it may, the tokens it lacked at the last progress, whether the wait is over;
+    // when its own marks were last set (-1: none).
     double await_since = -1, await_until = 0;
+    int64_t await_missing = -1;
     bool await_over = false;
     double marked_at = -1, marked_rate = 0;
     bool cancelled = false;
@@ -294,6 +296,9 @@ class Engine {
   void MarkComputing(Req& r);
   void RefreshMarks(Req& r);
   double MarkSeconds() const;
+  // What a step's timing teaches: a decode-only step the draft cost model, a step mostly of
+  // prefill rows the prefill rate (attach across hosts bounds its waits by it).
+  void ObserveStep(bool decode_only, int64_t computed, int64_t prefill, double seconds);
   void PublishMetrics(int64_t computed, int64_t generated, double seconds);
 
   static cache::MemoryConfig MemoryConfigOf(const EngineConfig& config, const Executor& executor);
