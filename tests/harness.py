@@ -45,12 +45,13 @@ def free_port(consecutive=1):
     raise RuntimeError("no free loopback ports")
 
 
-def serve(binary, args, port):
-    """`radixlm serve ARGS --port PORT`, waited for until /health answers (at most 20 s)."""
+def serve(binary, args, port, wait_seconds=20):
+    """`radixlm serve ARGS --port PORT`, waited for until /health answers (at most wait_seconds)."""
     proc = subprocess.Popen([binary, "serve"] + list(args) + ["--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = "http://127.0.0.1:%d" % port
-    for _ in range(200):
+    deadline = time.time() + wait_seconds
+    while time.time() < deadline:
         try:
             urllib.request.urlopen(base + "/health", timeout=1)
             break

@@ -97,8 +97,9 @@ def attach(binary, redis):
     full = (len(prompt) - 1) // BS * BS
     args = ["-m", "random:qwen3-0.6b", "--kv-tokens", "1024", "--block-tokens", str(BS), "--threads", "1",
             "--step-tokens", "32", "--cache-remote", redis.url()]
-    a, abase = serve(binary, args, free_port())
-    b, bbase = serve(binary, args, free_port())
+    # A 0.6B model's random weights take ~12 s to make alone; two at once, beside other tests, longer.
+    a, abase = serve(binary, args, free_port(), wait_seconds=120)
+    b, bbase = serve(binary, args, free_port(), wait_seconds=120)
     try:
         got = {}
         runner = threading.Thread(target=lambda: got.update(a=complete(abase, prompt, 2)))
