@@ -4,6 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
 namespace radixlm::core {
 namespace {
 
@@ -31,6 +36,16 @@ Isa g_cap = InitialCap();
 const CpuFeatures& DetectedCpu() {
   static const CpuFeatures features = [] {
     CpuFeatures f;
+#if defined(__aarch64__)
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f.neon = hw & HWCAP_ASIMD;
+    f.dotprod = hw & HWCAP_ASIMDDP;
+    f.sve = hw & HWCAP_SVE;
+    f.crc32 = hw & HWCAP_CRC32;
+    f.i8mm = hw2 & HWCAP2_I8MM;
+    f.bf16 = hw2 & HWCAP2_BF16;
+#endif
+#if RADIXLM_X86
     __builtin_cpu_init();
     f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     f.avx512f = f.avx2_fma && __builtin_cpu_supports("avx512f");
@@ -38,6 +53,7 @@ const CpuFeatures& DetectedCpu() {
                  __builtin_cpu_supports("avx512dq");
     f.avx512_vnni = f.avx512bw && __builtin_cpu_supports("avx512vnni");
     f.avx512_bf16 = f.avx512bw && __builtin_cpu_supports("avx512bf16");
+#endif
     return f;
   }();
   return features;

@@ -1,10 +1,11 @@
 #include "core/thread_pool.h"
 
-#include <immintrin.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
+
+#include "core/cpu_features.h"
 
 namespace radixlm::core {
 
@@ -55,7 +56,7 @@ void ThreadPool::WaitForRegion(uint64_t seen) {
   for (uint32_t i = 0;; ++i) {
     if (generation_.load(std::memory_order_acquire) != seen) return;
     if (i % 64 != 63) {
-      if (may_spin_) _mm_pause();
+      if (may_spin_) CpuRelax();
       continue;
     }
     const auto waited = Clock::now() - start;
@@ -142,7 +143,7 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn, int64_t chunks) {
   }
   Work(0, generation);
   for (int i = 0; done_.load(std::memory_order_acquire) != chunks; ++i) {
-    if (i < kCallerSpins) _mm_pause();
+    if (i < kCallerSpins) CpuRelax();
     else sched_yield();
   }
   for (int t = 0; t < n_threads_; ++t) homes_[t].claim.store(tag | kClosed, std::memory_order_release);

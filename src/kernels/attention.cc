@@ -64,7 +64,9 @@ void ScaleAccumulateScalar(float* acc, float scale, const float* p, const KvElem
 template <DType D>
 void AttendTile(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
                 const TileRow* rows, int n_rows, bool avx2) {
+#if RADIXLM_X86
   if (avx2) return attn::AttendTileAvx2(p, kv, seq, kv_head, rows, n_rows);
+#endif
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
   const KvElem<D>* keys = static_cast<const KvElem<D>*>(kv.k);
   const KvElem<D>* values = static_cast<const KvElem<D>*>(kv.v);
@@ -209,7 +211,7 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
   }
   const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
   const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
-  const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
+  [[maybe_unused]] const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
   // One item per chunk: causal tiles grow in cost with position, and threads that come free
   // take the items left, so none is left with the expensive end of every prompt.
@@ -224,10 +226,12 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
         const int64_t first = p.window > 0 ? std::max<int64_t>(begin, positions[r] - p.window + 1) : begin;
         rows[k] = {positions[r], q + r * stride, out + r * stride, lse ? lse + r * p.n_heads : nullptr, first};
       }
+#if RADIXLM_X86
       if (avx512) {
         attn::AttendTileAvx512(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows));
         continue;
       }
+#endif
       switch (kv.dtype) {
         case DType::kBF16: AttendTile<DType::kBF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
         case DType::kF16: AttendTile<DType::kF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;

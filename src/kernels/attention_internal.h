@@ -2,7 +2,6 @@
 // kernels (attention_avx2.cc, attention_avx512.cc). Not part of the kernels' interface.
 #pragma once
 
-#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -127,7 +126,7 @@ struct Prefetcher {
   }
   void Issue(int lines) {
     for (int i = 0; i < lines && run < n_runs; ++i) {
-      _mm_prefetch(runs[run] + off, _MM_HINT_T0);
+      __builtin_prefetch(runs[run] + off, 0, 3);  // prefetcht0 on x86
       off += 64;
       if (off >= run_bytes) { off = 0; ++run; }
     }

@@ -5,9 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include <immintrin.h>
-
 #include "core/cpu_features.h"
+#if RADIXLM_X86
+#include <immintrin.h>
+#endif
 #include "core/status.h"
 
 namespace radixlm::kernels {
@@ -78,6 +79,7 @@ inline void ColumnsScalar(int S, int64_t ld, const HeadToken& h, int c0, int c1,
   }
 }
 
+#if RADIXLM_X86
 // K vectors of 8 columns: the same chains, 8K columns at a time. Pass 1 does not store the
 // decayed state; pass 2 recomputes it (the same product) before adding k u^T: half the stores.
 template <int K>
@@ -175,11 +177,14 @@ __attribute__((target("avx512f,fma"))) void BlockAvx512(int S, int64_t ld, const
   for (; c + 16 <= c1; c += 16) ColumnsAvx512<1>(S, ld, h, c, St, o);
   ColumnsScalar(S, ld, h, c, c1, St, o);
 }
+#endif
 
 void Block(core::Isa isa, int S, int64_t ld, const HeadToken& h, int c0, int c1, float* St, float* o) {
-  if (isa >= core::Isa::kAvx512) BlockAvx512(S, ld, h, c0, c1, St, o);
-  else if (isa >= core::Isa::kAvx2) BlockAvx2(S, ld, h, c0, c1, St, o);
-  else ColumnsScalar(S, ld, h, c0, c1, St, o);
+#if RADIXLM_X86
+  if (isa >= core::Isa::kAvx512) return BlockAvx512(S, ld, h, c0, c1, St, o);
+  if (isa >= core::Isa::kAvx2) return BlockAvx2(S, ld, h, c0, c1, St, o);
+#endif
+  ColumnsScalar(S, ld, h, c0, c1, St, o);
 }
 
 // Rows [0, S) x columns [c0, c0 + w) between a [S, ld_a] and a [S, ld_b] matrix.

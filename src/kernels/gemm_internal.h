@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/status.h"
 #include "core/quant.h"
 #include "kernels/gemm.h"
 
@@ -124,12 +125,22 @@ MicroFn PickMicro(const WeightSegment& seg, core::Isa tier, int mr, int np);
 
 // Per-ISA tables (gemm_scalar.cc, gemm_avx2.cc, gemm_avx512.cc); nullptr where not provided.
 MicroFn ScalarMicro(const WeightSegment& seg, int mr, int np);
+#if RADIXLM_X86
 MicroFn Avx2Micro(const WeightSegment& seg, int mr, int np);
 MicroFn Avx512Micro(const WeightSegment& seg, int mr, int np);
 // SIMD activation quantisation and bf16 rounding (bitwise the scalar ones).
 void QuantiseRowAvx2(const float* x, int64_t K, int8_t* q, float* d, int32_t* sum16);
 void QuantiseRowAvx512(const float* x, int64_t K, int8_t* q, float* d, int32_t* sum16);
 void Bf16RowAvx512(const float* x, int64_t K, uint16_t* xb);
+#else
+// Not built for this CPU family (core::ActiveIsa() never gives an x86 level here, so TierOf
+// never asks): no kernels; the quantisers are never called.
+inline MicroFn Avx2Micro(const WeightSegment&, int, int) { return nullptr; }
+inline MicroFn Avx512Micro(const WeightSegment&, int, int) { return nullptr; }
+inline void QuantiseRowAvx2(const float*, int64_t, int8_t*, float*, int32_t*) { RADIXLM_CHECK_MSG(false, "an x86 kernel on another CPU"); }
+inline void QuantiseRowAvx512(const float*, int64_t, int8_t*, float*, int32_t*) { RADIXLM_CHECK_MSG(false, "an x86 kernel on another CPU"); }
+inline void Bf16RowAvx512(const float*, int64_t, uint16_t*) { RADIXLM_CHECK_MSG(false, "an x86 kernel on another CPU"); }
+#endif
 
 // 127 / amax, the activation quantiser's multiplier, or 0 for a block too small to scale (its
 // reciprocal would overflow f32 and x * id be infinite or NaN): such a block quantises to 0.

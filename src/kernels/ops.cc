@@ -6,11 +6,14 @@
 
 #include "core/cpu_features.h"
 #include "core/status.h"
+#if RADIXLM_X86
 #include "kernels/vec_avx2.h"
+#endif
 
 namespace radixlm::kernels {
 namespace {
 
+#if RADIXLM_X86
 bool UseAvx2() { return core::ActiveIsa() >= core::Isa::kAvx2; }
 
 RADIXLM_AVX2 void RmsNormAvx2(const float* x, const float* w, float* y, int64_t n_rows,
@@ -34,6 +37,7 @@ RADIXLM_AVX2 void RmsNormAvx2(const float* x, const float* w, float* y, int64_t 
     for (; i < dim; ++i) yr[i] = xr[i] * inv * w[i];
   }
 }
+#endif
 
 inline float GeluTanh(float x) {
   const float inner = x * (1.0f + 0.044715f * x * x);
@@ -43,18 +47,23 @@ inline float GeluTanh(float x) {
 // The gated activations that are x sigmoid(s(x)): Neg(x) is -s(x) on 8 lanes, Scalar the whole
 // activation on one element (the tail).
 struct SiluGate {
+#if RADIXLM_X86
   static RADIXLM_AVX2 __m256 Neg(__m256 x) { return _mm256_sub_ps(_mm256_setzero_ps(), x); }
+#endif
   static float Scalar(float g) { return g / (1.0f + std::exp(-g)); }
 };
 struct GeluTanhGate {  // s(x) = 2 sqrt(2/pi) (x + 0.044715 x^3)
+#if RADIXLM_X86
   static RADIXLM_AVX2 __m256 Neg(__m256 x) {
     const __m256 inner = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x, _mm256_set1_ps(1.0f)));
     return _mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608f), inner);
   }
+#endif
   static float Scalar(float g) { return GeluTanh(g); }
 };
 
 // out = act(gate) * up over gate_up [n_tokens, gate | up], act(x) = x sigmoid(s(x)).
+#if RADIXLM_X86
 template <class Gate>
 RADIXLM_AVX2 void GatedMulAvx2(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -71,11 +80,14 @@ RADIXLM_AVX2 void GatedMulAvx2(const float* gate_up, float* out, int64_t n_token
     for (; i < ffn; ++i) o[i] = Gate::Scalar(g[i]) * u[i];
   }
 }
+#endif
 
 }  // namespace
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n_rows, int64_t dim, float eps) {
+#if RADIXLM_X86
   if (UseAvx2()) return RmsNormAvx2(x, w, y, n_rows, dim, eps);
+#endif
   for (int64_t t = 0; t < n_rows; ++t) {
     const float* xr = x + t * dim;
     double ss = 0;
@@ -169,7 +181,9 @@ void ApplyRope(const RopeTable& table, const float* cos_sin, float* x, int64_t n
 }
 
 void GeluTanhMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
+#if RADIXLM_X86
   if (UseAvx2()) return GatedMulAvx2<GeluTanhGate>(gate_up, out, n_tokens, ffn);
+#endif
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < ffn; ++i) out[t * ffn + i] = GeluTanh(gate_up[t * 2 * ffn + i]) * gate_up[t * 2 * ffn + ffn + i];
 }
@@ -185,7 +199,9 @@ void SwigluOaiMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ff
 }
 
 void SiluMul(const float* gate_up, float* out, int64_t n_tokens, int64_t ffn) {
+#if RADIXLM_X86
   if (UseAvx2()) return GatedMulAvx2<SiluGate>(gate_up, out, n_tokens, ffn);
+#endif
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int64_t i = 0; i < ffn; ++i) {
       const float g = gate_up[t * 2 * ffn + i], u = gate_up[t * 2 * ffn + ffn + i];

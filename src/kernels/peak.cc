@@ -8,12 +8,15 @@
 #include "core/tensor.h"
 
 #include "core/cpu_features.h"
+#if RADIXLM_X86
 #include "kernels/vec_avx2.h"
 #include "kernels/vec_avx512.h"
+#endif
 
 namespace radixlm::kernels {
 namespace {
 
+#if RADIXLM_X86  // the probes of other CPU families are to come: they measure 0 there
 constexpr long kIters = 20'000'000;
 
 RADIXLM_AVX2 float FmaLoop(long iters) {
@@ -105,10 +108,14 @@ RADIXLM_AVX2 float SumAvx2(const float* p, int64_t n) {
   }
   return avx2::HSum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
+#endif
 
 }  // namespace
 
 double MeasureReadBandwidthGBs(core::ThreadPool& pool, int64_t bytes) {
+#if !RADIXLM_X86
+  return 0;
+#else
   if (core::ActiveIsa() < core::Isa::kAvx2) return 0;
   // Floats, a multiple of 32 per thread's share.
   const int64_t n = std::clamp<int64_t>(bytes / 4, int64_t{1} << 18, int64_t{128} << 20) / 1024 * 1024;
@@ -123,22 +130,29 @@ double MeasureReadBandwidthGBs(core::ThreadPool& pool, int64_t bytes) {
     best = std::max(best, n * 4.0 / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9);
   }
   return best + (sinks[0] == 1.5f ? 1e-9 : 0);
+#endif
 }
 
 double MeasureFmaPeakGflops(core::ThreadPool& pool) {
+#if RADIXLM_X86
   if (core::ActiveIsa() >= core::Isa::kAvx512) return BestRate(pool, FmaLoop512, kIters / 10, 16.0 * 16 * 2);
   if (core::ActiveIsa() >= core::Isa::kAvx2) return BestRate(pool, FmaLoop, kIters / 10, 12.0 * 8 * 2);
+#endif
   return 0;
 }
 
 double MeasureBf16DotPeakGflops(core::ThreadPool& pool) {
-  if (core::ActiveIsa() < core::Isa::kAvx512 || !core::DetectedCpu().avx512_bf16) return 0;
-  return BestRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
+#if RADIXLM_X86
+  if (core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_bf16) return BestRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
+#endif
+  return 0;
 }
 
 double MeasureInt8DotPeakGops(core::ThreadPool& pool) {
+#if RADIXLM_X86
   if (core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_vnni) return BestRate(pool, Int8Loop, kIters / 10, 16.0 * 64 * 2);
   if (core::ActiveIsa() >= core::Isa::kAvx2) return BestRate(pool, Int8Loop256, kIters / 10, 12.0 * 32 * 2);
+#endif
   return 0;
 }
 

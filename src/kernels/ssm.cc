@@ -6,7 +6,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu_features.h"
+#if RADIXLM_X86
 #include <immintrin.h>
+#endif
 
 #include "core/cpu_features.h"
 #include "core/fast_exp.h"
@@ -25,6 +28,7 @@ inline float Silu(float v) { return v / (1.0f + core::ExpVec(-v)); }
 // contraction), so each lane is bitwise the scalar result, the clamps included. Under AVX2 GCC
 // does not vectorise the scalar form, and the SiLU loops ran one element and one divide at a
 // time (under AVX-512 it does, on zmm).
+#if RADIXLM_X86
 __attribute__((target("avx2,fma"))) inline __m256 ExpVec8(__m256 x) {
   const __m256 lo = _mm256_set1_ps(-87.3365478515625f), hi = _mm256_set1_ps(88.3762626647949f);
   const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
@@ -49,6 +53,7 @@ __attribute__((target("avx2,fma"))) inline __m256 Silu8(__m256 v) {
   const __m256 neg = _mm256_xor_ps(v, _mm256_set1_ps(-0.0f));
   return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), ExpVec8(neg)));
 }
+#endif
 
 // The SiLU loops of the conv (o = silu(o)) and the gated norm (y *= silu(z)), per ISA.
 struct SiluScalar {
@@ -59,6 +64,7 @@ struct SiluScalar {
     for (int64_t i = 0; i < n; ++i) y[i] *= Silu(z[i]);
   }
 };
+#if RADIXLM_X86
 struct SiluAvx2 {
   __attribute__((target("avx2,fma"))) static void Row(float* o, int64_t n) {
     int64_t c = 0;
@@ -72,6 +78,7 @@ struct SiluAvx2 {
     SiluScalar::MulRow(y + i, z + i, n - i);
   }
 };
+#endif
 
 // The state after `after` tokens of this call: the last d_conv - 1 inputs before that point.
 void ConvStateAt(const Mamba2Dims& d, int64_t after, const float* in, int64_t ld_in,
@@ -114,6 +121,7 @@ struct NoActivation {
   static void Row(float*, int64_t) {}
 };
 
+#if RADIXLM_X86
 __attribute__((target("avx2,fma"), flatten)) void ConvLinearAvx2(const Mamba2Dims& d, int64_t t0, int64_t t1,
                                                                  const float* in, int64_t ld, const float* w,
                                                                  const float* b, const float* s, float* o) {
@@ -135,6 +143,7 @@ __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void Conv
     const float* s, float* o) {
   ConvBody<SiluScalar>(d, t0, t1, in, ld, w, b, s, o);  // GCC vectorises it on AVX-512 (zmm)
 }
+#endif
 void ConvScalar(const Mamba2Dims& d, int64_t t0, int64_t t1, const float* in, int64_t ld, const float* w,
                 const float* b, const float* s, float* o) {
   ConvBody<SiluScalar>(d, t0, t1, in, ld, w, b, s, o);
@@ -161,6 +170,7 @@ void SmallGemmScalar(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t l
     }
 }
 
+#if RADIXLM_X86
 template <int MR, int NV>
 __attribute__((target("avx2,fma"))) void SmallTileAvx2(int64_t K, const float* A, int64_t lda, const float* B,
                                                        int64_t ldb, float* C, int64_t ldc) {
@@ -240,6 +250,7 @@ void SmallGemmAvx512(int64_t M, int64_t Nc, int64_t K, const float* A, int64_t l
     }
   }
 }
+#endif
 
 // One chunk [s, s + L) for heads [h0, h1) of one group, as matrix products (SSD):
 //   G = C B^T (shared by the group's heads); per head, with c the cumulative log-decay,
@@ -296,6 +307,7 @@ inline void ScanChunkBody(const Mamba2Dims& d, int64_t s, int64_t L, const ScanI
   }
 }
 
+#if RADIXLM_X86
 __attribute__((target("avx2,fma"), flatten)) void ScanChunkAvx2(const Mamba2Dims& d, int64_t s, int64_t L,
                                                                 const ScanInputs& in, int g, int h0, int h1,
                                                                 float* state, float* y, int64_t ld_y,
@@ -307,6 +319,7 @@ __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void Scan
     int64_t ld_y, ChunkScratch& sc) {
   ScanChunkBody<true>(d, s, L, in, g, h0, h1, state, y, ld_y, sc, &SmallGemmAvx512);
 }
+#endif
 void ScanChunkScalar(const Mamba2Dims& d, int64_t s, int64_t L, const ScanInputs& in, int g, int h0, int h1,
                      float* state, float* y, int64_t ld_y, ChunkScratch& sc) {
   ScanChunkBody<false>(d, s, L, in, g, h0, h1, state, y, ld_y, sc, &SmallGemmScalar);
@@ -401,6 +414,7 @@ void RecurHeadScalar(const Mamba2Dims& d, int64_t T, const ScanInputs& in, int h
 }
 
 // The vector forms of the recurrence: ssm_recur_simd.inc's one body, compiled per ISA.
+#if RADIXLM_X86
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 namespace recur_avx2 {
@@ -432,6 +446,7 @@ struct V {
 #include "kernels/ssm_recur_simd.inc"
 }  // namespace recur_avx512
 #pragma GCC pop_options
+#endif
 
 // Tokens per block: a block's packed x and accumulators (2 x kRecurBlock x head_dim floats,
 // 16 KB at head_dim 64) stay in L1 beside the streamed coef and C rows.
@@ -447,25 +462,21 @@ void CaptureHeads(const Mamba2Dims& d, const float* state, float* dst, int h0, i
 void CausalConv1dSiluRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
                           const float* w, const float* bias, const float* conv_state, float* out) {
   if (t_begin >= t_end) return;
-  if (core::ActiveIsa() >= core::Isa::kAvx512) {
-    ConvAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  } else if (core::ActiveIsa() >= core::Isa::kAvx2) {
-    ConvAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  } else {
-    ConvScalar(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  }
+#if RADIXLM_X86
+  if (core::ActiveIsa() >= core::Isa::kAvx512) return ConvAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  if (core::ActiveIsa() >= core::Isa::kAvx2) return ConvAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+#endif
+  ConvScalar(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
 }
 
 void CausalConv1dRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const float* in, int64_t ld_in,
                       const float* w, const float* bias, const float* conv_state, float* out) {
   if (t_begin >= t_end) return;
-  if (core::ActiveIsa() >= core::Isa::kAvx512) {
-    ConvLinearAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  } else if (core::ActiveIsa() >= core::Isa::kAvx2) {
-    ConvLinearAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  } else {
-    ConvBody<NoActivation>(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  }
+#if RADIXLM_X86
+  if (core::ActiveIsa() >= core::Isa::kAvx512) return ConvLinearAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  if (core::ActiveIsa() >= core::Isa::kAvx2) return ConvLinearAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+#endif
+  ConvBody<NoActivation>(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
 }
 
 void AdvanceConvState(const Mamba2Dims& d, int64_t n_tokens, const float* in, int64_t ld_in, float* conv_state,
@@ -509,13 +520,17 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
     for (int g = head_begin / heads_per_group; g * heads_per_group < head_end; ++g) {
       const int h0 = std::max(head_begin, g * heads_per_group);
       const int h1 = std::min(head_end, (g + 1) * heads_per_group);
+#if RADIXLM_X86
       if (isa >= core::Isa::kAvx512) {
         ScanChunkAvx512(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
-      } else if (isa >= core::Isa::kAvx2) {
-        ScanChunkAvx2(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
-      } else {
-        ScanChunkScalar(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
+        continue;
       }
+      if (isa >= core::Isa::kAvx2) {
+        ScanChunkAvx2(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
+        continue;
+      }
+#endif
+      ScanChunkScalar(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
     }
     for (const StateCapture& c : captures)
       if (c.after_tokens == e && c.ssm) CaptureHeads(d, state, c.ssm, head_begin, head_end);
@@ -546,9 +561,17 @@ void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
       float* S = state + h * per_head;
       if (h == head_begin || h % heads_per_group == 0)
         RecurPackGroup(block, h / heads_per_group, d.d_state, e - s, scratch);
-      if (isa >= core::Isa::kAvx512) recur_avx512::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
-      else if (isa >= core::Isa::kAvx2) recur_avx2::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
-      else RecurHeadScalar(d, e - s, block, h, S, yb, ld_y, scratch);
+#if RADIXLM_X86
+      if (isa >= core::Isa::kAvx512) {
+        recur_avx512::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
+        continue;
+      }
+      if (isa >= core::Isa::kAvx2) {
+        recur_avx2::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
+        continue;
+      }
+#endif
+      RecurHeadScalar(d, e - s, block, h, S, yb, ld_y, scratch);
     }
     for (const StateCapture& c : captures)
       if (c.after_tokens == e && c.ssm) CaptureHeads(d, state, c.ssm, head_begin, head_end);
@@ -602,6 +625,7 @@ inline void GatedRmsNormBody(float* y, int64_t ld_y, const float* z, int64_t ld_
   }
 }
 
+#if RADIXLM_X86
 __attribute__((target("avx2,fma"), flatten)) void GatedRmsNormAvx2(float* y, int64_t ld_y, const float* z,
                                                                    int64_t ld_z, const float* w, int64_t n,
                                                                    int64_t di, int64_t gs, float eps) {
@@ -611,15 +635,18 @@ __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"), flatten)) void Gate
     float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n, int64_t di, int64_t gs, float eps) {
   GatedRmsNormBody<SiluScalar>(y, ld_y, z, ld_z, w, n, di, gs, eps);  // vectorised by GCC on AVX-512
 }
+#endif
 
 }  // namespace
 
 void GatedRmsNorm(float* y, int64_t ld_y, const float* z, int64_t ld_z, const float* w, int64_t n_tokens,
                   int64_t d_inner, int64_t group_size, float eps) {
   RADIXLM_CHECK(group_size > 0 && d_inner % group_size == 0);
-  if (core::ActiveIsa() >= core::Isa::kAvx512) GatedRmsNormAvx512(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
-  else if (core::ActiveIsa() >= core::Isa::kAvx2) GatedRmsNormAvx2(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
-  else GatedRmsNormBody<SiluScalar>(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+#if RADIXLM_X86
+  if (core::ActiveIsa() >= core::Isa::kAvx512) return GatedRmsNormAvx512(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+  if (core::ActiveIsa() >= core::Isa::kAvx2) return GatedRmsNormAvx2(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+#endif
+  GatedRmsNormBody<SiluScalar>(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
 }
 
 }  // namespace radixlm::kernels
