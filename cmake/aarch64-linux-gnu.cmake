@@ -14,4 +14,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 # -cpu comes from QEMU_CPU in the environment (scripts/test-arm64.sh runs each dispatch level).
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64-static;-L;/usr/aarch64-linux-gnu)
+# No -L /usr/aarch64-linux-gnu: the binaries then load the arm64 multiarch libraries through
+# /lib/ld-linux-aarch64.so.1 (libc6:arm64); the cross toolchain's own loader with the multiarch
+# libc (two builds of glibc in one process) hangs in pthread_create under qemu.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64-static)

@@ -502,7 +502,7 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
   if (n_tokens <= 0 || head_begin >= head_end) return;
   RADIXLM_CHECK(d.n_heads % d.n_groups == 0);
   const int heads_per_group = d.n_heads / d.n_groups;
-  const core::Isa isa = core::ActiveIsa();
+  [[maybe_unused]] const core::Isa isa = core::ActiveIsa();
   if (chunk <= 0) return Mamba2ScanRecurrent(d, n_tokens, in, state, y, ld_y, captures, head_begin, head_end);
   thread_local ChunkScratch scratch;
   int64_t s = 0;
@@ -542,7 +542,7 @@ void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
                          int64_t ld_y, std::span<const StateCapture> captures, int head_begin, int head_end) {
   if (n_tokens <= 0 || head_begin >= head_end) return;
   const int heads_per_group = d.n_heads / d.n_groups;
-  const core::Isa isa = core::ActiveIsa();
+  [[maybe_unused]] const core::Isa isa = core::ActiveIsa();
   thread_local RecurScratch scratch;
   const int64_t per_head = int64_t{d.d_state} * d.head_dim;
   int64_t s = 0;

@@ -144,8 +144,13 @@ struct Cut {
     WeightsBody(l, n, inv_t, best, w);                                                                          \
   }                                                                                                             \
   TARGET float Sum##SUFFIX(const float* w, size_t n) { return SumBody(w, n); }
+#if RADIXLM_X86
 RADIXLM_SAMPLING_ISA(Avx512, __attribute__((target("avx512f"))))
 RADIXLM_SAMPLING_ISA(Avx2, __attribute__((target("avx2"))))
+#else  // no x86 level on this CPU family: the names exist, the dispatch never reaches them
+RADIXLM_SAMPLING_ISA(Avx512, )
+RADIXLM_SAMPLING_ISA(Avx2, )
+#endif
 RADIXLM_SAMPLING_ISA(Base, )
 #undef RADIXLM_SAMPLING_ISA
 
