@@ -104,6 +104,7 @@ class BlockTier {
   // replica that finds a mark on the first block it lacks may wait for the blocks rather than
   // compute them (ComputingElsewhere: the marker's tokens per second; nullopt: no mark of another
   // process). A medium no other process reads ignores marks.
+  virtual bool SharesMarks() const { return false; }  // whether marks mean anything on this medium
   virtual void MarkComputing(std::span<const TierKey> /*keys*/, double /*ttl_seconds*/, double /*tokens_per_second*/) {}
   virtual void ClearComputing(std::span<const TierKey> /*keys*/) {}
   virtual std::optional<double> ComputingElsewhere(const TierKey& /*key*/) const { return std::nullopt; }

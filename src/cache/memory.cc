@@ -309,7 +309,7 @@ const TierKey& Memory::TierKeyOf(const std::vector<int32_t>& tokens, int64_t ind
 
 void Memory::MarkComputing(const std::vector<int32_t>& tokens, int64_t from, int64_t to, MemorySeq* seq,
                            double ttl_seconds, double tokens_per_second) {
-  if (!tier_ || !tree_) return;
+  if (!tier_ || !tree_ || !tier_->SharesMarks()) return;
   const int64_t first = from / config_.block_tokens, last = to / config_.block_tokens;
   if (first >= last) return;
   std::vector<TierKey> keys;
@@ -328,7 +328,7 @@ void Memory::ClearComputing(MemorySeq* seq) {
 
 std::optional<Memory::Elsewhere> Memory::ComputingElsewhere(const std::vector<int32_t>& tokens, int64_t prompt,
                                                             MemorySeq* seq) const {
-  if (!tier_ || !tree_) return std::nullopt;
+  if (!tier_ || !tree_ || !tier_->SharesMarks()) return std::nullopt;  // no other replica marks here
   const int64_t bs = config_.block_tokens;
   const int64_t full = (prompt - 1) / bs;  // blocks a hit may serve (the last prompt token is always computed)
   const int64_t cached = CachedPrefix(tokens, *seq) / bs;

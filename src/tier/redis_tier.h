@@ -94,6 +94,7 @@ class RedisTier final : public Tier {
                   std::span<const iovec> segments) override;
   bool LoadState(const cache::TierKey& key, std::span<const iovec> dst) override;
   void Flush() override;
+  bool SharesMarks() const override { return true; }
   void MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) override;
   void ClearComputing(std::span<const cache::TierKey> keys) override;
   std::optional<double> ComputingElsewhere(const cache::TierKey& key) const override;

@@ -60,6 +60,10 @@ std::vector<cache::TierReport> TierStack::Reports() const {
   return out;
 }
 
+bool TierStack::SharesMarks() const {
+  return std::ranges::any_of(tiers_, [](const auto& t) { return t->SharesMarks(); });
+}
+
 void TierStack::MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) {
   for (const auto& t : tiers_) t->MarkComputing(keys, ttl_seconds, tokens_per_second);
 }

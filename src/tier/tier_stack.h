@@ -34,6 +34,7 @@ class TierStack final : public Tier {
   std::vector<cache::TierDrops> TakeDropped() override;
   // Marks go to every tier (those no other process reads ignore them); a mark is the first
   // tier's that has one.
+  bool SharesMarks() const override;
   void MarkComputing(std::span<const cache::TierKey> keys, double ttl_seconds, double tokens_per_second) override;
   void ClearComputing(std::span<const cache::TierKey> keys) override;
   std::optional<double> ComputingElsewhere(const cache::TierKey& key) const override;
