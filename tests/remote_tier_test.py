@@ -109,7 +109,7 @@ def attach(binary, redis):
         check(runner.is_alive(), "4. A is still prefilling after 1.5 s")
         answer, cached = complete(bbase, prompt, 2)
         runner.join()
-        a_seconds, b_done = time.time() - t0, time.time()
+        a_seconds = time.time() - t0
         check(cached == full, "4. B's request on the prompt A was prefilling waited for A's blocks: cached_tokens %d of %d" % (cached, full))
         check(answer == got["a"][0], "4. ... with A's answer")
         computed = metric(bbase, "radixlm_computed_tokens_total")
@@ -129,7 +129,6 @@ def attach(binary, redis):
         timeouts = metric(bbase, "radixlm_cache_remote_wait_timeouts_total")
         check(metric(bbase, "radixlm_cache_remote_waits_total") == 2,
               "4. ... after waiting for the dead replica's marks (%d wait(s) ran out), %.1f s in all" % (timeouts, waited))
-        del b_done
     finally:
         stop(a)
         stop(b)
