@@ -18,15 +18,24 @@ Isa DetectedLevel() {
   // this level may use any of them; VNNI and BF16 are checked per kernel.
   if (f.avx512bw) return Isa::kAvx512;
   if (f.avx2_fma) return Isa::kAvx2;
+  // i8mm without dotprod exists in no CPU; the level needs both.
+  if (f.i8mm && f.dotprod) return Isa::kI8mm;
+  if (f.dotprod) return Isa::kDotprod;
+  if (f.neon) return Isa::kNeon;
   return Isa::kScalar;
 }
 
+// The family of a level (0 scalar, 1 x86, 2 ARM) and its rank within it.
+int Family(Isa isa) { return isa == Isa::kScalar ? 0 : static_cast<int>(isa) <= 2 ? 1 : 2; }
+int Rank(Isa isa) { return isa == Isa::kScalar ? 0 : Family(isa) == 1 ? static_cast<int>(isa) : static_cast<int>(isa) - 2; }
+
+constexpr Isa kNoCap = Isa::kAvx512;  // a cap of the other family: none on ARM
 Isa InitialCap() {
   const char* env = std::getenv("RADIXLM_ISA");  // read once at start-up, not per call
-  if (!env) return Isa::kAvx512;
-  if (!std::strcmp(env, "scalar")) return Isa::kScalar;
-  if (!std::strcmp(env, "avx2")) return Isa::kAvx2;
-  return Isa::kAvx512;
+  if (!env) return RADIXLM_ARM ? Isa::kI8mm : kNoCap;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod, Isa::kI8mm})
+    if (!std::strcmp(env, IsaName(isa))) return isa;
+  return RADIXLM_ARM ? Isa::kI8mm : kNoCap;
 }
 
 Isa g_cap = InitialCap();
@@ -59,14 +68,32 @@ const CpuFeatures& DetectedCpu() {
   return features;
 }
 
-Isa ActiveIsa() { return static_cast<Isa>(std::min(static_cast<int>(DetectedLevel()), static_cast<int>(g_cap))); }
+Isa ActiveIsa() {
+  const Isa detected = DetectedLevel();
+  if (g_cap == Isa::kScalar) return Isa::kScalar;
+  if (Family(g_cap) != Family(detected)) return detected;
+  return Rank(g_cap) < Rank(detected) ? g_cap : detected;
+}
 void SetIsaCap(Isa cap) { g_cap = cap; }
+
+bool AtLeast(Isa active, Isa level) {
+  if (level == Isa::kScalar) return true;
+  return Family(active) == Family(level) && Rank(active) >= Rank(level);
+}
+
+std::vector<Isa> IsaLevels() {
+  if (RADIXLM_ARM) return {Isa::kScalar, Isa::kNeon, Isa::kDotprod, Isa::kI8mm};
+  return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+}
 
 const char* IsaName(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
+    case Isa::kDotprod: return "dotprod";
+    case Isa::kI8mm: return "i8mm";
   }
   return "?";
 }

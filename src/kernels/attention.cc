@@ -210,8 +210,8 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
       tiles.push_back({static_cast<int32_t>(si), r, std::min<int64_t>(tile_rows, sq.row_begin + sq.n_rows - r)});
   }
   const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
-  const bool avx2 = core::ActiveIsa() >= core::Isa::kAvx2;
-  [[maybe_unused]] const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw && p.head_dim <= 256;
+  const bool avx2 = core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2);
+  [[maybe_unused]] const bool avx512 = core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512bw && p.head_dim <= 256;
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
   // One item per chunk: causal tiles grow in cost with position, and threads that come free
   // take the items left, so none is left with the expensive end of every prompt.

@@ -159,8 +159,8 @@ TEST(PagedAttentionTest, EveryIsaPathMatchesOracleForEveryKvDtype) {
       core::ThreadPool pool(2);
       AttentionParams p{4, 2, 64, 0.125f};
       PagedAttentionReference(p, f.View(), seqs, pos.data(), q.data(), want.data(), nullptr);
-      for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-        if (isa > core::ActiveIsa()) continue;
+      for (core::Isa isa : core::IsaLevels()) {
+        if (!core::AtLeast(core::ActiveIsa(), isa)) continue;
         std::vector<float> out(q.size());
         core::SetIsaCap(isa);
         PagedAttention(pool, p, f.View(), seqs, pos.data(), q.data(), out.data(), nullptr);
@@ -176,8 +176,8 @@ TEST(PagedAttentionTest, EveryIsaPathMatchesOracleForEveryKvDtype) {
 TEST(PagedAttentionTest, RowIsBitwiseIdenticalAloneAndInBatchForEveryKvDtype) {
   for (core::DType dtype : {core::DType::kBF16, core::DType::kF16})
     for (int bt : {16, 24})
-      for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-        if (isa > core::ActiveIsa()) continue;
+      for (core::Isa isa : core::IsaLevels()) {
+        if (!core::AtLeast(core::ActiveIsa(), isa)) continue;
         core::SetIsaCap(isa);
         Fixture f(1, bt, 2, 64, 19, dtype);
         const int heads = 8, hd = 64, n = 100;
@@ -203,8 +203,8 @@ TEST(PagedAttentionTest, RowIsBitwiseIdenticalAloneAndInBatchForEveryKvDtype) {
 // An f16 value that overflows to inf at a later position must not reach earlier rows of the
 // same tile (0 x inf is NaN): a row inside a prefill tile equals the row alone.
 TEST(PagedAttentionTest, AnOverflowedLaterValueDoesNotReachEarlierRows) {
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-    if (isa > core::ActiveIsa()) continue;
+  for (core::Isa isa : core::IsaLevels()) {
+    if (!core::AtLeast(core::ActiveIsa(), isa)) continue;
     core::SetIsaCap(isa);
     Fixture f(1, 16, 1, 32, 29, core::DType::kF16);
     f.View().SetValue(f.tables[0][0], 15, 0, 3, 1e6f);  // position 15: inf in f16
@@ -229,8 +229,8 @@ TEST(PagedAttentionTest, SlidingWindowMatchesOracleIsBatchInvariantAndNeverReads
   for (core::DType dtype : {core::DType::kF32, core::DType::kF16})
     for (int bt : {16, 24})
       for (int window : {1, 7, 32, 70})
-        for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-          if (isa > core::ActiveIsa()) continue;
+        for (core::Isa isa : core::IsaLevels()) {
+          if (!core::AtLeast(core::ActiveIsa(), isa)) continue;
           Fixture f(1, bt, 2, 64, 23 + window, dtype);
           const int heads = 4, hd = 64, n = 120;
           std::vector<int32_t> pos(n);
@@ -344,7 +344,7 @@ TEST(PagedAttentionTest, WriteKvOfManyRowsOverThePoolMatchesTheAccessors) {
 // bitwise; = the unsplit attention to rounding (f32: 2e-6 absolute on unit-scale values); and a
 // kv_begin range matches the oracle.
 TEST(CascadeAttentionTest, GroupsChangeNothingBitwiseAndTheSplitMatchesTheUnsplitToRounding) {
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+  for (core::Isa isa : core::IsaLevels()) {
     core::SetIsaCap(isa);
     if (core::ActiveIsa() != isa) continue;  // this CPU lacks it
     for (core::DType dtype : {core::DType::kF32, core::DType::kBF16})

@@ -9,6 +9,9 @@
 #if RADIXLM_X86
 #include <immintrin.h>
 #endif
+#if RADIXLM_ARM
+#include <arm_neon.h>
+#endif
 #include "core/status.h"
 
 namespace radixlm::kernels {
@@ -179,10 +182,58 @@ __attribute__((target("avx512f,fma"))) void BlockAvx512(int S, int64_t ld, const
 }
 #endif
 
+#if RADIXLM_ARM
+// ColumnsAvx2's chains on K vectors of 4 columns (NEON, every ARMv8-A CPU).
+template <int K>
+[[gnu::always_inline]] inline void ColumnsNeon(int S, int64_t ld, const HeadToken& h, int c0, float* St, float* o) {
+  const float32x4_t decay = vdupq_n_f32(h.decay), beta = vdupq_n_f32(h.beta);
+  float32x4_t ks[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) ks[k] = vdupq_n_f32(0.0f);
+  for (int i = 0; i < S; ++i) {
+    const float* row = St + int64_t{i} * ld + c0;
+    const float32x4_t kn = vdupq_n_f32(h.kn[i]);
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) ks[k] = vfmaq_f32(ks[k], kn, vmulq_f32(vld1q_f32(row + 4 * k), decay));
+  }
+  float32x4_t u[K], acc[K];
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) {
+    u[k] = vmulq_f32(beta, vsubq_f32(vld1q_f32(h.v + c0 + 4 * k), ks[k]));
+    acc[k] = vdupq_n_f32(0.0f);
+  }
+  for (int i = 0; i < S; ++i) {
+    float* row = St + int64_t{i} * ld + c0;
+    const float32x4_t kn = vdupq_n_f32(h.kn[i]), qn = vdupq_n_f32(h.qn[i]);
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const float32x4_t s = vfmaq_f32(vmulq_f32(vld1q_f32(row + 4 * k), decay), kn, u[k]);
+      vst1q_f32(row + 4 * k, s);
+      acc[k] = vfmaq_f32(acc[k], qn, s);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < K; ++k) vst1q_f32(o + c0 + 4 * k, acc[k]);
+}
+
+void BlockNeon(int S, int64_t ld, const HeadToken& h, int c0, int c1, float* St, float* o) {
+  int c = c0;
+  if (c1 - c == 32) {
+    ColumnsNeon<8>(S, ld, h, c, St, o);
+    return;
+  }
+  for (; c + 4 <= c1; c += 4) ColumnsNeon<1>(S, ld, h, c, St, o);
+  ColumnsScalar(S, ld, h, c, c1, St, o);
+}
+#endif
+
 void Block(core::Isa isa, int S, int64_t ld, const HeadToken& h, int c0, int c1, float* St, float* o) {
 #if RADIXLM_X86
-  if (isa >= core::Isa::kAvx512) return BlockAvx512(S, ld, h, c0, c1, St, o);
-  if (isa >= core::Isa::kAvx2) return BlockAvx2(S, ld, h, c0, c1, St, o);
+  if (core::AtLeast(isa, core::Isa::kAvx512)) return BlockAvx512(S, ld, h, c0, c1, St, o);
+  if (core::AtLeast(isa, core::Isa::kAvx2)) return BlockAvx2(S, ld, h, c0, c1, St, o);
+#endif
+#if RADIXLM_ARM
+  if (core::AtLeast(isa, core::Isa::kNeon)) return BlockNeon(S, ld, h, c0, c1, St, o);
 #endif
   ColumnsScalar(S, ld, h, c0, c1, St, o);
 }
@@ -194,8 +245,8 @@ void CopyColumns(int S, int w, const float* a, int64_t ld_a, float* b, int64_t l
 
 }  // namespace
 
-// Head by head, and within a head column block by column block (32 columns on AVX2, 64 on
-// AVX-512), token by token. Over several tokens a block is copied out to a contiguous [S, w]
+// Head by head, and within a head column block by column block (32 columns on AVX2 and NEON, 64
+// on AVX-512), token by token. Over several tokens a block is copied out to a contiguous [S, w]
 // tile first (16 KB at S = 128 on AVX2): in place its rows are 4S bytes apart and alias a few
 // L1 sets, so it would not stay in L1 from one token to the next. Columns are independent
 // chains: neither the order nor the copy changes a bit.
@@ -205,7 +256,8 @@ void GatedDeltaRule(const DeltaNetDims& d, int64_t n_tokens, const DeltaNetInput
   RADIXLM_CHECK(d.k_heads > 0 && d.v_heads % d.k_heads == 0);
   const int S = d.head_dim;
   const core::Isa isa = core::ActiveIsa();
-  const int width = isa >= core::Isa::kAvx512 ? 64 : isa >= core::Isa::kAvx2 ? 32 : S;
+  const bool simd32 = core::AtLeast(isa, core::Isa::kAvx2) || core::AtLeast(isa, core::Isa::kNeon);
+  const int width = core::AtLeast(isa, core::Isa::kAvx512) ? 64 : simd32 ? 32 : S;
   const bool tiled = n_tokens >= kTileMinTokens;
   thread_local std::vector<float> qn, kn, tile;
   thread_local std::vector<HeadToken> tokens;

@@ -190,8 +190,8 @@ MicroArgs PrepareActivations(core::ThreadPool& pool, const float* x, int64_t M, 
 
 }  // namespace
 
-bool HasBf16Dot() { return core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_bf16; }
-bool HasVnni() { return core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_vnni; }
+bool HasBf16Dot() { return core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512_bf16; }
+bool HasVnni() { return core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512_vnni; }
 
 PackedWeight PackedWeight::Pack(const void* w, DType src_dtype, int64_t n_out, int64_t n_in, DType storage,
                                 Bf16Mode bf16_mode) {
@@ -443,17 +443,22 @@ const QuantActs::Terms& QuantActs::TermsFor(int sub, int offset) const {
 core::Isa TierOf(const WeightSegment& seg, core::Isa isa) {
   const core::CpuFeatures& cpu = core::DetectedCpu();
   if (core::IsQuantized(seg.storage)) {
-    if (isa >= core::Isa::kAvx512 && cpu.avx512bw && cpu.avx512_vnni) return core::Isa::kAvx512;
-    return isa >= core::Isa::kAvx2 ? core::Isa::kAvx2 : core::Isa::kScalar;
+    if (core::AtLeast(isa, core::Isa::kAvx512) && cpu.avx512bw && cpu.avx512_vnni) return core::Isa::kAvx512;
+    if (core::AtLeast(isa, core::Isa::kAvx2)) return core::Isa::kAvx2;
+    if (core::AtLeast(isa, core::Isa::kI8mm)) return core::Isa::kI8mm;
+    return core::AtLeast(isa, core::Isa::kDotprod) ? core::Isa::kDotprod : core::Isa::kScalar;
   }
+  // bf16 activations: vdpbf16ps's arithmetic, which ARM's bfdot / bfmmla do not reproduce
+  // (they round differently), so on ARM a bf16 matrix stays in the exact mode (HasBf16Dot).
   if (seg.storage == DType::kBF16 && seg.bf16_mode == Bf16Mode::kBf16Activations)
-    return isa >= core::Isa::kAvx512 && cpu.avx512_bf16 ? core::Isa::kAvx512 : core::Isa::kScalar;
-  return isa;
+    return core::AtLeast(isa, core::Isa::kAvx512) && cpu.avx512_bf16 ? core::Isa::kAvx512 : core::Isa::kScalar;
+  // Float weights: one NEON kernel for every ARM level.
+  return core::AtLeast(isa, core::Isa::kNeon) ? core::Isa::kNeon : isa;
 }
 
 int MaxRows(const WeightSegment& seg, core::Isa tier) {
   if (tier == core::Isa::kAvx512) return 8;
-  if (tier == core::Isa::kAvx2) return 6;
+  if (tier == core::Isa::kAvx2 || tier == core::Isa::kNeon) return 6;
   return 4;
 }
 
@@ -463,16 +468,19 @@ int PanelsFor(const WeightSegment& seg, core::Isa tier, int rows) {
     if (quant) return rows == 1 ? 4 : rows <= 3 ? 2 : 1;
     return rows == 1 ? 8 : rows == 2 ? 4 : 3;
   }
-  if (tier == core::Isa::kAvx2) {
+  if (tier == core::Isa::kAvx2 || tier == core::Isa::kNeon) {
     if (quant) return rows == 1 ? 2 : 1;
     return rows == 1 ? 4 : rows == 2 ? 3 : rows == 3 ? 2 : 1;
   }
+  if (tier == core::Isa::kDotprod || tier == core::Isa::kI8mm) return rows == 1 ? 2 : 1;
   return 1;
 }
 
 MicroFn PickMicro(const WeightSegment& seg, core::Isa tier, int mr, int np) {
+  const bool arm = tier == core::Isa::kNeon || tier == core::Isa::kDotprod || tier == core::Isa::kI8mm;
   MicroFn fn = tier == core::Isa::kAvx512 ? Avx512Micro(seg, mr, np)
                : tier == core::Isa::kAvx2 ? Avx2Micro(seg, mr, np)
+               : arm                      ? NeonMicro(seg, tier, mr, np)
                                           : ScalarMicro(seg, mr, np);
   RADIXLM_CHECK_MSG(fn != nullptr, "no GEMM micro-kernel for this shape");
   return fn;

@@ -114,7 +114,8 @@ using MicroFn = void (*)(const MicroArgs&);
 
 // The ISA whose micro-kernels run a segment under the cap `isa`: AVX-512 needs F (float
 // types), BW + VNNI (quantised) or BF16 (bf16 activations, which have no AVX2 path and fall
-// back to the scalar emulation); otherwise AVX2 + FMA; otherwise scalar.
+// back to the scalar emulation); otherwise AVX2 + FMA; otherwise scalar. On ARM: kNeon for
+// float types, kI8mm or kDotprod for quantised ones (plain NEON: scalar).
 core::Isa TierOf(const WeightSegment& seg, core::Isa isa);
 // Row-chunk height for prefill-sized M, and panels per call for `rows` rows (1..MaxRows).
 // Every tier provides kernels for rows 1..MaxRows with PanelsFor(MaxRows) and 1 panel, and
@@ -123,8 +124,15 @@ int MaxRows(const WeightSegment& seg, core::Isa tier);
 int PanelsFor(const WeightSegment& seg, core::Isa tier, int rows);
 MicroFn PickMicro(const WeightSegment& seg, core::Isa tier, int mr, int np);
 
-// Per-ISA tables (gemm_scalar.cc, gemm_avx2.cc, gemm_avx512.cc); nullptr where not provided.
+// Per-ISA tables (gemm_scalar.cc, gemm_avx2.cc, gemm_avx512.cc, gemm_neon.cc); nullptr where
+// not provided.
 MicroFn ScalarMicro(const WeightSegment& seg, int mr, int np);
+#if RADIXLM_ARM
+// tier: kNeon (f32 and bf16 weights), kDotprod or kI8mm (quantised weights).
+MicroFn NeonMicro(const WeightSegment& seg, core::Isa tier, int mr, int np);
+#else
+inline MicroFn NeonMicro(const WeightSegment&, core::Isa, int, int) { return nullptr; }
+#endif
 #if RADIXLM_X86
 MicroFn Avx2Micro(const WeightSegment& seg, int mr, int np);
 MicroFn Avx512Micro(const WeightSegment& seg, int mr, int np);

@@ -176,14 +176,14 @@ void QuantiseRowScalar(const float* x, int64_t K, int8_t* q, float* d, int32_t* 
 void QuantiseRows(const float* x, int64_t ldx, int64_t m0, int64_t m1, QuantActs* acts) {
   const int64_t K = acts->K;
   const core::Isa isa = core::ActiveIsa();
-  const bool avx512 = isa >= core::Isa::kAvx512 && core::DetectedCpu().avx512bw;
+  const bool avx512 = core::AtLeast(isa, core::Isa::kAvx512) && core::DetectedCpu().avx512bw;
   thread_local std::vector<int32_t> sum16;
   sum16.resize(K / 16);
   for (int64_t m = m0; m < m1; ++m) {
     int8_t* q = acts->q.data() + m * K;
     float* d = acts->d.data() + m * (K / 32);
     if (avx512) QuantiseRowAvx512(x + m * ldx, K, q, d, sum16.data());
-    else if (isa >= core::Isa::kAvx2) QuantiseRowAvx2(x + m * ldx, K, q, d, sum16.data());
+    else if (core::AtLeast(isa, core::Isa::kAvx2)) QuantiseRowAvx2(x + m * ldx, K, q, d, sum16.data());
     else QuantiseRowScalar(x + m * ldx, K, q, d, sum16.data());
     for (QuantActs::Terms& t : acts->terms) {
       if (t.sub == 0) continue;
@@ -207,7 +207,7 @@ uint16_t ToBf16Activation(float x) {
 }
 
 void Bf16Rows(const float* x, int64_t ldx, int64_t K, int64_t m0, int64_t m1, uint16_t* xb, int64_t ldxb) {
-  const bool avx512 = core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_bf16;
+  const bool avx512 = core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512_bf16;
   for (int64_t m = m0; m < m1; ++m) {
     uint16_t* out = xb + m * ldxb;
     if (avx512) {

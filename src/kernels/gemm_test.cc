@@ -44,8 +44,8 @@ struct IsaCap {
 // The ISA tiers this CPU can run for a case's weight type (scalar always).
 std::vector<core::Isa> TiersFor(const PackedWeight& w) {
   std::vector<core::Isa> tiers;
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-    if (isa > core::ActiveIsa()) continue;
+  for (core::Isa isa : core::IsaLevels()) {
+    if (!core::AtLeast(core::ActiveIsa(), isa)) continue;
     bool distinct = true;
     for (const WeightSegment& s : w.segments()) distinct &= gemm::TierOf(s, isa) == isa;
     if (distinct) tiers.push_back(isa);

@@ -14,7 +14,7 @@ namespace radixlm::kernels {
 namespace {
 
 #if RADIXLM_X86
-bool UseAvx2() { return core::ActiveIsa() >= core::Isa::kAvx2; }
+bool UseAvx2() { return core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2); }
 
 RADIXLM_AVX2 void RmsNormAvx2(const float* x, const float* w, float* y, int64_t n_rows,
                               int64_t dim, float eps) {

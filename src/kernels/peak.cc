@@ -116,7 +116,7 @@ double MeasureReadBandwidthGBs(core::ThreadPool& pool, int64_t bytes) {
 #if !RADIXLM_X86
   return 0;
 #else
-  if (core::ActiveIsa() < core::Isa::kAvx2) return 0;
+  if (!core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2)) return 0;
   // Floats, a multiple of 32 per thread's share.
   const int64_t n = std::clamp<int64_t>(bytes / 4, int64_t{1} << 18, int64_t{128} << 20) / 1024 * 1024;
   core::AlignedBuffer buf(n * sizeof(float));
@@ -135,23 +135,23 @@ double MeasureReadBandwidthGBs(core::ThreadPool& pool, int64_t bytes) {
 
 double MeasureFmaPeakGflops(core::ThreadPool& pool) {
 #if RADIXLM_X86
-  if (core::ActiveIsa() >= core::Isa::kAvx512) return BestRate(pool, FmaLoop512, kIters / 10, 16.0 * 16 * 2);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) return BestRate(pool, FmaLoop, kIters / 10, 12.0 * 8 * 2);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512)) return BestRate(pool, FmaLoop512, kIters / 10, 16.0 * 16 * 2);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2)) return BestRate(pool, FmaLoop, kIters / 10, 12.0 * 8 * 2);
 #endif
   return 0;
 }
 
 double MeasureBf16DotPeakGflops(core::ThreadPool& pool) {
 #if RADIXLM_X86
-  if (core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_bf16) return BestRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512_bf16) return BestRate(pool, Bf16Loop, kIters / 10, 16.0 * 32 * 2);
 #endif
   return 0;
 }
 
 double MeasureInt8DotPeakGops(core::ThreadPool& pool) {
 #if RADIXLM_X86
-  if (core::ActiveIsa() >= core::Isa::kAvx512 && core::DetectedCpu().avx512_vnni) return BestRate(pool, Int8Loop, kIters / 10, 16.0 * 64 * 2);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) return BestRate(pool, Int8Loop256, kIters / 10, 12.0 * 32 * 2);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512_vnni) return BestRate(pool, Int8Loop, kIters / 10, 16.0 * 64 * 2);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2)) return BestRate(pool, Int8Loop256, kIters / 10, 12.0 * 32 * 2);
 #endif
   return 0;
 }

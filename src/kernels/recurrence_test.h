@@ -69,8 +69,8 @@ inline RecurrenceOutput ExpectTheSameBitsHoweverSplit(const RecurrenceRun& run, 
   run(c.capture_at, T - c.capture_at, ckpt.data(), y_rest.data(), {});
   EXPECT_TRUE(std::equal(y_rest.begin(), y_rest.end(), one.y.begin() + c.capture_at * ld)) << c.label;
   EXPECT_EQ(ckpt, one.state) << c.label;
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
-    if (isa > core::ActiveIsa()) continue;  // (the paths this CPU lacks run where it has them)
+  for (core::Isa isa : core::IsaLevels()) {
+    if (!core::AtLeast(core::ActiveIsa(), isa)) continue;  // (the paths this CPU lacks run where it has them)
     const core::Isa active = core::ActiveIsa();
     core::SetIsaCap(isa);
     std::vector<float> s_isa(c.state_floats, c.initial_state), y_isa(T * ld);

@@ -10,6 +10,9 @@
 #if RADIXLM_X86
 #include <immintrin.h>
 #endif
+#if RADIXLM_ARM
+#include <arm_neon.h>
+#endif
 
 #include "core/cpu_features.h"
 #include "core/fast_exp.h"
@@ -447,6 +450,20 @@ struct V {
 }  // namespace recur_avx512
 #pragma GCC pop_options
 #endif
+#if RADIXLM_ARM
+namespace recur_neon {  // NEON is in every ARMv8-A CPU: no target pragma
+struct V {
+  using T = float32x4_t;
+  static constexpr int kWidth = 4;
+  static T Load(const float* p) { return vld1q_f32(p); }
+  static void Store(float* p, T v) { vst1q_f32(p, v); }
+  static T Set1(float x) { return vdupq_n_f32(x); }
+  static T Mul(T a, T b) { return vmulq_f32(a, b); }
+  static T Fma(T a, T b, T c) { return vfmaq_f32(c, a, b); }
+};
+#include "kernels/ssm_recur_simd.inc"
+}  // namespace recur_neon
+#endif
 
 // Tokens per block: a block's packed x and accumulators (2 x kRecurBlock x head_dim floats,
 // 16 KB at head_dim 64) stay in L1 beside the streamed coef and C rows.
@@ -463,8 +480,8 @@ void CausalConv1dSiluRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, c
                           const float* w, const float* bias, const float* conv_state, float* out) {
   if (t_begin >= t_end) return;
 #if RADIXLM_X86
-  if (core::ActiveIsa() >= core::Isa::kAvx512) return ConvAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) return ConvAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512)) return ConvAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2)) return ConvAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
 #endif
   ConvScalar(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
 }
@@ -473,8 +490,8 @@ void CausalConv1dRows(const Mamba2Dims& d, int64_t t_begin, int64_t t_end, const
                       const float* w, const float* bias, const float* conv_state, float* out) {
   if (t_begin >= t_end) return;
 #if RADIXLM_X86
-  if (core::ActiveIsa() >= core::Isa::kAvx512) return ConvLinearAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) return ConvLinearAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512)) return ConvLinearAvx512(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2)) return ConvLinearAvx2(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
 #endif
   ConvBody<NoActivation>(d, t_begin, t_end, in, ld_in, w, bias, conv_state, out);
 }
@@ -521,11 +538,11 @@ void Mamba2Scan(const Mamba2Dims& d, int64_t n_tokens, int64_t start_position, i
       const int h0 = std::max(head_begin, g * heads_per_group);
       const int h1 = std::min(head_end, (g + 1) * heads_per_group);
 #if RADIXLM_X86
-      if (isa >= core::Isa::kAvx512) {
+      if (core::AtLeast(isa, core::Isa::kAvx512)) {
         ScanChunkAvx512(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
         continue;
       }
-      if (isa >= core::Isa::kAvx2) {
+      if (core::AtLeast(isa, core::Isa::kAvx2)) {
         ScanChunkAvx2(d, s, e - s, in, g, h0, h1, state, y, ld_y, scratch);
         continue;
       }
@@ -562,12 +579,18 @@ void Mamba2ScanRecurrent(const Mamba2Dims& d, int64_t n_tokens, const ScanInputs
       if (h == head_begin || h % heads_per_group == 0)
         RecurPackGroup(block, h / heads_per_group, d.d_state, e - s, scratch);
 #if RADIXLM_X86
-      if (isa >= core::Isa::kAvx512) {
+      if (core::AtLeast(isa, core::Isa::kAvx512)) {
         recur_avx512::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
         continue;
       }
-      if (isa >= core::Isa::kAvx2) {
+      if (core::AtLeast(isa, core::Isa::kAvx2)) {
         recur_avx2::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
+        continue;
+      }
+#endif
+#if RADIXLM_ARM
+      if (core::AtLeast(isa, core::Isa::kNeon)) {
+        recur_neon::RecurHead(d, e - s, block, h, S, yb, ld_y, scratch);
         continue;
       }
 #endif
@@ -643,8 +666,8 @@ void GatedRmsNorm(float* y, int64_t ld_y, const float* z, int64_t ld_z, const fl
                   int64_t d_inner, int64_t group_size, float eps) {
   RADIXLM_CHECK(group_size > 0 && d_inner % group_size == 0);
 #if RADIXLM_X86
-  if (core::ActiveIsa() >= core::Isa::kAvx512) return GatedRmsNormAvx512(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
-  if (core::ActiveIsa() >= core::Isa::kAvx2) return GatedRmsNormAvx2(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512)) return GatedRmsNormAvx512(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
+  if (core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2)) return GatedRmsNormAvx2(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
 #endif
   GatedRmsNormBody<SiluScalar>(y, ld_y, z, ld_z, w, n_tokens, d_inner, group_size, eps);
 }

@@ -102,8 +102,8 @@ TEST(Mamba2Scan, HeadRangesAndIsaDoNotChangeTheResult) {
   EXPECT_EQ(s_all, s_split);
   EXPECT_EQ(y_all, y_split);
   // Every ISA path the CPU has runs the same operations: bitwise the default path.
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2}) {
-    if (isa > core::ActiveIsa()) continue;
+  for (core::Isa isa : core::IsaLevels()) {
+    if (!core::AtLeast(core::ActiveIsa(), isa)) continue;
     core::SetIsaCap(isa);
     std::vector<float> s_isa(sf, 0.1f), y_isa(p.T * di);
     Mamba2Scan(p.d, p.T, 3, 32, p.In(), s_isa.data(), y_isa.data(), di, {}, 0, 8);
@@ -207,7 +207,7 @@ TEST(CausalConv1d, TheLinearShortConvIsTheOracleOnEveryIsaAndSplitInvariant) {
   };
   const core::Isa active = core::ActiveIsa();
   int compared = 0;
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+  for (core::Isa isa : core::IsaLevels()) {
     core::SetIsaCap(isa);
     if (core::ActiveIsa() != isa) continue;  // not on this CPU
     ++compared;
@@ -253,7 +253,8 @@ TEST(CausalConv1d, EveryIsaGivesTheScalarBitsForTheConvAndTheGatedNorm) {
   std::vector<float> conv_ref, norm_ref;
   run(&conv_ref, &norm_ref);
   int compared = 0;
-  for (core::Isa isa : {core::Isa::kAvx2, core::Isa::kAvx512}) {
+  for (core::Isa isa : core::IsaLevels()) {
+    if (isa == core::Isa::kScalar) continue;
     core::SetIsaCap(isa);
     if (core::ActiveIsa() != isa) continue;  // not on this CPU
     ++compared;
@@ -264,7 +265,7 @@ TEST(CausalConv1d, EveryIsaGivesTheScalarBitsForTheConvAndTheGatedNorm) {
     EXPECT_EQ(0, std::memcmp(norm.data(), norm_ref.data(), norm.size() * 4)) << core::IsaName(isa);
   }
   core::SetIsaCap(active);
-  if (compared == 0) GTEST_SKIP() << "no AVX2 on this CPU: nothing to compare with the scalar path";
+  if (compared == 0) GTEST_SKIP() << "no SIMD level on this CPU: nothing to compare with the scalar path";
 }
 
 TEST(GatedRmsNorm, NormalisesEachGroupAfterTheGate) {

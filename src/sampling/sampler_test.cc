@@ -158,7 +158,7 @@ TEST(SamplerTest, EveryIsaDrawsTheSameTokens) {
   for (auto& x : logits) x = static_cast<float>(rng.Normal(0, 3.0));
   std::vector<std::vector<int32_t>> draws;
   std::vector<size_t> nucleus;
-  for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+  for (core::Isa isa : core::IsaLevels()) {
     core::SetIsaCap(isa);
     std::vector<int32_t> d;
     for (SamplingParams p : {SamplingParams{.temperature = 0.9f, .seed = 5}, SamplingParams{.temperature = 0.8f, .top_p = 0.9f, .seed = 5}}) {
@@ -187,7 +187,7 @@ TEST(SamplerTest, ArgmaxIsTheFirstMaximumOnEveryIsa) {
     int32_t want = 0;
     for (size_t i = 1; i < logits.size(); ++i)
       if (logits[i] > logits[static_cast<size_t>(want)]) want = static_cast<int32_t>(i);
-    for (core::Isa isa : {core::Isa::kScalar, core::Isa::kAvx2, core::Isa::kAvx512}) {
+    for (core::Isa isa : core::IsaLevels()) {
       core::SetIsaCap(isa);
       EXPECT_EQ(Argmax(logits), want) << trial;
     }
