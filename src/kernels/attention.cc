@@ -60,12 +60,16 @@ void ScaleAccumulateScalar(float* acc, float scale, const float* p, const KvElem
 // row (long prompts were bandwidth-bound on K/V otherwise). Each row's arithmetic is exactly
 // the single-row sequence: a row's result does not depend on the tile it is in. This is the
 // scalar path; on AVX2 the tile goes to attention_avx2.cc (chunks of >= 64 keys as two
-// register-blocked matrix products), on AVX-512 to attention_avx512.cc.
+// register-blocked matrix products), on AVX-512 to attention_avx512.cc, on ARM64 (NEON) to
+// attention_neon.cc (attention_avx2.cc's kernel on pairs of 128-bit registers).
 template <DType D>
 void AttendTile(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
-                const TileRow* rows, int n_rows, bool avx2) {
+                const TileRow* rows, int n_rows, bool simd) {
 #if RADIXLM_X86
-  if (avx2) return attn::AttendTileAvx2(p, kv, seq, kv_head, rows, n_rows);
+  if (simd) return attn::AttendTileAvx2(p, kv, seq, kv_head, rows, n_rows);
+#endif
+#if RADIXLM_ARM
+  if (simd) return attn::AttendTileNeon(p, kv, seq, kv_head, rows, n_rows);
 #endif
   const int group = p.n_heads / p.n_kv_heads, d = p.head_dim, bt = kv.block_tokens;
   const KvElem<D>* keys = static_cast<const KvElem<D>*>(kv.k);
@@ -210,7 +214,7 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
       tiles.push_back({static_cast<int32_t>(si), r, std::min<int64_t>(tile_rows, sq.row_begin + sq.n_rows - r)});
   }
   const int64_t n_items = static_cast<int64_t>(tiles.size()) * p.n_kv_heads;
-  const bool avx2 = core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2);
+  const bool simd = core::AtLeast(core::ActiveIsa(), core::Isa::kAvx2) || core::AtLeast(core::ActiveIsa(), core::Isa::kNeon);
   [[maybe_unused]] const bool avx512 = core::AtLeast(core::ActiveIsa(), core::Isa::kAvx512) && core::DetectedCpu().avx512bw && p.head_dim <= 256;
   const int64_t stride = static_cast<int64_t>(p.n_heads) * p.head_dim;
   // One item per chunk: causal tiles grow in cost with position, and threads that come free
@@ -233,9 +237,9 @@ void PagedAttention(core::ThreadPool& pool, const AttentionParams& p, const KvLa
       }
 #endif
       switch (kv.dtype) {
-        case DType::kBF16: AttendTile<DType::kBF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
-        case DType::kF16: AttendTile<DType::kF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
-        default: AttendTile<DType::kF32>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), avx2); break;
+        case DType::kBF16: AttendTile<DType::kBF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), simd); break;
+        case DType::kF16: AttendTile<DType::kF16>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), simd); break;
+        default: AttendTile<DType::kF32>(p, kv, seqs[tile.seq], kv_head, rows, static_cast<int>(tile.n_rows), simd); break;
       }
     }
   }, n_items);

@@ -1,5 +1,6 @@
-// Internals of kernels/attention shared by the driver (attention.cc) and the AVX2 and AVX-512
-// kernels (attention_avx2.cc, attention_avx512.cc). Not part of the kernels' interface.
+// Internals of kernels/attention shared by the driver (attention.cc) and the AVX2, AVX-512 and
+// NEON kernels (attention_avx2.cc, attention_avx512.cc, attention_neon.cc). Not part of the
+// kernels' interface.
 #pragma once
 
 
@@ -205,6 +206,10 @@ void AttendTileAvx512(const AttentionParams& p, const KvLayerView& kv, const Att
 // weighted values are register-blocked products over the tile's query vectors whose per-element
 // order of operations does not depend on the tile: batch-invariant.
 void AttendTileAvx2(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
+                    const TileRow* rows, int n_rows);
+
+// The same kernel on ARM64's NEON (attention_neon.cc; built on aarch64 only).
+void AttendTileNeon(const AttentionParams& p, const KvLayerView& kv, const AttentionSeq& seq, int kv_head,
                     const TileRow* rows, int n_rows);
 
 }  // namespace radixlm::kernels::attn
