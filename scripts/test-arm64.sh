@@ -82,22 +82,37 @@ else
     -L '^(models_test|runner_test|cache_test|scheduler_test|sampling_test|engine_test|tier_test)$' || rc=1
   QEMU_CPU=max ctest --output-on-failure -j "$(nproc)" --timeout 3600 -R '^golden_' || rc=1
 fi
-# Logits of the ARM build against the x86 build's scalar paths, bitwise, at each level: the ARM
-# kernels (GEMM, Gated DeltaNet, Mamba2) are bitwise the scalar oracle and the rest of the ARM
-# build runs the scalar paths, compiled with -ffp-contract=off as on x86. Random presets of each
-# family (attention, Gated DeltaNet, Mamba2, sliding window, MoE, LFM2 short convolutions) and
-# llama.cpp-quantised files (the int8 GEMM: sdot, smmla).
+# Logits of the ARM build against the x86 build's scalar paths (RADIXLM_ISA=scalar), at each
+# level. With RADIXLM_ISA=scalar on ARM too, every model's are bitwise equal (the portable code,
+# compiled with -ffp-contract=off as on x86). At the level's own kernels, the GEMM (f32, bf16,
+# every quantised type), Gated DeltaNet and Mamba2 kernels are the oracle's arithmetic, so an
+# attention-free model (random:mamba2-tiny) stays bitwise equal; attention on NEON folds its
+# softmax in its own order (as AVX2's does), so models with attention agree to 1e-4 of their
+# largest logit. Random presets of each family and llama.cpp-quantised files (sdot, smmla).
 if [ -x ../build/src/cli/radixlm ] && [ "$(uname -m)" = x86_64 ]; then
   ids=$(seq -s, 101 397 20000 | cut -d, -f1-40)
-  for m in random:tiny random:qwen35-tiny random:mamba2-tiny random:gemma3-tiny random:qwen3moe-tiny random:lfm2-tiny \
+  for m in random:mamba2-tiny random:tiny random:qwen35-tiny random:gemma3-tiny random:qwen3moe-tiny random:lfm2-tiny \
            ../tests/data/quant/tiny-q4_0.gguf ../tests/data/quant/tiny-q8_0.gguf ../tests/data/quant/tiny-q4_k_m.gguf \
            ../tests/data/quant/tiny-q5_k_m.gguf; do
     name=$(basename "$m" | tr ':' '_')
     RADIXLM_ISA=scalar ../build/src/cli/radixlm logits -m "$m" --ids "$ids" -o "logits_x86_$name.bin" >/dev/null 2>&1
     for cpu in "${CPUS[@]}"; do
-      QEMU_CPU=$cpu qemu-aarch64-static src/cli/radixlm logits -m "$m" --ids "$ids" -o "logits_arm_$name.bin" >/dev/null 2>&1
-      if cmp -s "logits_x86_$name.bin" "logits_arm_$name.bin"; then echo "ok   logits of $m at $cpu: equal to the x86 scalar paths' bitwise"
-      else echo "FAIL logits of $m at $cpu differ from the x86 scalar paths'"; rc=1; fi
+      for isa in scalar level; do
+        env $([ $isa = scalar ] && echo RADIXLM_ISA=scalar) QEMU_CPU=$cpu qemu-aarch64-static src/cli/radixlm logits \
+          -m "$m" --ids "$ids" -o "logits_arm_$name.bin" >/dev/null 2>&1
+        exact=0; { [ $isa = scalar ] || [ "$m" = random:mamba2-tiny ]; } && exact=1
+        /usr/bin/python3 - "logits_x86_$name.bin" "logits_arm_$name.bin" "$exact" "$m at $cpu ($isa)" <<'PY' || rc=1
+import sys, numpy as np
+a, b = np.fromfile(sys.argv[1], np.float32), np.fromfile(sys.argv[2], np.float32)
+exact, what = sys.argv[3] == "1", sys.argv[4]
+if a.size != b.size or a.size == 0: print("FAIL", what, "no logits"); sys.exit(1)
+if a.tobytes() == b.tobytes(): print("ok  ", what, "bitwise equal to the x86 scalar paths"); sys.exit(0)
+rel = float(np.abs(a - b).max() / np.abs(a).max())
+ok = not exact and rel <= 1e-4
+print("ok  " if ok else "FAIL", what, "max |diff| / max |logit| = %.2e" % rel, "(bitwise expected)" if exact else "")
+sys.exit(0 if ok else 1)
+PY
+      done
     done
   done
 else
