@@ -44,9 +44,13 @@ if [ "$(uname -m)" = x86_64 ]; then
   done
   if [ ${#arm_missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
-    dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
-    { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; } ||
+    added=0
+    dpkg --print-foreign-architectures | grep -qx arm64 || { $SUDO dpkg --add-architecture arm64; added=1; }
+    if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${arm_missing[@]}"; }; then
       echo "setup: warning: the ARM64 emulation packages did not install; arm64_kernels_emulated will be skipped" >&2
+      # A mirror without arm64 indexes would fail every later apt-get update: take it out again.
+      [ "$added" = 1 ] && $SUDO dpkg --remove-architecture arm64 2>/dev/null && $SUDO apt-get update -qq || true
+    fi
   fi
 fi
 
